@@ -1,0 +1,1 @@
+"""The `cardflow` command line (typer + rich)."""

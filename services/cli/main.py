@@ -1,0 +1,27 @@
+"""Entry point of the `cardflow` command: one typer app, subcommands registered per module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="cardflow",
+    help="cardflow — keep every GPU busy with the right work; make every GPU-hour accountable.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _register() -> None:
+    """Attach each area's commands. Each module exposes `register(app)`."""
+    from services.cli import backends
+
+    for module in (backends,):
+        module.register(app)
+
+
+_register()
+
+if __name__ == "__main__":
+    app()

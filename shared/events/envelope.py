@@ -1,0 +1,68 @@
+"""The event envelope every cardflow event shares, and canonical JSON for the audit hash chain.
+
+An event is a frozen pydantic model: envelope fields plus a typed `data` payload. Concrete event
+classes (in `shared.events.types`) subclass `Envelope`, pin `type` to a `Literal`, and give `data`
+its payload model; `shared.events.Event` is the discriminated union of all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from ulid import ULID
+
+
+def new_event_id() -> str:
+    """A new ULID as its 26-character Crockford base32 string (sortable by creation time)."""
+    return str(ULID())
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Payload(BaseModel):
+    """Base of every event payload: frozen, unknown fields forbidden."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Envelope(BaseModel):
+    """Fields common to every event (ARCHITECTURE section 3)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str = Field(default_factory=new_event_id, min_length=26, max_length=26)
+    type: str
+    subject: str = Field(description="entity the event is about, e.g. task/T123, lease/L9, quota/proj-a")
+    subject_seq: int = Field(ge=1, description="per-subject, gap-free sequence from the owning service")
+    occurred_at: AwareDatetime = Field(default_factory=utcnow)
+    producer: str = Field(description="service and instance, e.g. intake/local-1")
+    actor: str = Field(description="who caused it: user:alice, upstream:pipeline-x, service:dispatcher")
+    correlation_id: str | None = None
+    causation_id: str | None = None
+    schema_version: int = 1
+    data: Any
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _to_utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def canonical_json(event: BaseModel | dict[str, Any]) -> bytes:
+    """Deterministic UTF-8 JSON: sorted keys, no whitespace, times in UTC with a `Z` suffix.
+
+    The same event always yields the same bytes, which the audit hash chain relies on.
+    """
+    body = event.model_dump(mode="python") if isinstance(event, BaseModel) else event
+    return json.dumps(body, default=_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,56 @@
+"""Every Redis stream, consumer group and key name cardflow uses, in one place.
+
+Nothing else in the code base spells a stream or key literally; import from here.
+"""
+
+from __future__ import annotations
+
+# ---- streams -------------------------------------------------------------
+INGEST_STREAM = "cf:ingest"
+"""Upstream systems append `task.submit`, `task.cancel`, `data.ready` entries here (plain Redis clients)."""
+
+EVENTS_STREAM = "cf:events"
+"""The global, ordered log of every state transition (published by the outbox relay)."""
+
+REPORTS_STREAM = "cf:reports"
+"""Agents append registrations, heartbeats, progress, checkpoints and completions here."""
+
+DEADLETTER_STREAM = "cf:deadletter"
+"""Entries that could not be processed after N deliveries, with the error and the original."""
+
+
+def agent_inbox(agent_id: str) -> str:
+    """The stream an agent reads its grants, preemptions and revocations from."""
+    return f"cf:agent:{agent_id}"
+
+
+# ---- consumer groups (one per consuming service) ---------------------------
+INTAKE_GROUP = "intake"
+READINESS_GROUP = "readiness"
+MATCHER_GROUP = "matcher"
+DISPATCHER_GROUP = "dispatcher"
+LEDGER_GROUP = "ledger"
+CONSOLE_GROUP = "console"
+AGENT_GROUP = "agent"
+
+# ---- keys ------------------------------------------------------------------
+DISPATCHER_LEADER_KEY = "cf:lock:dispatcher"
+"""Leader lock of the single active dispatcher (value = holder; fencing token kept in PostgreSQL)."""
+
+DELIVERY_COUNT_PREFIX = "cf:deliveries:"
+"""Hash per stream+group counting deliveries of pending entries (field = entry id)."""
+
+
+def delivery_count_key(stream: str, group: str) -> str:
+    return f"{DELIVERY_COUNT_PREFIX}{stream}:{group}"
+
+
+# ---- object storage ----------------------------------------------------------
+CONFIG_BUCKET = "cardflow-config"
+"""Versioned bucket: policy.yaml, cards.yaml, templates/*.yaml."""
+
+ARCHIVE_BUCKET = "cardflow-archive"
+"""Versioned bucket: task manifests, board snapshots, reports, audit segments."""
+
+# ---- PostgreSQL schemas (one per owning service) ------------------------------
+SCHEMAS = ("intake", "readiness", "matcher", "dispatcher", "ledger", "audit")

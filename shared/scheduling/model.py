@@ -1,0 +1,192 @@
+"""Immutable inputs and outputs of one scheduling cycle.
+
+Times are float seconds since the Unix epoch (UTC); durations are float seconds. Floats keep the
+core fast enough to run on 10,000 nodes and 100,000 queued tasks, and let the simulator use
+simulated time without conversion. The dispatcher converts aware datetimes at its boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Mapping
+
+
+class PriorityClass(StrEnum):
+    """Service classes, strongest first."""
+
+    CORE = "core"  # the work the fleet exists for; may use headroom at once, may preempt
+    STANDARD = "standard"  # normal work; never takes the headroom share
+    OPPORTUNISTIC = "opportunistic"  # backfills anything idle; first to be preempted
+
+    @property
+    def rank(self) -> int:
+        """0 for core, 1 for standard, 2 for opportunistic (lower runs first)."""
+        return _CLASS_RANK[self]
+
+
+_CLASS_RANK = {PriorityClass.CORE: 0, PriorityClass.STANDARD: 1, PriorityClass.OPPORTUNISTIC: 2}
+
+
+class Profile(StrEnum):
+    """What bounds a task's speed, used to scale its estimate from the reference card."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    BALANCED = "balanced"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A GPU host as the dispatcher sees it: its card type and which GPU indices are free."""
+
+    node_id: str
+    card_type: str
+    gpus: int
+    free: frozenset[int]
+    heavy_running: int = 0  # memory/bandwidth-heavy tasks currently leased on this node
+
+
+@dataclass(frozen=True, slots=True)
+class RunningLease:
+    """A lease in force: which task holds which GPUs, and when it is expected to end."""
+
+    lease_id: str
+    task_id: str
+    project: str
+    priority_class: PriorityClass
+    node_id: str
+    card_type: str
+    gpu_indices: tuple[int, ...]
+    started_at: float
+    estimated_end: float
+    last_checkpoint_at: float | None = None  # None = no checkpoint yet (progress since start is at risk)
+    heavy: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_indices)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaAccount:
+    """A project's GPU-hour budget and its validity window."""
+
+    project: str
+    remaining_gpu_hours: float
+    valid_from: float
+    valid_to: float
+
+
+@dataclass(frozen=True, slots=True)
+class CardOption:
+    """One adequate card type for a task, in matcher order (cheapest adequate first)."""
+
+    card_type: str
+    runtime_s: float  # estimated runtime on this card type
+    cost: float  # estimated cost = runtime x gpus x price
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTask:
+    """A task waiting for GPUs, with everything the core needs to decide about it."""
+
+    task_id: str
+    project: str
+    priority_class: PriorityClass
+    priority: int
+    gpus: int
+    submitted_at: float
+    options: tuple[CardOption, ...]  # empty = not (yet) matched
+    data_ready: bool = True
+    approved: bool = True
+    heavy: bool = False
+    checkpoint_interval_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the fleet looks like at the start of a cycle."""
+
+    nodes: tuple[Node, ...]
+    leases: tuple[RunningLease, ...] = ()
+    quotas: Mapping[str, QuotaAccount] = field(default_factory=dict)  # project without account = unlimited
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Knobs of a scheduling policy. Baselines (fifo, priority, easy-backfill) are presets of it."""
+
+    name: str = "cardflow"
+    order: str = "cardflow"  # "cardflow" (class, priority, aging) | "priority" | "fifo"
+    aging_per_hour: float = 1.0  # effective-priority points gained per hour waited
+    headroom: float | Mapping[str, float] = 0.1  # share of each card type standard work may not take
+    max_heavy_per_node: int = 2
+    quota_expiry_margin_s: float = 3600.0
+    backfill: bool = True  # EASY reservation + backfill
+    head_of_line_blocking: bool = False  # fifo/priority baselines: stop at the first task that does not fit
+    readiness_gate: bool = True  # False only for readiness-blind baselines
+    preemption: bool = True  # opportunistic work yields to core work
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node_id: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    task_id: str
+    card_type: str
+    placements: tuple[Placement, ...]
+    estimated_end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    lease_id: str
+    task_id: str
+    for_task_id: str
+    lost_gpu_hours: float  # progress since the victim's last checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    task_id: str
+    card_type: str
+    start_at: float
+    node_ids: tuple[str, ...]
+
+
+class DeferralReason(StrEnum):
+    """Why a queued task did not start this cycle (machine reason; the detail is the sentence)."""
+
+    DATA_NOT_READY = "data_not_ready"
+    UNMATCHED = "unmatched"
+    NOT_APPROVED = "not_approved"
+    QUOTA_EXHAUSTED = "quota_exhausted"
+    QUOTA_EXPIRES = "quota_expires"
+    QUOTA_NOT_YET_VALID = "quota_not_yet_valid"
+    NO_CAPACITY = "no_capacity"
+    HEADROOM = "headroom"
+    RESERVED = "reserved"  # this task holds the reservation and waits for it
+    BEHIND_RESERVATION = "behind_reservation"  # would delay the reserved task
+    HEAD_OF_LINE = "head_of_line"  # baselines: blocked behind an earlier task
+    AWAITING_PREEMPTION = "awaiting_preemption"  # victims are being preempted for it
+    HEAVY_SPREAD = "heavy_spread"  # every fitting node already holds max heavy tasks
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    task_id: str
+    reason: DeferralReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    grants: tuple[Grant, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    deferrals: tuple[Deferral, ...] = ()

@@ -1,0 +1,67 @@
+"""Process settings from the environment (`CARDFLOW_*`), one typed object for every backend.
+
+Every backend is reached by configuration alone: a managed PostgreSQL, any Redis >= 6.2 and any
+S3-compatible store (endpoint, region, credentials, path-style addressing). Secrets are
+`SecretStr`, so they never appear in reprs, logs or `cardflow doctor` output.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Where the backends are. Unset URLs mean "start an embedded server" under `data_dir`."""
+
+    model_config = SettingsConfigDict(env_prefix="CARDFLOW_", env_file=None, extra="ignore")
+
+    redis_url: str | None = Field(None, description="redis://[user:pass@]host:port/db")
+    database_url: SecretStr | None = Field(None, description="postgresql://user:pass@host:port/db")
+    s3_endpoint: str | None = Field(None, description="http(s)://host:port of an S3-compatible store")
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_region: str = "us-east-1"
+    s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
+    data_dir: Path = Path(".cardflow")
+    instance: str = Field("local", description="name of this process instance, used in event producers")
+
+    @property
+    def database_dsn(self) -> str | None:
+        return self.database_url.get_secret_value() if self.database_url else None
+
+    def redacted(self) -> dict[str, str | None]:
+        """The settings as strings safe to print: passwords in URLs and keys replaced by ***."""
+        return {
+            "CARDFLOW_REDIS_URL": redact_url(self.redis_url),
+            "CARDFLOW_DATABASE_URL": redact_url(self.database_dsn),
+            "CARDFLOW_S3_ENDPOINT": self.s3_endpoint,
+            "CARDFLOW_S3_ACCESS_KEY": "***" if self.s3_access_key else None,
+            "CARDFLOW_S3_SECRET_KEY": "***" if self.s3_secret_key else None,
+            "CARDFLOW_S3_REGION": self.s3_region,
+            "CARDFLOW_S3_ADDRESSING_STYLE": self.s3_addressing_style,
+            "CARDFLOW_DATA_DIR": str(self.data_dir),
+        }
+
+
+def redact_url(url: str | None) -> str | None:
+    """Replace the password of a URL with *** (`redis://u:***@h:1/0`)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The settings of this process, read once from the environment."""
+    return Settings()
