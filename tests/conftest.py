@@ -1,0 +1,46 @@
+"""Shared test fixtures: real Redis, PostgreSQL and S3 for the whole session.
+
+`backends` (session): an `Endpoints` for every backend. Backends configured in the environment
+(`CARDFLOW_REDIS_URL`, `CARDFLOW_DATABASE_URL`, `CARDFLOW_S3_ENDPOINT` + keys) are used as they are;
+the others are started as embedded servers under a temporary data dir, once per session, and
+stopped at its end. Tests share these servers: use unique names (stream keys, schemas, buckets)
+per test, e.g. with `new_event_id()` or `tmp_path.name` in them.
+
+`backends_env` (function): the same, exported as `CARDFLOW_*` variables for code that reads
+`get_settings()`; the settings cache is cleared before and after.
+
+Tests that use either fixture are marked `integration` automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from shared.embedded import Backends, Endpoints
+from shared.settings import Settings, get_settings
+
+BACKEND_FIXTURES = frozenset({"backends", "backends_env"})
+
+
+@pytest.fixture(scope="session")
+def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    data_dir = tmp_path_factory.mktemp("backends")
+    with Backends(Settings(), data_dir, durable=False) as endpoints:
+        yield endpoints
+
+
+@pytest.fixture
+def backends_env(backends: Endpoints, monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoints]:
+    for key, value in backends.as_env().items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    yield backends
+    get_settings.cache_clear()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BACKEND_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
