@@ -1,0 +1,172 @@
+"""The discrete-event engine: replay a workload on a fleet under one policy.
+
+Events (arrival, data ready, finish, checkpoint, preemption, quota start/expiry) wait in a heap
+ordered by simulated time; nothing sleeps. All events of one instant are applied together, then —
+if any of them could change a decision — the pure scheduling core is asked for a plan over an
+immutable snapshot, and its grants and preemptions are applied. Tasks run for their TRUE duration
+(scaled to the granted card); the core only ever sees estimates.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from shared.scheduling.model import (
+    Plan, Policy, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot,
+)
+from shared.simulation.cardmodel import CardModel, FlatCardModel
+from shared.simulation.cluster import Cluster
+from shared.simulation.fleet import Fleet
+from shared.simulation.metrics import Recorder
+from shared.simulation.state import EventKind, TaskRun
+from shared.simulation.transitions import Transitions
+from shared.simulation.workload import SimTask
+
+PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]
+ProgressFn = Callable[[int, float], None]
+
+MAX_STEPS_PER_INSTANT = 10_000  # more decisions than this at one instant means the plan never settles
+
+
+def default_plan_fn() -> PlanFn:
+    """The production scheduling core (imported late so tests can run the engine without it)."""
+    from shared.scheduling.plan import plan
+
+    return plan
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything one run produced."""
+
+    policy: str
+    tasks: tuple[SimTask, ...]  # tasks that could be placed on this fleet
+    unplaceable: tuple[str, ...]  # no adequate card type with enough GPUs in the fleet
+    unfinished: int
+    recorder: Recorder
+
+
+class Simulation(Transitions):
+    """One policy over one workload on one fleet. Build, then `run()` once."""
+
+    def __init__(self, tasks: Sequence[SimTask], cluster: Cluster, policy: Policy, *,
+                 plan_fn: PlanFn | None = None, card_model: CardModel | None = None,
+                 quotas: Mapping[str, QuotaAccount] | None = None) -> None:
+        self.policy = policy
+        self.plan_fn = plan_fn or default_plan_fn()
+        self.cards = card_model or FlatCardModel()
+        self.fleet = Fleet(cluster)
+        self.recorder = Recorder()
+        self._heap: list[tuple[float, int, int, str]] = []
+        self._seq = 0
+        self._runs: dict[str, TaskRun] = {}
+        self._queue: dict[str, QueuedTask] = {}
+        self._leases: dict[str, RunningLease] = {}
+        self._lease_task: dict[str, str] = {}
+        self._lease_cache: tuple[RunningLease, ...] | None = ()
+        self._queued_by_class: Counter[PriorityClass] = Counter()
+        self._running_by_class: Counter[PriorityClass] = Counter()
+        self._quotas: dict[str, QuotaAccount] = dict(quotas or {})
+        self._unplaceable = self._admit(tasks, cluster.gpus_by_card())
+        self._completed = 0
+
+    # --- set-up -----------------------------------------------------------------------------
+    def _admit(self, tasks: Sequence[SimTask], fleet_gpus: Mapping[str, int]) -> tuple[str, ...]:
+        """Match every task to the fleet's card types; schedule arrivals and quota events."""
+        unplaceable = []
+        for task in tasks:
+            options = self.cards.options(task, task.estimate_s, fleet_gpus)
+            if not options:
+                unplaceable.append(task.task_id)
+                continue
+            self._runs[task.task_id] = TaskRun(task, options, task.duration_s, task.estimate_s)
+            self._push(task.submit_s, EventKind.ARRIVAL, task.task_id)
+        for account in self._quotas.values():
+            self._push(account.valid_from, EventKind.QUOTA_START, account.project)
+            self._push(account.valid_to, EventKind.QUOTA_EXPIRY, account.project)
+        return tuple(unplaceable)
+
+    def _push(self, at: float, kind: EventKind, key: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, int(kind), self._seq, key))
+
+    # --- main loop --------------------------------------------------------------------------
+    def run(self, progress: ProgressFn | None = None) -> Outcome:
+        """Replay until no event is left; return what happened."""
+        steps_at_instant, previous = 0, None
+        while self._heap:
+            now = self._heap[0][0]
+            steps_at_instant = steps_at_instant + 1 if now == previous else 0
+            if steps_at_instant > MAX_STEPS_PER_INSTANT:
+                raise RuntimeError(f"plan does not settle at t={now}: check preemption/grant logic")
+            previous = now
+            # 1. Apply every event of this instant.
+            replan = self._apply_events_at(now)
+            # 2. Decide with the pure core (unless nothing could have changed), apply the plan.
+            if replan and self._something_to_decide():
+                self._apply_plan(now, self._decide(now))
+            # 3. Record the queue and report progress.
+            self._sample(now)
+            if progress is not None and self.recorder.plans % 64 == 0:
+                progress(self._completed, now)
+        if progress is not None:
+            progress(self._completed, previous or 0.0)
+        return self._outcome()
+
+    def _apply_events_at(self, now: float) -> bool:
+        replan = False
+        while self._heap and self._heap[0][0] == now:
+            _, kind, _, key = heapq.heappop(self._heap)
+            replan |= self._handle(EventKind(kind), key, now)
+        return replan
+
+    def _handle(self, kind: EventKind, key: str, now: float) -> bool:
+        """Apply one event; True if it may change the next plan."""
+        handler: Callable[[str, float], bool] = {
+            EventKind.ARRIVAL: self._on_arrival,
+            EventKind.READY: self._on_ready,
+            EventKind.FINISH: self._on_finish,
+            EventKind.CHECKPOINT: self._on_checkpoint,
+            EventKind.PREEMPT: self._on_preempt,
+            EventKind.QUOTA_EXPIRY: self._on_quota_expiry,
+            EventKind.QUOTA_START: self._on_quota_start,
+        }[kind]
+        return handler(key, now)
+
+    def _something_to_decide(self) -> bool:
+        """False when the queue is empty, or the fleet is full and no core task could preempt."""
+        if not self._queue:
+            return False
+        if self.fleet.busy_gpus < self.fleet.capacity:
+            return True
+        return (self.policy.preemption and self._queued_by_class[PriorityClass.CORE] > 0
+                and self._running_by_class[PriorityClass.OPPORTUNISTIC] > 0)
+
+    def _decide(self, now: float) -> Plan:
+        if self._lease_cache is None:
+            self._lease_cache = tuple(self._leases.values())
+        snapshot = Snapshot(nodes=self.fleet.nodes(), leases=self._lease_cache, quotas=dict(self._quotas))
+        self.recorder.plans += 1
+        return self.plan_fn(snapshot, tuple(self._queue.values()), self.policy, now)
+
+    def _apply_plan(self, now: float, plan: Plan) -> None:
+        self.recorder.deferrals.update((d.task_id, d.reason.value) for d in plan.deferrals)
+        for reservation in plan.reservations:
+            self.recorder.reservations[reservation.task_id] = reservation.start_at
+        for grant in plan.grants:
+            self._start(grant, now)
+        for preemption in plan.preemptions:
+            self._push(now, EventKind.PREEMPT, preemption.lease_id)
+
+    def _sample(self, now: float) -> None:
+        queue = self.recorder.queue
+        if not queue or queue[-1][1] != len(self._queue):
+            queue.append((now, len(self._queue)))
+
+    def _outcome(self) -> Outcome:
+        placed = tuple(run.task for run in self._runs.values())
+        unfinished = sum(1 for run in self._runs.values() if run.task.task_id not in self.recorder.jcts)
+        return Outcome(self.policy.name, placed, self._unplaceable, unfinished, self.recorder)

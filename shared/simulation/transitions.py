@@ -1,0 +1,210 @@
+"""State transitions of the simulation: what each event and each grant does to tasks and leases.
+
+Split from `engine.py` (which owns the loop); every handler returns True when the change may
+alter the next plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from shared.scheduling.model import Grant, PriorityClass, QueuedTask, QuotaAccount, RunningLease
+from shared.simulation.state import EventKind, LeaseRun, TaskRun
+
+if TYPE_CHECKING:
+    from shared.scheduling.model import Policy
+    from shared.simulation.cardmodel import CardModel
+    from shared.simulation.fleet import Fleet
+    from shared.simulation.metrics import Recorder
+
+MIN_REMAINING_ESTIMATE_S = 60.0  # a resumed task whose estimate ran out still claims a minute
+
+
+class Transitions:
+    """Event handlers and lease bookkeeping; mixed into `Simulation`."""
+
+    policy: Policy
+    cards: CardModel
+    fleet: Fleet
+    recorder: Recorder
+    _runs: dict[str, TaskRun]
+    _queue: dict[str, QueuedTask]
+    _leases: dict[str, RunningLease]
+    _lease_task: dict[str, str]
+    _lease_cache: tuple[RunningLease, ...] | None
+    _queued_by_class: Counter[PriorityClass]
+    _running_by_class: Counter[PriorityClass]
+    _quotas: dict[str, QuotaAccount]
+    _completed: int
+
+    def _push(self, at: float, kind: EventKind, key: str) -> None:  # provided by Simulation
+        raise NotImplementedError
+
+    # --- queue ------------------------------------------------------------------------------
+    def _enqueue(self, run: TaskRun) -> None:
+        run.view = run.queued_view()
+        self._queue[run.task.task_id] = run.view
+        self._queued_by_class[run.task.priority_class] += 1
+
+    def _dequeue(self, run: TaskRun) -> None:
+        del self._queue[run.task.task_id]
+        run.view = None
+        self._queued_by_class[run.task.priority_class] -= 1
+
+    def _on_arrival(self, task_id: str, now: float) -> bool:
+        run = self._runs[task_id]
+        run.data_ready = run.task.ready_s <= now
+        if not run.data_ready:
+            self._push(run.task.ready_s, EventKind.READY, task_id)
+        self._enqueue(run)
+        return True
+
+    def _on_ready(self, task_id: str, now: float) -> bool:
+        run = self._runs[task_id]
+        run.data_ready = True
+        if run.view is None:  # already running (readiness-blind start): its work begins now
+            return False
+        run.view = replace(run.view, data_ready=True)
+        self._queue[task_id] = run.view
+        return self.policy.readiness_gate
+
+    def _on_quota_start(self, project: str, now: float) -> bool:
+        return True
+
+    # --- leases -----------------------------------------------------------------------------
+    def _start(self, grant: Grant, now: float) -> None:
+        """Apply a grant: occupy GPUs, open the lease, schedule its finish and checkpoints."""
+        run = self._runs[grant.task_id]
+        self._dequeue(run)
+        run.attempts += 1
+        task = run.task
+        speed = self.cards.speed(task, grant.card_type)
+        work_start = max(now, task.ready_s)
+        run.lease = LeaseRun(
+            lease_ids=tuple(f"{task.task_id}#{run.attempts}/{i}" for i in range(len(grant.placements))),
+            card_type=grant.card_type,
+            placements=grant.placements,
+            started_s=now,
+            work_start_s=work_start,
+            end_s=work_start + run.remaining_work_s * speed,
+            estimated_end=grant.estimated_end,
+            speed=speed,
+            charged_gpu_hours=task.gpus * max(0.0, grant.estimated_end - now) / 3600.0,
+        )
+        self.fleet.occupy(grant.placements, task.heavy)
+        self._add_lease_views(run)
+        self._charge(task.project, run.lease.charged_gpu_hours)
+        self._running_by_class[task.priority_class] += 1
+        self._push(run.lease.end_s, EventKind.FINISH, run.lease.lease_ids[0])
+        self._schedule_checkpoint(run, work_start)
+
+    def _schedule_checkpoint(self, run: TaskRun, after: float) -> None:
+        interval = run.task.checkpoint_interval_s
+        lease = run.lease
+        if interval and lease is not None and after + interval < lease.end_s:
+            self._push(after + interval, EventKind.CHECKPOINT, lease.lease_ids[0])
+
+    def _add_lease_views(self, run: TaskRun) -> None:
+        task, lease = run.task, run.lease
+        assert lease is not None
+        for lease_id, placement in zip(lease.lease_ids, lease.placements):
+            self._leases[lease_id] = RunningLease(
+                lease_id=lease_id, task_id=task.task_id, project=task.project,
+                priority_class=task.priority_class, node_id=placement.node_id, card_type=lease.card_type,
+                gpu_indices=placement.gpu_indices, started_at=lease.started_s,
+                estimated_end=lease.estimated_end, last_checkpoint_at=lease.last_checkpoint_s, heavy=task.heavy,
+            )
+            self._lease_task[lease_id] = task.task_id
+        self._lease_cache = None
+
+    def _remove_lease_views(self, lease: LeaseRun) -> None:
+        for lease_id in lease.lease_ids:
+            del self._leases[lease_id]
+            del self._lease_task[lease_id]
+        self._lease_cache = None
+
+    def _current(self, lease_id: str) -> TaskRun | None:
+        """The task still running under `lease_id` (None if that lease has ended)."""
+        task_id = self._lease_task.get(lease_id)
+        return self._runs[task_id] if task_id is not None else None
+
+    def _on_checkpoint(self, lease_id: str, now: float) -> bool:
+        run = self._current(lease_id)
+        if run is None or run.lease is None:
+            return False
+        run.lease.last_checkpoint_s = now
+        for part in run.lease.lease_ids:
+            self._leases[part] = replace(self._leases[part], last_checkpoint_at=now)
+        self._lease_cache = None
+        self._schedule_checkpoint(run, now)
+        return False
+
+    def _on_finish(self, lease_id: str, now: float) -> bool:
+        run = self._current(lease_id)
+        if run is None:
+            return False
+        self._close(run, now, kept_until=now)
+        run.remaining_work_s = 0.0
+        self.recorder.jcts[run.task.task_id] = now - run.task.submit_s
+        self.recorder.last_finish = max(now, self.recorder.last_finish or now)
+        self._completed += 1
+        return True
+
+    def _on_preempt(self, lease_id: str, now: float) -> bool:
+        """Stop the task, keep its progress up to the last checkpoint, queue the rest again."""
+        run = self._current(lease_id)
+        if run is None:
+            return False
+        self._stop_early(run, now)
+        self.recorder.preemptions += 1
+        self._enqueue(run)
+        return True
+
+    def _on_quota_expiry(self, project: str, now: float) -> bool:
+        """The project's quota ends: its running tasks are cut off (and not requeued)."""
+        victims = [run for run in self._runs.values() if run.lease is not None and run.task.project == project]
+        for run in victims:
+            self._stop_early(run, now)
+            run.cut_off = True
+            self.recorder.quota_cutoffs += 1
+        return True
+
+    def _stop_early(self, run: TaskRun, now: float) -> None:
+        lease = run.lease
+        assert lease is not None
+        kept_until = min(now, max(lease.last_checkpoint_s or lease.work_start_s, lease.work_start_s))
+        progress = max(0.0, kept_until - lease.work_start_s) / lease.speed if lease.speed > 0 else 0.0
+        self._close(run, now, kept_until=kept_until)
+        run.remaining_work_s = max(0.0, run.remaining_work_s - progress)
+        run.remaining_estimate_s = max(MIN_REMAINING_ESTIMATE_S, run.remaining_estimate_s - progress)
+
+    def _close(self, run: TaskRun, now: float, kept_until: float) -> None:
+        """End the lease: free GPUs, record idle/useful/lost time, cost, wait; settle the quota."""
+        lease, task = run.lease, run.task
+        assert lease is not None
+        self.fleet.release(lease.placements, task.heavy)
+        self._remove_lease_views(lease)
+        self._running_by_class[task.priority_class] -= 1
+        run.lease = None
+        recorder, gpus = self.recorder, task.gpus
+        work_start = min(lease.work_start_s, now)
+        if work_start > lease.started_s:
+            recorder.idle.append((lease.started_s, work_start, gpus))
+        if kept_until > lease.work_start_s:
+            recorder.useful.append((lease.work_start_s, kept_until, gpus))
+        if now > max(kept_until, lease.work_start_s):
+            recorder.lost.append((max(kept_until, lease.work_start_s), now, gpus))
+        recorder.cost += gpus * (now - lease.started_s) * self.cards.price(lease.card_type) / 3600.0
+        work_began = now > lease.work_start_s or (now == lease.work_start_s and kept_until == now)
+        if work_began and run.work_began_s is None:
+            run.work_began_s = lease.work_start_s
+            recorder.waits[task.task_id] = lease.work_start_s - task.submit_s
+        used = gpus * (now - lease.started_s) / 3600.0
+        self._charge(task.project, used - lease.charged_gpu_hours)
+
+    def _charge(self, project: str, gpu_hours: float) -> None:
+        account = self._quotas.get(project)
+        if account is not None and gpu_hours:
+            self._quotas[project] = replace(account, remaining_gpu_hours=account.remaining_gpu_hours - gpu_hours)
