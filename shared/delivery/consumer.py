@@ -1,0 +1,302 @@
+"""FastStream subscriber conventions: consumer groups, a claimer, delivery counting, dead-letter.
+
+`@reliable_subscriber(broker, stream=..., group=..., parse=parse_event)` registers two FastStream
+subscribers in one consumer group (FastStream 0.7.8, Redis >= 6.2):
+
+- a claimer: `StreamSub(min_idle_time=...)`, FastStream's own XAUTOCLAIM loop, which takes over
+  entries left pending longer than `min_idle_ms` by any consumer (crashed, or whose handler
+  raised). It is registered first, so at broker start it creates the group (MKSTREAM) at
+  `start_id`, default `0`: a new group sees everything already in the stream. (FastStream alone
+  would create it at `$` and skip history.)
+- a reader: XREADGROUP `>` for new entries.
+
+Each entry then goes through the same steps:
+
+1. redelivered (claimer) entries: read the delivery count (XPENDING); past `max_deliveries`
+   (the consumer kept dying) -> dead-letter `exhausted`;
+2. parse the body with `parse` -> on any error, dead-letter `invalid` at once (never retried);
+3. bind event_id, type, subject, correlation_id into the structlog context;
+4. run the handler -> ack. If it raises: on the last allowed delivery dead-letter `failed`,
+   else leave the entry pending and re-raise (FastStream logs it; the claimer retries later).
+
+Dead-letter writes and the ack of the original are one MULTI (see `shared.delivery.deadletter`).
+Handlers must be idempotent (`record_consumed` in the effect's transaction): an entry may be
+delivered again after a crash, or when a handler runs longer than `min_idle_ms`.
+
+`reliable_batch_subscriber` is the same with FastStream's batch reads (`StreamSub(batch=True)`):
+the handler gets a list of events. If it raises, the whole batch stays pending and the claimer
+redelivers the entries one at a time (as batches of one), which isolates a poison entry.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from faststream import AckPolicy, Context
+from faststream.redis import RedisBroker, StreamSub
+from redis.asyncio import Redis
+
+from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
+from shared.delivery.wire import BODY_FIELD, extract_body
+from shared.events.envelope import Envelope
+from shared.logging import bind_message_context, get_logger
+from shared.names import DEADLETTER_STREAM
+
+E = TypeVar("E", bound=Envelope)
+Handler = Callable[[E], Awaitable[None]]
+BatchHandler = Callable[[list[E]], Awaitable[None]]
+
+log = get_logger(__name__)
+
+
+def default_consumer_name() -> str:
+    """Unique per process: `<host>-<pid>`. Entries a dead process left pending are claimed by others."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Where and how a handler consumes."""
+
+    stream: str
+    group: str
+    consumer: str
+    max_deliveries: int = 5
+    min_idle_ms: int = 30_000
+    claim_interval_ms: int = 1_000
+    start_id: str = "0"
+    body_field: str = BODY_FIELD
+    deadletter_stream: str = DEADLETTER_STREAM
+    max_records: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    entry_id: str
+    fields: dict[bytes, bytes]
+
+
+class DeliveryPipeline:
+    """The per-entry steps (count, parse, bind context, handle, ack / dead-letter) of one subscription."""
+
+    def __init__(self, broker: RedisBroker, subscription: Subscription, parse: Callable[[bytes], Envelope]) -> None:
+        self.sub = subscription
+        self._broker = broker
+        self._parse = parse
+
+    async def redis(self) -> Redis:
+        return await self._broker.connect()  # the broker's own client, connected at broker start
+
+    async def process(self, entry: Entry, handler: Handler[Any], *, redelivered: bool) -> None:
+        """Run one entry through the steps in the module docstring."""
+        deliveries = await self.delivery_count(entry) if redelivered else 1
+        if deliveries == 0:
+            return  # acked meanwhile by another consumer
+        if deliveries > self.sub.max_deliveries:
+            await self.dead(entry, DeadReason.EXHAUSTED, deliveries, None)
+            return
+        event = await self.parse_or_dead(entry, deliveries)
+        if event is None:
+            return
+        bind_event_context(event, self.sub, entry, deliveries)
+        try:
+            await handler(event)
+        except Exception as exc:
+            if deliveries < self.sub.max_deliveries:
+                log.warning("handler failed; entry left pending for the claimer", error=repr(exc))
+                raise
+            await self.dead(entry, DeadReason.FAILED, deliveries, exc)
+            return
+        await self.ack([entry])
+
+    async def process_batch(self, entries: list[Entry], handler: BatchHandler[Any]) -> None:
+        """First delivery of a batch: dead-letter invalid entries, hand the rest over at once."""
+        accepted: list[tuple[Entry, Envelope]] = []
+        for entry in entries:
+            event = await self.parse_or_dead(entry, 1)
+            if event is not None:
+                accepted.append((entry, event))
+        if not accepted:
+            return
+        bind_message_context(stream=self.sub.stream, group=self.sub.group, batch_size=len(accepted))
+        try:
+            await handler([event for _, event in accepted])
+        except Exception as exc:
+            if self.sub.max_deliveries > 1:
+                log.warning("batch handler failed; entries left pending for the claimer", error=repr(exc))
+                raise
+            for entry, _ in accepted:
+                await self.dead(entry, DeadReason.FAILED, 1, exc)
+            return
+        await self.ack([entry for entry, _ in accepted])
+
+    async def parse_or_dead(self, entry: Entry, deliveries: int) -> Envelope | None:
+        """The parsed event, or None after dead-lettering an entry that can never be processed."""
+        try:
+            return self._parse(extract_body(entry.fields, self.sub.body_field))
+        except Exception as exc:
+            await self.dead(entry, DeadReason.INVALID, deliveries, exc)
+            return None
+
+    async def delivery_count(self, entry: Entry) -> int:
+        """XPENDING's delivery count of the entry (0 = no longer pending)."""
+        redis = await self.redis()
+        pending = await redis.xpending_range(
+            self.sub.stream, self.sub.group, min=entry.entry_id, max=entry.entry_id, count=1
+        )
+        return int(pending[0]["times_delivered"]) if pending else 0
+
+    async def ack(self, entries: list[Entry]) -> None:
+        redis = await self.redis()
+        await redis.xack(self.sub.stream, self.sub.group, *[e.entry_id for e in entries])
+
+    async def dead(self, entry: Entry, reason: DeadReason, deliveries: int, error: BaseException | None) -> None:
+        """Move the entry to the dead-letter stream and ack it (one MULTI)."""
+        source = DeadLetterSource(self.sub.stream, self.sub.group, self.sub.consumer, entry.entry_id)
+        fields = deadletter_fields(source, entry.fields, reason, deliveries, error)
+        await deadletter_and_ack(await self.redis(), source, fields, self.sub.deadletter_stream)
+        bind_message_context(stream=self.sub.stream, group=self.sub.group, entry_id=entry.entry_id)
+        log.error(
+            "entry dead-lettered",
+            reason=reason.value,
+            deliveries=deliveries,
+            error=repr(error) if error else None,
+            deadletter_stream=self.sub.deadletter_stream,
+        )
+
+
+def bind_event_context(event: Envelope, sub: Subscription, entry: Entry, deliveries: int) -> None:
+    bind_message_context(
+        event_id=event.event_id,
+        type=event.type,
+        subject=event.subject,
+        correlation_id=event.correlation_id,
+        stream=sub.stream,
+        group=sub.group,
+        entry_id=entry.entry_id,
+        deliveries=deliveries,
+    )
+
+
+def entries_of(message: Any) -> list[Entry]:
+    """The (entry id, fields) pairs of a FastStream stream message, single or batch."""
+    raw = message.raw_message
+    data = raw["data"]
+    rows = [data] if isinstance(data, dict) else list(data)
+    return [Entry(i.decode(), dict(d or {})) for i, d in zip(raw["message_ids"], rows, strict=True)]
+
+
+def reliable_subscriber(
+    broker: RedisBroker,
+    *,
+    stream: str,
+    group: str,
+    parse: Callable[[bytes], E],
+    consumer: str | None = None,
+    max_deliveries: int = 5,
+    min_idle_ms: int = 30_000,
+    claim_interval_ms: int = 1_000,
+    start_id: str = "0",
+    body_field: str = BODY_FIELD,
+    deadletter_stream: str = DEADLETTER_STREAM,
+    max_records: int = 100,
+) -> Callable[[Handler[E]], Handler[E]]:
+    """Decorate `async def handler(event) -> None` to consume `stream` in `group` reliably.
+
+    `min_idle_ms` must exceed the handler's longest run, or a slow entry is claimed by another
+    consumer while still running (harmless for idempotent handlers, but wasted work).
+    """
+    sub = _subscription(locals())
+
+    def decorate(handler: Handler[E]) -> Handler[E]:
+        pipeline = DeliveryPipeline(broker, sub, parse)
+        _register_claimer(broker, pipeline, handler)
+
+        @broker.subscriber(stream=_reader_stream(sub, batch=False), **_subscriber_options(sub, "reader"))
+        async def read(message: Any = Context("message")) -> None:
+            for entry in entries_of(message):
+                await pipeline.process(entry, handler, redelivered=False)
+
+        return handler
+
+    return decorate
+
+
+def reliable_batch_subscriber(
+    broker: RedisBroker,
+    *,
+    stream: str,
+    group: str,
+    parse: Callable[[bytes], E],
+    consumer: str | None = None,
+    max_deliveries: int = 5,
+    min_idle_ms: int = 30_000,
+    claim_interval_ms: int = 1_000,
+    start_id: str = "0",
+    body_field: str = BODY_FIELD,
+    deadletter_stream: str = DEADLETTER_STREAM,
+    max_records: int = 100,
+) -> Callable[[BatchHandler[E]], BatchHandler[E]]:
+    """Like `reliable_subscriber`, but `async def handler(events: list[Event])` gets up to `max_records`."""
+    sub = _subscription(locals())
+
+    def decorate(handler: BatchHandler[E]) -> BatchHandler[E]:
+        pipeline = DeliveryPipeline(broker, sub, parse)
+
+        async def handle_one(event: E) -> None:
+            await handler([event])
+
+        _register_claimer(broker, pipeline, handle_one)
+
+        @broker.subscriber(stream=_reader_stream(sub, batch=True), **_subscriber_options(sub, "batch-reader"))
+        async def read(message: Any = Context("message")) -> None:
+            await pipeline.process_batch(entries_of(message), handler)
+
+        return handler
+
+    return decorate
+
+
+def _subscription(arguments: dict[str, Any]) -> Subscription:
+    if arguments["max_deliveries"] < 1:
+        raise ValueError("max_deliveries must be >= 1")
+    names = set(Subscription.__dataclass_fields__) - {"consumer"}
+    return Subscription(
+        consumer=arguments["consumer"] or default_consumer_name(),
+        **{name: arguments[name] for name in names},
+    )
+
+
+def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: Handler[Any]) -> None:
+    """The XAUTOCLAIM subscriber; registered before the reader so it creates the group at `start_id`."""
+    sub = pipeline.sub
+    with warnings.catch_warnings():
+        # FastStream warns that polling_interval is unused for a group read from an explicit id;
+        # here last_id only sets where a new group starts, and polling_interval paces XAUTOCLAIM.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        claim_stream = StreamSub(
+            sub.stream,
+            group=sub.group,
+            consumer=sub.consumer,
+            last_id=sub.start_id,
+            min_idle_time=sub.min_idle_ms,
+            polling_interval=sub.claim_interval_ms,
+        )
+
+    @broker.subscriber(stream=claim_stream, **_subscriber_options(sub, "claimer"))
+    async def claim(message: Any = Context("message")) -> None:
+        for entry in entries_of(message):
+            await pipeline.process(entry, handler, redelivered=True)
+
+
+def _reader_stream(sub: Subscription, *, batch: bool) -> StreamSub[Any]:
+    return StreamSub(sub.stream, group=sub.group, consumer=sub.consumer, batch=batch, max_records=sub.max_records)
+
+
+def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:
+    return {"ack_policy": AckPolicy.MANUAL, "title": f"{sub.stream}:{sub.group}:{role}"}

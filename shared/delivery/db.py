@@ -1,0 +1,63 @@
+"""The asyncpg connection pool every service uses, with JSON codecs, and schema-name quoting.
+
+`create_pool` is called in a service's lifespan (never at import time). json/jsonb columns
+read and write plain Python values (dict, list, str, numbers), so callers never dump JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import asyncpg
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def quote_schema(schema: str) -> str:
+    """The schema as a quoted SQL identifier; refuses anything but lower-case snake names.
+
+    Schema names are interpolated into SQL text (identifiers cannot be bind parameters), so
+    they are validated strictly instead of escaped.
+    """
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(f"invalid schema name {schema!r}: use [a-z_][a-z0-9_]*, at most 63 chars")
+    return f'"{schema}"'
+
+
+def _dump_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """Register json and jsonb codecs on a new connection (used by the pool's `init`)."""
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(type_name, encoder=_dump_json, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int = 2,
+    max_size: int = 10,
+    command_timeout: float = 30.0,
+    **options: Any,
+) -> asyncpg.Pool:
+    """An asyncpg pool with JSON codecs.
+
+    Sizes: a service holds one connection for the relay's LISTEN, one per concurrently running
+    handler and one for the relay's publishing; 10 covers that with room for bursts. Idle
+    connections are closed after 5 minutes so managed databases do not keep them forever.
+    """
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        command_timeout=command_timeout,
+        max_inactive_connection_lifetime=300.0,
+        init=init_connection,
+        **options,
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,82 @@
+"""Transactional outbox: events are inserted in the caller's transaction, next to its table changes.
+
+A handler updates its tables and calls `append_events` on the SAME connection inside the SAME
+transaction; both commit or neither does. A NOTIFY (delivered at commit) wakes the relay, which
+publishes the rows to Redis (see `shared.delivery.relay`). `next_subject_seq` hands out the
+per-subject, gap-free `subject_seq` under the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+import asyncpg
+
+from shared.delivery.db import quote_schema
+from shared.events.envelope import Envelope, canonical_json
+from shared.names import EVENTS_STREAM
+
+
+class NotInTransactionError(RuntimeError):
+    """Outbox and inbox writes must share the caller's transaction; there was none."""
+
+
+def notify_channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel that wakes the relay of `schema`."""
+    quote_schema(schema)
+    return f"cardflow_outbox_{schema}"
+
+
+def require_transaction(conn: asyncpg.Connection) -> None:
+    if not conn.is_in_transaction():
+        raise NotInTransactionError("call this inside `async with conn.transaction():` with the effect's writes")
+
+
+async def append_events(
+    conn: asyncpg.Connection, schema: str, events: Sequence[Envelope], *, stream: str = EVENTS_STREAM
+) -> None:
+    """Insert `events` into `schema`.outbox for publication to `stream`, in the caller's transaction.
+
+    Rows are published in insertion order. Call `next_subject_seq` before building an event so
+    that, per subject, sequence order and outbox order agree.
+    """
+    require_transaction(conn)
+    if not events:
+        return
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
+        " SELECT e.event_id, e.type, e.subject, $5, e.body"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY"
+        " AS e(event_id, type, subject, body, ord) ORDER BY e.ord",
+        [e.event_id for e in events],
+        [e.type for e in events],
+        [e.subject for e in events],
+        [canonical_json(e).decode() for e in events],
+        stream,
+    )
+    await conn.execute("SELECT pg_notify($1, '')", notify_channel(schema))
+
+
+async def next_subject_seq(conn: asyncpg.Connection, schema: str, subject: str) -> int:
+    """The next `subject_seq` of `subject` (1, 2, 3, …), gap-free and transactional.
+
+    The upsert row-locks the subject until the caller commits, so concurrent writers of one
+    subject queue behind each other, and a rolled-back transaction gives its number back.
+    """
+    require_transaction(conn)
+    return await conn.fetchval(
+        f"INSERT INTO {quote_schema(schema)}.subject_seq AS s (subject, last_seq) VALUES ($1, 1)"
+        " ON CONFLICT (subject) DO UPDATE SET last_seq = s.last_seq + 1 RETURNING last_seq",
+        subject,
+    )
+
+
+async def prune_outbox(conn: asyncpg.Connection | asyncpg.Pool, schema: str, older_than: timedelta) -> int:
+    """Delete rows published more than `older_than` ago; return how many were deleted."""
+    status = await conn.execute(
+        f"DELETE FROM {quote_schema(schema)}.outbox"
+        " WHERE published_at IS NOT NULL AND published_at < now() - $1::interval",
+        older_than,
+    )
+    return int(status.split()[-1])
