@@ -127,6 +127,7 @@ class Policy:
     head_of_line_blocking: bool = False  # fifo/priority baselines: stop at the first task that does not fit
     readiness_gate: bool = True  # False only for readiness-blind baselines
     preemption: bool = True  # opportunistic work yields to core work
+    quota_expiry_gate: bool = True  # False: start tasks even if their quota expires before they end
 
 
 @dataclass(frozen=True, slots=True)

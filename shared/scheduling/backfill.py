@@ -1,0 +1,168 @@
+"""EASY reservation and backfill: the blocked head gets a start time; later work must not delay it.
+
+When the highest-priority eligible task cannot start, `find_reservation` sweeps a time-sliced
+availability map of its card types (Slurm's one good idea): starting from the free GPUs left after this
+cycle's grants, it releases the GPUs of running leases (and of this cycle's grants) at their estimated
+ends, in time order, until the task fits — on one node, or across nodes if it must span, with room for
+a heavy task and, for standard work, above the headroom. That instant is the reservation's start; the
+nodes it would use are the reservation's nodes.
+
+`ReservationGuard` then polices backfill: a later task that ends before the start is free to go; one
+that runs past it may only take GPUs the reservation does not need — on a reserved node at most the
+GPUs that will be spare there at the start, and on the card type at most the GPUs spare at the start.
+Both conditions only depend on quantities that backfill itself reduces, so the reservation's start can
+never move later because of backfill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """GPUs of one node that become free at `at` (a running lease's or this cycle's grant's end)."""
+
+    at: float
+    rank: int
+    gpus: int
+    heavy: bool
+
+
+@dataclass(slots=True)
+class ReservationGuard:
+    """The reservation's start and what long-running backfill may still take without delaying it."""
+
+    holder: str  # task id holding the reservation
+    card_type: str
+    start_at: float
+    allocation: Allocation  # (rank, GPUs) the reserved task would get at start_at
+    node_room: dict[int, int]  # reserved node rank -> GPUs long backfill may still take there
+    total_room: int  # GPUs of the type long backfill may still take in total
+    heavy: bool  # the reserved task is heavy: long heavy backfill stays off its nodes
+    heavy_limit: dict[int, int] = field(default_factory=dict)
+
+    def applies(self, card_type: str, end: float) -> bool:
+        """True if a task of this card type ending at `end` would still run at the start."""
+        return card_type == self.card_type and end > self.start_at
+
+    def limit(self, heavy: bool) -> Mapping[int, int]:
+        """Per-node caps for a long backfill task (heavy ones may not touch a heavy reservation)."""
+        if heavy and self.heavy:
+            return self.heavy_limit
+        return self.node_room
+
+    def charge(self, allocation: Allocation) -> None:
+        """A long backfill task took these GPUs: less room is left for the next one."""
+        for rank, count in allocation:
+            if rank in self.node_room:
+                self.node_room[rank] -= count
+        self.total_room -= sum(count for _, count in allocation)
+
+
+def find_reservation(task: QueuedTask, options: Sequence[CardOption], fleet: Fleet,
+                     releases: Mapping[str, list[Release]], now: float) -> ReservationGuard | None:
+    """The earliest start among the task's card options (ties: matcher order), or None if never."""
+    best: ReservationGuard | None = None
+    for option in options:
+        pool = fleet.pools.get(option.card_type)
+        if pool is None:
+            continue
+        guard = _earliest_start(task, pool, fleet, releases.get(option.card_type, []), now)
+        if guard is not None and (best is None or guard.start_at < best.start_at):
+            best = guard
+    return best
+
+
+class _Availability:
+    """Free GPUs of one pool's nodes at a moving time `at`, as releases are applied in order."""
+
+    def __init__(self, fleet: Fleet, pool: Pool, heavy: bool) -> None:
+        self.fleet, self.pool, self.heavy = fleet, pool, heavy
+        self.free: dict[int, int] = {}
+        self.loaded: dict[int, int] = {}
+        self.total = pool.free_total
+        self.usable_sum = 0  # GPUs usable by the task over all nodes (for spanning tasks)
+
+    def free_at(self, rank: int) -> int:
+        return self.free.get(rank, self.fleet.free_count[rank])
+
+    def usable_at(self, rank: int) -> int:
+        loaded = self.loaded.get(rank, self.fleet.heavy[rank])
+        if self.heavy and loaded >= self.fleet.max_heavy:
+            return 0
+        return self.free_at(rank)
+
+    def release(self, item: Release) -> None:
+        before = self.usable_at(item.rank)
+        self.free[item.rank] = self.free_at(item.rank) + item.gpus
+        if item.heavy:
+            self.loaded[item.rank] = self.loaded.get(item.rank, self.fleet.heavy[item.rank]) - 1
+        self.total += item.gpus
+        self.usable_sum += self.usable_at(item.rank) - before
+
+    def rooms(self) -> list[tuple[int, int]]:
+        """(rank, usable GPUs) of every node with room, most room first, then rank."""
+        rooms = [(rank, self.usable_at(rank)) for rank in self.pool.ranks]
+        return sorted((item for item in rooms if item[1] > 0), key=lambda item: (-item[1], item[0]))
+
+
+def _earliest_start(task: QueuedTask, pool: Pool, fleet: Fleet, releases: list[Release],
+                    now: float) -> ReservationGuard | None:
+    """Sweep releases in time order until the task fits this pool; build the guard for that time."""
+    gpus = task.gpus
+    spans = gpus > pool.max_node_gpus
+    need_total = gpus + (pool.headroom if task.priority_class == PriorityClass.STANDARD else 0)
+    state = _Availability(fleet, pool, task.heavy)
+    if spans:
+        state.usable_sum = sum(fleet.usable_free(rank, task.heavy) for rank in pool.ranks)
+    fits = state.usable_sum >= gpus if spans else fleet.place(pool, gpus, task.heavy) is not None
+    at = now
+    events = sorted(releases, key=lambda item: (item.at, item.rank))
+    index = 0
+    while not (fits and state.total >= need_total):
+        if index == len(events):
+            return None
+        at = max(now, events[index].at)
+        while index < len(events) and max(now, events[index].at) <= at:
+            item = events[index]
+            state.release(item)
+            index += 1
+            if not spans and state.usable_at(item.rank) >= gpus:
+                fits = True
+        if spans:
+            fits = state.usable_sum >= gpus
+    return _guard_at(task, pool, state, at, need_total)
+
+
+def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, need_total: int) -> ReservationGuard:
+    rooms = state.rooms()
+    if task.gpus > pool.max_node_gpus:
+        allocation = span_allocation(rooms, task.gpus)
+    else:
+        best = min((room, rank) for rank, room in rooms if room >= task.gpus)
+        allocation = [(best[1], task.gpus)]
+    assert allocation is not None  # the sweep stopped because the task fits
+    node_room = {rank: state.free_at(rank) - count for rank, count in allocation}
+    return ReservationGuard(
+        holder=task.task_id,
+        card_type=pool.card_type,
+        start_at=at,
+        allocation=allocation,
+        node_room=node_room,
+        total_room=state.total - need_total,
+        heavy=task.heavy,
+        heavy_limit={rank: 0 for rank, _ in allocation},
+    )
+
+
+def releases_by_card(items: Iterable[tuple[str, Release]]) -> dict[str, list[Release]]:
+    """Group (card type, release) pairs by card type."""
+    grouped: dict[str, list[Release]] = {}
+    for card_type, release in items:
+        grouped.setdefault(card_type, []).append(release)
+    return grouped

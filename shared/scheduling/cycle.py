@@ -1,0 +1,262 @@
+"""One scheduling cycle's private working state and the decision for one task.
+
+`Cycle` owns the mutable views (free capacity, quota left, the reservation, preemptible leases) that
+`plan()` needs while it walks the ordered queue; nothing here touches the snapshot or the queue it
+was given. For each task: eligibility (data, match, approval), quota per card option, then each
+card option in matcher order — headroom, the reservation (if the task would still run at its start),
+best-fit placement. A task that fits nowhere is, in this order: the blocked head of a strict-order
+baseline, a core task that preempts opportunistic work, the holder of the cycle's one reservation, or
+simply deferred with the most telling reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from shared.scheduling import reasons
+from shared.scheduling.backfill import Release, ReservationGuard, find_reservation, releases_by_card
+from shared.scheduling.eligibility import readiness_deferral
+from shared.scheduling.headroom import blocked_by_headroom, headroom_gpus, headroom_share
+from shared.scheduling.model import (
+    CardOption,
+    Deferral,
+    DeferralReason,
+    Grant,
+    Plan,
+    Policy,
+    Preemption,
+    PriorityClass,
+    QueuedTask,
+    Reservation,
+    Snapshot,
+)
+from shared.scheduling.placement import Allocation, Fleet, Pool
+from shared.scheduling.preemption import VictimIndex
+from shared.scheduling.quota import QuotaBook
+
+R = DeferralReason
+# When card options fail differently, the deferral names the most telling reason (first here).
+_REASON_RANK = {R.BEHIND_RESERVATION: 0, R.HEADROOM: 1, R.HEAVY_SPREAD: 2, R.NO_CAPACITY: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """Why one card option did not take the task."""
+
+    reason: DeferralReason
+    option: CardOption
+    pool: Pool | None  # None: the card type is not in the fleet at all
+
+    @property
+    def rank(self) -> tuple[int, bool]:
+        return (_REASON_RANK[self.reason], self.pool is None)
+
+
+class Cycle:
+    """Working state of one `plan()` call."""
+
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: float) -> None:
+        self.policy = policy
+        self.now = now
+        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, partial(headroom_gpus, policy))
+        self.quota = QuotaBook(snapshot.quotas, policy, now)
+        self.leases = snapshot.leases
+        self.grants: list[Grant] = []
+        self.deferrals: list[Deferral] = []
+        self.preemptions: list[Preemption] = []
+        self.reservations: list[Reservation] = []
+        self.guard: ReservationGuard | None = None
+        self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
+        self._victims: VictimIndex | None = None
+        self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
+
+    # -- the walk ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Nothing more can start: strict order is blocked, or no GPU is free anywhere (and the
+        highest-priority blocked task already holds the reservation)."""
+        if self.blocked is not None:
+            return True
+        return self.fleet.free_total == 0 and self.guard is not None
+
+    def consider(self, task: QueuedTask) -> None:
+        """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
+        deferral = readiness_deferral(task, self.policy)
+        if deferral is None:
+            options, deferral = self.quota.usable_options(task)
+        if deferral is not None:
+            self.deferrals.append(deferral)
+            return
+        misses = self._try_start(task, options)
+        if misses:
+            self._handle_blocked(task, options, misses)
+
+    def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
+        """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
+        policy, deferrals = self.policy, self.deferrals
+        may_preempt = self.blocked is None and policy.preemption
+        no_capacity, core = R.NO_CAPACITY, PriorityClass.CORE
+        for task in tasks:
+            if may_preempt and task.priority_class == core:
+                may_preempt = self._victim_index().has_victims()
+                if may_preempt:
+                    self.consider(task)
+                    continue
+            deferral = readiness_deferral(task, policy)
+            if deferral is None:
+                blocked = self.blocked
+                if blocked is None:
+                    deferral = Deferral(task.task_id, no_capacity, reasons.NO_FREE_GPUS_TEXT)
+                else:
+                    deferral = Deferral(task.task_id, blocked.reason, blocked.detail)
+            deferrals.append(deferral)
+
+    def to_plan(self) -> Plan:
+        return Plan(
+            grants=tuple(self.grants),
+            preemptions=tuple(self.preemptions),
+            reservations=tuple(self.reservations),
+            deferrals=tuple(self.deferrals),
+        )
+
+    # -- starting ------------------------------------------------------------------------------
+
+    def _try_start(self, task: QueuedTask, options: Sequence[CardOption]) -> list[Miss]:
+        """Grant the task on its first card option that takes it; else why each option did not."""
+        misses = []
+        for option in options:
+            pool = self.fleet.pools.get(option.card_type)
+            if pool is None:
+                misses.append(Miss(R.NO_CAPACITY, option, None))
+                continue
+            if blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom):
+                misses.append(Miss(R.HEADROOM, option, pool))
+                continue
+            guard = self.guard
+            if guard is not None and not guard.applies(option.card_type, self.now + option.runtime_s):
+                guard = None
+            allocation = self._place(task, pool, guard)
+            if allocation is not None:
+                self._grant(task, option, allocation, guard)
+                return []
+            misses.append(Miss(self._why_not(task, pool, guard), option, pool))
+        return misses
+
+    def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> Allocation | None:
+        if guard is None:
+            return self.fleet.place(pool, task.gpus, task.heavy)
+        if task.gpus > guard.total_room:
+            return None
+        return self.fleet.place(pool, task.gpus, task.heavy, guard.limit(task.heavy))
+
+    def _why_not(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> DeferralReason:
+        if guard is not None and self.fleet.place(pool, task.gpus, task.heavy) is not None:
+            return R.BEHIND_RESERVATION
+        if task.heavy and self.fleet.place(pool, task.gpus, False) is not None:
+            return R.HEAVY_SPREAD
+        return R.NO_CAPACITY
+
+    def _grant(self, task: QueuedTask, option: CardOption, allocation: Allocation,
+               guard: ReservationGuard | None) -> None:
+        placements = self.fleet.take(allocation, task.heavy)
+        if guard is not None:
+            guard.charge(allocation)
+        self.quota.charge(task, option)
+        end = self.now + option.runtime_s
+        self.grants.append(Grant(task.task_id, option.card_type, placements, end))
+        for rank, count in allocation:
+            self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
+
+    # -- when it does not fit ------------------------------------------------------------------
+
+    def _handle_blocked(self, task: QueuedTask, options: Sequence[CardOption], misses: list[Miss]) -> None:
+        miss = min(misses, key=lambda item: item.rank)
+        deferral = Deferral(task.task_id, miss.reason, self._detail(task, miss, misses))
+        if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
+            self.deferrals.append(deferral)
+        elif self.policy.head_of_line_blocking:
+            self.deferrals.append(deferral)
+            self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
+        elif task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preempt(task, options):
+            return
+        elif self.guard is None:
+            self._reserve(task, options, deferral)
+        else:
+            self.deferrals.append(deferral)
+
+    def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
+        index = self._victim_index()
+        for option in options:
+            pool = self.fleet.pools.get(option.card_type)
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy) if pool is not None else None
+            if choice is None:
+                continue
+            end = self.now + option.runtime_s
+            for rank, count in choice.holds:
+                self.fleet.hold(rank, count)
+                self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
+            index.commit(choice, self.fleet)
+            for victim in choice.victims:
+                lease = victim.lease
+                self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
+            node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
+            detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
+            self.deferrals.append(Deferral(task.task_id, R.AWAITING_PREEMPTION, detail))
+            return True
+        return False
+
+    def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
+        releases = releases_by_card(self._lease_releases() + self._releases)
+        guard = find_reservation(task, options, self.fleet, releases, self.now)
+        if guard is None:
+            self.deferrals.append(fallback)
+            if not self.policy.backfill:
+                self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
+            return
+        self.guard = guard
+        node_ids = tuple(sorted(self.fleet.node_ids[rank] for rank, _ in guard.allocation))
+        self.reservations.append(Reservation(task.task_id, guard.card_type, guard.start_at, node_ids))
+        detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids)
+        self.deferrals.append(Deferral(task.task_id, R.RESERVED, detail))
+        if not self.policy.backfill:
+            detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
+            self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)
+
+    def _detail(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> str:
+        """The sentence for the chosen reason, with the numbers a person needs to understand it."""
+        fleet, pool, option = self.fleet, miss.pool, miss.option
+        if miss.reason == R.HEADROOM:
+            share = headroom_share(self.policy, option.card_type)
+            return reasons.headroom(task.gpus, option.card_type, pool.free_total - pool.headroom, share)
+        if miss.reason == R.BEHIND_RESERVATION:
+            guard = self.guard
+            return reasons.behind_reservation(guard.holder, guard.card_type, guard.start_at - self.now, option.runtime_s)
+        if miss.reason == R.HEAVY_SPREAD:
+            return reasons.heavy_spread(task.gpus, option.card_type, self.policy.max_heavy_per_node)
+        present = [item for item in misses if item.pool is not None]
+        if not present:
+            return reasons.not_in_fleet([item.option.card_type for item in misses])
+        cards = [item.option.card_type for item in present]
+        if all(task.gpus > item.pool.max_node_gpus for item in present):
+            return reasons.no_capacity_span(task.gpus, cards, [(c, fleet.pools[c].free_total) for c in cards])
+        largest = [(card, fleet.largest_free(fleet.pools[card], task.heavy)) for card in cards]
+        return reasons.no_capacity(task.gpus, cards, largest)
+
+    # -- lazily built indexes ------------------------------------------------------------------
+
+    def _victim_index(self) -> VictimIndex:
+        if self._victims is None:
+            self._victims = VictimIndex(self.leases, self.fleet, self.now)
+        return self._victims
+
+    def _lease_releases(self) -> list[tuple[str, Release]]:
+        rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
+        releases = []
+        for lease in self.leases:
+            rank = rank_of.get(lease.node_id)
+            if rank is not None:
+                releases.append((card_of[rank], Release(lease.estimated_end, rank, lease.gpus, lease.heavy)))
+        return releases

@@ -1,0 +1,107 @@
+"""Queue order: which queued task is considered first.
+
+- "cardflow": priority class (core > standard > opportunistic), then effective priority (the task's
+  priority plus `policy.aging_per_hour` points per hour waited, so nothing starves within its class),
+  then submit time, then task id.
+- "priority": class, then priority, then submit time, then id (no aging).
+- "fifo": submit time, then id.
+
+Speed matters (100,000 tasks per cycle): each task gets ONE float key, computed in one pass and sorted
+by C code; only runs of exactly equal keys are re-sorted with the tie-breaking tuple (submit time, id).
+The class is folded into the float by an offset far larger than any effective priority, so effective
+priorities are compared at a resolution of about 1e-6 points (closer ones count as equal and fall
+through to submit time). If priorities are too large for that (|effective priority| >= 2**29), an
+exact tuple sort is used instead. `order_key` states the same order for one task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import islice
+from operator import attrgetter, eq
+
+from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+
+ORDERS = ("cardflow", "priority", "fifo")
+
+_CLASS_OFFSET = float(2**30)
+_SAFE_MAGNITUDE = float(2**29)
+_RANK = {cls: cls.rank * _CLASS_OFFSET for cls in PriorityClass}
+_SECONDS_PER_HOUR = 3600.0
+
+
+def effective_priority(task: QueuedTask, policy: Policy, now: float) -> float:
+    """The task's priority plus its aging bonus (points per hour waited). Higher runs first."""
+    if policy.order != "cardflow":
+        return float(task.priority)
+    waited_h = max(0.0, now - task.submitted_at) / _SECONDS_PER_HOUR
+    return task.priority + policy.aging_per_hour * waited_h
+
+
+def order_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
+    """The sort key of one task; `order_queue` sorts exactly as if by this key."""
+    if policy.order == "fifo":
+        return (task.submitted_at, task.task_id)
+    rate, shift = _aging(policy, now)
+    low = rate * task.submitted_at - task.priority - shift
+    return (_RANK[task.priority_class] + low, task.submitted_at, task.task_id)
+
+
+def _exact_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
+    priority = effective_priority(task, policy, now)
+    return (PriorityClass(task.priority_class).rank, -priority, task.submitted_at, task.task_id)
+
+
+def _aging(policy: Policy, now: float) -> tuple[float, float]:
+    """Aging rate in points per second and the constant that keeps keys small."""
+    rate = policy.aging_per_hour / _SECONDS_PER_HOUR if policy.order == "cardflow" else 0.0
+    return rate, rate * now
+
+
+def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list[QueuedTask]:
+    """The queue in the order the policy considers it. Independent of the input order."""
+    if policy.order not in ORDERS:
+        raise ValueError(f"unknown queue order {policy.order!r}; expected one of {ORDERS}")
+    tasks = list(queue)
+    keys = _fast_keys(tasks, policy, now)
+    if keys is None:
+        return sorted(tasks, key=lambda task: _exact_key(task, policy, now))
+    positions = sorted(range(len(tasks)), key=keys.__getitem__)
+    ordered = [tasks[i] for i in positions]
+    sorted_keys = [keys[i] for i in positions]
+    _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
+    return ordered
+
+
+def _fast_keys(tasks: list[QueuedTask], policy: Policy, now: float) -> list[float] | None:
+    """One float per task, smaller = earlier; None when the float cannot represent the order."""
+    if policy.order == "fifo":
+        return [task.submitted_at for task in tasks]
+    rate, shift = _aging(policy, now)
+    rank = _RANK
+    # -(priority + rate * (now - submitted)) == rate * submitted - priority - rate * now
+    lows = [rate * task.submitted_at - task.priority - shift for task in tasks]
+    if lows and (min(lows) <= -_SAFE_MAGNITUDE or max(lows) >= _SAFE_MAGNITUDE):
+        return None
+    return [rank[task.priority_class] + low for task, low in zip(tasks, lows)]
+
+
+def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
+    if policy.order == "fifo":
+        return attrgetter("task_id")
+    return attrgetter("submitted_at", "task_id")
+
+
+def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> None:
+    """Re-sort, in place, every run of tasks whose float keys are exactly equal."""
+    if not any(map(eq, keys, islice(keys, 1, None))):
+        return
+    start = 0
+    count = len(keys)
+    while start < count:
+        end = start + 1
+        while end < count and keys[end] == keys[start]:
+            end += 1
+        if end - start > 1:
+            ordered[start:end] = sorted(ordered[start:end], key=tie_key)
+        start = end

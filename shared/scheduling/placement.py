@@ -1,0 +1,246 @@
+"""Placement: which GPUs of which nodes a task gets, by best-fit packing.
+
+`Fleet` is this cycle's private, mutable view of free capacity (the snapshot itself stays
+untouched). Nodes are ranked by node id (so results never depend on input order); each card type's
+`Pool` indexes its nodes by free-GPU count in buckets (min-heaps of node ranks), so best fit — the
+node with the fewest free GPUs that still fits, ties by node id — costs a few heap operations instead
+of a scan of the fleet. Free capacity only shrinks during a cycle, which makes two shortcuts exact:
+heap entries are invalidated lazily (an entry is stale when its node's free count moved on), and a
+request that failed once fails again for any larger GPU count (`failed_at` caches).
+
+All GPUs of a task go on one node unless it asks for more than any node of the type has; then it spans
+the fewest nodes, whole free nodes first, the last one chosen by best fit. A memory/bandwidth-heavy task
+only uses nodes holding fewer than `max_heavy` heavy tasks.
+
+`limit` (from a reservation, see backfill.py) caps how many GPUs a task may take on given nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from heapq import heappop, heappush
+from math import inf
+
+from shared.scheduling.model import Node, Placement
+
+Allocation = list[tuple[int, int]]  # (node rank, GPU count) pairs
+
+
+class Pool:
+    """The free capacity of one card type."""
+
+    __slots__ = ("card_type", "ranks", "total_gpus", "free_total", "max_node_gpus", "headroom",
+                 "buckets", "heavy_buckets", "single_failed_at", "span_failed_at")
+
+    def __init__(self, card_type: str) -> None:
+        self.card_type = card_type
+        self.ranks: list[int] = []
+        self.total_gpus = 0
+        self.free_total = 0
+        self.max_node_gpus = 0
+        self.headroom = 0
+        self.buckets: list[list[int]] = []
+        self.heavy_buckets: list[list[int]] | None = None  # built on the first heavy request
+        self.single_failed_at = [inf, inf]  # smallest GPU count that found no node (index: heavy)
+        self.span_failed_at = [inf, inf]
+
+
+class Fleet:
+    """Free GPUs per node and per card type for one cycle, indexed for best fit."""
+
+    def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int]) -> None:
+        ordered = sorted(nodes, key=lambda node: node.node_id)
+        self.node_ids = [node.node_id for node in ordered]
+        self.rank_of = {node_id: rank for rank, node_id in enumerate(self.node_ids)}
+        self.card_of = [node.card_type for node in ordered]
+        self.free_gpus: list[Iterable[int]] = [node.free for node in ordered]
+        self.free_count = [len(node.free) for node in ordered]
+        self.heavy = [node.heavy_running for node in ordered]
+        self.max_heavy = max_heavy
+        self.pools: dict[str, Pool] = {}
+        for rank, node in enumerate(ordered):
+            self._add_to_pool(rank, node)
+        for pool in self.pools.values():
+            self._build_buckets(pool)
+            pool.headroom = headroom_of(pool.card_type, pool.total_gpus)
+        self.free_total = sum(pool.free_total for pool in self.pools.values())
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def place(self, pool: Pool, gpus: int, heavy: bool, limit: Mapping[int, int] | None = None) -> Allocation | None:
+        """Where `gpus` GPUs of this pool would go (best fit), or None if they do not fit now."""
+        if gpus > pool.free_total:
+            return None
+        if gpus <= pool.max_node_gpus:
+            if gpus >= pool.single_failed_at[heavy]:
+                return None
+            rank = self._best_fit(pool, gpus, heavy, limit)
+            if rank is not None:
+                return [(rank, gpus)]
+            if limit is None:
+                pool.single_failed_at[heavy] = gpus
+            return None
+        if gpus >= pool.span_failed_at[heavy]:
+            return None
+        allocation = self._span(pool, gpus, heavy, limit)
+        if allocation is None and limit is None:
+            pool.span_failed_at[heavy] = gpus
+        return allocation
+
+    def largest_free(self, pool: Pool, heavy: bool = False) -> int:
+        """The most free GPUs on any one node of the pool (usable by a heavy task if `heavy`)."""
+        buckets = self._buckets(pool, heavy)
+        for count in range(pool.max_node_gpus, 0, -1):
+            self._clean(buckets[count], count, heavy)
+            if buckets[count]:
+                return count
+        return 0
+
+    def usable_free(self, rank: int, heavy: bool) -> int:
+        """Free GPUs of a node that a task may use (0 for a heavy task on a node full of heavy work)."""
+        if heavy and self.heavy[rank] >= self.max_heavy:
+            return 0
+        return self.free_count[rank]
+
+    # -- updates -------------------------------------------------------------------------------
+
+    def take(self, allocation: Allocation, heavy: bool) -> tuple[Placement, ...]:
+        """Book the allocation's GPUs (lowest free indices first) and return its placements."""
+        placements = []
+        for rank, count in allocation:
+            indices = self._remove_gpus(rank, count)
+            if heavy:
+                self.heavy[rank] += 1
+            self._set_free(rank, self.free_count[rank] - count)
+            placements.append(Placement(self.node_ids[rank], indices))
+        return tuple(placements)
+
+    def hold(self, rank: int, count: int) -> None:
+        """Keep `count` free GPUs of a node out of this cycle (waiting for a preempting task)."""
+        if count > 0:
+            self._remove_gpus(rank, count)
+            self._set_free(rank, self.free_count[rank] - count)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _add_to_pool(self, rank: int, node: Node) -> None:
+        pool = self.pools.get(node.card_type)
+        if pool is None:
+            pool = self.pools[node.card_type] = Pool(node.card_type)
+        size = max(node.gpus, self.free_count[rank])
+        pool.ranks.append(rank)
+        pool.total_gpus += size
+        pool.free_total += self.free_count[rank]
+        pool.max_node_gpus = max(pool.max_node_gpus, size)
+
+    def _build_buckets(self, pool: Pool) -> None:
+        pool.buckets = [[] for _ in range(pool.max_node_gpus + 1)]
+        free = self.free_count
+        for rank in pool.ranks:  # ascending ranks: each bucket is already a valid heap
+            if free[rank]:
+                pool.buckets[free[rank]].append(rank)
+
+    def _buckets(self, pool: Pool, heavy: bool) -> list[list[int]]:
+        if not heavy:
+            return pool.buckets
+        if pool.heavy_buckets is None:
+            pool.heavy_buckets = [[] for _ in range(pool.max_node_gpus + 1)]
+            for rank in pool.ranks:
+                if self.free_count[rank] and self.heavy[rank] < self.max_heavy:
+                    pool.heavy_buckets[self.free_count[rank]].append(rank)
+        return pool.heavy_buckets
+
+    def _clean(self, heap: list[int], count: int, heavy: bool) -> None:
+        """Drop stale entries from the top of a bucket heap."""
+        free = self.free_count
+        if heavy:
+            loaded, cap = self.heavy, self.max_heavy
+            while heap and (free[heap[0]] != count or loaded[heap[0]] >= cap):
+                heappop(heap)
+        else:
+            while heap and free[heap[0]] != count:
+                heappop(heap)
+
+    def _best_fit(self, pool: Pool, gpus: int, heavy: bool, limit: Mapping[int, int] | None) -> int | None:
+        buckets = self._buckets(pool, heavy)
+        for count in range(gpus, pool.max_node_gpus + 1):
+            heap = buckets[count]
+            self._clean(heap, count, heavy)
+            if not heap:
+                continue
+            if limit is None or limit.get(heap[0], gpus) >= gpus:
+                return heap[0]
+            rank = self._first_within(heap, count, heavy, gpus, limit)
+            if rank is not None:
+                return rank
+        return None
+
+    def _first_within(self, heap: list[int], count: int, heavy: bool, gpus: int,
+                      limit: Mapping[int, int]) -> int | None:
+        """The lowest-ranked valid node of a bucket whose limit allows `gpus` (heap left intact)."""
+        popped: list[int] = []
+        found = None
+        while heap:
+            self._clean(heap, count, heavy)
+            if not heap:
+                break
+            if limit.get(heap[0], gpus) >= gpus:
+                found = heap[0]
+                break
+            popped.append(heappop(heap))
+        for rank in popped:
+            heappush(heap, rank)
+        return found
+
+    def _span(self, pool: Pool, gpus: int, heavy: bool, limit: Mapping[int, int] | None) -> Allocation | None:
+        """Fewest nodes: most usable GPUs first; the last node is the best fit for the remainder."""
+        usable = []
+        for rank in pool.ranks:
+            room = self.usable_free(rank, heavy)
+            if limit is not None:
+                room = min(room, limit.get(rank, room))
+            if room > 0:
+                usable.append((-room, rank))
+        usable.sort()
+        return span_allocation([(rank, -neg_room) for neg_room, rank in usable], gpus)
+
+    def _remove_gpus(self, rank: int, count: int) -> tuple[int, ...]:
+        free = self.free_gpus[rank]
+        if not isinstance(free, list):
+            free = sorted(free)
+        self.free_gpus[rank] = free[count:]
+        return tuple(free[:count])
+
+    def _set_free(self, rank: int, count: int) -> None:
+        pool = self.pools[self.card_of[rank]]
+        pool.free_total -= self.free_count[rank] - count
+        self.free_total -= self.free_count[rank] - count
+        self.free_count[rank] = count
+        if count <= 0:
+            return
+        heappush(pool.buckets[count], rank)
+        if pool.heavy_buckets is not None and self.heavy[rank] < self.max_heavy:
+            heappush(pool.heavy_buckets[count], rank)
+
+
+def span_allocation(rooms: list[tuple[int, int]], gpus: int) -> Allocation | None:
+    """Spread `gpus` over nodes given as (rank, room), most room first: fewest nodes, best-fit last.
+
+    `rooms` must be sorted by room descending, then rank. Returns None if the rooms do not add up.
+    """
+    allocation: Allocation = []
+    remaining = gpus
+    for index, (rank, room) in enumerate(rooms):
+        if room >= remaining:
+            last = _smallest_room_at_least(rooms[index:], remaining)
+            allocation.append((last, remaining))
+            return allocation
+        allocation.append((rank, room))
+        remaining -= room
+    return None
+
+
+def _smallest_room_at_least(rooms: list[tuple[int, int]], needed: int) -> int:
+    """The rank of the node with the least room that still holds `needed` (ties: lowest rank)."""
+    fitting = [(room, rank) for rank, room in rooms if room >= needed]
+    return min(fitting)[1]

@@ -1,0 +1,37 @@
+"""`plan(snapshot, queue, policy, now) -> Plan`: one scheduling cycle, as a pure function.
+
+Pure: no I/O, no clock, no randomness — `now` is a parameter, the inputs are never modified, and the
+result does not depend on the order of the queue or of the snapshot's nodes. The live dispatcher and
+the simulator both call exactly this function. See docs/scheduling.md for the algorithm and reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.scheduling.cycle import Cycle
+from shared.scheduling.model import Plan, Policy, QueuedTask, Snapshot
+from shared.scheduling.ordering import order_queue
+
+
+def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
+    """Decide one cycle: which queued tasks start where, what is preempted, reserved or deferred.
+
+    Every queued task appears exactly once: in `grants`, or in `deferrals` with a reason (the task
+    holding the reservation has a Reservation and a RESERVED deferral). Task ids must be unique.
+    """
+    # 1. Order the queue: priority class, priority aged by waiting time, submit time, id.
+    ordered = order_queue(queue, policy, now)
+    # 2. Index free GPUs by card type and free count; open the cycle's quota book.
+    cycle = Cycle(snapshot, policy, now)
+    # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
+    #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
+    #    task), blocks (strict-order baselines) or is deferred with the most telling reason.
+    for position, task in enumerate(ordered):
+        # 4. Once nothing can start any more, the rest is deferred cheaply.
+        if cycle.closed:
+            cycle.defer_rest(ordered[position:])
+            break
+        cycle.consider(task)
+    # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
+    return cycle.to_plan()

@@ -1,0 +1,42 @@
+"""Named scheduling policies: cardflow and the baselines it is measured against.
+
+- "cardflow": everything on — class/priority/aging order, readiness gate, headroom for core work,
+  EASY reservation + backfill, preemption of opportunistic work, heavy-task spreading, quota expiry.
+- "fifo": strict submit order; the first task that does not fit blocks everything behind it.
+- "priority": strict (class, priority) order with head-of-line blocking, no backfill.
+- "easy-backfill": Slurm-style EASY backfill over priority order, the estimate as time limit.
+
+The baselines are readiness-blind (they start a task whose data is not ready; it then holds its GPUs
+idle), keep no headroom, never preempt, do not spread heavy tasks and do not look at quota expiry
+dates (a quota's remaining amount is still respected, as Slurm enforces association limits).
+"""
+
+from __future__ import annotations
+
+from shared.scheduling.model import Policy
+
+NO_HEAVY_LIMIT = 1 << 30  # baselines do not spread memory/bandwidth-heavy tasks
+
+_BASELINE = dict(
+    aging_per_hour=0.0,
+    headroom=0.0,
+    max_heavy_per_node=NO_HEAVY_LIMIT,
+    readiness_gate=False,
+    preemption=False,
+    quota_expiry_gate=False,
+)
+
+POLICIES: dict[str, Policy] = {
+    "cardflow": Policy(name="cardflow"),
+    "fifo": Policy(name="fifo", order="fifo", backfill=False, head_of_line_blocking=True, **_BASELINE),
+    "priority": Policy(name="priority", order="priority", backfill=False, head_of_line_blocking=True, **_BASELINE),
+    "easy-backfill": Policy(name="easy-backfill", order="priority", backfill=True, **_BASELINE),
+}
+
+
+def get_policy(name: str) -> Policy:
+    """The preset called `name`; a clear error listing the known names otherwise."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None

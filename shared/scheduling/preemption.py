@@ -1,0 +1,168 @@
+"""Preemption: a core task that cannot start may take GPUs back from opportunistic leases.
+
+Only opportunistic leases are ever victims, only on a card type the core task accepts, and only when
+preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
+progress since their last checkpoint (then the most recently started first): on one node, or across
+nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
+for the rest of the cycle, and the core task itself waits (AWAITING_PREEMPTION) until the victims have
+checkpointed and released their GPUs — GPUs are never granted and preempted in the same plan.
+
+Finding the cheapest node is a lazy-greedy search: per (card type, GPU count, heavy) a heap of nodes by
+their cost. Costs only grow during a cycle (free GPUs shrink, victims get used up), so a popped node
+whose recomputed cost still equals its stored cost is the cheapest — no scan of the fleet per task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+
+from shared.scheduling.model import PriorityClass, RunningLease
+from shared.scheduling.placement import Fleet, Pool
+
+_SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    lease: RunningLease
+    rank: int
+    card_type: str  # of the node the lease runs on
+    lost_gpu_hours: float  # progress since its last checkpoint that preemption throws away
+
+    @property
+    def order(self) -> tuple[float, float, str]:
+        """Cheapest first: least lost progress, then most recently started, then lease id."""
+        return (self.lost_gpu_hours, -self.lease.started_at, self.lease.lease_id)
+
+
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    victims: tuple[Victim, ...]
+    holds: tuple[tuple[int, int], ...]  # (rank, free GPUs to hold back for the preempting task)
+
+
+def lost_gpu_hours(lease: RunningLease, now: float) -> float:
+    """GPU-hours of progress since the lease's last checkpoint (or its start, if none)."""
+    since = lease.last_checkpoint_at if lease.last_checkpoint_at is not None else lease.started_at
+    return lease.gpus * max(0.0, now - since) / _SECONDS_PER_HOUR
+
+
+class VictimIndex:
+    """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first."""
+
+    def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float) -> None:
+        self._by_card: dict[str, dict[int, list[Victim]]] = {}
+        for lease in leases:
+            rank = fleet.rank_of.get(lease.node_id)
+            if lease.priority_class != PriorityClass.OPPORTUNISTIC or rank is None:
+                continue
+            nodes = self._by_card.setdefault(fleet.card_of[rank], {})
+            victim = Victim(lease, rank, fleet.card_of[rank], lost_gpu_hours(lease, now))
+            nodes.setdefault(rank, []).append(victim)
+        for nodes in self._by_card.values():
+            for victims in nodes.values():
+                victims.sort(key=lambda victim: victim.order)
+        self._heaps: dict[tuple[str, int, bool], list[tuple[tuple, int]]] = {}
+
+    def has_victims(self) -> bool:
+        return any(victims for nodes in self._by_card.values() for victims in nodes.values())
+
+    def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
+        """The cheapest set of victims that makes the task fit on this pool, or None."""
+        if not self._by_card.get(pool.card_type):
+            return None
+        if gpus > pool.max_node_gpus:
+            return self._choose_span(fleet, pool, gpus, heavy)
+        return self._choose_single(fleet, pool, gpus, heavy)
+
+    def commit(self, choice: VictimChoice, fleet: Fleet) -> None:
+        """The victims are taken (and the held GPUs booked): no later task may count on them again.
+
+        A node's cost can drop once its cheapest victims are gone, so its fresh cost is pushed into
+        every heap of its card type (stale duplicates are discarded when popped).
+        """
+        touched = set()
+        for victim in choice.victims:
+            self._by_card[victim.card_type][victim.rank].remove(victim)
+            touched.add((victim.card_type, victim.rank))
+        for (card_type, gpus, heavy), heap in self._heaps.items():
+            for card, rank in touched:
+                cost = self._node_cost(fleet, rank, gpus, heavy) if card == card_type else None
+                if cost is not None:
+                    heappush(heap, (cost, rank))
+
+    def _choose_single(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
+        nodes = self._by_card[pool.card_type]
+        heap = self._heaps.get((pool.card_type, gpus, heavy))
+        if heap is None:
+            costs = ((self._node_cost(fleet, rank, gpus, heavy), rank) for rank in nodes)
+            heap = [(cost, rank) for cost, rank in costs if cost is not None]
+            heapify(heap)
+            self._heaps[(pool.card_type, gpus, heavy)] = heap
+        while heap:
+            stored, rank = heappop(heap)
+            current = self._node_cost(fleet, rank, gpus, heavy)
+            if current is None:
+                continue
+            if current != stored:
+                heappush(heap, (current, rank))
+                continue
+            victims = self._victims_for(fleet, rank, gpus)  # `commit` pushes the node back
+            free_needed = gpus - sum(victim.lease.gpus for victim in victims)
+            return VictimChoice(tuple(victims), ((rank, max(0, free_needed)),))
+        return None
+
+    def _victims_for(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
+        needed = gpus - fleet.free_count[rank]
+        chosen: list[Victim] = []
+        for victim in self._by_card[fleet.card_of[rank]].get(rank, []):
+            if needed <= 0:
+                break
+            chosen.append(victim)
+            needed -= victim.lease.gpus
+        return chosen
+
+    def _node_cost(self, fleet: Fleet, rank: int, gpus: int, heavy: bool) -> tuple | None:
+        """(lost GPU-hours, victims, -latest start) to fit `gpus` on the node, or None if impossible."""
+        needed = gpus - fleet.free_count[rank]
+        if needed <= 0:
+            return None  # it fits without preemption, or is blocked by something preemption cannot fix
+        victims = self._victims_for(fleet, rank, gpus)
+        if sum(victim.lease.gpus for victim in victims) < needed:
+            return None
+        if heavy and fleet.heavy[rank] - sum(v.lease.heavy for v in victims) >= fleet.max_heavy:
+            return None
+        lost = sum(victim.lost_gpu_hours for victim in victims)
+        return (lost, len(victims), -max(victim.lease.started_at for victim in victims))
+
+    def _choose_span(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
+        """Cheapest victims across the pool until free + freed GPUs cover the task."""
+        candidates = sorted(
+            (victim for victims in self._by_card[pool.card_type].values() for victim in victims),
+            key=lambda victim: victim.order,
+        )
+        available = sum(fleet.usable_free(rank, heavy) for rank in pool.ranks)
+        chosen: list[Victim] = []
+        for victim in candidates:
+            if available >= gpus:
+                break
+            chosen.append(victim)
+            available += victim.lease.gpus
+        if available < gpus or not chosen:
+            return None
+        return VictimChoice(tuple(chosen), _span_holds(fleet, pool, gpus - sum(v.lease.gpus for v in chosen), heavy))
+
+
+def _span_holds(fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> tuple[tuple[int, int], ...]:
+    """Free GPUs to hold back for a spanning task: nodes with the most usable GPUs first."""
+    rooms = sorted(((rank, fleet.usable_free(rank, heavy)) for rank in pool.ranks), key=lambda r: (-r[1], r[0]))
+    holds = []
+    for rank, room in rooms:
+        if gpus <= 0 or room <= 0:
+            break
+        holds.append((rank, min(room, gpus)))
+        gpus -= min(room, gpus)
+    return tuple(holds)
+

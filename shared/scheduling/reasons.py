@@ -1,0 +1,134 @@
+"""The human sentences behind each deferral reason (the console and `audit why` print them verbatim).
+
+One place for the wording keeps the sentences consistent: each says what the task needs, what the
+fleet had, and why that was not enough — in the style of Kueue's "insufficient unused quota for gpu
+in flavor a100, 2 more needed".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.scheduling.model import Deferral, DeferralReason
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: '45s', '12m', '3h05m', '2d04h'."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def gpus_text(gpus: int) -> str:
+    return f"{gpus} GPU" if gpus == 1 else f"{gpus} GPUs"
+
+
+def card_list(card_types: Sequence[str]) -> str:
+    return " or ".join(card_types) if card_types else "no card type"
+
+
+def defer(task_id: str, reason: DeferralReason, detail: str) -> Deferral:
+    return Deferral(task_id=task_id, reason=reason, detail=detail)
+
+
+# -- eligibility -------------------------------------------------------------------------------
+
+DATA_NOT_READY_TEXT = "its input data is not ready yet"
+UNMATCHED_TEXT = "no adequate card type has been matched to it yet"
+NOT_APPROVED_TEXT = "it waits for approval"
+
+
+def quota_not_yet_valid(project: str, starts_in_s: float) -> str:
+    return f"the quota of project {project} becomes valid in {format_duration(starts_in_s)}"
+
+
+def quota_expires(project: str, card_type: str, runtime_s: float, left_s: float, margin_s: float) -> str:
+    if left_s <= 0:
+        return f"the quota of project {project} has expired"
+    return (
+        f"runs about {format_duration(runtime_s)} on {card_type}, but the quota of project {project} "
+        f"expires in {format_duration(left_s)} (a task must end {format_duration(margin_s)} before that)"
+    )
+
+
+def quota_exhausted(project: str, card_type: str, need_gpu_hours: float, left_gpu_hours: float) -> str:
+    return (
+        f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}; project {project} has "
+        f"{max(0.0, left_gpu_hours):.1f} GPU-hours of quota left"
+    )
+
+
+# -- capacity ----------------------------------------------------------------------------------
+
+
+def no_capacity(gpus: int, card_types: Sequence[str], largest_free: Sequence[tuple[str, int]]) -> str:
+    free = ", ".join(f"{card} {count}" for card, count in largest_free) or "none"
+    return f"needs {gpus_text(gpus)} of {card_list(card_types)} on one node; largest free block: {free}"
+
+
+def no_capacity_span(gpus: int, card_types: Sequence[str], free: Sequence[tuple[str, int]]) -> str:
+    total = ", ".join(f"{card} {count}" for card, count in free) or "none"
+    return f"needs {gpus_text(gpus)} of {card_list(card_types)} across nodes; free: {total}"
+
+
+def not_in_fleet(card_types: Sequence[str]) -> str:
+    return f"none of its card types ({card_list(card_types)}) is in the fleet"
+
+
+NO_FREE_GPUS_TEXT = "no GPU of any card type is free this cycle"
+
+
+def headroom(gpus: int, card_type: str, usable: int, share: float) -> str:
+    return (
+        f"needs {gpus_text(gpus)} of {card_type}; {max(0, usable)} free after headroom "
+        f"({share:.0%} kept for core work)"
+    )
+
+
+def heavy_spread(gpus: int, card_type: str, max_heavy: int) -> str:
+    return (
+        f"needs {gpus_text(gpus)} of {card_type} on a node running fewer than {max_heavy} "
+        f"memory/bandwidth-heavy tasks; every node with room already has {max_heavy}"
+    )
+
+
+# -- reservation, baselines, preemption ----------------------------------------------------------
+
+
+def reserved(gpus: int, card_type: str, start_in_s: float, node_ids: Sequence[str]) -> str:
+    nodes = ", ".join(node_ids[:3]) + (f" (+{len(node_ids) - 3} more)" if len(node_ids) > 3 else "")
+    return (
+        f"holds the reservation: {gpus_text(gpus)} of {card_type} on {nodes} in about "
+        f"{format_duration(start_in_s)}, when running tasks are expected to end"
+    )
+
+
+def behind_reservation(holder: str, card_type: str, start_in_s: float, runtime_s: float) -> str:
+    return (
+        f"would delay task {holder}, which holds the reservation on {card_type} in "
+        f"{format_duration(start_in_s)}; this task runs about {format_duration(runtime_s)}"
+    )
+
+
+def behind_blocked_head(holder: str, policy_name: str) -> str:
+    return f"waits behind task {holder}, which cannot start (policy {policy_name} keeps strict order)"
+
+
+def head_of_line(holder: str) -> str:
+    return f"waits behind task {holder}, which cannot start yet (strict order, no backfill)"
+
+
+def awaiting_preemption(victims: int, gpus: int, card_type: str, node_ids: Sequence[str]) -> str:
+    leases = "1 opportunistic lease" if victims == 1 else f"{victims} opportunistic leases"
+    return (
+        f"preempting {leases} to free {gpus_text(gpus)} of {card_type} on {', '.join(node_ids)}; "
+        "starts when they have checkpointed and released the GPUs"
+    )
