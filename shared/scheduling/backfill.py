@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
+class Release(NamedTuple):
     """GPUs of one node that become free at `at` (a running lease's or this cycle's grant's end)."""
 
     at: float
@@ -122,7 +122,7 @@ def _earliest_start(task: QueuedTask, pool: Pool, fleet: Fleet, releases: list[R
         state.usable_sum = sum(fleet.usable_free(rank, task.heavy) for rank in pool.ranks)
     fits = state.usable_sum >= gpus if spans else fleet.place(pool, gpus, task.heavy) is not None
     at = now
-    events = sorted(releases, key=lambda item: (item.at, item.rank))
+    events = sorted(releases)  # by time, then node rank
     index = 0
     while not (fits and state.total >= need_total):
         if index == len(events):

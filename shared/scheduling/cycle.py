@@ -96,23 +96,22 @@ class Cycle:
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
-        policy, deferrals = self.policy, self.deferrals
-        may_preempt = self.blocked is None and policy.preemption
-        no_capacity, core = R.NO_CAPACITY, PriorityClass.CORE
+        append = self.deferrals.append
+        may_preempt = self.blocked is None and self.policy.preemption
+        core, gate = PriorityClass.CORE, self.policy.readiness_gate
+        blocked = self.blocked or Deferral("", R.NO_CAPACITY, reasons.NO_FREE_GPUS_TEXT)
+        reason, detail = blocked.reason, blocked.detail
         for task in tasks:
             if may_preempt and task.priority_class == core:
                 may_preempt = self._victim_index().has_victims()
                 if may_preempt:
                     self.consider(task)
                     continue
-            deferral = readiness_deferral(task, policy)
-            if deferral is None:
-                blocked = self.blocked
-                if blocked is None:
-                    deferral = Deferral(task.task_id, no_capacity, reasons.NO_FREE_GPUS_TEXT)
-                else:
-                    deferral = Deferral(task.task_id, blocked.reason, blocked.detail)
-            deferrals.append(deferral)
+            # The readiness checks of `readiness_deferral`, inlined: this loop may see 100,000 tasks.
+            if (gate and not task.data_ready) or not task.options or not task.approved:
+                append(readiness_deferral(task, self.policy))
+            else:
+                append(Deferral(task.task_id, reason, detail))
 
     def to_plan(self) -> Plan:
         return Plan(
@@ -209,7 +208,8 @@ class Cycle:
         return False
 
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
-        releases = releases_by_card(self._lease_releases() + self._releases)
+        cards = {option.card_type for option in options}
+        releases = releases_by_card(self._lease_releases(cards) + [item for item in self._releases if item[0] in cards])
         guard = find_reservation(task, options, self.fleet, releases, self.now)
         if guard is None:
             self.deferrals.append(fallback)
@@ -252,11 +252,12 @@ class Cycle:
             self._victims = VictimIndex(self.leases, self.fleet, self.now)
         return self._victims
 
-    def _lease_releases(self) -> list[tuple[str, Release]]:
+    def _lease_releases(self, card_types: set[str]) -> list[tuple[str, Release]]:
+        """When the running leases on nodes of these card types are expected to free their GPUs."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         releases = []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
-            if rank is not None:
-                releases.append((card_of[rank], Release(lease.estimated_end, rank, lease.gpus, lease.heavy)))
+            if rank is not None and card_of[rank] in card_types:
+                releases.append((card_of[rank], Release(lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy)))
         return releases

@@ -94,14 +94,11 @@ def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
 
 def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> None:
     """Re-sort, in place, every run of tasks whose float keys are exactly equal."""
-    if not any(map(eq, keys, islice(keys, 1, None))):
-        return
-    start = 0
-    count = len(keys)
-    while start < count:
-        end = start + 1
-        while end < count and keys[end] == keys[start]:
+    equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
+    position = 0
+    while position < len(equal_to_next):
+        start = end = equal_to_next[position]
+        while position < len(equal_to_next) and equal_to_next[position] == end:
             end += 1
-        if end - start > 1:
-            ordered[start:end] = sorted(ordered[start:end], key=tie_key)
-        start = end
+            position += 1
+        ordered[start:end + 1] = sorted(ordered[start:end + 1], key=tie_key)

@@ -24,6 +24,7 @@ from math import inf
 from shared.scheduling.model import Node, Placement
 
 Allocation = list[tuple[int, int]]  # (node rank, GPU count) pairs
+gpus_unlimited = 1 << 30
 
 
 class Pool:
@@ -194,15 +195,50 @@ class Fleet:
 
     def _span(self, pool: Pool, gpus: int, heavy: bool, limit: Mapping[int, int] | None) -> Allocation | None:
         """Fewest nodes: most usable GPUs first; the last node is the best fit for the remainder."""
-        usable = []
+        if limit is not None:
+            return span_allocation(self._rooms(pool, heavy, limit), gpus)
+        buckets = self._buckets(pool, heavy)
+        allocation: Allocation = []
+        remaining = gpus
+        for count in range(pool.max_node_gpus, 0, -1):
+            for rank in self._valid_ranks(buckets[count], count, heavy):
+                if count >= remaining:
+                    chosen = {rank for rank, _ in allocation}
+                    return allocation + [(self._last_fit(pool, remaining, heavy, chosen), remaining)]
+                allocation.append((rank, count))
+                remaining -= count
+        return None
+
+    def _last_fit(self, pool: Pool, gpus: int, heavy: bool, chosen: set[int]) -> int:
+        """Best fit for a spanning task's remainder among the nodes not already chosen."""
+        buckets = self._buckets(pool, heavy)
+        for count in range(gpus, pool.max_node_gpus + 1):
+            heap = buckets[count]
+            self._clean(heap, count, heavy)
+            if heap and heap[0] not in chosen:
+                return heap[0]
+            if heap:
+                spare = [rank for rank in self._valid_ranks(heap, count, heavy) if rank not in chosen]
+                if spare:
+                    return spare[0]
+        raise AssertionError("a spanning task's remainder found no node although the nodes were counted")
+
+    def _valid_ranks(self, heap: list[int], count: int, heavy: bool) -> list[int]:
+        """The bucket's current nodes, lowest rank first."""
+        free, loaded, cap = self.free_count, self.heavy, self.max_heavy
+        if heavy:
+            return sorted(rank for rank in heap if free[rank] == count and loaded[rank] < cap)
+        return sorted(rank for rank in heap if free[rank] == count)
+
+    def _rooms(self, pool: Pool, heavy: bool, limit: Mapping[int, int]) -> list[tuple[int, int]]:
+        """(rank, GPUs the task may take) of every node with room, most room first, then rank."""
+        rooms = []
         for rank in pool.ranks:
-            room = self.usable_free(rank, heavy)
-            if limit is not None:
-                room = min(room, limit.get(rank, room))
+            room = min(self.usable_free(rank, heavy), limit.get(rank, gpus_unlimited))
             if room > 0:
-                usable.append((-room, rank))
-        usable.sort()
-        return span_allocation([(rank, -neg_room) for neg_room, rank in usable], gpus)
+                rooms.append((-room, rank))
+        rooms.sort()
+        return [(rank, -neg_room) for neg_room, rank in rooms]
 
     def _remove_gpus(self, rank: int, count: int) -> tuple[int, ...]:
         free = self.free_gpus[rank]

@@ -7,7 +7,9 @@ the simulator both call exactly this function. See docs/scheduling.md for the al
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from shared.scheduling.cycle import Cycle
 from shared.scheduling.model import Plan, Policy, QueuedTask, Snapshot
@@ -20,18 +22,37 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
     Every queued task appears exactly once: in `grants`, or in `deferrals` with a reason (the task
     holding the reservation has a Reservation and a RESERVED deferral). Task ids must be unique.
     """
-    # 1. Order the queue: priority class, priority aged by waiting time, submit time, id.
-    ordered = order_queue(queue, policy, now)
-    # 2. Index free GPUs by card type and free count; open the cycle's quota book.
-    cycle = Cycle(snapshot, policy, now)
-    # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
-    #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
-    #    task), blocks (strict-order baselines) or is deferred with the most telling reason.
-    for position, task in enumerate(ordered):
-        # 4. Once nothing can start any more, the rest is deferred cheaply.
-        if cycle.closed:
-            cycle.defer_rest(ordered[position:])
-            break
-        cycle.consider(task)
-    # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
-    return cycle.to_plan()
+    with _cyclic_gc_paused():
+        # 1. Order the queue: priority class, priority aged by waiting time, submit time, id.
+        ordered = order_queue(queue, policy, now)
+        # 2. Index free GPUs by card type and free count; open the cycle's quota book.
+        cycle = Cycle(snapshot, policy, now)
+        # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
+        #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
+        #    task), blocks (strict-order baselines) or is deferred with the most telling reason.
+        for position, task in enumerate(ordered):
+            # 4. Once nothing can start any more, the rest is deferred cheaply.
+            if cycle.closed:
+                cycle.defer_rest(ordered[position:])
+                break
+            cycle.consider(task)
+        # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
+        return cycle.to_plan()
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while planning.
+
+    A plan allocates one object per queued task; with a large snapshot and queue alive, the
+    collector would otherwise traverse the whole heap several times per call (measured: +50-70% on
+    the scale benchmark). plan() creates no reference cycles, so reference counting frees all of
+    its garbage anyway; the collector is re-enabled (if it was on) before returning.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -65,9 +65,12 @@ class VictimIndex:
             for victims in nodes.values():
                 victims.sort(key=lambda victim: victim.order)
         self._heaps: dict[tuple[str, int, bool], list[tuple[tuple, int]]] = {}
+        self._failed_at: dict[tuple[str, bool], int] = {}  # smallest GPU count no victims could make fit
+        self._cheapest: dict[str, list[Victim]] = {}  # per card type, for spanning tasks
+        self._left = sum(len(victims) for nodes in self._by_card.values() for victims in nodes.values())
 
     def has_victims(self) -> bool:
-        return any(victims for nodes in self._by_card.values() for victims in nodes.values())
+        return self._left > 0
 
     def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
         """The cheapest set of victims that makes the task fit on this pool, or None."""
@@ -75,7 +78,14 @@ class VictimIndex:
             return None
         if gpus > pool.max_node_gpus:
             return self._choose_span(fleet, pool, gpus, heavy)
-        return self._choose_single(fleet, pool, gpus, heavy)
+        key = (pool.card_type, heavy)
+        if gpus >= self._failed_at.get(key, gpus + 1):
+            return None
+        choice = self._choose_single(fleet, pool, gpus, heavy)
+        if choice is None:
+            # Victims and free GPUs only shrink during a cycle: no node fits a larger request either.
+            self._failed_at[key] = gpus
+        return choice
 
     def commit(self, choice: VictimChoice, fleet: Fleet) -> None:
         """The victims are taken (and the held GPUs booked): no later task may count on them again.
@@ -86,6 +96,9 @@ class VictimIndex:
         touched = set()
         for victim in choice.victims:
             self._by_card[victim.card_type][victim.rank].remove(victim)
+            self._left -= 1
+            if victim.card_type in self._cheapest:
+                self._cheapest[victim.card_type].remove(victim)
             touched.add((victim.card_type, victim.rank))
         for (card_type, gpus, heavy), heap in self._heaps.items():
             for card, rank in touched:
@@ -129,21 +142,31 @@ class VictimIndex:
         needed = gpus - fleet.free_count[rank]
         if needed <= 0:
             return None  # it fits without preemption, or is blocked by something preemption cannot fix
-        victims = self._victims_for(fleet, rank, gpus)
-        if sum(victim.lease.gpus for victim in victims) < needed:
+        lost, count, latest, heavy_freed = 0.0, 0, float("-inf"), 0
+        for victim in self._by_card[fleet.card_of[rank]].get(rank, ()):
+            lease = victim.lease
+            lost += victim.lost_gpu_hours
+            count += 1
+            latest = max(latest, lease.started_at)
+            heavy_freed += lease.heavy
+            needed -= len(lease.gpu_indices)
+            if needed <= 0:
+                break
+        if needed > 0 or (heavy and fleet.heavy[rank] - heavy_freed >= fleet.max_heavy):
             return None
-        if heavy and fleet.heavy[rank] - sum(v.lease.heavy for v in victims) >= fleet.max_heavy:
-            return None
-        lost = sum(victim.lost_gpu_hours for victim in victims)
-        return (lost, len(victims), -max(victim.lease.started_at for victim in victims))
+        return (lost, count, -latest)
 
     def _choose_span(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
         """Cheapest victims across the pool until free + freed GPUs cover the task."""
-        candidates = sorted(
-            (victim for victims in self._by_card[pool.card_type].values() for victim in victims),
-            key=lambda victim: victim.order,
-        )
-        available = sum(fleet.usable_free(rank, heavy) for rank in pool.ranks)
+        candidates = self._cheapest.get(pool.card_type)
+        if candidates is None:
+            nodes = self._by_card[pool.card_type]
+            candidates = sorted((v for victims in nodes.values() for v in victims), key=lambda v: v.order)
+            self._cheapest[pool.card_type] = candidates
+        if heavy:
+            available = sum(fleet.usable_free(rank, heavy) for rank in pool.ranks)
+        else:
+            available = pool.free_total
         chosen: list[Victim] = []
         for victim in candidates:
             if available >= gpus:
