@@ -5,10 +5,13 @@ subscribers in one consumer group (FastStream 0.7.8, Redis >= 6.2):
 
 - a claimer: `StreamSub(min_idle_time=...)`, FastStream's own XAUTOCLAIM loop, which takes over
   entries left pending longer than `min_idle_ms` by any consumer (crashed, or whose handler
-  raised). It is registered first, so at broker start it creates the group (MKSTREAM) at
-  `start_id`, default `0`: a new group sees everything already in the stream. (FastStream alone
-  would create it at `$` and skip history.)
+  raised);
 - a reader: XREADGROUP `>` for new entries.
+
+Whichever starts first creates the group (MKSTREAM) at `start_id`, default `0`, so a new group
+sees everything already in the stream; FastStream alone would create it at `$` and skip history.
+(FastStream keeps subscribers in a WeakSet, so their start order is arbitrary: the reader's
+`start` is wrapped to create the group before FastStream's own attempt.)
 
 Each entry then goes through the same steps:
 
@@ -42,7 +45,7 @@ from faststream.redis import RedisBroker, StreamSub
 from redis.asyncio import Redis
 
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
-from shared.delivery.wire import BODY_FIELD, extract_body
+from shared.delivery.wire import BODY_FIELD, ensure_group, extract_body
 from shared.events.envelope import Envelope
 from shared.logging import bind_message_context, get_logger
 from shared.names import DEADLETTER_STREAM
@@ -217,7 +220,7 @@ def reliable_subscriber(
         pipeline = DeliveryPipeline(broker, sub, parse)
         _register_claimer(broker, pipeline, handler)
 
-        @broker.subscriber(stream=_reader_stream(sub, batch=False), **_subscriber_options(sub, "reader"))
+        @_reader(broker, sub, batch=False)
         async def read(message: Any = Context("message")) -> None:
             for entry in entries_of(message):
                 await pipeline.process(entry, handler, redelivered=False)
@@ -253,7 +256,7 @@ def reliable_batch_subscriber(
 
         _register_claimer(broker, pipeline, handle_one)
 
-        @broker.subscriber(stream=_reader_stream(sub, batch=True), **_subscriber_options(sub, "batch-reader"))
+        @_reader(broker, sub, batch=True)
         async def read(message: Any = Context("message")) -> None:
             await pipeline.process_batch(entries_of(message), handler)
 
@@ -273,7 +276,7 @@ def _subscription(arguments: dict[str, Any]) -> Subscription:
 
 
 def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: Handler[Any]) -> None:
-    """The XAUTOCLAIM subscriber; registered before the reader so it creates the group at `start_id`."""
+    """The XAUTOCLAIM subscriber (its `last_id` only sets where the group starts if it creates it)."""
     sub = pipeline.sub
     with warnings.catch_warnings():
         # FastStream warns that polling_interval is unused for a group read from an explicit id;
@@ -294,8 +297,18 @@ def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: 
             await pipeline.process(entry, handler, redelivered=True)
 
 
-def _reader_stream(sub: Subscription, *, batch: bool) -> StreamSub[Any]:
-    return StreamSub(sub.stream, group=sub.group, consumer=sub.consumer, batch=batch, max_records=sub.max_records)
+def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
+    """The XREADGROUP `>` subscriber; its start first ensures the group exists at `start_id`."""
+    stream = StreamSub(sub.stream, group=sub.group, consumer=sub.consumer, batch=batch, max_records=sub.max_records)
+    reader = broker.subscriber(stream=stream, **_subscriber_options(sub, "batch-reader" if batch else "reader"))
+    faststream_start = reader.start
+
+    async def start_after_group() -> None:
+        await ensure_group(await broker.connect(), sub.stream, sub.group, sub.start_id)
+        await faststream_start()
+
+    reader.start = start_after_group
+    return reader
 
 
 def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:

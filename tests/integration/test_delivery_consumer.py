@@ -1,0 +1,178 @@
+"""Consumer conventions against real Redis: group from `0`, claimer retries, dead-letter after N
+deliveries, invalid entries dead-lettered at once, batch consumption."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from faststream.redis import RedisBroker
+from redis.asyncio import Redis
+
+from shared.delivery import read_deadletters, reliable_batch_subscriber, reliable_subscriber, replay_deadletter, wire_fields
+from shared.delivery.deadletter import DeadLetter
+from shared.embedded import Endpoints
+from tests.helpers.delivery_support import TestHappened, a_test_event, parse_test_event, redis, unique, wait_until  # noqa: F401
+
+FAST = {"min_idle_ms": 150, "claim_interval_ms": 30}
+
+
+@pytest.fixture
+async def broker(backends: Endpoints) -> AsyncIterator[RedisBroker]:
+    created = RedisBroker(backends.redis_url, log_level=logging.WARNING)
+    yield created
+    await created.stop()
+
+
+@pytest.fixture
+def names() -> dict[str, str]:
+    return {"stream": unique("cf:test:in"), "group": "g", "deadletter": unique("cf:test:dead")}
+
+
+async def deadletters(redis: Redis, stream: str) -> list[DeadLetter]:
+    return await read_deadletters(redis, deadletter_stream=stream)
+
+
+async def test_a_new_group_starts_at_0_so_events_published_before_start_are_consumed(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    early = a_test_event(1)
+    await redis.xadd(names["stream"], wire_fields(early))
+    seen: list[str] = []
+
+    @reliable_subscriber(broker, stream=names["stream"], group=names["group"], parse=parse_test_event, **FAST)
+    async def handle(event: TestHappened) -> None:
+        seen.append(event.event_id)
+
+    await broker.start()
+
+    async def consumed() -> bool:
+        return seen == [early.event_id]
+
+    assert await wait_until(consumed)
+    assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
+
+
+async def test_an_always_failing_entry_is_dead_lettered_after_n_deliveries_and_later_ones_flow(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    poison, *good = [a_test_event(0, poison=True), a_test_event(1), a_test_event(2), a_test_event(3)]
+    attempts: Counter[str] = Counter()
+
+    @reliable_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_test_event,
+        max_deliveries=5, deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(event: TestHappened) -> None:
+        attempts[event.event_id] += 1
+        if event.data.get("poison"):
+            raise ValueError("cannot apply poison")
+
+    await broker.start()
+    for event in (poison, *good):
+        await redis.xadd(names["stream"], wire_fields(event))
+
+    async def settled() -> bool:
+        return len(await deadletters(redis, names["deadletter"])) == 1
+
+    assert await wait_until(settled)
+    [dead] = await deadletters(redis, names["deadletter"])
+    assert (dead.reason, dead.deliveries, dead.error) == ("failed", 5, "ValueError: cannot apply poison")
+    assert (dead.stream, dead.group) == (names["stream"], names["group"])
+    assert dead.original == {k.encode(): v.encode() for k, v in wire_fields(poison).items()}
+    assert attempts[poison.event_id] == 5
+    assert all(attempts[e.event_id] == 1 for e in good)
+    assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
+
+
+async def test_an_invalid_entry_is_dead_lettered_at_once_without_calling_the_handler(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    handled: list[int] = []
+
+    @reliable_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_test_event,
+        deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(event: TestHappened) -> None:
+        handled.append(event.data["n"])
+
+    await broker.start()
+    await redis.xadd(names["stream"], {"event": "{not json"})
+    await redis.xadd(names["stream"], {"type": "test.happened"})  # no body at all
+    await redis.xadd(names["stream"], wire_fields(a_test_event(7)))
+
+    async def settled() -> bool:
+        return handled == [7] and len(await deadletters(redis, names["deadletter"])) == 2
+
+    assert await wait_until(settled)
+    dead = await deadletters(redis, names["deadletter"])
+    assert [(d.reason, d.deliveries) for d in dead] == [("invalid", 1), ("invalid", 1)]
+    assert "json" in dead[0].error.lower() and "MissingBodyError" in dead[1].error
+
+
+async def test_a_replayed_dead_letter_is_consumed_again(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    healed = False
+    applied: list[int] = []
+
+    @reliable_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_test_event,
+        max_deliveries=2, deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(event: TestHappened) -> None:
+        if not healed:
+            raise RuntimeError("dependency down")
+        applied.append(event.data["n"])
+
+    await broker.start()
+    await redis.xadd(names["stream"], wire_fields(a_test_event(5)))
+
+    async def dead_lettered() -> bool:
+        return len(await deadletters(redis, names["deadletter"])) == 1
+
+    assert await wait_until(dead_lettered)
+    healed = True
+    [dead] = await deadletters(redis, names["deadletter"])
+    await replay_deadletter(redis, dead.deadletter_id, deadletter_stream=names["deadletter"])
+
+    async def reapplied() -> bool:
+        return applied == [5]
+
+    assert await wait_until(reapplied)
+    assert await deadletters(redis, names["deadletter"]) == []
+
+
+async def test_batch_subscriber_applies_batches_and_isolates_a_failing_entry(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    events = [a_test_event(n, poison=(n == 13)) for n in range(40)]
+    for event in events:
+        await redis.xadd(names["stream"], wire_fields(event))
+    applied: Counter[int] = Counter()
+    batch_sizes: list[int] = []
+
+    @reliable_batch_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_test_event,
+        max_deliveries=3, max_records=25, deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(batch: list[TestHappened]) -> None:
+        batch_sizes.append(len(batch))
+        if any(e.data.get("poison") for e in batch):
+            raise RuntimeError("poison in batch")
+        applied.update(e.data["n"] for e in batch)
+
+    await broker.start()
+
+    async def settled() -> bool:
+        return len(applied) == 39 and len(await deadletters(redis, names["deadletter"])) == 1
+
+    assert await wait_until(settled)
+    [dead] = await deadletters(redis, names["deadletter"])
+    assert (dead.reason, dead.deliveries, dead.original[b"event_id"]) == ("failed", 3, events[13].event_id.encode())
+    assert 13 not in applied
+    assert max(batch_sizes) > 1
+    assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
