@@ -1,0 +1,109 @@
+"""`cardflow simulate`: replay a GPU trace under one or more policies and compare them.
+
+Every decision comes from the production scheduling core (`shared.scheduling.plan.plan`); see
+docs/simulation.md for events and metrics, docs/traces.md for the formats.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from typer.core import TyperCommand
+
+from shared.simulation.synthesize import DEFAULT_SEED
+
+FORMATS = ("native", "philly", "openb", "sacct")
+DEFAULT_POLICIES = ("cardflow", "fifo", "priority", "easy-backfill")
+
+
+class _OptionalSeedCommand(TyperCommand):
+    """Lets `--synthesize` stand alone (seed 42) or take a seed: `--synthesize 7`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        patched: list[str] = []
+        for index, arg in enumerate(args):
+            patched.append(arg)
+            following = args[index + 1] if index + 1 < len(args) else None
+            if arg == "--synthesize" and (following is None or following.startswith("-")):
+                patched.append(str(DEFAULT_SEED))
+        return super().parse_args(ctx, patched)
+
+
+def simulate(
+    trace: Path = typer.Option(..., "--trace", exists=True, dir_okay=False, help="Trace file to replay."),
+    fmt: str = typer.Option("native", "--format", help="native | philly | openb | sacct"),
+    cluster: Optional[str] = typer.Option(
+        None, "--cluster", help="Fleet: spec like H100:16x8,A100-80G:8x8, or a CSV node_id,card_type,gpus. "
+        "Default: the trace's node list, else 8-GPU nodes of the trace's card sized for 100% offered load."),
+    policy: Optional[list[str]] = typer.Option(None, "--policy", help="Policy preset; repeat to compare."),
+    synthesize: Optional[int] = typer.Option(
+        None, "--synthesize", metavar="[SEED]",
+        help=f"Fill missing classes/estimates/readiness/checkpoints/quotas from seeded draws (seed {DEFAULT_SEED})."),
+    quota: Optional[Path] = typer.Option(None, "--quota", exists=True, help="Quota CSV project,gpu_hours,valid_from_s,valid_to_s."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
+    plot_out: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of utilisation and queue length."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks by submit time."),
+) -> None:
+    """Replay TRACE on a simulated fleet under each policy; print a side-by-side table."""
+    from shared.simulation.matching import CatalogCardModel
+    from shared.simulation.report import comparison_table, plot, write_json
+    from shared.simulation.runner import build_document, new_progress, prepare_scenario, run_policies
+    from shared.simulation.traces import load_trace
+
+    console = Console()
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
+    chosen = _policies(policy or list(DEFAULT_POLICIES))
+    card_model = CatalogCardModel()
+    fleet = _cluster(cluster)
+    scenario = prepare_scenario(load_trace(trace, fmt), card_model, cluster=fleet,
+                                synthesize_seed=synthesize, quota_csv=quota, limit=limit)
+    console.print(f"[bold]{scenario.trace.name}[/]: {len(scenario.tasks)} tasks on {scenario.cluster.summary()} "
+                  f"({scenario.cluster.description})")
+    with new_progress() as progress:
+        outcomes = run_policies(scenario, chosen, progress=progress)
+    document = build_document(scenario, outcomes)
+    console.print(comparison_table(document))
+    _print_context(console, document)
+    if json_out:
+        write_json(document, json_out)
+        console.print(f"JSON written to {json_out}")
+    if plot_out:
+        plot(outcomes, scenario.cluster.capacity, plot_out, title=f"{scenario.trace.name} on {scenario.cluster.description}")
+        console.print(f"plot written to {plot_out}")
+
+
+def _policies(names: list[str]) -> list[Any]:
+    from shared.scheduling.policies import POLICIES
+
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown:
+        raise typer.BadParameter(f"unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}", param_hint="--policy")
+    return [POLICIES[name] for name in dict.fromkeys(names)]
+
+
+def _cluster(spec: str | None) -> Any:
+    from shared.simulation.cluster import load_cluster
+
+    if spec is None:
+        return None
+    try:
+        return load_cluster(spec)
+    except (ValueError, OSError, KeyError) as error:
+        raise typer.BadParameter(str(error), param_hint="--cluster") from error
+
+
+def _print_context(console: Console, document: dict[str, Any]) -> None:
+    console.print(f"scenario: {json.dumps(document['scenario'])}")
+    console.print(f"trace notes: {json.dumps(document['trace_notes'])}")
+    if document["synthesis"]:
+        console.print(f"synthesized with: {json.dumps(document['synthesis'])}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `cardflow simulate`."""
+    app.command("simulate", cls=_OptionalSeedCommand)(simulate)

@@ -1,0 +1,103 @@
+"""Present simulation results: the side-by-side rich table, the JSON document and the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from rich.table import Table
+
+from shared.simulation.engine import Outcome
+from shared.simulation.metrics import step_series, window, working_series
+
+CLASSES = ("core", "standard", "opportunistic")
+
+
+def fmt_duration(seconds: float) -> str:
+    """Short human duration: 42s, 12.5m, 3.1h, 2.4d."""
+    for limit, unit, size in ((120, "s", 1), (7200, "m", 60), (172800, "h", 3600)):
+        if abs(seconds) < limit:
+            return f"{seconds / size:.0f}{unit}" if unit == "s" else f"{seconds / size:.1f}{unit}"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _wait_cell(result: Mapping[str, Any], klass: str, stat: str) -> str:
+    block = result["wait_s"].get(klass)
+    return fmt_duration(block[stat]) if block and block.get("count") else "-"
+
+
+def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    deferrals = sorted(result["deferrals"].items(), key=lambda item: -item[1])[:3]
+    rows = [
+        ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
+        *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}") for k in CLASSES],
+        ("wait core p99", _wait_cell(result, "core", "p99")),
+        ("jct mean / p95", f"{fmt_duration(result['jct_s']['mean'])} / {fmt_duration(result['jct_s']['p95'])}"),
+        ("makespan", fmt_duration(result["makespan_s"])),
+        ("cost", f"{result['cost']:,.0f}"),
+        ("preemptions (lost GPU-h)", f"{result['preemptions']} ({result['lost_gpu_hours']:,.1f})"),
+        ("idle for data (GPU-h)", f"{result.get('idle_gpu_hours', 0.0):,.1f}"),
+        ("quota cut-offs", str(result["quota_cutoffs"])),
+        ("completed / unfinished", f"{result.get('completed', '?')} / {result.get('unfinished', '?')}"),
+        ("top deferrals (tasks)", ", ".join(f"{name} {count}" for name, count in deferrals) or "-"),
+    ]
+    return rows
+
+
+def comparison_table(document: Mapping[str, Any], title: str | None = None) -> Table:
+    """Metrics as rows, policies as columns."""
+    policies = document["policies"]
+    table = Table(title=title or f"{document['trace']} on {document['cluster']}", title_justify="left")
+    table.add_column("metric", style="bold")
+    for name in policies:
+        table.add_column(name, justify="right")
+    per_policy = [_rows(result) for result in policies.values()]
+    for index, (label, _) in enumerate(per_policy[0] if per_policy else []):
+        table.add_row(label, *[rows[index][1] for rows in per_policy])
+    return table
+
+
+def markdown_table(document: Mapping[str, Any]) -> str:
+    """The same comparison as a Markdown table (for docs/BENCHMARKS.md)."""
+    policies = document["policies"]
+    per_policy = [_rows(result) for result in policies.values()]
+    lines = ["| metric | " + " | ".join(policies) + " |", "|---|" + "---:|" * len(policies)]
+    for index, (label, _) in enumerate(per_policy[0] if per_policy else []):
+        lines.append(f"| {label} | " + " | ".join(rows[index][1] for rows in per_policy) + " |")
+    return "\n".join(lines)
+
+
+def write_json(document: Mapping[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def plot(outcomes: Mapping[str, Outcome], capacity: int, path: Path, title: str = "", bins: int = 240) -> None:
+    """Utilisation (useful work / capacity) and queue length over time, one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = next(iter(outcomes.values()))
+    start, _ = window(first.tasks)
+    end = max((o.recorder.last_finish or start) for o in outcomes.values())
+    edges = np.linspace(start, max(end, start + 1.0), bins + 1)
+    hours = (edges[:-1] + edges[1:]) / 2.0 - start
+    scale, unit = (86400.0, "days") if end - start > 4 * 86400 else (3600.0, "hours")
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), constrained_layout=True)
+    for name, outcome in outcomes.items():
+        top.plot(hours / scale, working_series(outcome.recorder, edges) / capacity, label=name, linewidth=1)
+        queue = [(t, float(n)) for t, n in outcome.recorder.queue]
+        bottom.plot(hours / scale, step_series(queue, edges), label=name, linewidth=1)
+    top.set_ylabel("utilisation (useful work)")
+    top.set_ylim(0, 1.05)
+    bottom.set_ylabel("queued tasks")
+    bottom.set_xlabel(f"{unit} since first submission")
+    top.legend(loc="lower right", fontsize="small")
+    top.set_title(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
