@@ -9,12 +9,20 @@ per test, e.g. with `new_event_id()` or `tmp_path.name` in them.
 `backends_env` (function): the same, exported as `CARDFLOW_*` variables for code that reads
 `get_settings()`; the settings cache is cleared before and after.
 
-Tests that use either fixture are marked `integration` automatically.
+`data_dir_factory` (session): `make()` returns a fresh empty directory for an instance's data.
+Data dirs live outside pytest's `tmp_path` on purpose: pytest resets its base directory to mode
+0700 whenever any pytest session starts, which locks out PostgreSQL's unprivileged user (when the
+tests run as root) in the middle of a run.
+
+Tests that use `backends` or `backends_env` are marked `integration` automatically.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,9 +33,23 @@ BACKEND_FIXTURES = frozenset({"backends", "backends_env"})
 
 
 @pytest.fixture(scope="session")
-def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
-    data_dir = tmp_path_factory.mktemp("backends")
-    with Backends(Settings(), data_dir, durable=False) as endpoints:
+def data_dir_factory() -> Iterator[Callable[[], Path]]:
+    root = Path(tempfile.mkdtemp(prefix="cardflow-tests-"))
+    root.chmod(0o711)  # others may traverse (PostgreSQL's own user), not list
+    counter = iter(range(1_000_000))
+
+    def make() -> Path:
+        path = root / f"data{next(counter)}"
+        path.mkdir()
+        return path
+
+    yield make
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def backends(data_dir_factory: Callable[[], Path]) -> Iterator[Endpoints]:
+    with Backends(Settings(), data_dir_factory(), durable=False) as endpoints:
         yield endpoints
 
 

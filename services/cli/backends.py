@@ -1,9 +1,223 @@
-"""`cardflow up`, `cardflow endpoints`, `cardflow doctor`: start, show and check the backends."""
+"""`cardflow up`, `cardflow endpoints`, `cardflow doctor`: start, show and check the backends.
+
+`up` starts every backend the environment does not configure (embedded real servers under the
+data dir), then runs the system parts registered in `SYSTEM_PARTS` (services, agents, console,
+demo workload) until Ctrl-C or SIGTERM, and stops everything in reverse order.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from shared.embedded import (
+    BackendHealth,
+    Backends,
+    EmbeddedServerError,
+    Endpoints,
+    InstanceAlreadyRunning,
+    running_instance,
+)
+from shared.embedded.health import probe_postgres, probe_redis, probe_s3
+from shared.logging import configure_logging
+from shared.settings import Settings
+
+console = Console()
+errors = Console(stderr=True)
+
+# A part of the running system: entered once backends are up, exited (reverse order) on shutdown.
+# Signature: part(endpoints, demo) -> context manager. Services, agents, the console and the demo
+# workload register themselves here (e.g. `SYSTEM_PARTS.append(run_services)`).
+SystemPart = Callable[[Endpoints, bool], AbstractContextManager[object]]
+SYSTEM_PARTS: list[SystemPart] = []
+
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="Instance data directory [default: $CARDFLOW_DATA_DIR or .cardflow]")
+]
 
 
 def register(app: typer.Typer) -> None:
-    """Attach the backend commands (filled in by the Foundation work)."""
+    """Attach `up`, `endpoints` and `doctor`."""
+    app.command("up")(up)
+    app.command("endpoints")(endpoints)
+    app.command("doctor")(doctor)
+
+
+def _data_dir(settings: Settings, data_dir: Path | None) -> Path:
+    return data_dir if data_dir is not None else settings.data_dir
+
+
+def up(
+    demo: Annotated[bool, typer.Option("--demo", help="Also run a simulated fleet and a demo workload")] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Start missing backends (embedded) and the system; run until Ctrl-C."""
+    configure_logging()
+    settings = Settings()
+    backends = Backends(settings, _data_dir(settings, data_dir))
+    with _graceful_signals(), ExitStack() as stack:
+        try:
+            found = stack.enter_context(backends)
+        except (InstanceAlreadyRunning, EmbeddedServerError) as exc:
+            errors.print(f"[red]cannot start:[/red] {exc}")
+            raise typer.Exit(1) from None
+        console.print(_where_table(found, backends.embedded))
+        console.print(f"Connect another terminal: [bold]eval \"$(cardflow endpoints --data-dir {found.data_dir})\"[/bold]")
+        run_system(found, demo, stack)
+        console.print("Running. Press Ctrl-C to stop.")
+        _wait_forever()
+    console.print("Stopped.")
+
+
+def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack) -> list[str]:
+    """Enter every registered system part; returns their names. Today: backends only."""
+    if not SYSTEM_PARTS:
+        console.print("[yellow]services are not built yet; backends only[/yellow]")
+    names = []
+    for part in SYSTEM_PARTS:
+        stack.enter_context(part(endpoints, demo))
+        names.append(getattr(part, "__name__", repr(part)))
+    return names
+
+
+@contextlib.contextmanager
+def _graceful_signals() -> Iterator[None]:
+    """SIGTERM acts like Ctrl-C; once shutdown has begun, further SIGINT/SIGTERM cannot cut it short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait_forever() -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()
+
+
+def _where_table(endpoints: Endpoints, embedded: list[str]) -> Table:
+    table = Table(title=f"cardflow backends (data dir {endpoints.data_dir})")
+    for column in ("backend", "where", "mode"):
+        table.add_column(column, overflow="fold")
+    for name, where in endpoints.redacted().items():
+        table.add_row(name, where, "embedded" if name in embedded else "external (from CARDFLOW_*)")
+    table.add_row("services", "-", "not built yet")
+    table.add_row("console/API", "-", "not built yet (will be `cardflow console`)")
+    return table
+
+
+def endpoints(data_dir: DataDirOption = None) -> None:
+    """Print the running instance's CARDFLOW_* settings as `export` lines (for `eval`)."""
+    settings = Settings()
+    where = _data_dir(settings, data_dir)
+    found = running_instance(where)
+    if found is None:
+        errors.print(f"no cardflow instance is running on data dir {where} (start one with `cardflow up`)")
+        raise typer.Exit(1)
+    sys.stdout.write(found.to_shell())
+
+
+@dataclass(frozen=True)
+class Target:
+    """One backend to check: where its settings came from and how to probe it."""
+
+    name: str
+    source: str
+    probe: Callable[[], Awaitable[BackendHealth]] | None
+
+
+def doctor(data_dir: DataDirOption = None) -> None:
+    """Check that Redis, PostgreSQL and S3 are reachable (from env, else the running instance)."""
+    settings = Settings()
+    where = _data_dir(settings, data_dir)
+    targets = _targets(settings, running_instance(where), where)
+    results = asyncio.run(_probe_all(targets))
+    console.print(_health_table(targets, results))
+    problems = [_problem(t, r) for t, r in zip(targets, results, strict=True) if r is None or not r.ok]
+    if problems:
+        errors.print("[red]not ready:[/red] " + "; ".join(problems))
+        raise typer.Exit(1)
+    console.print("[green]all backends reachable[/green]")
+
+
+def _targets(settings: Settings, instance: Endpoints | None, where: Path) -> list[Target]:
+    source = f"instance {where}" if instance else "-"
+    redis_url = settings.redis_url or (instance.redis_url if instance else None)
+    dsn = settings.database_dsn or (instance.database_url if instance else None)
+    s3 = _external_s3(settings) if settings.s3_endpoint else instance
+    return [
+        Target("redis", "env" if settings.redis_url else source, (lambda: probe_redis(redis_url)) if redis_url else None),
+        Target("postgres", "env" if settings.database_dsn else source, (lambda: probe_postgres(dsn)) if dsn else None),
+        Target("s3", "env" if settings.s3_endpoint else source, (lambda: probe_s3(s3)) if s3 else None),
+    ]
+
+
+def _external_s3(settings: Settings) -> Endpoints:
+    def secret(value: object) -> str:
+        return value.get_secret_value() if value is not None else ""  # type: ignore[attr-defined]
+
+    return Endpoints(
+        redis_url="",
+        database_url="",
+        s3_endpoint=settings.s3_endpoint or "",
+        s3_access_key=secret(settings.s3_access_key),
+        s3_secret_key=secret(settings.s3_secret_key),
+        s3_region=settings.s3_region,
+        s3_addressing_style=settings.s3_addressing_style,
+    )
+
+
+async def _probe_all(targets: list[Target]) -> list[BackendHealth | None]:
+    async def one(target: Target) -> BackendHealth | None:
+        return await target.probe() if target.probe else None
+
+    return list(await asyncio.gather(*(one(t) for t in targets)))
+
+
+def _health_table(targets: list[Target], results: list[BackendHealth | None]) -> Table:
+    table = Table(title="cardflow doctor")
+    for column in ("backend", "source", "url", "reachable", "version / error"):
+        table.add_column(column, overflow="fold")
+    for target, result in zip(targets, results, strict=True):
+        if result is None:
+            table.add_row(target.name, target.source, "-", "[red]not configured[/red]", "")
+        else:
+            reachable = "[green]yes[/green]" if result.ok else "[red]no[/red]"
+            detail = result.version if result.ok else _clip(result.error)
+            table.add_row(target.name, target.source, result.url_redacted, reachable, detail)
+    return table
+
+
+def _problem(target: Target, result: BackendHealth | None) -> str:
+    if result is None:
+        hint = {"redis": "CARDFLOW_REDIS_URL", "postgres": "CARDFLOW_DATABASE_URL", "s3": "CARDFLOW_S3_ENDPOINT"}
+        return f"{target.name} not configured (set {hint[target.name]} or run `cardflow up`)"
+    return f"{target.name} unreachable at {result.url_redacted} ({_clip(result.error)})"
+
+
+def _clip(text: str | None, limit: int = 120) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

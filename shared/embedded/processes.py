@@ -122,11 +122,16 @@ def spawn(
     ports: dict[str, int],
     stop_signal: int = int(signal.SIGTERM),
     stop_timeout: float = 10.0,
+    death_signal: int | None = None,
     user: str | None = None,
     cwd: Path | None = None,
     die_with_owner: bool = True,
 ) -> ManagedProcess:
-    """Start `argv` in its own session, stdout+stderr appended to `log_path`."""
+    """Start `argv` in its own session, stdout+stderr appended to `log_path`.
+
+    With `die_with_owner`, the server receives `death_signal` (default: `stop_signal`) when this
+    process dies without stopping it.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(
@@ -139,7 +144,7 @@ def spawn(
             user=user,
             group=_primary_group(user),
             extra_groups=[] if user else None,
-            preexec_fn=_death_signal_hook(stop_signal) if die_with_owner else None,
+            preexec_fn=_death_signal_hook(death_signal or stop_signal) if die_with_owner else None,
         )
     record = ServerRecord(
         name=name,

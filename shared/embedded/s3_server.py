@@ -56,6 +56,7 @@ def launch_s3(options: LaunchOptions, region: str) -> Launched:
         ports=ports,
         stop_signal=int(signal.SIGTERM),
         stop_timeout=3.0,  # `weed server` flushes at once but then keeps retrying its own filer
+        death_signal=int(signal.SIGKILL),  # so an orphan cannot linger in that loop
         cwd=s3_dir,
         die_with_owner=options.die_with_owner,
     )
