@@ -15,9 +15,9 @@ app = typer.Typer(
 
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
-    from services.cli import backends
+    from services.cli import backends, service
 
-    for module in (backends,):
+    for module in (backends, service):
         module.register(app)
 
 

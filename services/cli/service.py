@@ -1,0 +1,47 @@
+"""`cardflow service NAME`: run one service process until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+
+import typer
+
+from shared.logging import configure_logging
+from shared.settings import get_settings
+
+SERVICES: dict[str, str] = {
+    "intake": "services.intake.service:SPEC",
+    "readiness": "services.readiness.service:SPEC",
+    "matcher": "services.matcher.service:SPEC",
+    "dispatcher": "services.dispatcher.service:SPEC",
+    "ledger": "services.ledger.service:SPEC",
+    "views": "services.console.projector:SPEC",
+}
+"""Service name -> `module:attribute` of its `ServiceSpec` (imported only when run)."""
+
+
+def load_spec(name: str):  # -> ServiceSpec (import kept lazy so the CLI starts fast)
+    if name not in SERVICES:
+        raise typer.BadParameter(f"unknown service {name!r}; choose one of: {', '.join(SERVICES)}")
+    module_name, attribute = SERVICES[name].split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+async def run_until_signalled(name: str) -> None:
+    from services.common.runtime import run_service
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await run_service(load_spec(name), get_settings(), stop)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("service")
+    def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}")) -> None:
+        """Run one cardflow service (connects to CARDFLOW_REDIS_URL / CARDFLOW_DATABASE_URL)."""
+        configure_logging()
+        asyncio.run(run_until_signalled(name))

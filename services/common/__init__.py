@@ -1,0 +1,1 @@
+"""What every cardflow service process shares: the runtime (connections, migrations, relay, loops)."""

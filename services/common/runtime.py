@@ -1,0 +1,178 @@
+"""The runtime every service shares: connections, migrations, outbox relay, broker and loops.
+
+A service is declared as a `ServiceSpec` (name, PostgreSQL schema, migrations, a `setup` that
+registers its subscribers and periodic loops on a `ServiceContext`). `run_service` then does the
+same recipe for all of them:
+
+1. open the asyncpg pool and a Redis client; apply the delivery tables and the service's own
+   migrations to its schema (safe when several instances start at once);
+2. build the FastStream broker and let the service register its subscribers and loops;
+3. start the outbox relay, the broker and the loops; run until `stop` is set;
+4. stop everything in reverse order and close the connections.
+
+Handlers stay thin: parse (done by the subscriber) -> `async with ctx.transaction() as conn` ->
+`if not await ctx.consume_once(conn, event): return` -> load, decide (pure), write + `ctx.emit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from faststream.redis import RedisBroker
+from redis.asyncio import Redis
+
+from shared.delivery.db import create_pool
+from shared.delivery.inbox import record_consumed
+from shared.delivery.migrations import migrate, migrate_delivery
+from shared.delivery.outbox import append_events, next_subject_seq
+from shared.delivery.relay import OutboxRelay
+from shared.events import Envelope, make_event
+from shared.logging import get_logger
+from shared.names import EVENTS_STREAM
+from shared.settings import Settings
+
+log = get_logger(__name__)
+
+Loop = Callable[["ServiceContext"], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """What makes a service: its name, its schema and migrations, and how it wires itself up."""
+
+    name: str
+    schema: str | None
+    migrations: Path | None
+    setup: Callable[["ServiceContext"], Awaitable[None]]
+    relay_poll_interval: float = 0.5
+
+
+@dataclass
+class ServiceContext:
+    """Handles a service's code gets: pool, Redis, broker, identity, and helpers to emit events."""
+
+    spec: ServiceSpec
+    settings: Settings
+    pool: asyncpg.Pool
+    redis: Redis
+    broker: RedisBroker
+    stop: asyncio.Event
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}-{id(object()):x}")
+    loops: list[tuple[str, float, Loop]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> str:
+        if self.spec.schema is None:
+            raise RuntimeError(f"service {self.spec.name} has no PostgreSQL schema")
+        return self.spec.schema
+
+    @property
+    def producer(self) -> str:
+        return f"{self.spec.name}/{self.instance}"
+
+    @property
+    def actor(self) -> str:
+        return f"service:{self.spec.name}"
+
+    def every(self, seconds: float, loop: Loop, *, name: str | None = None) -> None:
+        """Run `loop(ctx)` every `seconds` while the service runs (errors are logged, then retried)."""
+        self.loops.append((name or loop.__name__, seconds, loop))
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection inside one transaction: the handler's effects and events commit together."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn
+
+    async def consume_once(self, conn: asyncpg.Connection, event: Envelope, consumer: str | None = None) -> bool:
+        """Record `event` as consumed in this transaction; False means it was applied before (skip)."""
+        return await record_consumed(conn, self.schema, consumer or self.spec.name, event.event_id)
+
+    async def emit(
+        self,
+        conn: asyncpg.Connection,
+        event_type: type[Envelope] | str,
+        *,
+        subject: str,
+        data: Any,
+        actor: str | None = None,
+        cause: Envelope | None = None,
+        stream: str = EVENTS_STREAM,
+    ) -> Envelope:
+        """Build the next event of `subject` and append it to the outbox, in the caller's transaction."""
+        event = make_event(
+            event_type,
+            subject=subject,
+            subject_seq=await next_subject_seq(conn, self.schema, subject),
+            producer=self.producer,
+            actor=actor or (cause.actor if cause else self.actor),
+            data=data,
+            correlation_id=(cause.correlation_id or cause.event_id) if cause else None,
+            causation_id=cause.event_id if cause else None,
+        )
+        await append_events(conn, self.schema, [event], stream=stream)
+        return event
+
+
+async def prepare_schema(pool: asyncpg.Pool, spec: ServiceSpec) -> None:
+    """Create or upgrade the service's delivery tables and its own tables."""
+    if spec.schema is None:
+        return
+    await migrate_delivery(pool, spec.schema)
+    if spec.migrations is not None:
+        await migrate(pool, spec.schema, spec.migrations)
+
+
+async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event) -> None:
+    """Run one service until `stop` is set (the numbered recipe in the module docstring)."""
+    if not settings.redis_url or not settings.database_dsn:
+        raise RuntimeError("CARDFLOW_REDIS_URL and CARDFLOW_DATABASE_URL must be set (see `cardflow endpoints`)")
+    pool = await create_pool(settings.database_dsn)
+    redis = Redis.from_url(settings.redis_url)
+    broker = RedisBroker(settings.redis_url, logger=None)
+    try:
+        await prepare_schema(pool, spec)
+        ctx = ServiceContext(spec, settings, pool, redis, broker, stop, instance=f"{settings.instance}-{os.getpid()}")
+        await spec.setup(ctx)
+        await _run_until_stopped(ctx)
+    finally:
+        await redis.aclose()
+        await pool.close()
+
+
+async def _run_until_stopped(ctx: ServiceContext) -> None:
+    tasks: list[asyncio.Task[None]] = []
+    if ctx.spec.schema is not None:
+        relay = OutboxRelay(ctx.pool, ctx.redis, ctx.spec.schema, poll_interval=ctx.spec.relay_poll_interval)
+        tasks.append(asyncio.create_task(relay.run(ctx.stop), name=f"{ctx.spec.name}:relay"))
+    await ctx.broker.start()
+    tasks += [asyncio.create_task(_repeat(ctx, *loop), name=f"{ctx.spec.name}:{loop[0]}") for loop in ctx.loops]
+    log.info("service started", service=ctx.spec.name, instance=ctx.instance)
+    try:
+        await ctx.stop.wait()
+    finally:
+        await ctx.broker.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        log.info("service stopped", service=ctx.spec.name)
+
+
+async def _repeat(ctx: ServiceContext, name: str, seconds: float, loop: Loop) -> None:
+    """Call `loop(ctx)` every `seconds`; a failure is logged with its traceback and retried next time."""
+    while not ctx.stop.is_set():
+        try:
+            await loop(ctx)
+        except Exception:
+            log.exception("periodic loop failed; retrying", loop=name, service=ctx.spec.name)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=seconds)
