@@ -36,7 +36,7 @@ from shared.logging import configure_logging
 from shared.settings import Settings
 
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: grep-able
 
 # A part of the running system: entered once backends are up, exited (reverse order) on shutdown.
 # Signature: part(endpoints, demo) -> context manager. Services, agents, the console and the demo
@@ -158,7 +158,7 @@ def doctor(data_dir: DataDirOption = None) -> None:
     console.print(_health_table(targets, results))
     problems = [_problem(t, r) for t, r in zip(targets, results, strict=True) if r is None or not r.ok]
     if problems:
-        errors.print("[red]not ready:[/red] " + "; ".join(problems))
+        errors.print("[red]not ready:[/red]\n" + "\n".join(f"- {problem}" for problem in problems))
         raise typer.Exit(1)
     console.print("[green]all backends reachable[/green]")
 

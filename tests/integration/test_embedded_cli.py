@@ -1,0 +1,123 @@
+"""`cardflow doctor`, `cardflow endpoints` and `cardflow up` against real servers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+from shared.embedded import Endpoints
+from shared.embedded.processes import free_ports
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def no_backend_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in [k for k in os.environ if k.startswith("CARDFLOW_")]:
+        monkeypatch.delenv(key)
+
+
+def secrets_of(endpoints: Endpoints) -> list[str]:
+    """The secret parts of the endpoints: passwords in URLs and the S3 keys."""
+    passwords = [url.rsplit("@", 1)[0].rsplit(":", 1)[1] for url in (endpoints.redis_url, endpoints.database_url)]
+    return [*passwords, endpoints.s3_access_key, endpoints.s3_secret_key]
+
+
+def test_doctor_passes_when_every_backend_answers(backends: Endpoints) -> None:
+    result = runner.invoke(app, ["doctor"], env=backends.as_env())
+
+    assert result.exit_code == 0, result.output
+    assert "all backends reachable" in result.output
+    assert not [secret for secret in secrets_of(backends) if secret in result.output]
+
+
+def test_doctor_names_the_unreachable_backend(backends: Endpoints) -> None:
+    (closed_port,) = free_ports(1)
+    env = backends.as_env() | {"CARDFLOW_REDIS_URL": f"redis://:hunter2@127.0.0.1:{closed_port}/0"}
+
+    result = runner.invoke(app, ["doctor"], env=env)
+
+    assert result.exit_code == 1
+    assert "redis unreachable" in result.stderr
+    assert "postgres" not in result.stderr and "s3" not in result.stderr
+    assert "hunter2" not in result.output
+
+
+def test_doctor_names_what_is_not_configured(data_dir_factory: Callable[[], Path]) -> None:
+    result = runner.invoke(app, ["doctor", "--data-dir", str(data_dir_factory())])
+
+    assert result.exit_code == 1
+    for name in ("redis", "postgres", "s3"):
+        assert f"{name} not configured" in result.stderr
+
+
+def test_doctor_finds_the_running_instance_by_data_dir(backends: Endpoints) -> None:
+    assert backends.data_dir is not None
+    result = runner.invoke(app, ["doctor", "--data-dir", backends.data_dir])
+
+    assert result.exit_code == 0, result.output
+    assert "instance" in result.output
+
+
+def test_endpoints_prints_the_running_instance_as_exports(backends: Endpoints) -> None:
+    assert backends.data_dir is not None
+    result = runner.invoke(app, ["endpoints", "--data-dir", backends.data_dir])
+
+    assert result.exit_code == 0, result.output
+    assert Endpoints.from_shell(result.stdout) == backends
+
+
+def test_endpoints_fails_without_a_running_instance(data_dir_factory: Callable[[], Path]) -> None:
+    result = runner.invoke(app, ["endpoints", "--data-dir", str(data_dir_factory())])
+
+    assert result.exit_code == 1
+    assert "no cardflow instance is running" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.fixture
+def running_up(data_dir_factory: Callable[[], Path]) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """`cardflow up` in a child process, waited for until it says it runs."""
+    data_dir = data_dir_factory()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "services.cli.main", "up", "--data-dir", str(data_dir)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CARDFLOW_")} | {"COLUMNS": "200"},
+    )  # fmt: skip
+    assert up.stdout is not None
+    lines = []
+    for line in iter(up.stdout.readline, ""):
+        lines.append(line)
+        if line.startswith("Running."):
+            break
+    assert lines and lines[-1].startswith("Running."), "".join(lines)
+    yield up, data_dir
+    if up.poll() is None:
+        up.kill()
+        up.wait()
+
+
+def test_up_serves_until_sigterm_and_a_second_shell_connects(running_up: tuple[subprocess.Popen[str], Path]) -> None:
+    up, data_dir = running_up
+    cardflow = f"{sys.executable} -m services.cli.main"
+    second_shell = f'eval "$({cardflow} endpoints --data-dir {data_dir})" && {cardflow} doctor'
+
+    doctor = subprocess.run(["bash", "-c", second_shell], cwd=REPO, capture_output=True, text=True, env={
+        k: v for k, v in os.environ.items() if not k.startswith("CARDFLOW_")
+    })  # fmt: skip
+    up.send_signal(signal.SIGTERM)
+    rest, _ = up.communicate(timeout=60)
+
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert up.returncode == 0, rest
+    assert "Stopped." in rest
+    assert sorted(p.name for p in (data_dir / "run").iterdir()) == ["owner.lock"]
