@@ -1,8 +1,9 @@
 """The event envelope every cardflow event shares, and canonical JSON for the audit hash chain.
 
 An event is a frozen pydantic model: envelope fields plus a typed `data` payload. Concrete event
-classes (in `shared.events.types`) subclass `Envelope`, pin `type` to a `Literal`, and give `data`
-its payload model; `shared.events.Event` is the discriminated union of all of them.
+classes (one module per owning service, listed in `shared.events.catalog`) subclass `Envelope`,
+pin `type` to a `Literal`, and give `data` its payload model; `shared.events.Event` is the
+discriminated union of all of them.
 """
 
 from __future__ import annotations
@@ -25,23 +26,23 @@ def utcnow() -> datetime:
 
 
 class Payload(BaseModel):
-    """Base of every event payload: frozen, unknown fields forbidden."""
+    """Base of every event payload: frozen, unknown fields forbidden, no NaN or infinity."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Envelope(BaseModel):
     """Fields common to every event (ARCHITECTURE section 3)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     event_id: str = Field(default_factory=new_event_id, min_length=26, max_length=26)
     type: str
-    subject: str = Field(description="entity the event is about, e.g. task/T123, lease/L9, quota/proj-a")
+    subject: str = Field(min_length=1, description="entity the event is about, e.g. task/T123, lease/L9, quota/proj-a")
     subject_seq: int = Field(ge=1, description="per-subject, gap-free sequence from the owning service")
     occurred_at: AwareDatetime = Field(default_factory=utcnow)
-    producer: str = Field(description="service and instance, e.g. intake/local-1")
-    actor: str = Field(description="who caused it: user:alice, upstream:pipeline-x, service:dispatcher")
+    producer: str = Field(min_length=1, description="service and instance, e.g. intake/local-1")
+    actor: str = Field(min_length=1, description="who caused it: user:alice, upstream:pipeline-x, service:dispatcher")
     correlation_id: str | None = None
     causation_id: str | None = None
     schema_version: int = 1
@@ -62,7 +63,10 @@ def _default(value: Any) -> Any:
 def canonical_json(event: BaseModel | dict[str, Any]) -> bytes:
     """Deterministic UTF-8 JSON: sorted keys, no whitespace, times in UTC with a `Z` suffix.
 
-    The same event always yields the same bytes, which the audit hash chain relies on.
+    The same event always yields the same bytes, which the audit hash chain relies on. NaN and
+    infinity are refused (ValueError): they are not JSON.
     """
     body = event.model_dump(mode="python") if isinstance(event, BaseModel) else event
-    return json.dumps(body, default=_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(
+        body, default=_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()

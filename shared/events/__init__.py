@@ -1,0 +1,97 @@
+"""Event contracts of cardflow: the envelope, every event type, parsing, upcasting, task states.
+
+    from shared.events import LeaseGranted, make_event, parse_event, canonical_json
+
+    event = make_event(LeaseGranted, subject=lease_subject("L9"), subject_seq=1,
+                       producer="dispatcher/local-1", actor="service:dispatcher", data={...})
+    same = parse_event(canonical_json(event))  # == event
+
+Agent reports and dispatcher commands (not events) live in `shared.events.reports`.
+"""
+
+from shared.events.catalog import (
+    EVENT_ADAPTER,
+    EVENT_CLASSES,
+    EVENT_TYPES,
+    Event,
+    caused_by,
+    current_schema_version,
+    event_class,
+    make_event,
+)
+from shared.events.config import ConfigChanged, ConfigChangedData, TemplateChanged, TemplateChangedData
+from shared.events.dispatch import (
+    TaskApproved,
+    TaskApprovedData,
+    TaskCancelled,
+    TaskCancelledData,
+    TaskCheckpointed,
+    TaskCheckpointedData,
+    TaskFailed,
+    TaskFailedData,
+    TaskHeld,
+    TaskHeldData,
+    TaskQueued,
+    TaskQueuedData,
+    TaskRequeued,
+    TaskRequeuedData,
+    TaskStarted,
+    TaskStartedData,
+    TaskSucceeded,
+    TaskSucceededData,
+)
+from shared.events.envelope import Envelope, Payload, canonical_json, new_event_id, utcnow
+from shared.events.intake import (
+    RejectionReason,
+    TaskCancelRequested,
+    TaskCancelRequestedData,
+    TaskRejected,
+    TaskRejectedData,
+    TaskSubmitted,
+    TaskSubmittedData,
+)
+from shared.events.leases import (
+    LeaseExpired,
+    LeaseExpiredData,
+    LeaseGranted,
+    LeaseGrantedData,
+    LeaseRenewed,
+    LeaseRenewedData,
+    LeaseRevoked,
+    LeaseRevokedData,
+    NodeLost,
+    NodeLostData,
+    NodeRegistered,
+    NodeRegisteredData,
+)
+from shared.events.ledger import (
+    QuotaAdjusted,
+    QuotaAdjustedData,
+    QuotaExpiring,
+    QuotaExpiringData,
+    QuotaGranted,
+    QuotaGrantedData,
+    QuotaThresholdCrossed,
+    QuotaThresholdCrossedData,
+    RoundClosed,
+    RoundClosedData,
+    UsageRecorded,
+    UsageRecordedData,
+)
+from shared.events.matching import (
+    CardEstimate,
+    TaskMatched,
+    TaskMatchedData,
+    TaskReadinessChanged,
+    TaskReadinessChangedData,
+    TaskUnmatchable,
+    TaskUnmatchableData,
+)
+from shared.events.parsing import EventParseError, parse_event
+from shared.events.reasons import HoldReason, NodeMode, RequeueReason, RevokeReason, UnmatchableReason
+from shared.events.states import TERMINAL_STATES, TaskState
+from shared.events.upcasting import UPCASTERS, UpcastError, UpcasterRegistry, upcaster
+
+import types as _types
+
+__all__ = [name for name, value in globals().items() if not name.startswith("_") and not isinstance(value, _types.ModuleType)]

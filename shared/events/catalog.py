@@ -1,0 +1,121 @@
+"""The catalog of every event type: the `Event` union, `EVENT_TYPES`, and `make_event`.
+
+Adding an event type = a payload + an `Envelope` subclass in its owner's module, listed here once.
+The JSON Schema snapshot test then fails until the snapshot is regenerated, so a contract never
+changes unnoticed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Union, get_args
+
+from pydantic import Field, TypeAdapter
+
+from shared.events.config import ConfigChanged, TemplateChanged
+from shared.events.dispatch import (
+    TaskApproved,
+    TaskCancelled,
+    TaskCheckpointed,
+    TaskFailed,
+    TaskHeld,
+    TaskQueued,
+    TaskRequeued,
+    TaskStarted,
+    TaskSucceeded,
+)
+from shared.events.envelope import Envelope, Payload, utcnow
+from shared.events.intake import TaskCancelRequested, TaskRejected, TaskSubmitted
+from shared.events.leases import LeaseExpired, LeaseGranted, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
+from shared.events.ledger import (
+    QuotaAdjusted,
+    QuotaExpiring,
+    QuotaGranted,
+    QuotaThresholdCrossed,
+    RoundClosed,
+    UsageRecorded,
+)
+from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
+
+Event = Annotated[
+    Union[
+        # intake
+        TaskSubmitted, TaskRejected, TaskCancelRequested,
+        # readiness, matcher
+        TaskReadinessChanged, TaskMatched, TaskUnmatchable,
+        # dispatcher: tasks
+        TaskQueued, TaskHeld, TaskApproved, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
+        TaskRequeued, TaskCancelled,
+        # dispatcher: leases and nodes
+        LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, NodeRegistered, NodeLost,
+        # ledger
+        UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed,
+        # config
+        ConfigChanged, TemplateChanged,
+    ],
+    Field(discriminator="type"),
+]
+"""Any cardflow event; pydantic picks the class from `type`."""
+
+EVENT_CLASSES: tuple[type[Envelope], ...] = get_args(get_args(Event)[0])
+
+EVENT_TYPES: dict[str, type[Envelope]] = {cls.model_fields["type"].default: cls for cls in EVENT_CLASSES}
+"""Event type string -> event class, e.g. `"lease.granted"` -> `LeaseGranted`."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def current_schema_version(event_type: str) -> int:
+    """The schema version this code writes for `event_type` (older ones are upcast on parse)."""
+    return EVENT_TYPES[event_type].model_fields["schema_version"].default
+
+
+def event_class(cls_or_type: type[Envelope] | str) -> type[Envelope]:
+    """The event class for a class or a type string; KeyError names the known types if unknown."""
+    if isinstance(cls_or_type, str):
+        if cls_or_type not in EVENT_TYPES:
+            raise KeyError(f"unknown event type {cls_or_type!r}; known: {', '.join(sorted(EVENT_TYPES))}")
+        return EVENT_TYPES[cls_or_type]
+    if cls_or_type not in EVENT_CLASSES:
+        raise KeyError(f"{cls_or_type.__name__} is not listed in shared.events.catalog.Event")
+    return cls_or_type
+
+
+def make_event(
+    cls_or_type: type[Envelope] | str,
+    *,
+    subject: str,
+    subject_seq: int,
+    producer: str,
+    actor: str,
+    data: Payload | dict[str, Any],
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+    occurred_at: datetime | None = None,
+) -> Event:
+    """A new event (fresh ULID, current schema version); pydantic validates `data`.
+
+    `occurred_at` defaults to now; the simulator and replays pass their own clock's time.
+    """
+    cls = event_class(cls_or_type)
+    payload_class = cls.model_fields["data"].annotation
+    if isinstance(data, Payload) and not isinstance(data, payload_class):
+        raise TypeError(f"{cls.__name__} carries {payload_class.__name__}, not {type(data).__name__}")
+    return cls(
+        subject=subject,
+        subject_seq=subject_seq,
+        producer=producer,
+        actor=actor,
+        data=data,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+        occurred_at=occurred_at or utcnow(),
+    )
+
+
+def caused_by(cause: Envelope) -> dict[str, str]:
+    """Correlation and causation ids for an event caused by `cause`: `make_event(..., **caused_by(e))`.
+
+    The correlation id stays that of the first event of the chain (or the cause's own id).
+    """
+    return {"correlation_id": cause.correlation_id or cause.event_id, "causation_id": cause.event_id}

@@ -1,0 +1,135 @@
+"""Task events the dispatcher writes: queueing, holds, approval, and a run's start and end."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from shared.events.envelope import Envelope, Payload
+from shared.events.reasons import HoldReason, RequeueReason
+from shared.events.values import Detail, EntityId, Fraction, NonNegative
+from shared.scheduling.model import PriorityClass
+
+
+class TaskQueuedData(Payload):
+    task_id: EntityId
+    project: EntityId
+    priority_class: PriorityClass
+    priority: int
+
+
+class TaskQueued(Envelope):
+    """The task is ready and matched and waits for GPUs."""
+
+    type: Literal["task.queued"] = "task.queued"
+    data: TaskQueuedData
+
+
+class TaskHeldData(Payload):
+    task_id: EntityId
+    reason: HoldReason
+    detail: Detail
+
+
+class TaskHeld(Envelope):
+    """The task may not start until quota, approval, deadline or an operator allows it."""
+
+    type: Literal["task.held"] = "task.held"
+    data: TaskHeldData
+
+
+class TaskApprovedData(Payload):
+    task_id: EntityId
+    note: Detail = ""
+
+
+class TaskApproved(Envelope):
+    """An operator (the actor) approved a task that policy requires approval for."""
+
+    type: Literal["task.approved"] = "task.approved"
+    data: TaskApprovedData
+
+
+class TaskStartedData(Payload):
+    task_id: EntityId
+    lease_id: EntityId
+    node_id: EntityId
+    resumed_from: str | None = Field(None, description="checkpoint the run resumed from, if any")
+
+
+class TaskStarted(Envelope):
+    """The agent holding the lease reported the task running."""
+
+    type: Literal["task.started"] = "task.started"
+    data: TaskStartedData
+
+
+class TaskCheckpointedData(Payload):
+    task_id: EntityId
+    lease_id: EntityId
+    checkpoint_uri: str = Field(min_length=1, description="where the checkpoint is, e.g. s3://bucket/key")
+    checksum: str | None = Field(None, description="checksum of the checkpoint's manifest, if reported")
+    progress: Fraction | None = Field(None, description="share of the task done at the checkpoint")
+
+
+class TaskCheckpointed(Envelope):
+    """The task wrote a checkpoint it can resume from."""
+
+    type: Literal["task.checkpointed"] = "task.checkpointed"
+    data: TaskCheckpointedData
+
+
+class TaskSucceededData(Payload):
+    task_id: EntityId
+    lease_id: EntityId
+    output_units: NonNegative | None = Field(None, description="output the task reported, in its unit")
+
+
+class TaskSucceeded(Envelope):
+    """The task finished with exit code 0."""
+
+    type: Literal["task.succeeded"] = "task.succeeded"
+    data: TaskSucceededData
+
+
+class TaskFailedData(Payload):
+    task_id: EntityId
+    lease_id: EntityId | None = Field(None, description="the lease it failed under; None if it never ran")
+    error: Detail
+    exit_code: int | None = Field(None, description="process exit code; None if it had none (killed)")
+
+
+class TaskFailed(Envelope):
+    """The task finished with an error and will not be retried."""
+
+    type: Literal["task.failed"] = "task.failed"
+    data: TaskFailedData
+
+
+class TaskRequeuedData(Payload):
+    task_id: EntityId
+    lease_id: EntityId = Field(description="the lease that ended")
+    reason: RequeueReason
+    detail: Detail = ""
+    resume_from: str | None = Field(None, description="last checkpoint; None = start over")
+
+
+class TaskRequeued(Envelope):
+    """The task lost its lease and waits for GPUs again, resuming from its last checkpoint."""
+
+    type: Literal["task.requeued"] = "task.requeued"
+    data: TaskRequeuedData
+
+
+class TaskCancelledData(Payload):
+    task_id: EntityId
+    lease_id: EntityId | None = Field(None, description="the lease revoked to stop it, if it was running")
+    reason: Detail = ""
+
+
+class TaskCancelled(Envelope):
+    """The task was cancelled and will not run (again)."""
+
+    type: Literal["task.cancelled"] = "task.cancelled"
+    data: TaskCancelledData

@@ -1,0 +1,65 @@
+"""Events intake writes: a task was submitted, rejected, or asked to be cancelled."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from shared.events.envelope import Envelope, Payload
+from shared.events.values import Detail, EntityId
+from shared.submission import Problem, TaskSubmission
+
+
+class RejectionReason(Payload):
+    """One reason a submission was refused: the field, the value received, the problem."""
+
+    field: str = Field(description="dotted path, e.g. inputs[2].version; '(whole input)' for the body")
+    value: JsonValue = None
+    problem: str = Field(description="what was expected, in plain English")
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> RejectionReason:
+        return cls(field=problem.field, value=problem.value, problem=f"expected {problem.expected}")
+
+
+class TaskSubmittedData(Payload):
+    task_id: EntityId
+    idempotency_key: EntityId = Field(
+        description="the submission's key, or one intake derived from the body when none was given"
+    )
+    submission: TaskSubmission = Field(description="the full validated submission (schema v1)")
+
+
+class TaskSubmitted(Envelope):
+    """Intake accepted a submission: the task exists from now on."""
+
+    type: Literal["task.submitted"] = "task.submitted"
+    data: TaskSubmittedData
+
+
+class TaskRejectedData(Payload):
+    task_id: EntityId = Field(description="id intake gave the attempt, so the rejection can be looked up")
+    idempotency_key: EntityId | None = None
+    name: str | None = Field(None, description="the submission's name, when it had a readable one")
+    project: str | None = Field(None, description="the submission's project, when it had a readable one")
+    reasons: tuple[RejectionReason, ...] = Field(min_length=1)
+
+
+class TaskRejected(Envelope):
+    """Intake refused a submission; every reason is listed."""
+
+    type: Literal["task.rejected"] = "task.rejected"
+    data: TaskRejectedData
+
+
+class TaskCancelRequestedData(Payload):
+    task_id: EntityId
+    reason: Detail = ""
+
+
+class TaskCancelRequested(Envelope):
+    """Someone asked to cancel a task (the actor says who); the dispatcher carries it out."""
+
+    type: Literal["task.cancel_requested"] = "task.cancel_requested"
+    data: TaskCancelRequestedData

@@ -1,0 +1,106 @@
+"""Lease and node events the dispatcher writes: grants, renewals, expiry, revocation, the fleet."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, Field
+
+from shared.events.envelope import Envelope, Payload
+from shared.events.reasons import NodeMode, RevokeReason
+from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, Positive
+
+
+class LeaseGrantedData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    agent_id: EntityId
+    node_id: EntityId
+    card_type: EntityId
+    gpu_indices: GpuIndices
+    fencing_token: FencingToken
+    ttl_s: Positive = Field(description="the lease expires unless renewed within this many seconds")
+    expires_at: AwareDatetime
+    resume_from: str | None = Field(None, description="checkpoint to resume from; None = fresh start")
+    parts: int = Field(1, ge=1, description="leases the grant spans (one per node); 1 = single node")
+
+
+class LeaseGranted(Envelope):
+    """GPUs of one node were leased to a task."""
+
+    type: Literal["lease.granted"] = "lease.granted"
+    data: LeaseGrantedData
+
+
+class LeaseRenewedData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    until: AwareDatetime = Field(description="the lease now expires at this time unless renewed again")
+    heartbeats: int = Field(1, ge=1, description="heartbeats this one event coalesces")
+
+
+class LeaseRenewed(Envelope):
+    """Heartbeats renewed a lease (coalesced: one event stands for several heartbeats).
+
+    Schema v2; v1 called `until` `expires_at` (see `shared.events.upcasters`).
+    """
+
+    type: Literal["lease.renewed"] = "lease.renewed"
+    schema_version: int = 2
+    data: LeaseRenewedData
+
+
+class LeaseExpiredData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    last_renewed_at: AwareDatetime | None = Field(None, description="the last renewal; None if never")
+
+
+class LeaseExpired(Envelope):
+    """A lease was not renewed within its TTL; its GPUs are free and its task is requeued."""
+
+    type: Literal["lease.expired"] = "lease.expired"
+    data: LeaseExpiredData
+
+
+class LeaseRevokedData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    reason: RevokeReason
+    detail: Detail = ""
+
+
+class LeaseRevoked(Envelope):
+    """The dispatcher took a lease back before its task ended."""
+
+    type: Literal["lease.revoked"] = "lease.revoked"
+    data: LeaseRevokedData
+
+
+class NodeRegisteredData(Payload):
+    node_id: EntityId
+    agent_id: EntityId
+    card_type: EntityId
+    gpus: int = Field(ge=1, description="number of GPUs on the node")
+    mode: NodeMode
+
+
+class NodeRegistered(Envelope):
+    """An agent registered a node and its GPUs (again, after a restart: same node_id)."""
+
+    type: Literal["node.registered"] = "node.registered"
+    data: NodeRegisteredData
+
+
+class NodeLostData(Payload):
+    node_id: EntityId
+    agent_id: EntityId
+    detail: Detail = ""
+    lease_ids: tuple[EntityId, ...] = Field((), description="leases that were in force on the node")
+
+
+class NodeLost(Envelope):
+    """A node stopped heartbeating; its leases expire or are revoked."""
+
+    type: Literal["node.lost"] = "node.lost"
+    data: NodeLostData

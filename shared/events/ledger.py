@@ -1,0 +1,112 @@
+"""Events the ledger writes: usage, quota accounts and their alerts, closed rounds."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, Field, model_validator
+
+from shared.events.envelope import Envelope, Payload
+from shared.events.values import Detail, EntityId, Fraction, NonNegative, Positive
+
+
+class UsageRecordedData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    project: EntityId
+    card_type: EntityId
+    gpu_seconds: NonNegative = Field(description="GPU-seconds used since the previous record of this lease")
+    cost: NonNegative = Field(description="gpu_seconds x the card type's price, in the catalog currency")
+    output_units: NonNegative = Field(0.0, description="output produced since the previous record")
+
+
+class UsageRecorded(Envelope):
+    """GPU time and output of one lease since its previous record (from heartbeats)."""
+
+    type: Literal["usage.recorded"] = "usage.recorded"
+    data: UsageRecordedData
+
+
+class QuotaGrantedData(Payload):
+    account_id: EntityId
+    project: EntityId
+    gpu_hours: Positive
+    card_type: EntityId | None = Field(None, description="only this card type; None = any")
+    valid_from: AwareDatetime
+    valid_to: AwareDatetime
+    alert_lead_days: float = Field(15.0, ge=0, description="warn this many days before valid_to")
+    thresholds: tuple[Fraction, ...] = Field((0.8, 0.95), description="alert when used share crosses these")
+
+    @model_validator(mode="after")
+    def _window_is_forward(self) -> QuotaGrantedData:
+        if self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be after valid_from")
+        return self
+
+
+class QuotaGranted(Envelope):
+    """A project received a GPU-hour budget for a validity window."""
+
+    type: Literal["quota.granted"] = "quota.granted"
+    data: QuotaGrantedData
+
+
+class QuotaAdjustedData(Payload):
+    account_id: EntityId
+    project: EntityId
+    delta_gpu_hours: float = Field(description="added (positive) or removed (negative) GPU-hours")
+    valid_to: AwareDatetime | None = Field(None, description="new end of validity; None = unchanged")
+    reason: Detail
+
+
+class QuotaAdjusted(Envelope):
+    """Someone (the envelope's actor) changed a quota account."""
+
+    type: Literal["quota.adjusted"] = "quota.adjusted"
+    data: QuotaAdjustedData
+
+
+class QuotaThresholdCrossedData(Payload):
+    account_id: EntityId
+    project: EntityId
+    threshold: Fraction
+    used_gpu_hours: NonNegative
+    total_gpu_hours: Positive
+
+
+class QuotaThresholdCrossed(Envelope):
+    """A quota account's used share went past one of its alert thresholds."""
+
+    type: Literal["quota.threshold_crossed"] = "quota.threshold_crossed"
+    data: QuotaThresholdCrossedData
+
+
+class QuotaExpiringData(Payload):
+    account_id: EntityId
+    project: EntityId
+    valid_to: AwareDatetime
+    remaining_gpu_hours: NonNegative
+
+
+class QuotaExpiring(Envelope):
+    """A quota account with hours left expires within its alert lead time."""
+
+    type: Literal["quota.expiring"] = "quota.expiring"
+    data: QuotaExpiringData
+
+
+class RoundClosedData(Payload):
+    round_id: EntityId
+    starts_at: AwareDatetime
+    ends_at: AwareDatetime
+    note: Detail = Field(description="the one-line retrospective note")
+    report_uri: str | None = Field(None, description="where the round report is stored")
+    gpu_hours: NonNegative = 0.0
+    cost: NonNegative = 0.0
+
+
+class RoundClosed(Envelope):
+    """An accounting round (a week, a month) closed with its report and retrospective note."""
+
+    type: Literal["round.closed"] = "round.closed"
+    data: RoundClosedData

@@ -1,0 +1,58 @@
+"""Machine reasons carried by events, commands and reports: one `StrEnum` per decision.
+
+Each reason travels with a human sentence (`detail`) that the console and `audit why` print
+verbatim. Values that mean the same as a `DeferralReason` of the scheduling core use the same
+string, so a deferral maps to a hold without translation.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class HoldReason(StrEnum):
+    """Why the dispatcher holds a task until someone or something acts (`task.held`)."""
+
+    QUOTA_EXHAUSTED = "quota_exhausted"  # the project's quota does not cover the estimate
+    QUOTA_EXPIRES = "quota_expires"  # the quota expires before the task's estimated end (+ margin)
+    QUOTA_NOT_YET_VALID = "quota_not_yet_valid"  # the quota's validity window has not started
+    NO_QUOTA_ACCOUNT = "no_quota_account"  # policy requires an account and the project has none
+    NOT_APPROVED = "not_approved"  # policy requires an operator's approval for a task this big
+    DEADLINE_UNREACHABLE = "deadline_unreachable"  # cannot finish before the task's deadline
+    OPERATOR = "operator"  # an operator put the task on hold
+
+
+class UnmatchableReason(StrEnum):
+    """Why no card type in the catalog can run a task (`task.unmatchable`)."""
+
+    NO_ALLOWED_CARD_TYPE = "no_allowed_card_type"  # allow/deny leave no catalog card type
+    INSUFFICIENT_VRAM = "insufficient_vram"  # no allowed card type has min_vram_gb per GPU
+    TOO_MANY_GPUS = "too_many_gpus"  # more GPUs than the fleet has of every allowed type
+    EMPTY_CATALOG = "empty_catalog"  # the card catalog lists no card types at all
+
+
+class RequeueReason(StrEnum):
+    """Why a task that held a lease goes back to the queue (`task.requeued`)."""
+
+    PREEMPTED = "preempted"  # core work needed the GPUs; the task checkpointed and yielded
+    LEASE_EXPIRED = "lease_expired"  # the agent stopped renewing within the lease TTL
+    RECLAIMED_IDLE = "reclaimed_idle"  # its GPUs stayed under the idle threshold too long
+    AGENT_FAILED = "agent_failed"  # the agent reported it could not run or keep running the task
+
+
+class RevokeReason(StrEnum):
+    """Why the dispatcher takes a lease back before the task ends (`lease.revoked`)."""
+
+    PREEMPTED = "preempted"  # the GPUs go to higher-class work
+    RECLAIMED_IDLE = "reclaimed_idle"  # the GPUs sat idle under the lease
+    CANCELLED = "cancelled"  # the task was cancelled
+    NODE_LOST = "node_lost"  # the node stopped heartbeating
+    SUPERSEDED = "superseded"  # a newer fencing token exists for the same GPUs
+    OPERATOR = "operator"  # an operator revoked the lease
+
+
+class NodeMode(StrEnum):
+    """How an agent runs tasks."""
+
+    REAL = "real"  # real GPUs discovered via NVML; tasks are subprocesses
+    SIM = "sim"  # simulated GPUs; tasks "run" for their estimated duration at a time scale

@@ -1,0 +1,44 @@
+"""Subject strings: which entity an event is about (`task/T123`, `lease/L9`, `quota/acct-1`).
+
+`subject_seq` counts events per subject, so every producer must spell a subject the same way;
+build them here.
+"""
+
+from __future__ import annotations
+
+
+def task_subject(task_id: str) -> str:
+    return f"task/{task_id}"
+
+
+def lease_subject(lease_id: str) -> str:
+    return f"lease/{lease_id}"
+
+
+def node_subject(node_id: str) -> str:
+    return f"node/{node_id}"
+
+
+def quota_subject(account_id: str) -> str:
+    return f"quota/{account_id}"
+
+
+def round_subject(round_id: str) -> str:
+    return f"round/{round_id}"
+
+
+def config_subject(file: str) -> str:
+    """`config/policy.yaml`; templates use `template_subject`."""
+    return f"config/{file}"
+
+
+def template_subject(name: str) -> str:
+    return f"template/{name}"
+
+
+def split_subject(subject: str) -> tuple[str, str]:
+    """`"task/T1"` -> `("task", "T1")`; ValueError if there is no kind prefix."""
+    kind, sep, entity_id = subject.partition("/")
+    if not sep or not kind or not entity_id:
+        raise ValueError(f"subject {subject!r} is not 'kind/id'")
+    return kind, entity_id
