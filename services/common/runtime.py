@@ -22,6 +22,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,24 @@ class ServiceContext:
         """Record `event` as consumed in this transaction; False means it was applied before (skip)."""
         return await record_consumed(conn, self.schema, consumer or self.spec.name, event.event_id)
 
+    @property
+    def emitter(self) -> Emitter:
+        return Emitter(self.schema, self.producer, self.actor)
+
+    async def emit(self, conn: asyncpg.Connection, event_type: type[Envelope] | str, **kwargs: Any) -> Envelope:
+        """`Emitter.emit` for this service's schema (see there)."""
+        return await self.emitter.emit(conn, event_type, **kwargs)
+
+
+@dataclass(frozen=True)
+class Emitter:
+    """Appends events of one schema's outbox. Also used by processes that run a service's commands
+    outside the service (the HTTP API runs intake's commands with an intake `Emitter`)."""
+
+    schema: str
+    producer: str
+    actor: str
+
     async def emit(
         self,
         conn: asyncpg.Connection,
@@ -106,9 +125,14 @@ class ServiceContext:
         data: Any,
         actor: str | None = None,
         cause: Envelope | None = None,
+        occurred_at: datetime | None = None,
         stream: str = EVENTS_STREAM,
     ) -> Envelope:
-        """Build the next event of `subject` and append it to the outbox, in the caller's transaction."""
+        """Build the next event of `subject` and append it to the outbox, in the caller's transaction.
+
+        `cause` links the event to what caused it (correlation and causation ids, and by default
+        the same actor); `stream` sends it elsewhere than `cf:events` (e.g. an agent's inbox).
+        """
         event = make_event(
             event_type,
             subject=subject,
@@ -118,6 +142,7 @@ class ServiceContext:
             data=data,
             correlation_id=(cause.correlation_id or cause.event_id) if cause else None,
             causation_id=cause.event_id if cause else None,
+            occurred_at=occurred_at,
         )
         await append_events(conn, self.schema, [event], stream=stream)
         return event
