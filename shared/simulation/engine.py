@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable, Mapping, Sequence
 
 from shared.scheduling.model import (
@@ -28,6 +29,7 @@ from shared.simulation.workload import SimTask
 PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]
 ProgressFn = Callable[[int, float], None]
 
+_TASK_ID, _REASON = attrgetter("task_id"), attrgetter("reason")
 MAX_STEPS_PER_INSTANT = 10_000  # more decisions than this at one instant means the plan never settles
 
 
@@ -153,7 +155,8 @@ class Simulation(Transitions):
         return self.plan_fn(snapshot, tuple(self._queue.values()), self.policy, now)
 
     def _apply_plan(self, now: float, plan: Plan) -> None:
-        self.recorder.deferrals.update((d.task_id, d.reason.value) for d in plan.deferrals)
+        deferrals = plan.deferrals
+        self.recorder.deferrals.update(zip(map(_TASK_ID, deferrals), map(_REASON, deferrals)))
         for reservation in plan.reservations:
             self.recorder.reservations[reservation.task_id] = reservation.start_at
         for grant in plan.grants:

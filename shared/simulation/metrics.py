@@ -30,7 +30,7 @@ class Recorder:
     queue: list[tuple[float, int]] = field(default_factory=list)  # (time, queued tasks) after each step
     waits: dict[str, float] = field(default_factory=dict)  # task_id -> wait
     jcts: dict[str, float] = field(default_factory=dict)  # task_id -> completion time
-    deferrals: set[tuple[str, str]] = field(default_factory=set)  # distinct (task_id, reason)
+    deferrals: set[tuple[str, str]] = field(default_factory=set)  # distinct (task_id, reason enum)
     reservations: dict[str, float] = field(default_factory=dict)  # task_id -> last reservation start
     cost: float = 0.0
     preemptions: int = 0
@@ -93,7 +93,7 @@ def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinishe
         "preemptions": recorder.preemptions,
         "lost_gpu_hours": recorder.lost_gpu_hours(),
         "quota_cutoffs": recorder.quota_cutoffs,
-        "deferrals": dict(sorted(Counter(reason for _, reason in recorder.deferrals).items())),
+        "deferrals": dict(sorted(Counter(str(reason) for _, reason in recorder.deferrals).items())),
         "idle_gpu_hours": _gpu_seconds(recorder.idle) / 3600.0,
         "completed": len(recorder.jcts),
         "unfinished": unfinished,

@@ -32,7 +32,7 @@ class SynthesisParams:
     ready_delay_mean_s: float = 600.0  # exponential delay until their data is ready
     checkpoint_share: float = 0.8  # share of tasks that checkpoint
     checkpoint_interval_s: float = 1800.0
-    quota_factor: float = 1.5  # each project's quota = factor x its demand (GPU-hours)
+    quota_factor: float = 3.0  # quota = factor x the project's demand (GPU-hours); generous: estimates are charged
     quota_grace_s: float = 86400.0  # quota expires this long after the project's last submission
 
     def describe(self, seed: int) -> dict[str, object]:

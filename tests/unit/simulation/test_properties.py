@@ -46,7 +46,6 @@ def test_reserved_tasks_start_no_later_than_their_reservation(scenario: tuple[st
     outcome = Simulation(tasks, parse_cluster_spec(spec), POLICIES[policy_name], plan_fn=recording_plan).run()
     submit = {task.task_id: task.submit_s for task in tasks}
     started = {task_id: submit[task_id] + wait for task_id, wait in outcome.recorder.waits.items()}
-    placed = {task.task_id for task in outcome.tasks}
-    assert set(started) == placed  # every placeable task ran
     for task_id, start_at in promised:
+        assert task_id in started, f"{task_id} was promised t={start_at} and never started"
         assert started[task_id] <= start_at + 1e-6, (task_id, start_at, started[task_id])
