@@ -1,0 +1,31 @@
+# One image for every cardflow process; the compose file / manifests choose the command:
+#   cardflow service intake|readiness|matcher|dispatcher|ledger|views
+#   cardflow agent --id ID --sim H100x8      cardflow console      cardflow doctor
+# The image also carries the embedded servers' packages, so `cardflow up` works in it as well.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    CARDFLOW_DATA_DIR=/data
+
+WORKDIR /app
+
+# Dependencies first (cached while only the code changes), then the code.
+COPY pyproject.toml README.m[d] ./
+RUN mkdir -p shared services \
+    && touch shared/__init__.py services/__init__.py \
+    && pip install . \
+    && pip uninstall --yes cardflow
+COPY shared ./shared
+COPY services ./services
+RUN pip install --no-deps .
+
+# Never run as root; /data (named volumes mount here) belongs to the service user.
+RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin cardflow \
+    && mkdir -p /data && chown cardflow:cardflow /data
+USER cardflow
+VOLUME ["/data"]
+
+CMD ["cardflow", "--help"]
