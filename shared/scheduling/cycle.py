@@ -212,7 +212,7 @@ class Cycle:
         releases = releases_by_card(self._lease_releases(cards) + [item for item in self._releases if item[0] in cards])
         guard = find_reservation(task, options, self.fleet, releases, self.now)
         if guard is None:
-            self.deferrals.append(fallback)
+            self.deferrals.append(self._never_fits(task, options) or fallback)
             if not self.policy.backfill:
                 self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
             return
@@ -244,6 +244,15 @@ class Cycle:
             return reasons.no_capacity_span(task.gpus, cards, [(c, fleet.pools[c].free_total) for c in cards])
         largest = [(card, fleet.largest_free(fleet.pools[card], task.heavy)) for card in cards]
         return reasons.no_capacity(task.gpus, cards, largest)
+
+    def _never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
+        """A deferral saying so if the task asks for more GPUs than it may ever get on any option."""
+        standard = task.priority_class == PriorityClass.STANDARD
+        pools = [pool for option in options if (pool := self.fleet.pools.get(option.card_type))]
+        limits = [(pool.card_type, pool.total_gpus - (pool.headroom if standard else 0)) for pool in pools]
+        if not limits or any(task.gpus <= limit for _, limit in limits):
+            return None
+        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, standard))
 
     # -- lazily built indexes ------------------------------------------------------------------
 

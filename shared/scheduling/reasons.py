@@ -83,6 +83,12 @@ def not_in_fleet(card_types: Sequence[str]) -> str:
     return f"none of its card types ({card_list(card_types)}) is in the fleet"
 
 
+def never_fits(gpus: int, limits: Sequence[tuple[str, int]], standard: bool) -> str:
+    usable = ", ".join(f"{card} {limit}" for card, limit in limits)
+    kept = " (the rest is headroom kept for core work)" if standard else ""
+    return f"can never start: needs {gpus_text(gpus)}, but at most {usable} can ever be used by it{kept}"
+
+
 NO_FREE_GPUS_TEXT = "no GPU of any card type is free this cycle"
 
 

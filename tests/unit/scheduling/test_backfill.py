@@ -1,0 +1,106 @@
+"""EASY reservation + backfill, and the strict-order (head-of-line) alternative."""
+
+from __future__ import annotations
+
+from shared.scheduling.model import DeferralReason as R
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, deferrals, grants, nodes_of, reason_of, run
+
+# Node b has 2 free GPUs; its other 6 are leased until NOW + 1h.
+B_BUSY_1H = [a_node("b").free(2)]
+B_LEASE = [a_lease("Lb").on("b").gpus(0, 1, 2, 3, 4, 5).ends(NOW + HOUR)]
+HEAD = a_task("head").gpus(8).priority(9)
+
+
+def plan_with(*tasks, nodes=B_BUSY_1H, leases=B_LEASE, **policy):
+    policy.setdefault("headroom", 0.0)
+    return run(nodes, [HEAD, *tasks], leases=leases, **policy)
+
+
+def test_the_blocked_head_gets_a_reservation_when_its_gpus_free_up():
+    result = plan_with()
+    (reservation,) = result.reservations
+    assert (reservation.task_id, reservation.card_type, reservation.start_at) == ("head", "H100", NOW + HOUR)
+    assert reservation.node_ids == ("b",)
+    assert reason_of(result, "head") == R.RESERVED
+    assert "in about 1h00m" in deferrals(result)["head"].detail
+
+
+def test_reservation_takes_the_earliest_node_to_free_up():
+    nodes = [a_node("a").free(0), a_node("b").free(0)]
+    leases = [a_lease("La").on("a").gpus(*range(8)).ends(NOW + 2 * HOUR),
+              a_lease("Lb").on("b").gpus(*range(8)).ends(NOW + HOUR)]
+    (reservation,) = plan_with(nodes=nodes, leases=leases).reservations
+    assert (reservation.node_ids, reservation.start_at) == (("b",), NOW + HOUR)
+
+
+def test_reservation_counts_leases_ending_on_one_node_only_when_together_they_fit():
+    nodes = [a_node("a").free(4), a_node("b").free(4)]
+    leases = [a_lease("La").on("a").gpus(0, 1, 2, 3).ends(NOW + HOUR),
+              a_lease("Lb").on("b").gpus(0, 1, 2, 3).ends(NOW + 3 * HOUR)]
+    (reservation,) = plan_with(nodes=nodes, leases=leases).reservations
+    assert (reservation.node_ids, reservation.start_at) == (("a",), NOW + HOUR)
+
+
+def test_backfill_that_ends_before_the_reservation_is_allowed():
+    result = plan_with(a_task("short").gpus(2).runs(HOUR / 2))
+    assert nodes_of(grants(result)["short"]) == ["b"]
+
+
+def test_backfill_that_would_delay_the_reservation_is_refused():
+    result = plan_with(a_task("long").gpus(2).runs(2 * HOUR))
+    assert "long" not in grants(result)
+    assert reason_of(result, "long") == R.BEHIND_RESERVATION
+    assert deferrals(result)["long"].detail == (
+        "would delay task head, which holds the reservation on H100 in 1h00m; this task runs about 2h00m"
+    )
+
+
+def test_long_backfill_may_use_gpus_the_reservation_does_not_need():
+    nodes = [a_node("a").free(4), a_node("b").free(2)]
+    leases = [*B_LEASE, a_lease("La").on("a").gpus(0, 1, 2, 3).ends(NOW + 5 * HOUR)]
+    result = plan_with(a_task("long").gpus(2).runs(10 * HOUR), nodes=nodes, leases=leases)
+    assert result.reservations[0].node_ids == ("b",)
+    assert nodes_of(grants(result)["long"]) == ["a"]  # b fits best but is reserved
+
+
+def test_long_backfill_on_another_card_type_is_not_held_back():
+    nodes = [*B_BUSY_1H, a_node("x").card("A10").free(2)]
+    result = plan_with(a_task("long").gpus(2).on("H100", "A10").runs(10 * HOUR), nodes=nodes)
+    assert grants(result)["long"].card_type == "A10"
+
+
+def test_grants_of_this_cycle_count_as_releases_for_the_reservation():
+    nodes = [a_node("a").free(8)]
+    first = a_task("first").gpus(8).priority(10).runs(2 * HOUR)
+    result = run(nodes, [first, HEAD], headroom=0.0)
+    assert "first" in grants(result)
+    assert result.reservations[0].start_at == NOW + 2 * HOUR
+
+
+def test_only_the_first_blocked_task_holds_a_reservation():
+    result = plan_with(a_task("second").gpus(8).priority(5))
+    assert [r.task_id for r in result.reservations] == ["head"]
+    assert reason_of(result, "second") == R.NO_CAPACITY
+
+
+def test_no_backfill_policy_keeps_everything_behind_the_reserved_head():
+    result = plan_with(a_task("short").gpus(1).runs(60.0), backfill=False)
+    assert result.reservations[0].task_id == "head"
+    assert reason_of(result, "short") == R.BEHIND_RESERVATION
+
+
+def test_head_of_line_blocking_stops_at_the_first_task_that_does_not_fit():
+    tasks = [a_task("fits").gpus(1).runs(60.0), a_task("also-fits").gpus(1).priority(-1)]
+    result = plan_with(*tasks, head_of_line_blocking=True, backfill=False)
+    assert not result.grants and not result.reservations
+    assert reason_of(result, "head") == R.NO_CAPACITY
+    assert reason_of(result, "fits") == R.HEAD_OF_LINE
+    assert deferrals(result)["fits"].detail == "waits behind task head, which cannot start yet (strict order, no backfill)"
+
+
+def test_ineligible_tasks_do_not_block_the_line():
+    result = run([a_node("a")], [a_task("waiting").not_ready().priority(9), a_task("ok")],
+                 headroom=0.0, head_of_line_blocking=True)
+    assert "ok" in grants(result)
+    assert reason_of(result, "waiting") == R.DATA_NOT_READY

@@ -1,0 +1,65 @@
+"""Headroom: standard work never takes the share kept free for core work; core and opportunistic may."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.scheduling.headroom import headroom_gpus
+from shared.scheduling.model import DeferralReason as R
+from shared.scheduling.model import Policy
+
+from .builders import a_node, a_task, deferrals, grants, reason_of, run
+
+TWO_NODES = [a_node("a").free(8), a_node("b").free(8)]  # 16 H100 GPUs, all free
+
+
+@pytest.mark.parametrize(
+    ("share", "total", "expected"),
+    [(0.1, 16, 2), (0.1, 80, 8), (0.25, 16, 4), (0.0, 16, 0), (1.0, 16, 16), (0.01, 8, 1)],
+)
+def test_headroom_is_the_ceiling_of_share_times_total(share, total, expected):
+    assert headroom_gpus(Policy(headroom=share), "H100", total) == expected
+
+
+def test_mapping_headroom_applies_per_card_type():
+    policy = Policy(headroom={"H100": 0.5})
+    assert headroom_gpus(policy, "H100", 16) == 8
+    assert headroom_gpus(policy, "A10", 16) == 0
+
+
+def test_standard_work_stops_at_the_headroom():
+    tasks = [a_task(f"s{i}").gpus(4).submitted(i) for i in range(5)]
+    result = run(TWO_NODES, tasks, headroom=0.25)  # 4 of 16 kept free
+    assert set(grants(result)) == {"s0", "s1", "s2"}
+    assert reason_of(result, "s3") == R.RESERVED  # the first blocked task waits for the grants to end
+    assert reason_of(result, "s4") == R.HEADROOM
+    assert deferrals(result)["s4"].detail == "needs 4 GPUs of H100; 0 free after headroom (25% kept for core work)"
+
+
+def test_standard_work_may_take_up_to_the_headroom_exactly():
+    result = run(TWO_NODES, [a_task("s").gpus(8), a_task("t").gpus(6).submitted(1)], headroom=0.125)
+    assert set(grants(result)) == {"s", "t"}  # 16 - 14 = 2 = headroom
+
+
+def test_core_work_uses_the_headroom_at_once():
+    filled_to_headroom = [a_node("a").free(0), a_node("b").free(4)]  # 4 of 16 free = the headroom
+    assert reason_of(run(filled_to_headroom, [a_task("s").gpus(4)], headroom=0.25), "s") == R.HEADROOM
+    assert "c" in grants(run(filled_to_headroom, [a_task("c").core().gpus(4)], headroom=0.25))
+
+
+def test_opportunistic_work_may_borrow_the_headroom():
+    tasks = [a_task("s").gpus(8), a_task("s2").gpus(4).submitted(1), a_task("o").opportunistic().gpus(4)]
+    result = run(TWO_NODES, tasks, headroom=0.25)
+    assert set(grants(result)) == {"s", "s2", "o"}
+
+
+def test_headroom_is_per_card_type():
+    nodes = [a_node("h").card("H100"), a_node("a").card("A10")]
+    tasks = [a_task("s").gpus(8).on("H100", "A10")]
+    result = run(nodes, tasks, headroom={"H100": 0.5})
+    assert grants(result)["s"].card_type == "A10"
+
+
+def test_a_task_larger_than_the_free_gpus_is_blocked_by_capacity_not_headroom():
+    result = run([a_node("a").free(2)], [a_task("s").gpus(4)], headroom=0.1)
+    assert reason_of(result, "s") == R.NO_CAPACITY

@@ -1,0 +1,94 @@
+"""Placement: card options in matcher order, best-fit packing, spanning, heavy-task spreading."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.scheduling.model import DeferralReason as R
+
+from .builders import a_node, a_task, deferrals, grants, nodes_of, reason_of, run
+
+
+def place(nodes, *tasks, **policy):
+    policy.setdefault("headroom", 0.0)
+    return run(nodes, tasks, **policy)
+
+
+@pytest.mark.parametrize(
+    ("free", "gpus", "expected"),
+    [
+        ({"a": 8, "b": 3, "c": 4}, 3, "b"),  # exact fit
+        ({"a": 8, "b": 2, "c": 4}, 3, "c"),  # fewest free that still fits
+        ({"a": 8, "b": 2, "c": 2}, 3, "a"),  # only the big one fits
+        ({"b": 4, "a": 4, "c": 5}, 4, "a"),  # ties: lowest node id
+    ],
+)
+def test_best_fit_takes_the_node_with_the_fewest_free_gpus_that_fits(free, gpus, expected):
+    nodes = [a_node(node_id).free(count) for node_id, count in free.items()]
+    result = place(nodes, a_task("t").gpus(gpus))
+    assert nodes_of(grants(result)["t"]) == [expected]
+
+
+def test_lowest_free_gpu_indices_are_granted():
+    result = place([a_node("n").free_indices(1, 5, 6, 7)], a_task("t").gpus(2))
+    assert grants(result)["t"].placements[0].gpu_indices == (1, 5)
+
+
+def test_successive_tasks_pack_one_node_before_opening_the_next():
+    tasks = [a_task(f"t{i}").submitted(i) for i in range(3)]
+    result = place([a_node("a").free(8), a_node("b").free(8)], *tasks)
+    assert {tuple(nodes_of(grant)) for grant in result.grants} == {("a",)}
+
+
+def test_card_options_are_tried_in_matcher_order():
+    nodes = [a_node("h").card("H100"), a_node("a").card("A100-80G")]
+    assert grants(place(nodes, a_task("t").on("A100-80G", "H100")))["t"].card_type == "A100-80G"
+    nodes = [a_node("h").card("H100"), a_node("a").card("A100-80G").free(0)]
+    assert grants(place(nodes, a_task("t").on("A100-80G", "H100")))["t"].card_type == "H100"
+
+
+def test_estimated_end_uses_the_runtime_on_the_granted_card():
+    nodes = [a_node("h").card("H100"), a_node("a").card("A100-80G").free(0)]
+    result = place(nodes, a_task("t").on(("A100-80G", 200.0), ("H100", 100.0)), now=1000.0)
+    assert grants(result)["t"].estimated_end == 1100.0
+
+
+def test_a_task_that_fits_one_node_is_never_split():
+    result = place([a_node("a").free(3), a_node("b").free(3)], a_task("t").gpus(4))
+    assert reason_of(result, "t") == R.NO_CAPACITY
+    assert deferrals(result)["t"].detail == "needs 4 GPUs of H100 on one node; largest free block: H100 3"
+
+
+def test_a_task_larger_than_any_node_spans_the_fewest_nodes_whole_free_first():
+    nodes = [a_node("a").free(8), a_node("b").free(5), a_node("c").free(8), a_node("d").free(3)]
+    result = place(nodes, a_task("t").gpus(19))
+    placements = {p.node_id: len(p.gpu_indices) for p in grants(result)["t"].placements}
+    assert placements == {"a": 8, "c": 8, "d": 3}  # the remainder 3 goes to the best fit, d
+
+
+def test_spanning_fails_when_the_type_has_too_few_free_gpus():
+    result = place([a_node("a").free(8), a_node("b").free(7)], a_task("t").gpus(16))
+    assert reason_of(result, "t") == R.NO_CAPACITY
+    assert "across nodes" in deferrals(result)["t"].detail
+
+
+def test_heavy_tasks_are_spread_up_to_the_limit_per_node():
+    tasks = [a_task(f"h{i}").heavy().submitted(i) for i in range(3)]
+    result = place([a_node("a").free(8), a_node("b").free(8)], *tasks, max_heavy_per_node=2)
+    placed = [nodes_of(grants(result)[f"h{i}"])[0] for i in range(3)]
+    assert placed == ["a", "a", "b"]
+
+
+def test_heavy_task_waits_when_every_node_with_room_holds_max_heavy_tasks():
+    result = place([a_node("a").heavy(2)], a_task("h").heavy(), max_heavy_per_node=2)
+    assert reason_of(result, "h") == R.HEAVY_SPREAD
+    assert "fewer than 2" in deferrals(result)["h"].detail
+    light = place([a_node("a").heavy(2)], a_task("l"), max_heavy_per_node=2)
+    assert "l" in grants(light)
+
+
+def test_card_types_absent_from_the_fleet():
+    result = place([a_node("h").card("H100")], a_task("t").on("T4"))
+    assert reason_of(result, "t") == R.NO_CAPACITY
+    assert deferrals(result)["t"].detail == "none of its card types (T4) is in the fleet"
+    assert not result.reservations

@@ -1,0 +1,290 @@
+"""Properties of plan() over random small fleets, queues and policies (hypothesis)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.scheduling.headroom import headroom_gpus
+from shared.scheduling.model import (
+    CardOption,
+    DeferralReason,
+    Node,
+    Plan,
+    Policy,
+    PriorityClass,
+    QueuedTask,
+    QuotaAccount,
+    RunningLease,
+    Snapshot,
+)
+from shared.scheduling.plan import plan
+from shared.scheduling.policies import POLICIES
+
+NOW = 50_000.0
+CARDS = ("H100", "A10", "T4")
+CLASSES = tuple(PriorityClass)
+
+
+@st.composite
+def scenarios(draw):
+    """A snapshot (nodes, leases on their busy GPUs, quotas), a queue and a policy."""
+    nodes, leases = [], []
+    for index in range(draw(st.integers(1, 5))):
+        size = draw(st.sampled_from((1, 2, 4, 8)))
+        free = draw(st.frozensets(st.integers(0, size - 1)))
+        node = Node(f"n{index}", draw(st.sampled_from(CARDS)), size, free, draw(st.integers(0, 2)))
+        nodes.append(node)
+        leases += draw(_leases_on(node))
+    quotas = {f"p{i}": QuotaAccount(f"p{i}", draw(st.floats(0, 20)), draw(st.sampled_from((0.0, NOW + 60))),
+                                    NOW + draw(st.floats(-100, 10 * 3600)))
+              for i in range(3) if draw(st.booleans())}
+    queue = [draw(_tasks(f"t{index}")) for index in range(draw(st.integers(0, 12)))]
+    policy = draw(_policies())
+    return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy
+
+
+@st.composite
+def _leases_on(draw, node: Node):
+    busy = sorted(set(range(node.gpus)) - node.free)
+    leases, start = [], 0
+    while start < len(busy):
+        size = draw(st.integers(1, len(busy) - start))
+        started = NOW - draw(st.floats(0, 10 * 3600))
+        checkpoint = draw(st.one_of(st.none(), st.floats(started, NOW)))
+        leases.append(RunningLease(
+            f"L-{node.node_id}-{start}", f"run-{node.node_id}-{start}", "p0", draw(st.sampled_from(CLASSES)),
+            node.node_id, node.card_type, tuple(busy[start:start + size]), started,
+            NOW + draw(st.floats(-60, 8 * 3600)), checkpoint, draw(st.booleans())))
+        start += size
+    return leases
+
+
+@st.composite
+def _tasks(draw, task_id: str):
+    cards = draw(st.lists(st.sampled_from(CARDS), unique=True, max_size=3))
+    options = tuple(CardOption(card, draw(st.floats(60, 6 * 3600)), 1.0) for card in cards)
+    return QueuedTask(
+        task_id=task_id, project=f"p{draw(st.integers(0, 3))}", priority_class=draw(st.sampled_from(CLASSES)),
+        priority=draw(st.integers(0, 3)), gpus=draw(st.sampled_from((1, 1, 2, 3, 4, 8, 12))),
+        submitted_at=NOW - draw(st.floats(0, 20 * 3600)), options=options, data_ready=draw(st.booleans()),
+        approved=draw(st.booleans()) or draw(st.booleans()), heavy=draw(st.booleans()),
+    )
+
+
+@st.composite
+def _policies(draw):
+    base = POLICIES[draw(st.sampled_from(sorted(POLICIES)))]
+    if draw(st.booleans()):
+        return base
+    headroom = draw(st.one_of(st.sampled_from((0.0, 0.1, 0.3)), st.just({"H100": 0.25})))
+    return replace(base, headroom=headroom, max_heavy_per_node=draw(st.integers(1, 3)),
+                   backfill=draw(st.booleans()), preemption=draw(st.booleans()),
+                   quota_expiry_gate=draw(st.booleans()))
+
+
+@st.composite
+def reservation_scenarios(draw):
+    """One card type, a blocked big head task and many small, often long, tasks behind it."""
+    nodes, leases = [], []
+    for index in range(draw(st.integers(1, 4))):
+        size = draw(st.sampled_from((4, 8)))
+        node = Node(f"n{index}", "H100", size, draw(st.frozensets(st.integers(0, size - 1), max_size=size - 1)))
+        nodes.append(node)
+        leases += draw(_leases_on(node))
+    head_gpus = draw(st.sampled_from((4, 8, 12)))
+    head = QueuedTask("head", "p", draw(st.sampled_from(CLASSES)), 10, head_gpus, 0.0,
+                      (CardOption("H100", draw(st.floats(60, 3600)), 1.0),))
+    rest = [QueuedTask(f"t{i}", "p", PriorityClass.OPPORTUNISTIC, 0, draw(st.integers(1, 3)), float(i),
+                       (CardOption("H100", draw(st.floats(60, 8 * 3600)), 1.0),), heavy=draw(st.booleans()))
+            for i in range(draw(st.integers(1, 8)))]
+    policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "easy-backfill")))], preemption=False)
+    return Snapshot(tuple(nodes), tuple(leases)), [head, *rest], policy
+
+
+@st.composite
+def quota_scenarios(draw):
+    """Plenty of free GPUs, many small tasks of two projects with tight, soon-expiring quotas."""
+    nodes = tuple(Node(f"n{i}", "H100", 8, frozenset(range(8))) for i in range(4))
+    quotas = {p: QuotaAccount(p, draw(st.floats(0, 10)), 0.0, NOW + draw(st.floats(0, 4 * 3600))) for p in ("a", "b")}
+    queue = [QueuedTask(f"t{i}", draw(st.sampled_from(("a", "b"))), draw(st.sampled_from(CLASSES)), 0,
+                        draw(st.integers(1, 2)), float(i), (CardOption("H100", draw(st.floats(600, 3 * 3600)), 1.0),))
+             for i in range(draw(st.integers(1, 12)))]
+    return Snapshot(nodes, (), quotas), queue, replace(POLICIES["cardflow"], headroom=0.0)
+
+
+@st.composite
+def preemption_scenarios(draw):
+    """Nodes full of opportunistic and other leases, core and other tasks waiting."""
+    nodes, leases = [], []
+    for index in range(draw(st.integers(1, 4))):
+        node = Node(f"n{index}", draw(st.sampled_from(CARDS[:2])), 8, draw(st.frozensets(st.integers(0, 7), max_size=2)))
+        nodes.append(node)
+        leases += draw(_leases_on(node))
+    queue = [draw(_tasks(f"t{index}")) for index in range(draw(st.integers(1, 8)))]
+    queue = [replace(task, priority_class=PriorityClass.CORE, data_ready=True, approved=True) if i % 2 else task
+             for i, task in enumerate(queue)]
+    return Snapshot(tuple(nodes), tuple(leases)), queue, POLICIES["cardflow"]
+
+
+ANY_SCENARIO = st.one_of(scenarios(), reservation_scenarios(), quota_scenarios(), preemption_scenarios())
+
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(ANY_SCENARIO)
+def test_every_task_is_granted_or_deferred_exactly_once_with_a_reason(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    decided = [g.task_id for g in result.grants] + [d.task_id for d in result.deferrals]
+    assert Counter(decided) == Counter(task.task_id for task in queue)
+    assert all(d.detail and isinstance(d.reason, DeferralReason) for d in result.deferrals)
+    reasons = {d.task_id: d.reason for d in result.deferrals}
+    assert len(result.reservations) <= 1
+    assert all(reasons[r.task_id] == DeferralReason.RESERVED for r in result.reservations)
+
+
+@PROPERTY
+@given(ANY_SCENARIO)
+def test_grants_use_free_gpus_of_allowed_card_types_at_most_once(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    nodes = {node.node_id: node for node in snapshot.nodes}
+    tasks = {task.task_id: task for task in queue}
+    used = Counter()
+    for grant in result.grants:
+        task = tasks[grant.task_id]
+        option = next(o for o in task.options if o.card_type == grant.card_type)
+        assert grant.estimated_end == NOW + option.runtime_s
+        assert sum(len(p.gpu_indices) for p in grant.placements) == task.gpus
+        for placement in grant.placements:
+            node = nodes[placement.node_id]
+            assert node.card_type == grant.card_type
+            assert set(placement.gpu_indices) <= node.free
+            used.update((node.node_id, gpu) for gpu in placement.gpu_indices)
+    assert all(count == 1 for count in used.values())
+
+
+@PROPERTY
+@given(ANY_SCENARIO, st.randoms(use_true_random=False))
+def test_plan_is_deterministic_and_independent_of_input_order(scenario, rng: random.Random):
+    snapshot, queue, policy = scenario
+    first = plan(snapshot, queue, policy, NOW)
+    shuffled_nodes, shuffled_leases, shuffled_queue = list(snapshot.nodes), list(snapshot.leases), list(queue)
+    rng.shuffle(shuffled_nodes)
+    rng.shuffle(shuffled_leases)
+    rng.shuffle(shuffled_queue)
+    again = plan(Snapshot(tuple(shuffled_nodes), tuple(shuffled_leases), snapshot.quotas), shuffled_queue, policy, NOW)
+    assert again == first
+
+
+@PROPERTY
+@given(ANY_SCENARIO)
+def test_standard_work_never_takes_the_headroom(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    free, total = Counter(), Counter()
+    for node in snapshot.nodes:
+        free[node.card_type] += len(node.free)
+        total[node.card_type] += max(node.gpus, len(node.free))
+    classes = {task.task_id: task.priority_class for task in queue}
+    for grant in result.grants:
+        free[grant.card_type] -= sum(len(p.gpu_indices) for p in grant.placements)
+        if classes[grant.task_id] == PriorityClass.STANDARD:
+            assert free[grant.card_type] >= headroom_gpus(policy, grant.card_type, total[grant.card_type])
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), quota_scenarios()))
+def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    tasks = {task.task_id: task for task in queue}
+    spent = defaultdict(float)
+    for grant in result.grants:
+        task = tasks[grant.task_id]
+        account = snapshot.quotas.get(task.project)
+        if account is None:
+            continue
+        spent[task.project] += task.gpus * (grant.estimated_end - NOW) / 3600
+        assert account.valid_from <= NOW < account.valid_to
+        if policy.quota_expiry_gate:
+            assert grant.estimated_end + policy.quota_expiry_margin_s <= account.valid_to
+    for project, hours in spent.items():
+        assert hours <= snapshot.quotas[project].remaining_gpu_hours + 1e-9
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), preemption_scenarios()))
+def test_only_opportunistic_leases_are_preempted_once_for_waiting_core_tasks(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    leases = {lease.lease_id: lease for lease in snapshot.leases}
+    tasks = {task.task_id: task for task in queue}
+    reasons = {d.task_id: d.reason for d in result.deferrals}
+    assert len({p.lease_id for p in result.preemptions}) == len(result.preemptions)
+    for preemption in result.preemptions:
+        assert policy.preemption
+        assert leases[preemption.lease_id].priority_class == PriorityClass.OPPORTUNISTIC
+        assert tasks[preemption.for_task_id].priority_class == PriorityClass.CORE
+        assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
+
+
+@PROPERTY
+@given(ANY_SCENARIO)
+def test_heavy_tasks_respect_the_per_node_limit(scenario):
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    heavy = {node.node_id: node.heavy_running for node in snapshot.nodes}
+    tasks = {task.task_id: task for task in queue}
+    for grant in result.grants:
+        if tasks[grant.task_id].heavy:
+            for placement in grant.placements:
+                assert heavy[placement.node_id] < policy.max_heavy_per_node
+                heavy[placement.node_id] += 1
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), reservation_scenarios()))
+def test_backfill_never_delays_the_reservation(scenario):
+    """At the reservation's start, its nodes have the GPUs it needs once leases and grants that
+    are expected to end by then have ended (grants of this plan included)."""
+    snapshot, queue, policy = scenario
+    result = plan(snapshot, queue, policy, NOW)
+    for reservation in result.reservations:
+        task = next(task for task in queue if task.task_id == reservation.task_id)
+        free = {node.node_id: len(node.free) for node in snapshot.nodes}
+        for lease in snapshot.leases:
+            if max(lease.estimated_end, NOW) <= reservation.start_at:
+                free[lease.node_id] += lease.gpus
+        for grant in result.grants:
+            if grant.estimated_end > reservation.start_at:
+                for placement in grant.placements:
+                    free[placement.node_id] -= len(placement.gpu_indices)
+        available = [free[node_id] for node_id in reservation.node_ids]
+        if len(available) == 1:
+            assert available[0] >= task.gpus
+        else:
+            assert sum(available) >= task.gpus
+        assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
+
+
+def test_the_generated_scenarios_exercise_every_outcome():
+    """Guard against a strategy that never produces grants, preemptions or reservations."""
+    seen = Counter()
+
+    @settings(max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(ANY_SCENARIO)
+    def collect(scenario):
+        result: Plan = plan(*scenario[:2], scenario[2], NOW)
+        seen.update(grants=bool(result.grants), preemptions=bool(result.preemptions),
+                    reservations=bool(result.reservations), deferrals=bool(result.deferrals))
+
+    collect()
+    assert all(seen[key] > 0 for key in ("grants", "preemptions", "reservations", "deferrals")), seen
