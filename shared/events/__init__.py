@@ -6,13 +6,18 @@
                        producer="dispatcher/local-1", actor="service:dispatcher", data={...})
     same = parse_event(canonical_json(event))  # == event
 
-Agent reports and dispatcher commands (not events) live in `shared.events.reports`.
+Agent reports and dispatcher commands share the envelope but are not events: their classes live
+in `shared.events.reports` (some names, e.g. `TaskCheckpointed`, match event classes; import them
+from there), parsed by `parse_report` / `parse_command`.
 """
 
 from shared.events.catalog import (
+    COMMAND_TYPES,
     EVENT_ADAPTER,
     EVENT_CLASSES,
     EVENT_TYPES,
+    MESSAGE_TYPES,
+    REPORT_TYPES,
     Event,
     caused_by,
     current_schema_version,
@@ -42,6 +47,8 @@ from shared.events.dispatch import (
 )
 from shared.events.envelope import Envelope, Payload, canonical_json, new_event_id, utcnow
 from shared.events.intake import (
+    DataReadySignalled,
+    DataReadySignalledData,
     RejectionReason,
     TaskCancelRequested,
     TaskCancelRequestedData,
@@ -55,6 +62,8 @@ from shared.events.leases import (
     LeaseExpiredData,
     LeaseGranted,
     LeaseGrantedData,
+    LeaseReleased,
+    LeaseReleasedData,
     LeaseRenewed,
     LeaseRenewedData,
     LeaseRevoked,
@@ -87,8 +96,16 @@ from shared.events.matching import (
     TaskUnmatchable,
     TaskUnmatchableData,
 )
-from shared.events.parsing import EventParseError, parse_event
-from shared.events.reasons import HoldReason, NodeMode, RequeueReason, RevokeReason, UnmatchableReason
+from shared.events.parsing import EventParseError, parse_command, parse_event, parse_report
+from shared.events.reports import AgentCommand, AgentReport
+from shared.events.reasons import (
+    HoldReason,
+    NodeMode,
+    ReleaseReason,
+    RequeueReason,
+    RevokeReason,
+    UnmatchableReason,
+)
 from shared.events.states import TERMINAL_STATES, TaskState
 from shared.events.upcasting import UPCASTERS, UpcastError, UpcasterRegistry, upcaster
 

@@ -25,8 +25,16 @@ from shared.events.dispatch import (
     TaskSucceeded,
 )
 from shared.events.envelope import Envelope, Payload, utcnow
-from shared.events.intake import TaskCancelRequested, TaskRejected, TaskSubmitted
-from shared.events.leases import LeaseExpired, LeaseGranted, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
+from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
+from shared.events.leases import (
+    LeaseExpired,
+    LeaseGranted,
+    LeaseReleased,
+    LeaseRenewed,
+    LeaseRevoked,
+    NodeLost,
+    NodeRegistered,
+)
 from shared.events.ledger import (
     QuotaAdjusted,
     QuotaExpiring,
@@ -36,18 +44,19 @@ from shared.events.ledger import (
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
+from shared.events.reports import AgentCommand, AgentReport
 
 Event = Annotated[
     Union[
         # intake
-        TaskSubmitted, TaskRejected, TaskCancelRequested,
+        TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled,
         # readiness, matcher
         TaskReadinessChanged, TaskMatched, TaskUnmatchable,
         # dispatcher: tasks
         TaskQueued, TaskHeld, TaskApproved, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
         TaskRequeued, TaskCancelled,
         # dispatcher: leases and nodes
-        LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, NodeRegistered, NodeLost,
+        LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
         # ledger
         UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed,
         # config
@@ -65,19 +74,36 @@ EVENT_TYPES: dict[str, type[Envelope]] = {cls.model_fields["type"].default: cls 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-def current_schema_version(event_type: str) -> int:
-    """The schema version this code writes for `event_type` (older ones are upcast on parse)."""
-    return EVENT_TYPES[event_type].model_fields["schema_version"].default
+def _by_type(union: Any) -> dict[str, type[Envelope]]:
+    return {cls.model_fields["type"].default: cls for cls in get_args(get_args(union)[0])}
+
+
+REPORT_TYPES: dict[str, type[Envelope]] = _by_type(AgentReport)
+"""Report type -> class for what agents write to `cf:reports` (not events)."""
+
+COMMAND_TYPES: dict[str, type[Envelope]] = _by_type(AgentCommand)
+"""Command type -> class for what the dispatcher writes to agent inboxes (not events)."""
+
+MESSAGE_TYPES: dict[str, type[Envelope]] = EVENT_TYPES | REPORT_TYPES | COMMAND_TYPES
+"""Every envelope type: events, reports and commands (their type strings never overlap)."""
+
+
+def current_schema_version(message_type: str) -> int:
+    """The schema version this code writes for `message_type` (older ones are upcast on parse)."""
+    return MESSAGE_TYPES[message_type].model_fields["schema_version"].default
 
 
 def event_class(cls_or_type: type[Envelope] | str) -> type[Envelope]:
-    """The event class for a class or a type string; KeyError names the known types if unknown."""
+    """The class of an event, report or command type (or the class itself, if catalogued).
+
+    KeyError names the known types when it is unknown.
+    """
     if isinstance(cls_or_type, str):
-        if cls_or_type not in EVENT_TYPES:
-            raise KeyError(f"unknown event type {cls_or_type!r}; known: {', '.join(sorted(EVENT_TYPES))}")
-        return EVENT_TYPES[cls_or_type]
-    if cls_or_type not in EVENT_CLASSES:
-        raise KeyError(f"{cls_or_type.__name__} is not listed in shared.events.catalog.Event")
+        if cls_or_type not in MESSAGE_TYPES:
+            raise KeyError(f"unknown event type {cls_or_type!r}; known: {', '.join(sorted(MESSAGE_TYPES))}")
+        return MESSAGE_TYPES[cls_or_type]
+    if MESSAGE_TYPES.get(cls_or_type.model_fields["type"].default) is not cls_or_type:
+        raise KeyError(f"{cls_or_type.__name__} is not listed in shared.events.catalog")
     return cls_or_type
 
 
@@ -95,6 +121,7 @@ def make_event(
 ) -> Event:
     """A new event (fresh ULID, current schema version); pydantic validates `data`.
 
+    Also builds agent reports and commands (`LeaseGrantCommand`, ...), which share the envelope.
     `occurred_at` defaults to now; the simulator and replays pass their own clock's time.
     """
     cls = event_class(cls_or_type)

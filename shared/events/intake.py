@@ -8,7 +8,7 @@ from pydantic import Field, JsonValue
 
 from shared.events.envelope import Envelope, Payload
 from shared.events.values import Detail, EntityId
-from shared.submission import Problem, TaskSubmission
+from shared.submission import InputRef, Problem, TaskSubmission
 
 
 class RejectionReason(Payload):
@@ -63,3 +63,16 @@ class TaskCancelRequested(Envelope):
 
     type: Literal["task.cancel_requested"] = "task.cancel_requested"
     data: TaskCancelRequestedData
+
+
+class DataReadySignalledData(Payload):
+    input: InputRef = Field(description="what became ready: an s3:// URI or {dataset, version}")
+    location: str | None = Field(None, description="where a dataset version's data lives, if the signal said")
+    source: Detail = Field("", description="who signalled, e.g. the upstream pipeline's run id")
+
+
+class DataReadySignalled(Envelope):
+    """An upstream system said some data is ready (a `data.ready` entry on `cf:ingest`)."""
+
+    type: Literal["data.ready_signalled"] = "data.ready_signalled"
+    data: DataReadySignalledData

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import NodeMode, RevokeReason
+from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
 from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, Positive
 
 
@@ -75,6 +75,27 @@ class LeaseRevoked(Envelope):
 
     type: Literal["lease.revoked"] = "lease.revoked"
     data: LeaseRevokedData
+
+
+class LeaseReleasedData(Payload):
+    lease_id: EntityId
+    task_id: EntityId
+    node_id: EntityId
+    card_type: EntityId
+    gpus: int = Field(ge=1, description="number of GPUs the lease held")
+    granted_at: AwareDatetime
+    ended_at: AwareDatetime
+    reason: ReleaseReason
+
+
+class LeaseReleased(Envelope):
+    """A lease ended and its GPUs are free; written once for every lease, whatever ended it.
+
+    The ledger charges `granted_at`..`ended_at`; audits check no GPU is in two overlapping leases.
+    """
+
+    type: Literal["lease.released"] = "lease.released"
+    data: LeaseReleasedData
 
 
 class NodeRegisteredData(Payload):

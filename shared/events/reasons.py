@@ -11,7 +11,13 @@ from enum import StrEnum
 
 
 class HoldReason(StrEnum):
-    """Why the dispatcher holds a task until someone or something acts (`task.held`)."""
+    """Why a task waits (`task.held`).
+
+    The first group needs someone or something to act (quota, approval, an operator). The
+    second repeats every `DeferralReason` of the scheduling core with the same value, so
+    `HoldReason(deferral.reason.value)` always works; the dispatcher decides which deferrals it
+    publishes (only when a task's reason changes).
+    """
 
     QUOTA_EXHAUSTED = "quota_exhausted"  # the project's quota does not cover the estimate
     QUOTA_EXPIRES = "quota_expires"  # the quota expires before the task's estimated end (+ margin)
@@ -20,6 +26,16 @@ class HoldReason(StrEnum):
     NOT_APPROVED = "not_approved"  # policy requires an operator's approval for a task this big
     DEADLINE_UNREACHABLE = "deadline_unreachable"  # cannot finish before the task's deadline
     OPERATOR = "operator"  # an operator put the task on hold
+    # the remaining scheduling-core deferral reasons (see shared.scheduling.model.DeferralReason)
+    DATA_NOT_READY = "data_not_ready"
+    UNMATCHED = "unmatched"
+    NO_CAPACITY = "no_capacity"
+    HEADROOM = "headroom"
+    RESERVED = "reserved"
+    BEHIND_RESERVATION = "behind_reservation"
+    HEAD_OF_LINE = "head_of_line"
+    AWAITING_PREEMPTION = "awaiting_preemption"
+    HEAVY_SPREAD = "heavy_spread"
 
 
 class UnmatchableReason(StrEnum):
@@ -49,6 +65,18 @@ class RevokeReason(StrEnum):
     NODE_LOST = "node_lost"  # the node stopped heartbeating
     SUPERSEDED = "superseded"  # a newer fencing token exists for the same GPUs
     OPERATOR = "operator"  # an operator revoked the lease
+
+
+class ReleaseReason(StrEnum):
+    """Why a lease ended (`lease.released`); every lease ends exactly once with one of these."""
+
+    SUCCEEDED = "succeeded"  # the task finished with exit code 0
+    FAILED = "failed"  # the task finished with an error
+    PREEMPTED = "preempted"  # the task checkpointed and yielded its GPUs to higher-class work
+    EXPIRED = "expired"  # the agent did not renew the lease within its TTL
+    REVOKED = "revoked"  # the dispatcher took the lease back (node lost, agent restart, superseded, operator)
+    CANCELLED = "cancelled"  # the task was cancelled while it held the lease
+    RECLAIMED_IDLE = "reclaimed_idle"  # its GPUs stayed idle too long and were taken back
 
 
 class NodeMode(StrEnum):

@@ -27,6 +27,16 @@ def round_subject(round_id: str) -> str:
     return f"round/{round_id}"
 
 
+def agent_subject(agent_id: str) -> str:
+    """Subject of an agent's reports and of the commands sent to it."""
+    return f"agent/{agent_id}"
+
+
+def data_subject(input_ref: object) -> str:
+    """`data/s3://bucket/key` or `data/dataset@version` (for `data.ready_signalled`)."""
+    return f"data/{input_ref}"
+
+
 def config_subject(file: str) -> str:
     """`config/policy.yaml`; templates use `template_subject`."""
     return f"config/{file}"

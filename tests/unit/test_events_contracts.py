@@ -10,8 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from shared.events import (
+    COMMAND_TYPES,
     EVENT_CLASSES,
     EVENT_TYPES,
+    MESSAGE_TYPES,
+    REPORT_TYPES,
     TERMINAL_STATES,
     Envelope,
     LeaseGranted,
@@ -25,10 +28,13 @@ from shared.events import (
     caused_by,
     canonical_json,
     make_event,
+    parse_command,
     parse_event,
 )
+from shared.events.reports import LeaseGrantCommand
 from shared.events.subjects import lease_subject, split_subject, task_subject
-from shared.scheduling.model import PriorityClass
+from shared.events.reasons import HoldReason
+from shared.scheduling.model import DeferralReason, PriorityClass
 
 # The event types ARCHITECTURE section 3 names, by owning service.
 ARCHITECTURE_TYPES = {
@@ -80,6 +86,22 @@ def test_event_classes_follow_the_conventions(cls: type[Envelope]) -> None:
     assert issubclass(cls.model_fields["data"].annotation, Payload)
     assert cls.model_config["frozen"] and cls.model_config["extra"] == "forbid"
     assert cls.__doc__, "each event class says what happened"
+
+
+def test_reports_and_commands_never_share_a_type_with_events() -> None:
+    assert len(MESSAGE_TYPES) == len(EVENT_TYPES) + len(REPORT_TYPES) + len(COMMAND_TYPES)
+    assert all(t.startswith("report.") for t in REPORT_TYPES)
+    assert all(t.startswith("command.") for t in COMMAND_TYPES)
+
+
+def test_make_event_builds_commands_for_the_outbox() -> None:
+    order = {k: v for k, v in a_grant().items() if k not in {"node_id", "card_type"}}
+    command = make_event(
+        LeaseGrantCommand, subject="agent/a1", subject_seq=5, producer="dispatcher/a", actor="service:dispatcher",
+        data=order | {"estimated_runtime_s": 3600.0, "command": ["python", "train.py"]},
+    )
+    assert command.type == "command.lease_grant" and command.data.fencing_token == 7
+    assert parse_command(canonical_json(command)) == command
 
 
 def test_make_event_fills_the_envelope_and_validates_the_payload() -> None:
@@ -172,6 +194,10 @@ def test_lease_renewed_is_written_at_schema_version_2() -> None:
     )
     assert event.schema_version == 2
     assert parse_event(canonical_json(event)) == event
+
+
+def test_every_deferral_reason_maps_to_a_hold_reason() -> None:
+    assert {HoldReason(reason.value) for reason in DeferralReason} <= set(HoldReason)
 
 
 def test_terminal_states() -> None:

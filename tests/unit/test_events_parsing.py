@@ -19,9 +19,11 @@ from shared.events import (
     canonical_json,
     current_schema_version,
     make_event,
+    parse_command,
     parse_event,
+    parse_report,
 )
-from shared.events.reports import MessageParseError, parse_command, parse_report
+from shared.events.reports import Heartbeat, RevokeCommand
 
 
 def a_renewal_v1() -> dict[str, Any]:
@@ -112,7 +114,7 @@ def test_an_upcaster_that_cannot_read_the_old_payload_is_reported_as_such() -> N
         (b"{not json", "(whole input)", "JSON"),
         (b"\xff\xfe", "(whole input)", "JSON"),
         ("[1, 2]", "(whole input)", "a JSON object"),
-        ({"subject": "task/T1"}, "type", "an event type (the field is missing)"),
+        ({"subject": "task/T1"}, "type", "the event type (the field is missing)"),
         ({"type": "task.exploded"}, "type", "a known event type, one of: config.changed"),
         ({"type": 5}, "type", "a known event type"),
     ],
@@ -150,15 +152,27 @@ def test_a_wrong_schema_version_type_is_named() -> None:
         parse_event(a_renewal_v1() | {"schema_version": "2"})
 
 
-def test_reports_and_commands_name_bad_kinds_and_fields() -> None:
-    with pytest.raises(MessageParseError) as caught:
-        parse_report({"kind": "agent.exploded", "agent_id": "a"})
-    assert caught.value.problems[0].field == "kind"
-    with pytest.raises(MessageParseError) as caught:
-        parse_command(
-            {"kind": "lease.revoke", "agent_id": "a", "lease_id": "L1", "task_id": "T1", "fencing_token": 0,
-             "reason": "bored"}
-        )
-    assert {p.field for p in caught.value.problems} == {"fencing_token", "reason"}
-    with pytest.raises(MessageParseError, match="JSON"):
+def test_reports_and_commands_parse_only_their_own_types() -> None:
+    heartbeat = make_event(
+        Heartbeat, subject="agent/a1", subject_seq=1, producer="agent/a1", actor="agent:a1",
+        data={"agent_id": "a1", "node_id": "n1", "gpus": [{"index": 0, "util_pct": 97.5}]},
+    )
+    assert parse_report(canonical_json(heartbeat)) == heartbeat
+    with pytest.raises(EventParseError, match="a known event type") as caught:
+        parse_event(canonical_json(heartbeat))
+    assert "cannot parse event" in str(caught.value)
+    with pytest.raises(EventParseError, match="cannot parse command"):
+        parse_command(canonical_json(heartbeat))
+
+
+def test_bad_reports_and_commands_name_each_field() -> None:
+    revoke = {
+        "type": RevokeCommand.model_fields["type"].default, "subject": "agent/a1", "subject_seq": 1,
+        "producer": "dispatcher/a", "actor": "service:dispatcher",
+        "data": {"agent_id": "a1", "lease_id": "L1", "task_id": "T1", "fencing_token": 0, "reason": "bored"},
+    }
+    with pytest.raises(EventParseError) as caught:
+        parse_command(revoke)
+    assert {p.field for p in caught.value.problems} == {"data.fencing_token", "data.reason"}
+    with pytest.raises(EventParseError, match="JSON"):
         parse_report(b"{")

@@ -1,5 +1,6 @@
 """The JSON Schema of every event is frozen in a snapshot: a contract never changes unnoticed.
 
+Agent reports and commands are frozen the same way in `agent_messages.schema.json`.
 After an intended change, regenerate and review the diff:
     CARDFLOW_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/unit/test_events_schema.py
 """
@@ -16,9 +17,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from shared.events import EVENT_ADAPTER, LeaseGranted, TaskSubmitted, canonical_json, make_event
+from pydantic import TypeAdapter
+
+from shared.events import EVENT_ADAPTER, AgentCommand, AgentReport, LeaseGranted, TaskSubmitted, canonical_json, make_event
 
 SNAPSHOT = Path(__file__).parents[1] / "snapshots" / "events.schema.json"
+AGENT_SNAPSHOT = Path(__file__).parents[1] / "snapshots" / "agent_messages.schema.json"
 UPDATE_VARIABLE = "CARDFLOW_UPDATE_SNAPSHOTS"
 
 
@@ -45,6 +49,14 @@ def assert_matches_snapshot(schema: dict[str, Any], snapshot: Path) -> None:
 
 def test_event_schema_matches_the_snapshot() -> None:
     assert_matches_snapshot(EVENT_ADAPTER.json_schema(), SNAPSHOT)
+
+
+def test_agent_report_and_command_schemas_match_the_snapshot() -> None:
+    schemas = {
+        "reports": TypeAdapter(AgentReport).json_schema(),
+        "commands": TypeAdapter(AgentCommand).json_schema(),
+    }
+    assert_matches_snapshot(schemas, AGENT_SNAPSHOT)
 
 
 def sample_events() -> list[Any]:
