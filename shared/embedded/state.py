@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ import psutil
 
 from shared.embedded.processes import ServerRecord, process_matches, stop_group
 
-ORPHAN_PROCESS_NAMES = frozenset({"postgres", "weed", "redis-server"})
+# Server executables we start, with the signal that shuts each down quickly and cleanly.
+ORPHAN_STOP_SIGNALS = {"postgres": signal.SIGINT, "weed": signal.SIGTERM, "redis-server": signal.SIGTERM}
 
 
 class InstanceAlreadyRunning(RuntimeError):
@@ -156,10 +158,11 @@ def _stop_orphans_referencing(root: Path) -> list[str]:
     stopped = []
     for proc in psutil.process_iter(["name", "cmdline", "create_time"]):
         cmdline = " ".join(proc.info["cmdline"] or ())
-        if proc.info["name"] in ORPHAN_PROCESS_NAMES and str(root) + os.sep in cmdline + os.sep:
+        stop_signal = ORPHAN_STOP_SIGNALS.get(proc.info["name"])
+        if stop_signal is not None and str(root) + os.sep in cmdline + os.sep:
             with contextlib.suppress(psutil.Error, ProcessLookupError):
                 if os.getpgid(proc.pid) == proc.pid:  # a group leader: one of ours, not a postgres child
-                    stop_group(proc.pid, proc.info["create_time"], 15, timeout=10.0)
+                    stop_group(proc.pid, proc.info["create_time"], stop_signal, timeout=5.0)
                     stopped.append(f"{proc.info['name']} (pid {proc.pid})")
     return stopped
 
