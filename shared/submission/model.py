@@ -31,6 +31,7 @@ from shared.submission.fields import CardTypeName, EnvName, LabelKey, ProjectId,
 SCHEMA_ID = "urn:cardflow:task-submission:v1"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+_ONLY_PATTERN_KEYS: dict[str, Any] = {"additionalProperties": False}  # keys must match patternProperties
 
 
 class HeavyResource(StrEnum):
@@ -159,7 +160,9 @@ class TaskSubmission(BaseModel):
     card_types: CardTypeFilter | None = Field(None, description="allowed / denied card types")
     inputs: tuple[InputRef, ...] = Field((), description="data the task needs before it may start")
     command: Command | None = Field(None, description="argv list, or one shell command line")
-    env: dict[EnvName, str] = Field(default_factory=dict, description="extra environment variables")
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="extra environment variables", json_schema_extra=_ONLY_PATTERN_KEYS
+    )
     image: str | None = Field(None, min_length=1, max_length=500, description="container image, if any")
     checkpoint: CheckpointPolicy | None = Field(None, description="checkpointing cadence")
     template: TemplateRef | None = Field(None, description="template the defaults came from, name@version")
@@ -167,7 +170,9 @@ class TaskSubmission(BaseModel):
     output_unit: str | None = Field(
         None, min_length=1, max_length=50, description="what the task's output is counted in, e.g. tokens"
     )
-    labels: dict[LabelKey, str] = Field(default_factory=dict, description="free-form key/value tags")
+    labels: dict[LabelKey, str] = Field(
+        default_factory=dict, description="free-form key/value tags", json_schema_extra=_ONLY_PATTERN_KEYS
+    )
 
     @field_validator("heavy")
     @classmethod
