@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import ErrorDetails, to_jsonable_python

@@ -34,7 +34,7 @@ from shared.events import (
 )
 from shared.events.matching import TaskMatchedData, TaskReadinessChangedData
 from shared.events.values import GpuIndices
-from shared.submission import TaskSubmission, validate_submission
+from shared.submission import InputRef, TaskSubmission, validate_submission
 
 # ---- strategies derived from pydantic field types --------------------------------------------
 
@@ -64,10 +64,13 @@ def _bounds(metadata: list[Any]) -> dict[str, Any]:
             extra = item.json_schema_extra
             if isinstance(extra, dict) and "pattern" in extra:
                 found["pattern"] = extra["pattern"]
-        for name in ("ge", "gt", "le", "lt", "min_length", "max_length"):
-            if isinstance(item, (at.Ge, at.Gt, at.Le, at.Lt, at.MinLen, at.MaxLen)) and hasattr(item, name):
-                found[name] = getattr(item, name)
+        name = _CONSTRAINTS.get(type(item))
+        if name:
+            found[name] = getattr(item, name)
     return found
+
+
+_CONSTRAINTS = {at.Ge: "ge", at.Gt: "gt", at.Le: "le", at.Lt: "lt", at.MinLen: "min_length", at.MaxLen: "max_length"}
 
 
 def _number(kind: type, bounds: dict[str, Any]) -> st.SearchStrategy[Any]:
@@ -161,17 +164,17 @@ def _build_or_none(cls: type[BaseModel], **values: Any) -> BaseModel | None:
 
 @st.composite
 def _readiness(draw: st.DrawFn) -> TaskReadinessChangedData:
+    """Ready means nothing missing and a fraction of 1; otherwise at least one missing input."""
     ready = draw(st.booleans())
-    missing = () if ready else draw(st.lists(strategy_for(TaskReadinessChangedData.model_fields["missing_inputs"].annotation.__args__[0]), min_size=1, max_size=3))
+    missing = () if ready else draw(st.lists(strategy_for(InputRef), min_size=1, max_size=3).map(tuple))
     fraction = 1.0 if ready else draw(st.floats(0, 1, exclude_max=True))
-    return TaskReadinessChangedData(
-        task_id=draw(st.text(string.ascii_letters, min_size=1)), ready=ready,
-        missing_inputs=tuple(missing), ready_fraction=fraction,
-    )
+    task_id = draw(st.text(string.ascii_letters, min_size=1))
+    return TaskReadinessChangedData(task_id=task_id, ready=ready, missing_inputs=missing, ready_fraction=fraction)
 
 
 @st.composite
 def _matched(draw: st.DrawFn) -> TaskMatchedData:
+    """The chosen card type is one of the ranking."""
     fields = {n: f for n, f in TaskMatchedData.model_fields.items() if n != "chosen"}
     values = {name: draw(strategy_for(f.annotation, [f, *f.metadata])) for name, f in fields.items()}
     chosen = draw(st.sampled_from(values["ranking"])).card_type
