@@ -71,6 +71,9 @@ class TaskCheckpointedData(Payload):
     checkpoint_uri: str = Field(min_length=1, description="where the checkpoint is, e.g. s3://bucket/key")
     checksum: str | None = Field(None, description="checksum of the checkpoint's manifest, if reported")
     progress: Fraction | None = Field(None, description="share of the task done at the checkpoint")
+    output_units: NonNegative | None = Field(
+        None, description="cumulative output of this run (lease) at the checkpoint, in the task's unit"
+    )
 
 
 class TaskCheckpointed(Envelope):

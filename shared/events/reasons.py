@@ -39,12 +39,13 @@ class HoldReason(StrEnum):
 
 
 class UnmatchableReason(StrEnum):
-    """Why no card type in the catalog can run a task (`task.unmatchable`)."""
+    """Why no card type can run a task (`task.unmatchable`): none in the catalog, or none in the live fleet."""
 
     NO_ALLOWED_CARD_TYPE = "no_allowed_card_type"  # allow/deny leave no catalog card type
-    INSUFFICIENT_VRAM = "insufficient_vram"  # no allowed card type has min_vram_gb per GPU
+    INSUFFICIENT_VRAM = "insufficient_vram"  # no allowed card type of the catalog / fleet has min_vram_gb per GPU
     TOO_MANY_GPUS = "too_many_gpus"  # more GPUs than the fleet has of every allowed type
     EMPTY_CATALOG = "empty_catalog"  # the card catalog lists no card types at all
+    NO_FLEET = "no_fleet"  # no GPU node has registered yet; matched again on the first registration
 
 
 class RequeueReason(StrEnum):
