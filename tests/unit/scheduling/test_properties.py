@@ -16,7 +16,6 @@ from shared.scheduling.model import (
     DeferralReason,
     Node,
     Plan,
-    Policy,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
