@@ -68,6 +68,7 @@ class Cycle:
         self.preemptions: list[Preemption] = []
         self.reservations: list[Reservation] = []
         self.guard: ReservationGuard | None = None
+        self.reservation_settled = False  # the cycle's reservation was made (or could not be)
         self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
         self._victims: VictimIndex | None = None
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
@@ -77,10 +78,10 @@ class Cycle:
     @property
     def closed(self) -> bool:
         """Nothing more can start: strict order is blocked, or no GPU is free anywhere (and the
-        highest-priority blocked task already holds the reservation)."""
+        highest-priority blocked task already has its reservation, or could not get one)."""
         if self.blocked is not None:
             return True
-        return self.fleet.free_total == 0 and self.guard is not None
+        return self.fleet.free_total == 0 and self.reservation_settled
 
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
@@ -176,12 +177,14 @@ class Cycle:
         deferral = Deferral(task.task_id, miss.reason, self._detail(task, miss, misses))
         if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
             self.deferrals.append(deferral)
+        elif (never := self._never_fits(task, options)) is not None:
+            self.deferrals.append(never)  # not a candidate: it neither blocks the line nor reserves
         elif self.policy.head_of_line_blocking:
             self.deferrals.append(deferral)
             self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
         elif task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preempt(task, options):
             return
-        elif self.guard is None:
+        elif not self.reservation_settled:
             self._reserve(task, options, deferral)
         else:
             self.deferrals.append(deferral)
@@ -211,8 +214,9 @@ class Cycle:
         cards = {option.card_type for option in options}
         releases = releases_by_card(self._lease_releases(cards) + [item for item in self._releases if item[0] in cards])
         guard = find_reservation(task, options, self.fleet, releases, self.now)
+        self.reservation_settled = True  # one sweep per cycle, successful or not
         if guard is None:
-            self.deferrals.append(self._never_fits(task, options) or fallback)
+            self.deferrals.append(fallback)
             if not self.policy.backfill:
                 self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
             return
@@ -252,7 +256,8 @@ class Cycle:
         limits = [(pool.card_type, pool.total_gpus - (pool.headroom if standard else 0)) for pool in pools]
         if not limits or any(task.gpus <= limit for _, limit in limits):
             return None
-        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, standard))
+        headroom_kept = standard and any(pool.headroom for pool in pools)
+        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, headroom_kept))
 
     # -- lazily built indexes ------------------------------------------------------------------
 

@@ -83,9 +83,9 @@ def not_in_fleet(card_types: Sequence[str]) -> str:
     return f"none of its card types ({card_list(card_types)}) is in the fleet"
 
 
-def never_fits(gpus: int, limits: Sequence[tuple[str, int]], standard: bool) -> str:
+def never_fits(gpus: int, limits: Sequence[tuple[str, int]], headroom_kept: bool) -> str:
     usable = ", ".join(f"{card} {limit}" for card, limit in limits)
-    kept = " (the rest is headroom kept for core work)" if standard else ""
+    kept = " (the rest is headroom kept for core work)" if headroom_kept else ""
     return f"can never start: needs {gpus_text(gpus)}, but at most {usable} can ever be used by it{kept}"
 
 

@@ -104,3 +104,12 @@ def test_ineligible_tasks_do_not_block_the_line():
                  headroom=0.0, head_of_line_blocking=True)
     assert "ok" in grants(result)
     assert reason_of(result, "waiting") == R.DATA_NOT_READY
+
+
+def test_a_task_that_can_never_fit_neither_blocks_the_line_nor_takes_the_reservation():
+    huge = a_task("huge").gpus(64).priority(99)  # the fleet has 8 H100 GPUs in all
+    strict = run(B_BUSY_1H, [huge, a_task("small")], leases=B_LEASE, headroom=0.0, head_of_line_blocking=True)
+    assert "small" in grants(strict)
+    assert deferrals(strict)["huge"].detail == "can never start: needs 64 GPUs, but at most H100 8 can ever be used by it"
+    easy = plan_with(huge)
+    assert [r.task_id for r in easy.reservations] == ["head"]
