@@ -15,7 +15,7 @@ from shared.delivery.migrations import (
     migrate,
     migrate_delivery,
 )
-from shared.delivery.outbox import append_events, next_subject_seq, prune_outbox
+from shared.delivery.outbox import append_events, next_subject_seq, next_subject_seqs, prune_outbox
 from shared.delivery.relay import OutboxRelay
 from shared.delivery.wire import ensure_group, extract_body, wire_fields
 
@@ -32,6 +32,7 @@ __all__ = [
     "migrate",
     "migrate_delivery",
     "next_subject_seq",
+    "next_subject_seqs",
     "prune_inbox",
     "prune_outbox",
     "quote_schema",

@@ -18,6 +18,9 @@ Each entry then goes through the same steps:
 1. redelivered (claimer) entries: read the delivery count (XPENDING); past `max_deliveries`
    (the consumer kept dying) -> dead-letter `exhausted`;
 2. parse the body with `parse` -> on any error, dead-letter `invalid` at once (never retried);
+   with `parse_entry=True` the parser gets the whole `Entry` (id and every field) instead of
+   the body (for streams written by plain Redis clients, e.g. `cf:ingest`); what it returns
+   then need not be an `Envelope`;
 3. bind event_id, type, subject, correlation_id into the structlog context;
 4. run the handler -> ack. If it raises: on the last allowed delivery dead-letter `failed`,
    else leave the entry pending and re-raise (FastStream logs it; the claimer retries later).
@@ -76,10 +79,13 @@ class Subscription:
     body_field: str = BODY_FIELD
     deadletter_stream: str = DEADLETTER_STREAM
     max_records: int = 100
+    parse_entry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One stream entry as read: its id and its raw fields."""
+
     entry_id: str
     fields: dict[bytes, bytes]
 
@@ -87,7 +93,7 @@ class Entry:
 class DeliveryPipeline:
     """The per-entry steps (count, parse, bind context, handle, ack / dead-letter) of one subscription."""
 
-    def __init__(self, broker: RedisBroker, subscription: Subscription, parse: Callable[[bytes], Envelope]) -> None:
+    def __init__(self, broker: RedisBroker, subscription: Subscription, parse: Callable[[Any], Envelope]) -> None:
         self.sub = subscription
         self._broker = broker
         self._parse = parse
@@ -141,6 +147,8 @@ class DeliveryPipeline:
     async def parse_or_dead(self, entry: Entry, deliveries: int) -> Envelope | None:
         """The parsed event, or None after dead-lettering an entry that can never be processed."""
         try:
+            if self.sub.parse_entry:
+                return self._parse(entry)
             return self._parse(extract_body(entry.fields, self.sub.body_field))
         except Exception as exc:
             await self.dead(entry, DeadReason.INVALID, deliveries, exc)
@@ -175,10 +183,10 @@ class DeliveryPipeline:
 
 def bind_event_context(event: Envelope, sub: Subscription, entry: Entry, deliveries: int) -> None:
     bind_message_context(
-        event_id=event.event_id,
-        type=event.type,
-        subject=event.subject,
-        correlation_id=event.correlation_id,
+        event_id=getattr(event, "event_id", None),
+        type=getattr(event, "type", None),
+        subject=getattr(event, "subject", None),
+        correlation_id=getattr(event, "correlation_id", None),
         stream=sub.stream,
         group=sub.group,
         entry_id=entry.entry_id,
@@ -199,7 +207,7 @@ def reliable_subscriber(
     *,
     stream: str,
     group: str,
-    parse: Callable[[bytes], E],
+    parse: Callable[[Any], E],
     consumer: str | None = None,
     max_deliveries: int = 5,
     min_idle_ms: int = 30_000,
@@ -208,11 +216,13 @@ def reliable_subscriber(
     body_field: str = BODY_FIELD,
     deadletter_stream: str = DEADLETTER_STREAM,
     max_records: int = 100,
+    parse_entry: bool = False,
 ) -> Callable[[Handler[E]], Handler[E]]:
     """Decorate `async def handler(event) -> None` to consume `stream` in `group` reliably.
 
     `min_idle_ms` must exceed the handler's longest run, or a slow entry is claimed by another
     consumer while still running (harmless for idempotent handlers, but wasted work).
+    `parse` gets the entry's body (bytes), or the whole `Entry` when `parse_entry` is True.
     """
     sub = _subscription(locals())
 
@@ -235,7 +245,7 @@ def reliable_batch_subscriber(
     *,
     stream: str,
     group: str,
-    parse: Callable[[bytes], E],
+    parse: Callable[[Any], E],
     consumer: str | None = None,
     max_deliveries: int = 5,
     min_idle_ms: int = 30_000,
@@ -244,6 +254,7 @@ def reliable_batch_subscriber(
     body_field: str = BODY_FIELD,
     deadletter_stream: str = DEADLETTER_STREAM,
     max_records: int = 100,
+    parse_entry: bool = False,
 ) -> Callable[[BatchHandler[E]], BatchHandler[E]]:
     """Like `reliable_subscriber`, but `async def handler(events: list[Event])` gets up to `max_records`."""
     sub = _subscription(locals())

@@ -8,6 +8,7 @@ per-subject, gap-free `subject_seq` under the same transaction.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -70,6 +71,30 @@ async def next_subject_seq(conn: asyncpg.Connection, schema: str, subject: str) 
         " ON CONFLICT (subject) DO UPDATE SET last_seq = s.last_seq + 1 RETURNING last_seq",
         subject,
     )
+
+
+async def next_subject_seqs(conn: asyncpg.Connection, schema: str, subjects: Sequence[str]) -> list[int]:
+    """Batch form of `next_subject_seq`: one number per item of `subjects`, in order.
+
+    One statement for the whole batch; a subject named n times gets n consecutive numbers.
+    Subjects are locked in sorted order, so concurrent batches cannot deadlock on each other.
+    """
+    require_transaction(conn)
+    counts = Counter(subjects)
+    rows = await conn.fetch(
+        f"INSERT INTO {quote_schema(schema)}.subject_seq AS s (subject, last_seq)"
+        " SELECT subject, n FROM unnest($1::text[], $2::bigint[]) AS t(subject, n) ORDER BY subject"
+        " ON CONFLICT (subject) DO UPDATE SET last_seq = s.last_seq + EXCLUDED.last_seq"
+        " RETURNING subject, last_seq",
+        list(counts),
+        list(counts.values()),
+    )
+    following = {row["subject"]: row["last_seq"] - counts[row["subject"]] for row in rows}
+    seqs: list[int] = []
+    for subject in subjects:
+        following[subject] += 1
+        seqs.append(following[subject])
+    return seqs
 
 
 async def prune_outbox(conn: asyncpg.Connection | asyncpg.Pool, schema: str, older_than: timedelta) -> int:

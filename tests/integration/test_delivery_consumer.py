@@ -12,6 +12,7 @@ from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from shared.delivery import read_deadletters, reliable_batch_subscriber, reliable_subscriber, replay_deadletter, wire_fields
+from shared.delivery.consumer import Entry
 from shared.delivery.deadletter import DeadLetter
 from shared.embedded import Endpoints
 from tests.helpers.delivery_support import TestHappened, a_test_event, parse_test_event, redis, unique, wait_until  # noqa: F401
@@ -176,3 +177,61 @@ async def test_batch_subscriber_applies_batches_and_isolates_a_failing_entry(
     assert 13 not in applied
     assert max(batch_sizes) > 1
     assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
+
+
+async def test_an_entry_whose_consumers_kept_dying_is_dead_lettered_without_running_the_handler(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    stream, group = names["stream"], names["group"]
+    await redis.xgroup_create(stream, group, id="0", mkstream=True)
+    entry_id = await redis.xadd(stream, wire_fields(a_test_event(1)))
+    await redis.xreadgroup(group, "died-1", {stream: ">"})  # delivery 1, never acked
+    for dead_consumer in ("died-2", "died-3"):  # each claim is one more delivery
+        await redis.xclaim(stream, group, dead_consumer, min_idle_time=0, message_ids=[entry_id])
+    handled: list[int] = []
+
+    @reliable_subscriber(
+        broker, stream=stream, group=group, parse=parse_test_event,
+        max_deliveries=3, deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(event: TestHappened) -> None:
+        handled.append(event.data["n"])
+
+    await broker.start()
+
+    async def dead_lettered() -> bool:
+        return len(await deadletters(redis, names["deadletter"])) == 1
+
+    assert await wait_until(dead_lettered)
+    [dead] = await deadletters(redis, names["deadletter"])
+    assert (dead.reason, dead.deliveries, dead.error, dead.entry_id) == ("exhausted", 4, "", entry_id.decode())
+    assert handled == []
+
+
+async def test_parse_entry_hands_the_whole_entry_to_the_parser(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    def parse_plain_entry(entry: Entry) -> dict[str, str]:
+        if b"task" not in entry.fields:
+            raise ValueError("no task field")
+        return {k.decode(): v.decode() for k, v in entry.fields.items()} | {"entry_id": entry.entry_id}
+
+    parsed: list[dict[str, str]] = []
+
+    @reliable_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_plain_entry, parse_entry=True,
+        deadletter_stream=names["deadletter"], **FAST,
+    )  # fmt: skip
+    async def handle(item: dict[str, str]) -> None:
+        parsed.append(item)
+
+    await broker.start()
+    await redis.xadd(names["stream"], {"other": "x"})
+    entry_id = (await redis.xadd(names["stream"], {"task": "T1", "gpus": "2"})).decode()
+
+    async def settled() -> bool:
+        return len(parsed) == 1 and len(await deadletters(redis, names["deadletter"])) == 1
+
+    assert await wait_until(settled)
+    assert parsed == [{"task": "T1", "gpus": "2", "entry_id": entry_id}]
+    assert (await deadletters(redis, names["deadletter"]))[0].error == "ValueError: no task field"

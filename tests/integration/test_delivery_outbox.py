@@ -14,6 +14,7 @@ from shared.delivery import (
     append_events,
     migrate_delivery,
     next_subject_seq,
+    next_subject_seqs,
     record_consumed,
     record_consumed_many,
 )
@@ -69,6 +70,15 @@ async def test_subject_seq_is_gap_free_under_concurrency_and_rollbacks(pool: asy
     async with pool.acquire() as conn, conn.transaction():
         assert await next_subject_seq(conn, delivery_schema, "task/T1") == 11
         assert await next_subject_seq(conn, delivery_schema, "task/T2") == 1
+
+
+async def test_batch_subject_seqs_continue_each_subjects_sequence(pool: asyncpg.Pool, delivery_schema: str) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await next_subject_seq(conn, delivery_schema, "task/A")
+        seqs = await next_subject_seqs(conn, delivery_schema, ["task/B", "task/A", "task/B", "task/A", "task/C"])
+        after = await next_subject_seq(conn, delivery_schema, "task/B")
+    assert seqs == [1, 2, 2, 3, 1]
+    assert after == 3
 
 
 async def test_relay_publishes_in_order_with_the_wire_format_and_marks_rows(
