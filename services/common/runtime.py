@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +33,7 @@ from redis.asyncio import Redis
 from shared.delivery.db import create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
-from shared.delivery.outbox import append_events, next_subject_seq
+from shared.delivery.outbox import append_events, next_subject_seq, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
 from shared.events import Envelope, make_event
 from shared.logging import get_logger
@@ -146,6 +146,44 @@ class Emitter:
         )
         await append_events(conn, self.schema, [event], stream=stream)
         return event
+
+    async def emit_many(
+        self, conn: asyncpg.Connection, emissions: Sequence[Emission], *, stream: str = EVENTS_STREAM
+    ) -> list[Envelope]:
+        """`emit` for a batch in three statements (sequence numbers, outbox rows, NOTIFY), in order."""
+        seqs = await next_subject_seqs(conn, self.schema, [item.subject for item in emissions])
+        events = [self._build(item, seq) for item, seq in zip(emissions, seqs, strict=True)]
+        await append_events(conn, self.schema, events, stream=stream)
+        return events
+
+    def _build(self, item: Emission, subject_seq: int) -> Envelope:
+        cause = item.cause
+        return make_event(
+            item.event_type,
+            subject=item.subject,
+            subject_seq=subject_seq,
+            producer=self.producer,
+            actor=item.actor or (cause.actor if cause else self.actor),
+            data=item.data,
+            correlation_id=item.correlation_id or ((cause.correlation_id or cause.event_id) if cause else None),
+            causation_id=item.causation_id or (cause.event_id if cause else None),
+            occurred_at=item.occurred_at,
+        )
+
+
+@dataclass(frozen=True)
+class Emission:
+    """One event for `Emitter.emit_many`: the same arguments as `Emitter.emit`, plus explicit
+    correlation/causation ids for callers that kept the ids but not the causing event."""
+
+    event_type: type[Envelope] | str
+    subject: str
+    data: Any
+    actor: str | None = None
+    cause: Envelope | None = None
+    correlation_id: str | None = None
+    causation_id: str | None = None
+    occurred_at: datetime | None = None
 
 
 async def prepare_schema(pool: asyncpg.Pool, spec: ServiceSpec) -> None:

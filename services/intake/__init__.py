@@ -1,0 +1,1 @@
+"""The intake service: `cf:ingest` entries and HTTP submissions become tasks (see README.md)."""

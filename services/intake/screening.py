@@ -1,0 +1,120 @@
+"""Screening submissions (pure): valid or not, duplicates within a batch, what a rejection shows.
+
+`screen(requests, new_id)` decides, for a batch of raw submissions, which are new tasks, which
+repeat an idempotency key seen earlier IN THE SAME BATCH, and which are rejected (with every
+problem). Keys already stored are found by the caller's insert; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.submission import Problem, SubmissionInvalid, TaskSubmission, validate_submission
+
+MAX_ID_CHARS = 200
+AUTO_KEY_PREFIX = "auto:"
+WHOLE_INPUT = "(whole input)"
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitRequest:
+    """One submission to screen: the body as received, who sent it, where it came from."""
+
+    raw: Any
+    actor: str
+    source: str  # 'http', or 'ingest:<entry id>'
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A valid submission that becomes task `task_id` unless its key is already stored."""
+
+    index: int
+    request: SubmitRequest
+    task_id: str
+    submission: TaskSubmission
+
+    @property
+    def own_key(self) -> str | None:
+        return self.submission.idempotency_key
+
+    @property
+    def event_key(self) -> str:
+        """The key `task.submitted` carries: the submission's own, else one unique to the task."""
+        return self.own_key or f"{AUTO_KEY_PREFIX}{self.task_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """A valid submission whose key an earlier submission of the same batch already used."""
+
+    index: int
+    first: Accepted
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An invalid submission: it gets an id, and what could be read of it is kept for display."""
+
+    index: int
+    request: SubmitRequest
+    task_id: str
+    problems: list[Problem]
+    name: str | None
+    project: str | None
+    idempotency_key: str | None
+
+
+Screened = Accepted | Repeated | Rejected
+
+
+def screen(requests: Sequence[SubmitRequest], new_id: Callable[[], str]) -> list[Screened]:
+    """One decision per request, in order (see module docstring)."""
+    decisions: list[Screened] = []
+    first_by_key: dict[str, Accepted] = {}
+    for index, request in enumerate(requests):
+        try:
+            submission = validate_submission(_as_object(request.raw))
+        except SubmissionInvalid as invalid:
+            decisions.append(rejected(index, request, new_id(), invalid.problems))
+            continue
+        key = submission.idempotency_key
+        if key is not None and key in first_by_key:
+            decisions.append(Repeated(index, first_by_key[key]))
+            continue
+        accepted = Accepted(index, request, new_id(), submission)
+        if key is not None:
+            first_by_key[key] = accepted
+        decisions.append(accepted)
+    return decisions
+
+
+def rejected(index: int, request: SubmitRequest, task_id: str, problems: list[Problem]) -> Rejected:
+    """A `Rejected` with the name, project and key shown when the raw body had readable ones."""
+    raw = request.raw if isinstance(request.raw, dict) else {}
+    return Rejected(
+        index=index,
+        request=request,
+        task_id=task_id,
+        problems=problems,
+        name=readable_text(raw.get("name")),
+        project=readable_text(raw.get("project")),
+        idempotency_key=readable_text(raw.get("idempotency_key")),
+    )
+
+
+def readable_text(value: Any) -> str | None:
+    """`value` when it is text usable as a display name or id (1..200 chars), else None."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
+        return value
+    return None
+
+
+def _as_object(raw: Any) -> dict[str, Any]:
+    """The body as an object, or `SubmissionInvalid` naming what arrived instead."""
+    if isinstance(raw, dict):
+        return raw
+    shown = raw if isinstance(raw, (str, int, float, bool, list)) or raw is None else repr(raw)
+    raise SubmissionInvalid([Problem(field=WHOLE_INPUT, value=shown, expected="a JSON object (a task submission)")])

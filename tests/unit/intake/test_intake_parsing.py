@@ -1,0 +1,83 @@
+"""Reading `cf:ingest` entries and screening submissions (pure, no servers)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from services.intake.ingest import CancelPayload, DataReadyPayload, IngestEntryError, IngestKind, parse_ingest_entry
+from services.intake.screening import Accepted, Rejected, Repeated, SubmitRequest, screen
+from shared.delivery.consumer import Entry
+from shared.submission import DatasetRef
+
+
+def entry(**fields: str | bytes) -> Entry:
+    return Entry("5-0", {k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in fields.items()})
+
+
+def valid(**overrides: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "name": "t", "project": "p", "priority_class": "core", "gpus": 1, "estimate_gpu_hours": 1, "profile": "memory",
+    }  # fmt: skip
+    return body | overrides
+
+
+def test_a_submit_entry_keeps_its_payload_for_later_validation() -> None:
+    parsed = parse_ingest_entry(entry(type="task.submit", payload='{"gpus": "many"}', actor="upstream:etl"))
+    assert (parsed.kind, parsed.payload, parsed.actor, parsed.source) == (
+        IngestKind.SUBMIT, {"gpus": "many"}, "upstream:etl", "ingest:5-0",
+    )  # fmt: skip
+
+
+def test_cancel_and_data_ready_payloads_are_typed() -> None:
+    cancel = parse_ingest_entry(entry(type="task.cancel", payload='{"task_id": "T1"}'))
+    ready = parse_ingest_entry(entry(type="data.ready", payload='{"dataset": "d", "version": 3}'))
+    obj = parse_ingest_entry(entry(type="data.ready", payload='{"uri": "s3://bkt/a/b.bin"}'))
+    assert cancel.payload == CancelPayload(task_id="T1") and cancel.actor == "upstream:ingest"
+    assert isinstance(ready.payload, DataReadyPayload)
+    assert ready.payload.input_ref() == DatasetRef(dataset="d", version="3")
+    assert obj.payload.input_ref() == "s3://bkt/a/b.bin"
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"payload": "{}"}, "5-0: field 'type' is missing"),
+        ({"type": "task.delete", "payload": "{}"}, "field 'type' is 'task.delete'; expected one of task.submit"),
+        ({"type": "task.submit"}, "field 'payload' is missing"),
+        ({"type": "task.submit", "payload": "{nope"}, "field 'payload' is not valid JSON"),
+        ({"type": "task.submit", "payload": b"\xff\xfe"}, "field 'payload' is not UTF-8 text"),
+        ({"type": "task.cancel", "payload": '{"task_id": ""}'}, "task_id: got \"\"; expected non-empty text"),
+        ({"type": "task.cancel", "payload": '{"id": "T1"}'}, "id: got \"T1\"; expected no such field"),
+        ({"type": "data.ready", "payload": '{"dataset": "d", "version": 1, "uri": "s3://bkt/k"}'}, "not both"),
+        ({"type": "data.ready", "payload": '{"uri": "http://x/y"}'}, "uri: got \"http://x/y\"; expected an s3://"),
+        ({"type": "task.submit", "payload": "{}", "actor": " "}, "field 'actor' must be 1 to 200 characters"),
+    ],
+)
+def test_unreadable_entries_say_which_field_is_wrong(fields: dict[str, str | bytes], says: str) -> None:
+    with pytest.raises(IngestEntryError) as error:
+        parse_ingest_entry(entry(**fields))
+    assert says in str(error.value)
+
+
+def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
+    ids = (f"ID{n}" for n in itertools.count())
+    requests = [
+        SubmitRequest(valid(idempotency_key="k"), "a", "http"),
+        SubmitRequest(valid(gpus=0, name="bad", project=7), "a", "http"),
+        SubmitRequest(valid(idempotency_key="k", name="other"), "a", "http"),
+        SubmitRequest(["not", "an", "object"], "a", "http"),
+        SubmitRequest(valid(), "a", "http"),
+    ]
+    first, bad, repeat, not_object, keyless = screen(requests, lambda: next(ids))
+
+    assert isinstance(first, Accepted) and first.event_key == "k"
+    assert isinstance(bad, Rejected) and (bad.name, bad.project) == ("bad", None)
+    assert {p.field for p in bad.problems} == {"gpus", "project"}
+    assert isinstance(repeat, Repeated) and repeat.first is first
+    assert isinstance(not_object, Rejected) and not_object.problems[0].field == "(whole input)"
+    assert json.dumps(not_object.problems[0].value) == '["not", "an", "object"]'
+    assert isinstance(keyless, Accepted) and keyless.event_key == f"auto:{keyless.task_id}"
+    assert len({first.task_id, bad.task_id, not_object.task_id, keyless.task_id}) == 4
