@@ -174,20 +174,19 @@ class Cycle:
 
     def _handle_blocked(self, task: QueuedTask, options: Sequence[CardOption], misses: list[Miss]) -> None:
         miss = min(misses, key=lambda item: item.rank)
-        deferral = Deferral(task.task_id, miss.reason, self._detail(task, miss, misses))
         if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
-            self.deferrals.append(deferral)
+            self.deferrals.append(self._deferral(task, miss, misses))
         elif (never := self._never_fits(task, options)) is not None:
             self.deferrals.append(never)  # not a candidate: it neither blocks the line nor reserves
         elif self.policy.head_of_line_blocking:
-            self.deferrals.append(deferral)
+            self.deferrals.append(self._deferral(task, miss, misses))
             self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
         elif task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preempt(task, options):
             return
         elif not self.reservation_settled:
-            self._reserve(task, options, deferral)
+            self._reserve(task, options, self._deferral(task, miss, misses))
         else:
-            self.deferrals.append(deferral)
+            self.deferrals.append(self._deferral(task, miss, misses))
 
     def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         index = self._victim_index()
@@ -228,6 +227,9 @@ class Cycle:
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
             self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)
+
+    def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
+        return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses))
 
     def _detail(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> str:
         """The sentence for the chosen reason, with the numbers a person needs to understand it."""

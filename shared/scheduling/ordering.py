@@ -28,6 +28,8 @@ _CLASS_OFFSET = float(2**30)
 _SAFE_MAGNITUDE = float(2**29)
 _RANK = {cls: cls.rank * _CLASS_OFFSET for cls in PriorityClass}
 _SECONDS_PER_HOUR = 3600.0
+_SUBMITTED = attrgetter("submitted_at")
+_PRIORITY = attrgetter("priority")
 
 
 def effective_priority(task: QueuedTask, policy: Policy, now: float) -> float:
@@ -43,8 +45,8 @@ def order_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
     if policy.order == "fifo":
         return (task.submitted_at, task.task_id)
     rate, shift = _aging(policy, now)
-    low = rate * task.submitted_at - task.priority - shift
-    return (_RANK[task.priority_class] + low, task.submitted_at, task.task_id)
+    return (_RANK[task.priority_class] + (rate * task.submitted_at - task.priority - shift),
+            task.submitted_at, task.task_id)
 
 
 def _exact_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
@@ -76,14 +78,18 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
 def _fast_keys(tasks: list[QueuedTask], policy: Policy, now: float) -> list[float] | None:
     """One float per task, smaller = earlier; None when the float cannot represent the order."""
     if policy.order == "fifo":
-        return [task.submitted_at for task in tasks]
+        return list(map(_SUBMITTED, tasks))
+    if not tasks:
+        return []
     rate, shift = _aging(policy, now)
+    submitted = (min(map(_SUBMITTED, tasks)), max(map(_SUBMITTED, tasks)))
+    priorities = (min(map(_PRIORITY, tasks)), max(map(_PRIORITY, tasks)))
+    largest = max(abs(rate * (at - now)) for at in submitted) + max(abs(value) for value in priorities)
+    if largest >= _SAFE_MAGNITUDE:
+        return None
     rank = _RANK
     # -(priority + rate * (now - submitted)) == rate * submitted - priority - rate * now
-    lows = [rate * task.submitted_at - task.priority - shift for task in tasks]
-    if lows and (min(lows) <= -_SAFE_MAGNITUDE or max(lows) >= _SAFE_MAGNITUDE):
-        return None
-    return [rank[task.priority_class] + low for task, low in zip(tasks, lows)]
+    return [rank[task.priority_class] + (rate * task.submitted_at - task.priority - shift) for task in tasks]
 
 
 def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
@@ -94,6 +100,8 @@ def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
 
 def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> None:
     """Re-sort, in place, every run of tasks whose float keys are exactly equal."""
+    if not any(map(eq, keys, islice(keys, 1, None))):  # C-speed check: usually there is no tie
+        return
     equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
     position = 0
     while position < len(equal_to_next):
