@@ -105,7 +105,7 @@ class Cycle:
         for task in tasks:
             if may_preempt and task.priority_class == core:
                 may_preempt = self._victim_index().has_victims()
-                if may_preempt:
+                if may_preempt and self._preemption_may_help(task):
                     self.consider(task)
                     continue
             # The readiness checks of `readiness_deferral`, inlined: this loop may see 100,000 tasks.
@@ -113,6 +113,12 @@ class Cycle:
                 append(readiness_deferral(task, self.policy))
             else:
                 append(Deferral(task.task_id, reason, detail))
+
+    def _preemption_may_help(self, task: QueuedTask) -> bool:
+        pools = self.fleet.pools
+        index = self._victim_index()
+        return any(index.may_help(pools[option.card_type], task.gpus, task.heavy)
+                   for option in task.options if option.card_type in pools)
 
     def to_plan(self) -> Plan:
         return Plan(

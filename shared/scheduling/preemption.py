@@ -67,10 +67,16 @@ class VictimIndex:
         self._heaps: dict[tuple[str, int, bool], list[tuple[tuple, int]]] = {}
         self._failed_at: dict[tuple[str, bool], int] = {}  # smallest GPU count no victims could make fit
         self._cheapest: dict[str, list[Victim]] = {}  # per card type, for spanning tasks
-        self._left = sum(len(victims) for nodes in self._by_card.values() for victims in nodes.values())
+        self._left = {card: sum(map(len, nodes.values())) for card, nodes in self._by_card.items()}
 
     def has_victims(self) -> bool:
-        return self._left > 0
+        return any(self._left.values())
+
+    def may_help(self, pool: Pool, gpus: int, heavy: bool) -> bool:
+        """False when preemption certainly cannot make `gpus` fit on this pool any more."""
+        if not self._left.get(pool.card_type):
+            return False
+        return gpus > pool.max_node_gpus or gpus < self._failed_at.get((pool.card_type, heavy), gpus + 1)
 
     def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
         """The cheapest set of victims that makes the task fit on this pool, or None."""
@@ -96,7 +102,7 @@ class VictimIndex:
         touched = set()
         for victim in choice.victims:
             self._by_card[victim.card_type][victim.rank].remove(victim)
-            self._left -= 1
+            self._left[victim.card_type] -= 1
             if victim.card_type in self._cheapest:
                 self._cheapest[victim.card_type].remove(victim)
             touched.add((victim.card_type, victim.rank))
