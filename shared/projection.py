@@ -1,0 +1,430 @@
+"""A task's overall status as a projection of its events: `evolve(view, event) -> view`.
+
+The same pure function serves the console's live read model (`services.console.projector`),
+`cardflow tasks/status`, and the audit replay:
+
+    view = None
+    for event in events_of_the_task:
+        view = evolve(view, event)
+    views = fold(events)            # every task at once: {task_id: TaskView}
+
+How it stays correct when events arrive in any cross-producer order:
+
+- Each service owns one facet of a task (intake: the submission, rejection, cancel request;
+  readiness: inputs; matcher: card choice; dispatcher: queue, leases, runs; ledger: usage).
+  `evolve` only records facts into the facet their owner writes.
+- `state`, `reason`, `reason_detail` and `card_type` are DERIVED from the facets after every
+  event (`derive_status`), never from arrival order. Readiness arriving before the submission
+  gives a partial view (no name yet) whose state is still right.
+- `subject_seq` is gap-free per (owning service, subject), so the view keeps the last sequence
+  seen per `owner:subject`: a duplicate or an older event of the same owner and subject changes
+  nothing. Within one producer events must arrive in order (the stream guarantees it).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from shared.events.envelope import Envelope
+from shared.events.states import TaskState
+from shared.scheduling.model import PriorityClass
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_ACTIVE_RUN = frozenset({TaskState.LEASED, TaskState.RUNNING})
+
+
+class ViewReason(StrEnum):
+    """Machine reasons the projection itself gives; held/unmatchable/requeued tasks carry the
+    owning service's reason value instead (`HoldReason`, `UnmatchableReason`, `RequeueReason`)."""
+
+    AWAITING_READINESS = "awaiting_readiness"  # submitted; readiness has not checked its inputs yet
+    AWAITING_MATCH = "awaiting_match"  # inputs ready; the matcher has not chosen a card type yet
+    AWAITING_DISPATCH = "awaiting_dispatch"  # ready and matched; the dispatcher has not queued it yet
+    DATA_NOT_READY = "data_not_ready"  # some inputs are missing (listed in missing_inputs)
+    QUEUED = "queued"  # in the dispatcher's queue, waiting for GPUs
+    LEASED = "leased"  # GPUs granted, the agent has not reported the start
+    RUNNING = "running"  # the agent reported the task running
+    CANCEL_REQUESTED = "cancel_requested"  # someone asked to cancel; the dispatcher has not yet
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"  # intake refused the submission (problems listed)
+
+
+class MatchSummary(BaseModel):
+    """The matcher's choice: card type, its estimated runtime and cost, and why."""
+
+    model_config = _FROZEN
+
+    card_type: str
+    est_runtime_s: float
+    est_cost: float
+    oversized: bool = False
+    why: str = ""
+    alternatives: int = Field(0, description="other adequate card types ranked")
+
+
+class RejectionProblem(BaseModel):
+    """One reason intake refused the submission."""
+
+    model_config = _FROZEN
+
+    field: str
+    value: Any = None
+    problem: str
+
+
+class DispatchStatus(BaseModel):
+    """The dispatcher's facet: where the task is in the queue/lease/run cycle, and why."""
+
+    model_config = _FROZEN
+
+    state: TaskState
+    reason: str
+    detail: str
+
+
+class TaskView(BaseModel):
+    """Everything the console shows about one task. Derived fields come first."""
+
+    model_config = _FROZEN
+
+    id: str
+    # derived from the facets after every event (see derive_status)
+    state: TaskState = TaskState.SUBMITTED
+    reason: str = ViewReason.AWAITING_READINESS.value
+    reason_detail: str = ""
+    card_type: str | None = Field(None, description="leased card type, else the matcher's choice")
+    # intake facet
+    name: str | None = None
+    idempotency_key: str | None = None
+    project: str | None = None
+    priority_class: PriorityClass | None = None
+    priority: int | None = None
+    gpus: int | None = None
+    submitted_at: AwareDatetime | None = None
+    submitted_by: str | None = None
+    problems: tuple[RejectionProblem, ...] = ()
+    cancel_requested: bool = False
+    cancel_reason: str = ""
+    # readiness facet
+    ready: bool | None = None
+    ready_fraction: float | None = None
+    missing_inputs: tuple[str, ...] = ()
+    # matcher facet
+    match: MatchSummary | None = None
+    unmatchable: DispatchStatus | None = Field(None, description="the matcher's reason, when no card fits")
+    # dispatcher facet
+    dispatch: DispatchStatus | None = None
+    approved: bool = False
+    lease_id: str | None = None
+    node_id: str | None = None
+    leased_card_type: str | None = None
+    gpu_indices: tuple[int, ...] = ()
+    attempts: int = Field(0, description="times the task was leased GPUs")
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    progress: float | None = None
+    last_checkpoint: str | None = None
+    output_units: float | None = None
+    # ledger facet
+    used_gpu_hours: float = 0.0
+    used_cost: float = 0.0
+    # bookkeeping
+    seqs: dict[str, int] = Field(default_factory=dict, description="last subject_seq per owner:subject")
+    events: int = Field(0, description="events applied")
+    last_event_type: str | None = None
+    last_event_at: AwareDatetime | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state.is_terminal
+
+
+# ---- which events are about a task, and who owns them -------------------------------------
+
+_OWNER: dict[str, str] = {
+    **dict.fromkeys(("task.submitted", "task.rejected", "task.cancel_requested"), "intake"),
+    "task.readiness_changed": "readiness",
+    **dict.fromkeys(("task.matched", "task.unmatchable"), "matcher"),
+    **dict.fromkeys(
+        (
+            "task.queued", "task.held", "task.approved", "lease.granted", "task.started", "task.checkpointed",
+            "task.succeeded", "task.failed", "task.requeued", "task.cancelled",
+        ),
+        "dispatcher",
+    ),
+    "usage.recorded": "ledger",
+}
+"""Event types the projection applies -> the service that owns (emits) them."""
+
+TASK_EVENT_TYPES = frozenset(_OWNER)
+
+
+def task_id_of(event: Envelope) -> str | None:
+    """The task an event changes the view of; None when the projection ignores the event."""
+    if event.type not in _OWNER:
+        return None
+    return event.data.task_id
+
+
+# ---- evolve / fold ------------------------------------------------------------------------
+
+
+def evolve(view: TaskView | None, event: Envelope) -> TaskView | None:
+    """The view after `event`. Unrelated events return `view` unchanged (the same object), and so
+    do duplicates and older events of an owner and subject already applied."""
+    task_id = task_id_of(event)
+    if task_id is None:
+        return view
+    if view is None:
+        view = TaskView(id=task_id)
+    elif view.id != task_id:
+        raise ValueError(f"event {event.event_id} is about task {task_id}, not {view.id}")
+    key = f"{_OWNER[event.type]}:{event.subject}"
+    if event.subject_seq <= view.seqs.get(key, 0):
+        return view
+    changes = _APPLY[event.type](view, event.data, event)
+    changes.update(_bookkeeping(view, event, key))
+    updated = view.model_copy(update=changes)
+    return updated.model_copy(update=derive_status(updated))
+
+
+def fold(events: Iterable[Envelope]) -> dict[str, TaskView]:
+    """Every task's view after `events` (in the order given)."""
+    views: dict[str, TaskView] = {}
+    for event in events:
+        task_id = task_id_of(event)
+        if task_id is not None:
+            views[task_id] = evolve(views.get(task_id), event)  # type: ignore[assignment]
+    return views
+
+
+def replay_order(events: Iterable[Envelope]) -> list[Envelope]:
+    """`events` with each owner's events per subject in `subject_seq` order, interleaved by time.
+
+    For rebuilding views from an unordered set (e.g. archive segments): `fold(replay_order(x))`.
+    """
+    streams: dict[str, list[Envelope]] = {}
+    for event in events:
+        streams.setdefault(f"{_OWNER.get(event.type, event.producer)}:{event.subject}", []).append(event)
+    ordered = [sorted(group, key=lambda e: e.subject_seq) for group in streams.values()]
+    return list(heapq.merge(*ordered, key=lambda e: e.occurred_at))
+
+
+def _bookkeeping(view: TaskView, event: Envelope, key: str) -> dict[str, Any]:
+    """Sequence, count and the latest event (by time, then type, so arrival order does not matter)."""
+    latest = view.last_event_at is None or (event.occurred_at, event.type) > (
+        view.last_event_at, view.last_event_type or ""
+    )
+    return {
+        "seqs": {**view.seqs, key: event.subject_seq},
+        "events": view.events + 1,
+        "last_event_at": event.occurred_at if latest else view.last_event_at,
+        "last_event_type": event.type if latest else view.last_event_type,
+    }
+
+
+# ---- derived status -------------------------------------------------------------------------
+
+
+def derive_status(view: TaskView) -> dict[str, Any]:
+    """state, reason, reason_detail and card_type from the facets (independent of arrival order)."""
+    state, reason, detail = _status(view)
+    if view.cancel_requested and not state.is_terminal:
+        why = f" ({view.cancel_reason})" if view.cancel_reason else ""
+        reason, detail = ViewReason.CANCEL_REQUESTED.value, f"cancellation requested{why}; was: {detail}"
+    card = view.leased_card_type or (view.match.card_type if view.match else None)
+    return {"state": state, "reason": reason, "reason_detail": detail, "card_type": card}
+
+
+def _status(view: TaskView) -> tuple[TaskState, str, str]:
+    dispatch = view.dispatch
+    if view.problems:
+        listed = "; ".join(f"{p.field}: {p.problem}" for p in view.problems)
+        return TaskState.REJECTED, ViewReason.REJECTED.value, f"the submission was rejected: {listed}"
+    if dispatch and (dispatch.state.is_terminal or dispatch.state in _ACTIVE_RUN):
+        return dispatch.state, dispatch.reason, dispatch.detail
+    if view.ready is False:
+        return TaskState.WAITING_DATA, ViewReason.DATA_NOT_READY.value, _missing_sentence(view)
+    if view.unmatchable is not None:
+        return TaskState.UNMATCHABLE, view.unmatchable.reason, view.unmatchable.detail
+    if dispatch:
+        return dispatch.state, dispatch.reason, dispatch.detail
+    if view.ready is None:
+        return TaskState.SUBMITTED, ViewReason.AWAITING_READINESS.value, "waiting for the readiness check of its inputs"
+    if view.match is None:
+        return TaskState.SUBMITTED, ViewReason.AWAITING_MATCH.value, "inputs ready; waiting for the matcher to choose a card type"
+    return TaskState.QUEUED, ViewReason.AWAITING_DISPATCH.value, "ready and matched; waiting for the dispatcher to queue it"
+
+
+def _missing_sentence(view: TaskView) -> str:
+    shown = ", ".join(view.missing_inputs[:5]) + (", ..." if len(view.missing_inputs) > 5 else "")
+    share = f" ({view.ready_fraction:.0%} ready)" if view.ready_fraction is not None else ""
+    return f"waiting for {len(view.missing_inputs)} input(s){share}: {shown}"
+
+
+# ---- appliers: (view, data, event) -> field updates ----------------------------------------------
+
+Applier = Callable[[TaskView, Any, Envelope], dict[str, Any]]
+
+
+def _submitted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    s = data.submission
+    return {
+        "name": s.name, "idempotency_key": data.idempotency_key, "project": s.project,
+        "priority_class": s.priority_class, "priority": s.priority, "gpus": s.gpus,
+        "submitted_at": event.occurred_at, "submitted_by": event.actor,
+    }
+
+
+def _rejected(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    problems = tuple(RejectionProblem(field=r.field, value=r.value, problem=r.problem) for r in data.reasons)
+    return {
+        "name": data.name, "idempotency_key": data.idempotency_key, "project": data.project,
+        "problems": problems, "submitted_at": event.occurred_at, "submitted_by": event.actor,
+        "finished_at": event.occurred_at,
+    }
+
+
+def _cancel_requested(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return {"cancel_requested": True, "cancel_reason": data.reason or f"by {event.actor}"}
+
+
+def _readiness(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return {
+        "ready": data.ready, "ready_fraction": data.ready_fraction,
+        "missing_inputs": tuple(str(ref) for ref in data.missing_inputs),
+    }
+
+
+def _matched(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    chosen = next(option for option in data.ranking if option.card_type == data.chosen)
+    match = MatchSummary(
+        card_type=chosen.card_type, est_runtime_s=chosen.est_runtime_s, est_cost=chosen.est_cost,
+        oversized=data.oversized, why=data.reason, alternatives=len(data.ranking) - 1,
+    )
+    return {"match": match, "unmatchable": None}
+
+
+def _unmatchable(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    status = DispatchStatus(state=TaskState.UNMATCHABLE, reason=data.reason.value, detail=data.detail)
+    return {"match": None, "unmatchable": status}
+
+
+def _dispatcher(apply: Applier) -> Applier:
+    """A dispatcher applier that does nothing once the dispatcher ended the task."""
+
+    def guarded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+        if view.dispatch is not None and view.dispatch.state.is_terminal:
+            return {}
+        return apply(view, data, event)
+
+    return guarded
+
+
+def _status_update(state: TaskState, reason: str, detail: str, **changes: Any) -> dict[str, Any]:
+    return {"dispatch": DispatchStatus(state=state, reason=reason, detail=detail), **changes}
+
+
+def _queued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    detail = f"in the queue for GPUs ({data.priority_class.value}, priority {data.priority})"
+    return _status_update(
+        TaskState.QUEUED, ViewReason.QUEUED.value, detail,
+        project=view.project or data.project,
+        priority_class=view.priority_class or data.priority_class,
+        priority=data.priority if view.priority is None else view.priority,
+    )
+
+
+def _held(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return _status_update(TaskState.HELD, data.reason.value, data.detail)
+
+
+def _approved(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return {"approved": True}
+
+
+def _lease_granted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    gpus = ",".join(str(index) for index in data.gpu_indices)
+    detail = f"GPUs {gpus} of node {data.node_id} ({data.card_type}) leased; waiting for the agent to start it"
+    already_leased = view.dispatch is not None and view.dispatch.state in _ACTIVE_RUN
+    return _status_update(
+        TaskState.LEASED, ViewReason.LEASED.value, detail,
+        lease_id=data.lease_id, node_id=data.node_id, leased_card_type=data.card_type,
+        gpu_indices=data.gpu_indices, attempts=view.attempts + (0 if already_leased else 1),
+    )
+
+
+def _started(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    resumed = f", resumed from {data.resumed_from}" if data.resumed_from else ""
+    detail = f"running on node {data.node_id}{resumed}"
+    return _status_update(
+        TaskState.RUNNING, ViewReason.RUNNING.value, detail,
+        lease_id=data.lease_id, node_id=data.node_id, started_at=event.occurred_at,
+        attempts=max(view.attempts, 1),
+    )
+
+
+def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    progress = view.progress if data.progress is None else data.progress
+    return {"last_checkpoint": data.checkpoint_uri, "progress": progress}
+
+
+def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    output = "" if data.output_units is None else f"; output {data.output_units:g} units"
+    return _status_update(
+        TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value, f"finished successfully{output}",
+        finished_at=event.occurred_at, progress=1.0, output_units=data.output_units,
+    )
+
+
+def _failed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    code = "" if data.exit_code is None else f" (exit code {data.exit_code})"
+    return _status_update(
+        TaskState.FAILED, ViewReason.FAILED.value, f"{data.error}{code}", finished_at=event.occurred_at
+    )
+
+
+def _requeued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    resume = f"; will resume from {data.resume_from}" if data.resume_from else "; will start over"
+    detail = (data.detail or f"lease {data.lease_id} ended ({data.reason.value})") + resume
+    return _status_update(
+        TaskState.QUEUED, data.reason.value, detail,
+        lease_id=None, node_id=None, leased_card_type=None, gpu_indices=(), last_checkpoint=data.resume_from,
+    )
+
+
+def _cancelled(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    detail = f"cancelled: {data.reason}" if data.reason else "cancelled on request"
+    return _status_update(TaskState.CANCELLED, ViewReason.CANCELLED.value, detail, finished_at=event.occurred_at)
+
+
+def _usage(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return {"used_gpu_hours": view.used_gpu_hours + data.gpu_seconds / 3600.0, "used_cost": view.used_cost + data.cost}
+
+
+_APPLY: Mapping[str, Applier] = {
+    "task.submitted": _submitted,
+    "task.rejected": _rejected,
+    "task.cancel_requested": _cancel_requested,
+    "task.readiness_changed": _readiness,
+    "task.matched": _matched,
+    "task.unmatchable": _unmatchable,
+    "task.queued": _dispatcher(_queued),
+    "task.held": _dispatcher(_held),
+    "task.approved": _dispatcher(_approved),
+    "lease.granted": _dispatcher(_lease_granted),
+    "task.started": _dispatcher(_started),
+    "task.checkpointed": _dispatcher(_checkpointed),
+    "task.succeeded": _dispatcher(_succeeded),
+    "task.failed": _dispatcher(_failed),
+    "task.requeued": _dispatcher(_requeued),
+    "task.cancelled": _dispatcher(_cancelled),
+    "usage.recorded": _usage,
+}
