@@ -1,0 +1,246 @@
+"""One batch of `cf:events`, folded in stream order into the matcher's effects (pure).
+
+The handler loads the fleet (and, when the batch registers nodes, the waiting tasks), then
+`fold_batch` applies the events one by one, so a task submitted before a registration in the same
+batch is matched against the fleet as it was, then again after it:
+
+- `task.submitted` -> decide over the live fleet; a match row, a task row, one event;
+- `node.registered` -> the node is alive; if its card type gained GPUs, every waiting task is
+  decided again and gets a new match + event when it is now matched or its reason changed;
+- `node.lost` -> the node is gone (tasks already matched keep their match);
+- `task.cancelled` -> the task stops waiting.
+
+Every match has exactly one emission, in the same order (`BatchEffects.matches[i]` is announced
+by `BatchEffects.emissions[i]`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from services.common.runtime import Emission
+from services.matcher.decide import Fleet, MatchDecision, decide
+from services.matcher.request import build_request, request_to_json
+from shared.cards import Catalog, MatchRequest
+from shared.events import (
+    CardEstimate,
+    Envelope,
+    NodeLost,
+    NodeRegistered,
+    TaskCancelled,
+    TaskMatched,
+    TaskMatchedData,
+    TaskSubmitted,
+    TaskUnmatchable,
+    TaskUnmatchableData,
+    new_event_id,
+)
+from shared.events.subjects import task_subject
+
+RELEVANT_TYPES: tuple[type[Envelope], ...] = (TaskSubmitted, NodeRegistered, NodeLost, TaskCancelled)
+FLEET_TYPES: tuple[type[Envelope], ...] = (NodeRegistered, NodeLost)
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherConfig:
+    """The card catalog in force and its fingerprint (stored with every match)."""
+
+    catalog: Catalog
+    catalog_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    node_id: str
+    agent_id: str
+    card_type: str
+    gpus: int
+    alive: bool
+    changed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A task as `matcher.tasks` holds it."""
+
+    task_id: str
+    project: str
+    request: MatchRequest
+    status: str  # matched | waiting | unmatchable | cancelled
+    last_match_id: str
+    last_detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMatch:
+    """One row of `matcher.matches` (the emitted event's id is added when it is written)."""
+
+    match_id: str
+    task_id: str
+    trigger: str
+    request: dict[str, Any]
+    ranking: list[dict[str, Any]]
+    matched: bool
+    chosen: str | None
+    oversized: bool
+    unmatchable_reason: str | None
+    reason: str
+    fleet: dict[str, int]
+    catalog_version: str
+    catalog_hash: str
+
+
+@dataclass
+class BatchEffects:
+    """What a batch changes: node rows, matches with their events, task rows, cancelled tasks."""
+
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    matches: list[StoredMatch] = field(default_factory=list)
+    emissions: list[Emission] = field(default_factory=list)
+    tasks: dict[str, TaskRow] = field(default_factory=dict)
+    cancelled: set[str] = field(default_factory=set)
+
+
+class _Fold:
+    """The running state of one batch: live nodes, waiting tasks, and the effects so far."""
+
+    def __init__(self, config: MatcherConfig, nodes: Mapping[str, NodeState], waiting: Iterable[TaskRow]) -> None:
+        self.config = config
+        self.nodes = dict(nodes)
+        self.waiting = {task.task_id: task for task in waiting}
+        self.effects = BatchEffects()
+
+    def fleet(self) -> Fleet:
+        gpus: dict[str, int] = defaultdict(int)
+        for node in self.nodes.values():
+            if node.alive:
+                gpus[node.card_type] += node.gpus
+        return Fleet(gpus)
+
+    def apply(self, event: Envelope) -> None:
+        if isinstance(event, TaskSubmitted):
+            self.submitted(event)
+        elif isinstance(event, NodeRegistered):
+            self.registered(event)
+        elif isinstance(event, NodeLost):
+            self.lost(event)
+        elif isinstance(event, TaskCancelled):
+            self.cancelled(event.data.task_id)
+
+    def submitted(self, event: TaskSubmitted) -> None:
+        submission = event.data.submission
+        request = build_request(submission)
+        task = TaskRow(event.data.task_id, submission.project, request, "new", "", "")
+        self.record(task, decide(request, self.config.catalog, self.fleet()), "submitted", event)
+
+    def registered(self, event: NodeRegistered) -> None:
+        data = event.data
+        before = self.fleet().gpus(data.card_type)
+        self.set_node(NodeState(data.node_id, data.agent_id, data.card_type, data.gpus, True, event.occurred_at))
+        fleet = self.fleet()
+        if fleet.gpus(data.card_type) <= before:
+            return
+        for task in list(self.waiting.values()):
+            decision = decide(task.request, self.config.catalog, fleet)
+            if decision.matched or decision.detail != task.last_detail:
+                self.record(task, decision, "fleet_changed", event)
+
+    def lost(self, event: NodeLost) -> None:
+        node = self.nodes.get(event.data.node_id)
+        if node is not None and node.alive:
+            self.set_node(replace(node, alive=False, changed_at=event.occurred_at))
+
+    def cancelled(self, task_id: str) -> None:
+        self.waiting.pop(task_id, None)
+        self.effects.cancelled.add(task_id)
+        task = self.effects.tasks.get(task_id)
+        if task is not None:
+            self.effects.tasks[task_id] = replace(task, status="cancelled")
+
+    def set_node(self, node: NodeState) -> None:
+        self.nodes[node.node_id] = node
+        self.effects.nodes[node.node_id] = node
+
+    def record(self, task: TaskRow, decision: MatchDecision, trigger: str, cause: Envelope) -> None:
+        """A match row, the task's new row and the event announcing the decision."""
+        match = stored_match(task, decision, trigger, self.fleet(), self.config)
+        status = "matched" if decision.matched else ("waiting" if decision.waits_for_fleet else "unmatchable")
+        row = replace(task, status=status, last_match_id=match.match_id, last_detail=decision.detail)
+        self.effects.matches.append(match)
+        self.effects.emissions.append(emission(row, decision, cause, self.config))
+        self.effects.tasks[row.task_id] = row
+        self.effects.cancelled.discard(row.task_id)
+        if status == "waiting":
+            self.waiting[row.task_id] = row
+        else:
+            self.waiting.pop(row.task_id, None)
+
+
+def fold_batch(
+    events: Iterable[Envelope], config: MatcherConfig, nodes: Mapping[str, NodeState], waiting: Iterable[TaskRow]
+) -> BatchEffects:
+    """Apply `events` in order over the loaded fleet and waiting tasks; return what to write."""
+    fold = _Fold(config, nodes, waiting)
+    for event in events:
+        fold.apply(event)
+    return fold.effects
+
+
+def stored_match(task: TaskRow, decision: MatchDecision, trigger: str, fleet: Fleet, config: MatcherConfig) -> StoredMatch:
+    result = decision.result
+    return StoredMatch(
+        match_id=new_event_id(),
+        task_id=task.task_id,
+        trigger=trigger,
+        request=request_to_json(task.request),
+        ranking=ranking_json(decision),
+        matched=decision.matched,
+        chosen=result.chosen.card_type if result and result.chosen else None,
+        oversized=bool(result and result.oversized),
+        unmatchable_reason=decision.unmatchable.value if decision.unmatchable else None,
+        reason=decision.detail,
+        fleet=dict(fleet.gpus_by_type),
+        catalog_version=config.catalog.version,
+        catalog_hash=config.catalog_hash,
+    )
+
+
+def ranking_json(decision: MatchDecision) -> list[dict[str, Any]]:
+    """Every card type: adequate ones first in rank order (rank 1 = chosen), then the others by name."""
+    ranked = [e.card_type for e in decision.result.ranked] if decision.result else []
+    rank_of = {card_type: position for position, card_type in enumerate(ranked, start=1)}
+    rows = [
+        {
+            "card_type": v.card_type,
+            "rank": rank_of.get(v.card_type),
+            "runtime_s": v.runtime_s,
+            "cost": v.cost,
+            "fleet_gpus": v.fleet_gpus,
+            "why_not": v.why_not or None,
+        }
+        for v in decision.verdicts
+    ]
+    return sorted(rows, key=lambda row: (row["rank"] is None, row["rank"] or 0, row["card_type"]))
+
+
+def emission(task: TaskRow, decision: MatchDecision, cause: Envelope, config: MatcherConfig) -> Emission:
+    """`task.matched` with the ranking, or `task.unmatchable` with the reason."""
+    subject = task_subject(task.task_id)
+    result = decision.result
+    if result is None or result.chosen is None:
+        assert decision.unmatchable is not None
+        data = TaskUnmatchableData(task_id=task.task_id, reason=decision.unmatchable, detail=decision.detail)
+        return Emission(TaskUnmatchable, subject, data, cause=cause)
+    matched = TaskMatchedData(
+        task_id=task.task_id,
+        ranking=tuple(CardEstimate(card_type=e.card_type, est_runtime_s=e.runtime_s, est_cost=e.cost) for e in result.ranked),
+        chosen=result.chosen.card_type,
+        reason=result.reason,
+        oversized=result.oversized,
+        catalog_version=config.catalog.version,
+    )
+    return Emission(TaskMatched, subject, matched, cause=cause)

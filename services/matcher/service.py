@@ -1,0 +1,68 @@
+"""The matcher service process: `cardflow service matcher` runs `SPEC`.
+
+One batch subscriber on `cf:events` (group `matcher`); each batch is one transaction:
+
+1. record the relevant events as consumed (duplicates drop out);
+2. take the fleet lock (exclusive if the batch registers or loses nodes), load the fleet, and the
+   waiting tasks when nodes register;
+3. fold the events in order (`services.matcher.batch.fold_batch`, pure);
+4. write fleet, matches, tasks and the `task.matched` / `task.unmatchable` events (outbox).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from services.common.runtime import ServiceContext, ServiceSpec
+from services.matcher.batch import FLEET_TYPES, RELEVANT_TYPES, MatcherConfig, fold_batch
+from services.matcher.decide import catalog_fingerprint
+from services.matcher.store import SCHEMA, load_nodes, load_waiting, lock_fleet, save_effects
+from shared.cards import Catalog, load_catalog
+from shared.delivery.consumer import reliable_batch_subscriber
+from shared.delivery.inbox import record_consumed_many
+from shared.events import Envelope, NodeRegistered, parse_event
+from shared.logging import get_logger
+from shared.names import EVENTS_STREAM, MATCHER_GROUP
+
+MIGRATIONS = Path(__file__).parent / "sql"
+BATCH_SIZE = 500
+
+log = get_logger(__name__)
+
+
+async def handle_batch(ctx: ServiceContext, config: MatcherConfig, events: Sequence[Envelope]) -> None:
+    """The numbered recipe of the module docstring, for one batch."""
+    relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
+    if not relevant:
+        return
+    async with ctx.transaction() as conn:
+        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
+        todo = [event for event in relevant if event.event_id in fresh]
+        if not todo:
+            return
+        await lock_fleet(conn, exclusive=any(isinstance(e, FLEET_TYPES) for e in todo))
+        nodes = await load_nodes(conn)
+        waiting = await load_waiting(conn) if any(isinstance(e, NodeRegistered) for e in todo) else []
+        effects = fold_batch(todo, config, nodes, waiting)
+        await save_effects(conn, ctx.emitter, effects)
+    log.debug("matcher batch", events=len(todo), matches=len(effects.matches))
+
+
+def build_spec(catalog: Catalog | None = None, *, batch_size: int = BATCH_SIZE) -> ServiceSpec:
+    """The matcher's spec over `catalog` (default: the packaged card catalog)."""
+
+    async def setup(ctx: ServiceContext) -> None:
+        chosen = catalog or load_catalog()
+        config = MatcherConfig(chosen, catalog_fingerprint(chosen))
+
+        @reliable_batch_subscriber(
+            ctx.broker, stream=EVENTS_STREAM, group=MATCHER_GROUP, parse=parse_event, max_records=batch_size
+        )
+        async def on_events(events: list[Envelope]) -> None:
+            await handle_batch(ctx, config, events)
+
+    return ServiceSpec(name="matcher", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)
+
+
+SPEC = build_spec()

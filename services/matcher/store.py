@@ -1,0 +1,114 @@
+"""Reads and writes of the `matcher` schema, one statement per table per batch.
+
+Batches that change the fleet take the fleet lock exclusively, the others share it, so a
+registration batch sees every task that a concurrent instance has left waiting (and re-matches
+it), and a submission batch never matches against a fleet that a running registration batch is
+still changing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+from services.common.runtime import Emitter
+from services.matcher.batch import BatchEffects, NodeState, TaskRow
+from services.matcher.request import request_from_json, request_to_json
+from shared.delivery.migrations import advisory_key
+
+SCHEMA = "matcher"
+_FLEET_LOCK = advisory_key("matcher", "fleet")
+
+
+async def lock_fleet(conn: asyncpg.Connection, *, exclusive: bool) -> None:
+    """Take the fleet lock until the transaction ends (exclusive to change the fleet)."""
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    await conn.execute(f"SELECT {function}($1)", _FLEET_LOCK)
+
+
+async def load_nodes(conn: asyncpg.Connection) -> dict[str, NodeState]:
+    rows = await conn.fetch(f"SELECT node_id, agent_id, card_type, gpus, alive, changed_at FROM {SCHEMA}.fleet")
+    return {row["node_id"]: NodeState(**dict(row)) for row in rows}
+
+
+async def load_waiting(conn: asyncpg.Connection) -> list[TaskRow]:
+    """Tasks unmatchable for lack of a fitting card type in the fleet."""
+    rows = await conn.fetch(
+        f"SELECT task_id, project, request, status, last_match_id, last_detail FROM {SCHEMA}.tasks"
+        " WHERE status = 'waiting' ORDER BY task_id"
+    )
+    return [TaskRow(**{**dict(row), "request": request_from_json(row["request"])}) for row in rows]
+
+
+async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
+    """Write nodes, matches (with their events' ids), tasks and cancellations; append the events."""
+    await _save_nodes(conn, list(effects.nodes.values()))
+    events = await emitter.emit_many(conn, effects.emissions) if effects.emissions else []
+    await _save_matches(conn, effects, [event.event_id for event in events])
+    await _save_tasks(conn, list(effects.tasks.values()))
+    if effects.cancelled:
+        await conn.execute(
+            f"UPDATE {SCHEMA}.tasks SET status = 'cancelled', updated_at = now() WHERE task_id = ANY($1::text[])",
+            sorted(effects.cancelled),
+        )
+
+
+async def _save_nodes(conn: asyncpg.Connection, nodes: list[NodeState]) -> None:
+    if not nodes:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.fleet AS f (node_id, agent_id, card_type, gpus, alive, changed_at)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bool[], $6::timestamptz[])"
+        " ON CONFLICT (node_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, card_type = EXCLUDED.card_type,"
+        " gpus = EXCLUDED.gpus, alive = EXCLUDED.alive, changed_at = EXCLUDED.changed_at",
+        [n.node_id for n in nodes], [n.agent_id for n in nodes], [n.card_type for n in nodes],
+        [n.gpus for n in nodes], [n.alive for n in nodes], [n.changed_at for n in nodes],
+    )  # fmt: skip
+
+
+async def _save_matches(conn: asyncpg.Connection, effects: BatchEffects, event_ids: list[str]) -> None:
+    matches = effects.matches
+    if not matches:
+        return
+    columns = [
+        [m.match_id for m in matches], [m.task_id for m in matches], [m.trigger for m in matches],
+        [_json(m.request) for m in matches], [_json(m.ranking) for m in matches], [m.matched for m in matches],
+        [m.chosen for m in matches], [m.oversized for m in matches], [m.unmatchable_reason for m in matches],
+        [m.reason for m in matches], [_json(m.fleet) for m in matches],
+        [m.catalog_version for m in matches], [m.catalog_hash for m in matches], event_ids,
+    ]  # fmt: skip
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.matches (match_id, task_id, trigger, request, ranking, matched, chosen, oversized,"
+        " unmatchable_reason, reason, fleet, fleet_card_types, catalog_version, catalog_hash, event_id)"
+        " SELECT m.match_id, m.task_id, m.trigger, m.request::jsonb, m.ranking::jsonb, m.matched, m.chosen,"
+        " m.oversized, m.unmatchable_reason, m.reason, m.fleet::jsonb,"
+        " ARRAY(SELECT k FROM jsonb_object_keys(m.fleet::jsonb) AS k ORDER BY k),"
+        " m.catalog_version, m.catalog_hash, m.event_id"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[],"
+        " $8::bool[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])"
+        " AS m(match_id, task_id, trigger, request, ranking, matched, chosen, oversized, unmatchable_reason,"
+        " reason, fleet, catalog_version, catalog_hash, event_id)",
+        *columns,
+    )
+
+
+async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskRow]) -> None:
+    if not tasks:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.tasks AS t (task_id, project, request, status, last_match_id, last_detail)"
+        " SELECT t_id, project, request::jsonb, status, match_id, detail"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])"
+        " AS u(t_id, project, request, status, match_id, detail)"
+        " ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, last_match_id = EXCLUDED.last_match_id,"
+        " last_detail = EXCLUDED.last_detail, updated_at = now()",
+        [t.task_id for t in tasks], [t.project for t in tasks], [_json(request_to_json(t.request)) for t in tasks],
+        [t.status for t in tasks], [t.last_match_id for t in tasks], [t.last_detail for t in tasks],
+    )  # fmt: skip
+
+
+def _json(value: Any) -> str:
+    """JSON text for a `text[]` parameter cast to jsonb in SQL (a list would become a 2-D array)."""
+    return json.dumps(value, separators=(",", ":"))
