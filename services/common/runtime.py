@@ -69,6 +69,8 @@ class ServiceContext:
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}-{id(object()):x}")
     loops: list[tuple[str, float, Loop]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
+    resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    """Clients a service opens in `setup` (`await ctx.resources.enter_async_context(...)`); closed after stop."""
 
     @property
     def schema(self) -> str:
@@ -205,8 +207,9 @@ async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event
     try:
         await prepare_schema(pool, spec)
         ctx = ServiceContext(spec, settings, pool, redis, broker, stop, instance=f"{settings.instance}-{os.getpid()}")
-        await spec.setup(ctx)
-        await _run_until_stopped(ctx)
+        async with ctx.resources:
+            await spec.setup(ctx)
+            await _run_until_stopped(ctx)
     finally:
         await redis.aclose()
         await pool.close()

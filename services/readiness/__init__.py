@@ -1,0 +1,1 @@
+"""The readiness service: gates tasks on their input data (see README.md)."""

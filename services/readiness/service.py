@@ -1,0 +1,95 @@
+"""The readiness service: is each task's data there yet? (README.md has the picture.)
+
+Consumes `cf:events` (group `readiness`) in batches. Per batch:
+
+1. one transaction: inbox (each event applied once), then
+   `task.submitted` -> track the task and its inputs; `data.ready_signalled` -> remember the
+   dataset version, collect the open tasks waiting on it; terminal events (`task.cancelled`,
+   `task.rejected`, `task.succeeded`, `task.failed`) -> stop checking the task;
+2. re-check the collected tasks (`Checker.recheck`: S3 probes, then decide and report).
+
+A sweep (`ctx.every`, `CARDFLOW_READINESS_SWEEP_SECONDS`, default 5 s) re-checks open tasks that
+are not ready yet; it also finishes any check a crash interrupted between steps 1 and 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.common.runtime import ServiceContext, ServiceSpec
+from services.readiness.recheck import Checker
+from services.readiness.store import close_tasks, insert_submitted, record_signals
+from shared.delivery.consumer import reliable_batch_subscriber
+from shared.delivery.inbox import record_consumed_many
+from shared.events import DataReadySignalled, Envelope, TaskSubmitted, parse_event
+from shared.logging import get_logger
+from shared.names import EVENTS_STREAM, READINESS_GROUP
+from shared.storage import open_object_store
+
+MIGRATIONS = Path(__file__).parent / "sql"
+
+CLOSING_TYPES = frozenset({"task.cancelled", "task.rejected", "task.succeeded", "task.failed"})
+HANDLED_TYPES = CLOSING_TYPES | {"task.submitted", "data.ready_signalled"}
+
+log = get_logger(__name__)
+
+
+class ReadinessSettings(BaseSettings):
+    """Tuning of the readiness service (`CARDFLOW_READINESS_*`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CARDFLOW_READINESS_", extra="ignore")
+
+    sweep_seconds: float = Field(5.0, gt=0, description="how often waiting tasks are re-checked")
+    sweep_batch: int = Field(500, ge=1, description="tasks re-checked per sweep, least recently checked first")
+    probe_concurrency: int = Field(32, ge=1, description="S3 HEAD requests in flight at once")
+
+
+def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
+    """The readiness `ServiceSpec`; tuning from `settings`, else from the environment at start."""
+
+    async def setup(ctx: ServiceContext) -> None:
+        tuning = settings or ReadinessSettings()
+        store = await ctx.resources.enter_async_context(open_object_store(ctx.settings))
+        checker = Checker(ctx.pool, ctx.emitter, store, tuning.probe_concurrency, tuning.sweep_batch)
+
+        @reliable_batch_subscriber(
+            ctx.broker, stream=EVENTS_STREAM, group=READINESS_GROUP, parse=parse_event, consumer=f"readiness-{ctx.instance}"
+        )
+        async def on_events(events: list[Envelope]) -> None:
+            await handle_events(ctx, checker, events)
+
+        async def sweep(_: ServiceContext) -> None:
+            await checker.sweep()
+
+        ctx.every(tuning.sweep_seconds, sweep, name="sweep")
+
+    return ServiceSpec(name="readiness", schema="readiness", migrations=MIGRATIONS, setup=setup)
+
+
+SPEC = make_spec()
+
+
+async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[Envelope]) -> None:
+    """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns."""
+    relevant = [event for event in events if event.type in HANDLED_TYPES]
+    if not relevant:
+        return
+    async with ctx.transaction() as conn:
+        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
+        applied = [event for event in relevant if event.event_id in fresh]
+        submitted = [e for e in applied if isinstance(e, TaskSubmitted)]
+        signals = [e for e in applied if isinstance(e, DataReadySignalled)]
+        new_tasks = await insert_submitted(conn, ctx.schema, submitted) if submitted else []
+        waiting = await record_signals(conn, ctx.schema, signals) if signals else []
+        await close_tasks(conn, ctx.schema, {e.data.task_id: e.type for e in applied if e.type in CLOSING_TYPES})
+    causes = {e.data.task_id: e.event_id for e in submitted} | _signal_causes(signals, waiting)
+    await checker.recheck([*new_tasks, *waiting], causes)
+
+
+def _signal_causes(signals: Sequence[DataReadySignalled], waiting: Sequence[str]) -> dict[str, str]:
+    """Tasks re-checked because of a signal are caused by the (last) signal of the batch."""
+    return {task_id: signals[-1].event_id for task_id in waiting} if signals else {}

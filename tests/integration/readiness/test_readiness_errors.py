@@ -1,0 +1,76 @@
+"""S3 errors other than "not found" are transient: they never decide readiness (real PostgreSQL;
+the object store is a stand-in whose answers the test controls)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.common.runtime import Emitter, prepare_schema
+from services.readiness.recheck import Checker
+from services.readiness.service import SPEC as READINESS
+from services.readiness.store import insert_submitted
+from shared.delivery import create_pool
+from shared.events import TaskSubmitted, make_event, parse_event
+from shared.events.subjects import task_subject
+from shared.settings import Settings
+from tests.integration.intake.harness import a_submission
+
+
+class ScriptedStore:
+    """HEAD answers: 'error' raises, 'missing' is not found, 'found' exists."""
+
+    def __init__(self) -> None:
+        self.answer = "error"
+        self.heads: list[tuple[str, str]] = []
+
+    async def head(self, bucket: str, key: str) -> object | None:
+        self.heads.append((bucket, key))
+        if self.answer == "error":
+            raise ConnectionError("connection refused by the object store")
+        return object() if self.answer == "found" else None
+
+
+@pytest.fixture
+async def pool(fresh_settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    created = await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=3)
+    await prepare_schema(created, READINESS)
+    yield created
+    await created.close()
+
+
+async def reported(pool: asyncpg.Pool) -> list[bool]:
+    rows = await pool.fetch("SELECT body FROM readiness.outbox ORDER BY position")
+    return [parse_event(row["body"]).data.ready for row in rows]
+
+
+async def test_errors_neither_mark_ready_nor_unready(pool: asyncpg.Pool) -> None:
+    event = make_event(
+        TaskSubmitted, subject=task_subject("T1"), subject_seq=1, producer="intake/test", actor="user:a",
+        data={"task_id": "T1", "idempotency_key": "k", "submission": a_submission(inputs=["s3://bkt/a.bin", "s3://bkt/b/"])},
+    )  # fmt: skip
+    async with pool.acquire() as conn, conn.transaction():
+        await insert_submitted(conn, "readiness", [event])
+    store = ScriptedStore()
+    checker = Checker(pool, Emitter("readiness", "readiness/test", "service:readiness"), store)
+
+    await checker.recheck(["T1"])
+    assert await reported(pool) == []  # unknown: no first report on an error
+    errors = await pool.fetch("SELECT available, last_error FROM readiness.inputs ORDER BY position")
+    assert [(r["available"], "connection refused" in r["last_error"]) for r in errors] == [(None, True), (None, True)]
+
+    store.answer = "missing"
+    await checker.recheck(["T1"])
+    store.answer = "error"
+    await checker.recheck(["T1"])
+    assert await reported(pool) == [False]
+    assert await pool.fetchval("SELECT bool_or(available) FROM readiness.inputs") is False
+
+    store.answer = "found"
+    await checker.recheck(["T1"])
+    store.answer = "error"
+    await checker.recheck(["T1"])
+    assert await reported(pool) == [False, True]
+    assert sorted(set(store.heads)) == [("bkt", "a.bin"), ("bkt", "b/_READY")]

@@ -1,0 +1,207 @@
+"""Readiness against real Redis, PostgreSQL and S3, with intake in front: objects and `_READY`
+markers that appear later, datasets signalled through `cf:ingest`, redelivery, closed tasks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+
+from services.intake.service import SPEC as INTAKE
+from services.readiness.board import load_board
+from services.readiness.service import ReadinessSettings, make_spec
+from shared.delivery import create_pool, wire_fields
+from shared.events import TaskReadinessChanged, TaskSubmitted, make_event
+from shared.events.subjects import task_subject
+from shared.names import EVENTS_STREAM
+from shared.settings import Settings
+from shared.storage import ObjectStore, open_object_store
+from tests.helpers.delivery_support import unique
+from tests.integration.intake.harness import ServicesRunning, a_submission, published_events, xadd_ingest
+
+READINESS = make_spec(ReadinessSettings(sweep_seconds=0.2))
+
+
+@pytest.fixture
+async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
+    client = Redis.from_url(fresh_settings.redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def pool(fresh_settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    created = await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=3)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+async def store(fresh_settings: Settings) -> AsyncIterator[ObjectStore]:
+    async with open_object_store(fresh_settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def bucket(store: ObjectStore) -> str:
+    name = unique("rd").replace("_", "-")
+    await store.ensure_bucket(name)
+    return name
+
+
+async def readiness_of(redis: Redis, task_id: str) -> list[TaskReadinessChanged]:
+    events = await published_events(redis, "task.readiness_changed")
+    return [e for e in events if e.data.task_id == task_id]  # type: ignore[misc]
+
+
+async def submitted_task(services: ServicesRunning, redis: Redis, name: str) -> TaskSubmitted:
+    async def found() -> bool:
+        return any(e.data.submission.name == name for e in await published_events(redis, "task.submitted"))
+
+    assert await services.wait_until(found)
+    return next(e for e in await published_events(redis, "task.submitted") if e.data.submission.name == name)  # type: ignore[return-value]
+
+
+async def swept_after(pool: asyncpg.Pool, task_id: str, services: ServicesRunning) -> None:
+    """Wait until a check of `task_id` started after now has completed."""
+    since = await pool.fetchval("SELECT now()")
+
+    async def checked() -> bool:
+        return bool(await pool.fetchval("SELECT checked_at > $2 FROM readiness.tasks WHERE task_id = $1", task_id, since))
+
+    assert await services.wait_until(checked)
+
+
+async def test_an_object_that_appears_later_makes_the_task_ready_via_the_sweep(
+    fresh_settings: Settings, redis: Redis, store: ObjectStore, bucket: str
+) -> None:
+    uri = f"s3://{bucket}/day/2024-06-01.parquet"
+    await xadd_ingest(redis, "task.submit", a_submission("needs-object", inputs=[uri]))
+    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+        task = await submitted_task(services, redis, "needs-object")
+
+        async def first_check() -> bool:
+            return len(await readiness_of(redis, task.data.task_id)) == 1
+
+        assert await services.wait_until(first_check)
+        await store.put(bucket, "day/2024-06-01.parquet", b"rows")
+
+        async def ready() -> bool:
+            return any(e.data.ready for e in await readiness_of(redis, task.data.task_id))
+
+        assert await services.wait_until(ready)
+
+    first, second = await readiness_of(redis, task.data.task_id)
+    assert (first.data.ready, first.data.missing_inputs, first.data.ready_fraction) == (False, (uri,), 0.0)
+    assert (second.data.ready, second.data.missing_inputs, second.data.ready_fraction) == (True, (), 1.0)
+    assert first.causation_id == task.event_id and first.correlation_id == task.event_id
+    assert (first.subject, first.subject_seq, second.subject_seq) == (task.subject, 1, 2)
+    assert first.actor == "service:readiness"
+
+
+async def test_a_prefix_is_ready_only_once_its_ready_marker_exists(
+    fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, store: ObjectStore, bucket: str
+) -> None:
+    await xadd_ingest(redis, "task.submit", a_submission("needs-prefix", inputs=[f"s3://{bucket}/shards/"]))
+    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+        task = await submitted_task(services, redis, "needs-prefix")
+        await store.put(bucket, "shards/part-0000", b"data")
+        await swept_after(pool, task.data.task_id, services)
+        assert [e.data.ready for e in await readiness_of(redis, task.data.task_id)] == [False]
+
+        await store.put(bucket, "shards/_READY", b"")
+
+        async def ready() -> bool:
+            return [e.data.ready for e in await readiness_of(redis, task.data.task_id)] == [False, True]
+
+        assert await services.wait_until(ready)
+        [row] = await load_board(pool)
+        assert (row.task_id, row.status, row.missing_inputs, row.ready_fraction) == (task.data.task_id, "ready", (), 1.0)
+
+
+async def test_a_dataset_signalled_through_cf_ingest_makes_waiting_tasks_ready(
+    fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, store: ObjectStore, bucket: str
+) -> None:
+    await store.put(bucket, "vocab.json", b"{}")
+    inputs = [{"dataset": "clicks", "version": 7}, f"s3://{bucket}/vocab.json"]
+    await xadd_ingest(redis, "task.submit", a_submission("needs-dataset", inputs=inputs))
+    await xadd_ingest(redis, "task.submit", a_submission("no-inputs"))
+    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+        task = await submitted_task(services, redis, "needs-dataset")
+        plain = await submitted_task(services, redis, "no-inputs")
+
+        async def both_checked() -> bool:
+            return bool(await readiness_of(redis, task.data.task_id)) and bool(await readiness_of(redis, plain.data.task_id))
+
+        assert await services.wait_until(both_checked)
+        board = {row.task_id: row for row in await load_board(pool)}
+        assert board[task.data.task_id].missing_inputs == ("clicks@7",)
+        await xadd_ingest(redis, "data.ready", {"dataset": "clicks", "version": "7"}, actor="upstream:etl")
+
+        async def ready() -> bool:
+            return len(await readiness_of(redis, task.data.task_id)) == 2
+
+        assert await services.wait_until(ready)
+
+    [signal] = await published_events(redis, "data.ready_signalled")
+    first, second = await readiness_of(redis, task.data.task_id)
+    assert (first.data.ready, first.data.ready_fraction, str(first.data.missing_inputs[0])) == (False, 0.5, "clicks@7")
+    assert (second.data.ready, second.causation_id, second.correlation_id) == (True, signal.event_id, task.event_id)
+    [at_once] = await readiness_of(redis, plain.data.task_id)
+    assert (at_once.data.ready, at_once.data.ready_fraction) == (True, 1.0)
+
+
+async def test_a_redelivered_event_is_applied_once(fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool) -> None:
+    submitted = make_event(
+        TaskSubmitted, subject=task_subject("T-redelivered"), subject_seq=1, producer="intake/test", actor="user:a",
+        data={"task_id": "T-redelivered", "idempotency_key": "k", "submission": a_submission()},
+    )  # fmt: skip
+    for _ in range(3):
+        await redis.xadd(EVENTS_STREAM, wire_fields(submitted))
+    marker = make_event(
+        TaskSubmitted, subject=task_subject("T-marker"), subject_seq=1, producer="intake/test", actor="user:a",
+        data={"task_id": "T-marker", "idempotency_key": "m", "submission": a_submission()},
+    )  # fmt: skip
+    async with ServicesRunning(fresh_settings, READINESS) as services:
+        await redis.xadd(EVENTS_STREAM, wire_fields(submitted))  # a later batch too
+        await redis.xadd(EVENTS_STREAM, wire_fields(marker))
+
+        async def marker_checked() -> bool:
+            return bool(await readiness_of(redis, "T-marker"))
+
+        assert await services.wait_until(marker_checked)
+
+    assert [e.data.ready for e in await readiness_of(redis, "T-redelivered")] == [True]
+    assert await pool.fetchval("SELECT count(*) FROM readiness.tasks WHERE task_id = 'T-redelivered'") == 1
+
+
+async def test_a_cancelled_task_is_no_longer_checked(
+    fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, store: ObjectStore, bucket: str
+) -> None:
+    await xadd_ingest(redis, "task.submit", a_submission("doomed", inputs=[f"s3://{bucket}/late.bin"]))
+    await xadd_ingest(redis, "task.submit", a_submission("witness", inputs=[f"s3://{bucket}/never.bin"]))
+    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+        doomed = await submitted_task(services, redis, "doomed")
+        witness = await submitted_task(services, redis, "witness")
+
+        async def first_checks() -> bool:
+            return bool(await readiness_of(redis, doomed.data.task_id))
+
+        assert await services.wait_until(first_checks)
+        cancelled = make_event(
+            "task.cancelled", subject=doomed.subject, subject_seq=9, producer="dispatcher/test", actor="user:a",
+            data={"task_id": doomed.data.task_id, "reason": "not needed"},
+        )  # fmt: skip
+        await redis.xadd(EVENTS_STREAM, wire_fields(cancelled))
+
+        async def closed() -> bool:
+            return await pool.fetchval("SELECT closed_by FROM readiness.tasks WHERE task_id = $1", doomed.data.task_id) == "task.cancelled"
+
+        assert await services.wait_until(closed)
+        await store.put(bucket, "late.bin", b"x")
+        await swept_after(pool, witness.data.task_id, services)
+
+    assert [e.data.ready for e in await readiness_of(redis, doomed.data.task_id)] == [False]
+    assert [row.task_id for row in await load_board(pool)] == [witness.data.task_id]
