@@ -1,0 +1,200 @@
+"""`cardflow tasks`, `cardflow status TASK`, `cardflow console`: read the task views, serve the console.
+
+Where the database is: `CARDFLOW_DATABASE_URL`, else the running local instance (`cardflow up`)
+of the data dir. `--json` prints machine-readable output (a list for `tasks`, one object with its
+`history` for `status`); otherwise rich tables coloured by state, in English or Chinese (`--lang zh`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar
+
+import asyncpg
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from shared.embedded import running_instance
+from shared.events.states import TaskState
+from shared.projection import TaskView
+from shared.settings import Settings, get_settings, redact_url
+
+console = Console()
+errors = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
+
+
+class Lang(StrEnum):
+    en = "en"
+    zh = "zh"
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+LangOption = Annotated[Lang, typer.Option("--lang", help="Labels: en or zh (中文)")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tasks")(tasks)
+    app.command("status")(status)
+    app.command("console")(console_command)
+
+
+def fail(message: str) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def resolve_settings() -> Settings:
+    """The configured backends, else those of the local instance running on the data dir."""
+    settings = get_settings()
+    if settings.database_dsn:
+        return settings
+    found = running_instance(settings.data_dir)
+    if found is None:
+        raise fail(
+            f"no cardflow instance is configured or running: set CARDFLOW_DATABASE_URL, or start one with "
+            f"`cardflow up` (looked for a running instance on data dir {settings.data_dir})"
+        )
+    return found.settings()
+
+
+def run_query(settings: Settings, query: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+    """Run `query(pool)` against the views; clear messages when the database or the views are missing."""
+    from shared.delivery.db import create_pool
+
+    async def main() -> T:
+        pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
+        try:
+            return await query(pool)
+        finally:
+            await pool.close()
+
+    try:
+        return asyncio.run(main())
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
+            asyncpg.InvalidAuthorizationSpecificationError) as exc:
+        raise fail(f"cannot reach PostgreSQL at {redact_url(settings.database_dsn)}: {exc}") from None
+    except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+        raise fail("no task views in this database yet: is the views service running? "
+                   "(`cardflow service views`, or `cardflow up`)") from None
+
+
+def tasks(
+    state: Annotated[TaskState | None, typer.Option("--state", help="Only tasks in this state")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (most recently changed first)")] = 200,
+    as_json: JsonOption = False,
+    lang: LangOption = Lang.en,
+) -> None:
+    """List tasks with their state and the reason they wait (or ended)."""
+    from services.console.views import list_tasks
+
+    views = run_query(resolve_settings(), lambda pool: list_tasks(pool, state, limit))
+    if as_json:
+        print(json.dumps([view.model_dump(mode="json") for view in views], ensure_ascii=False, indent=2))
+        return
+    console.print(tasks_table(views, lang))
+
+
+def status(
+    task: Annotated[str, typer.Argument(help="Task id (or its idempotency key)")],
+    as_json: JsonOption = False,
+    lang: LangOption = Lang.en,
+) -> None:
+    """One task: its state, why it waits or how it ended, and its history."""
+    from services.console.views import find_task_by_idempotency_key, load_task, task_history
+
+    async def load(pool: asyncpg.Pool) -> tuple[TaskView | None, list[Any]]:
+        view = await load_task(pool, task) or await find_task_by_idempotency_key(pool, task)
+        return view, (await task_history(pool, view.id) if view else [])
+
+    view, history = run_query(resolve_settings(), load)
+    if view is None:
+        raise fail(f"no task {task!r} in the views (neither an id nor an idempotency key); "
+                   "a task submitted a moment ago may take a moment to appear")
+    if as_json:
+        body = view.model_dump(mode="json") | {"history": [entry.model_dump(mode="json") for entry in history]}
+        print(json.dumps(body, ensure_ascii=False, indent=2))
+        return
+    console.print(status_table(view, lang))
+    console.print(history_table(history, lang))
+
+
+def console_command(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on")] = 8080,
+) -> None:
+    """Serve the HTTP API (/v1, /docs) and the web console (/) until Ctrl-C."""
+    import uvicorn
+
+    from services.console.app import create_app
+    from shared.logging import configure_logging
+
+    configure_logging()
+    settings = resolve_settings()
+    console.print(f"cardflow console on http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+
+def state_text(state: TaskState, lang: Lang) -> Text:
+    from services.console.labels import STATE_STYLES, state_label
+
+    return Text(state_label(state, lang.value), style=STATE_STYLES[state])
+
+
+def tasks_table(views: list[TaskView], lang: Lang) -> Table:
+    from services.console.labels import UI_LABELS, reason_label
+
+    label = UI_LABELS[lang.value]
+    table = Table(title=f"{label['tasks']} ({len(views)})")
+    for column in ("task", "name", "state", "reason", "project", "card_type", "node", "updated"):
+        table.add_column(label[column], overflow="fold")
+    for view in views:
+        reason = Text(reason_label(view.reason, lang.value))
+        reason.append(f"\n{view.reason_detail}", style="dim")
+        updated = view.last_event_at.strftime("%Y-%m-%d %H:%M:%S") if view.last_event_at else ""
+        table.add_row(view.id, view.name or "-", state_text(view.state, lang), reason, view.project or "",
+                      view.card_type or "", view.node_id or "", updated)
+    return table
+
+
+def status_table(view: TaskView, lang: Lang) -> Table:
+    from services.console.labels import UI_LABELS, reason_label
+
+    label = UI_LABELS[lang.value]
+    table = Table(title=f"{label['task']} {view.id}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    cost = f"{view.match.est_cost:.2f}" if view.match else ""
+    progress = f"{view.progress:.0%}" if view.progress is not None else ""
+    for key, value in (
+        ("name", view.name or "-"), ("state", state_text(view.state, lang)),
+        ("reason", f"{reason_label(view.reason, lang.value)}: {view.reason_detail}"),
+        ("project", view.project or ""), ("priority", f"{view.priority_class or ''} {view.priority or ''}".strip()),
+        ("gpus", str(view.gpus or "")), ("card_type", view.card_type or ""), ("node", view.node_id or ""),
+        ("cost", cost), ("used_cost", f"{view.used_cost:.2f}"), ("progress", progress),
+        ("attempts", str(view.attempts)), ("missing", ", ".join(view.missing_inputs)),
+    ):
+        table.add_row(label[key], value)
+    return table
+
+
+def history_table(history: list[Any], lang: Lang) -> Table:
+    from services.console.labels import UI_LABELS, reason_label
+
+    label = UI_LABELS[lang.value]
+    table = Table(title=label["history"])
+    for column in ("updated", "event", "state", "reason"):
+        table.add_column(label.get(column, column), overflow="fold")
+    for entry in history:
+        reason = Text(reason_label(entry.reason, lang.value))
+        reason.append(f"\n{entry.detail}", style="dim")
+        table.add_row(entry.occurred_at.strftime("%Y-%m-%d %H:%M:%S"), entry.type, state_text(entry.state, lang), reason)
+    return table

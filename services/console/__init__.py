@@ -1,0 +1,1 @@
+"""The console: task views, the views service, the HTTP API and web page, `cardflow tasks/status/console`."""

@@ -1,0 +1,176 @@
+"""The HTTP API v1: submit, list, show and cancel tasks; the readiness board; the fleet.
+
+Writes go through intake's commands (`services.intake.commands`) with an intake `Emitter`, so an
+HTTP submission is exactly an ingest submission: validated, stored, `task.submitted` or
+`task.rejected` in intake's outbox. Reads come from the views (eventually consistent: a task
+submitted a moment ago may answer 404 for a short while).
+
+Who is asking: the `X-Cardflow-Actor` header (e.g. `user:alice`), else `api:anonymous`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from services.common.runtime import Emitter
+from services.console.views import DEFAULT_LIMIT, Fleet, HistoryEntry, list_tasks, load_fleet, load_task, task_history
+from services.intake.commands import request_cancel, submit_task
+from services.readiness.board import load_board
+from shared.events.states import TaskState
+from shared.projection import TaskView
+from shared.submission import Problem
+
+INTAKE_SCHEMA = "intake"
+ACTOR_HEADER = "x-cardflow-actor"
+ANONYMOUS = "api:anonymous"
+MAX_BODY_BYTES = 1_000_000
+
+router = APIRouter(prefix="/v1")
+
+
+class Submitted(BaseModel):
+    task_id: str
+    created: bool = Field(description="False when the idempotency key was seen before (task_id is the original)")
+
+
+class Rejected(BaseModel):
+    task_id: str | None = Field(description="id of the rejected attempt (look it up with GET /v1/tasks/{id})")
+    problems: list[Problem] = Field(description="every problem: field, value received, what was expected")
+
+
+class CancelAccepted(BaseModel):
+    task_id: str
+    cancel_requested: bool = True
+
+
+class CancelBody(BaseModel):
+    reason: str | None = Field(None, max_length=2000)
+
+
+class TaskWithHistory(BaseModel):
+    task: TaskView
+    history: list[HistoryEntry]
+
+
+class BoardSummary(BaseModel):
+    ready: int
+    waiting: int
+    checking: int
+    tasks: list[dict[str, Any]] = Field(description="open tasks: waiting (with missing inputs) first, then ready")
+
+
+def pool_of(request: Request) -> asyncpg.Pool:
+    return request.app.state.pool
+
+
+Pool = Annotated[asyncpg.Pool, Depends(pool_of)]
+
+
+def actor_of(request: Request) -> str:
+    return request.headers.get(ACTOR_HEADER) or ANONYMOUS
+
+
+def intake_emitter(request: Request, actor: str) -> Emitter:
+    return Emitter(INTAKE_SCHEMA, request.app.state.producer, actor)
+
+
+@router.post(
+    "/tasks",
+    status_code=201,
+    response_model=Submitted,
+    responses={200: {"model": Submitted, "description": "idempotency key seen before"},
+               422: {"model": Rejected, "description": "invalid submission, every problem listed"}},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/TaskSubmission"}}}}},
+    summary="Submit a task (body = submission schema v1)",
+)
+async def post_task(request: Request, pool: Pool) -> JSONResponse:
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"a submission is at most {MAX_BODY_BYTES} bytes")
+    actor = actor_of(request)
+    outcome = await submit_task(pool, intake_emitter(request, actor), _decode(body), actor)
+    if outcome.problems:
+        rejected = Rejected(task_id=outcome.task_id, problems=outcome.problems)
+        return JSONResponse(rejected.model_dump(mode="json"), status_code=422)
+    submitted = Submitted(task_id=outcome.task_id, created=outcome.created)
+    return JSONResponse(submitted.model_dump(), status_code=201 if outcome.created else 200)
+
+
+def _decode(body: bytes) -> Any:
+    """The JSON body; text that is not JSON is passed on as text, so intake rejects it with a reason."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body.decode("utf-8", errors="replace")
+
+
+@router.get("/tasks", response_model=list[TaskView], summary="Recently changed tasks")
+async def get_tasks(
+    pool: Pool,
+    state: Annotated[TaskState | None, Query(description="only tasks in this state")] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_LIMIT,
+) -> list[TaskView]:
+    return await list_tasks(pool, state, limit)
+
+
+@router.get("/tasks/{task_id}", response_model=TaskView, responses={404: {"description": "unknown task"}})
+async def get_task(task_id: str, pool: Pool) -> TaskView:
+    view = await load_task(pool, task_id)
+    if view is None:
+        raise HTTPException(404, _not_found(task_id))
+    return view
+
+
+@router.get("/tasks/{task_id}/history", response_model=TaskWithHistory, responses={404: {"description": "unknown task"}})
+async def get_task_history(task_id: str, pool: Pool) -> TaskWithHistory:
+    view = await load_task(pool, task_id)
+    if view is None:
+        raise HTTPException(404, _not_found(task_id))
+    return TaskWithHistory(task=view, history=await task_history(pool, task_id))
+
+
+@router.post(
+    "/tasks/{task_id}/cancel", status_code=202, response_model=CancelAccepted,
+    responses={404: {"description": "unknown task"}},
+)
+async def cancel_task(
+    task_id: str, request: Request, pool: Pool, body: Annotated[CancelBody | None, Body()] = None
+) -> CancelAccepted:
+    actor = actor_of(request)
+    known = await request_cancel(pool, intake_emitter(request, actor), task_id, actor, body.reason if body else None)
+    if not known:
+        raise HTTPException(404, f"no task with id {task_id!r} was ever submitted; nothing to cancel")
+    return CancelAccepted(task_id=task_id)
+
+
+@router.get("/board", response_model=BoardSummary, summary="Readiness board: what can run, what waits on which data")
+async def get_board(pool: Pool) -> BoardSummary:
+    try:
+        rows = await load_board(pool)
+    except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+        raise HTTPException(503, "the readiness board is not available yet: the readiness service has not started") from None
+    statuses = [row.status for row in rows]
+    return BoardSummary(
+        ready=statuses.count("ready"), waiting=statuses.count("waiting"), checking=statuses.count("checking"),
+        tasks=[{**asdict(row), "status": row.status} for row in rows],
+    )
+
+
+@router.get("/fleet", response_model=Fleet, summary="Nodes, their leases in force, totals per card type")
+async def get_fleet(pool: Pool) -> Fleet:
+    return await load_fleet(pool)
+
+
+def _not_found(task_id: str) -> str:
+    return (
+        f"no task with id {task_id!r} in the views; if it was submitted a moment ago, retry shortly"
+        " (views are updated from the event log), otherwise check the id"
+    )

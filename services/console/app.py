@@ -1,0 +1,103 @@
+"""The console process (`cardflow console`): the HTTP API v1, its OpenAPI, and the web console.
+
+    app = create_app(settings)        # serve with uvicorn; tests use httpx's ASGI transport
+
+- `/v1/...`: the API (`services.console.api`); OpenAPI at `/openapi.json`, Swagger UI at `/docs`.
+- `/`: one self-contained HTML page (no build step, no CDN) polling the API: tasks with their
+  state and reason, the readiness board, the fleet; English / 中文.
+- `/healthz`: 200 when PostgreSQL answers, else 503.
+
+At start-up the process applies the `views` and `intake` schema migrations (idempotent and
+serialised, like every service start), so the API works before those services first ran; the
+views fill once the views service (`cardflow service views`) runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from services.common.runtime import prepare_schema
+from services.console.api import router
+from services.console.labels import all_labels
+from services.console.projector import SPEC as VIEWS_SPEC
+from services.intake.service import SPEC as INTAKE_SPEC
+from shared.delivery.db import create_pool
+from shared.settings import Settings
+from shared.submission import TaskSubmission
+
+PAGE = Path(__file__).parent / "static" / "index.html"
+LABELS_PLACEHOLDER = "/*CARDFLOW_LABELS*/null"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The console's ASGI app; connections open in its lifespan (never at import time)."""
+    if not settings.database_dsn:
+        raise RuntimeError("CARDFLOW_DATABASE_URL is not set (see `cardflow endpoints`)")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = await create_pool(settings.database_dsn or "")
+        try:
+            for spec in (VIEWS_SPEC, INTAKE_SPEC):
+                await prepare_schema(pool, spec)
+            app.state.pool = pool
+            app.state.producer = f"console/{settings.instance}-{os.getpid()}"
+            yield
+        finally:
+            await pool.close()
+
+    app = FastAPI(
+        title="cardflow API",
+        version="1",
+        summary="Submit GPU tasks, watch their state and why they wait, see the readiness board and the fleet.",
+        lifespan=lifespan,
+    )
+    app.include_router(router)
+    app.add_api_route("/", page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
+    app.add_api_route("/healthz", healthz, methods=["GET"], summary="200 when the database answers")
+    app.add_api_route("/v1/labels", labels, methods=["GET"], summary="Console labels in English and Chinese")
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def render_page() -> str:
+    """The web console with its labels inlined (the page needs no extra request to show text)."""
+    return PAGE.read_text(encoding="utf-8").replace(LABELS_PLACEHOLDER, json.dumps(all_labels(), ensure_ascii=False))
+
+
+async def page() -> HTMLResponse:
+    return HTMLResponse(render_page())
+
+
+async def healthz(request: Request) -> JSONResponse:
+    try:
+        await request.app.state.pool.fetchval("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure means unhealthy; report it
+        return JSONResponse({"status": "unhealthy", "database": repr(exc)}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+async def labels() -> dict[str, Any]:
+    return all_labels()
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema plus the submission schema v1 (the POST body, validated by intake, not FastAPI)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+    submission = TaskSubmission.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(submission.pop("$defs", {}))
+    components["TaskSubmission"] = submission
+    app.openapi_schema = schema
+    return schema

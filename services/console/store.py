@@ -1,0 +1,182 @@
+"""Writes of the views service: fold a batch of events into `views.tasks`, `views.events`, the fleet.
+
+One call per consumed batch, inside the batch's transaction:
+
+1. task events: lock the batch's task ids (advisory, in a fixed order, so two views instances
+   never interleave on one task), load their views, `evolve` in stream order (pure), then one
+   multi-row upsert of the views and one multi-row insert of the history;
+2. fleet events: nodes (registered / lost) and leases (granted / ended), as order-independent
+   upserts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+
+from shared.events import Envelope
+from shared.logging import get_logger
+from shared.projection import TaskView, evolve, task_id_of
+
+SCHEMA = "views"
+LEASE_END_TYPES = {"lease.released", "lease.expired", "lease.revoked"}
+FLEET_TYPES = {"node.registered", "node.lost", "lease.granted"} | LEASE_END_TYPES
+
+log = get_logger(__name__)
+
+
+async def apply_events(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+    """Project `events` (already de-duplicated, in stream order) in the caller's transaction."""
+    await project_tasks(conn, [e for e in events if task_id_of(e) is not None])
+    await project_fleet(conn, [e for e in events if e.type in FLEET_TYPES])
+
+
+async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+    if not events:
+        return
+    task_ids = sorted({task_id_of(e) for e in events})  # type: ignore[type-var]
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(k) FROM"
+        " (SELECT hashtextextended('views.task:' || id, 0) AS k FROM unnest($1::text[]) AS id ORDER BY 1) AS keys",
+        task_ids,
+    )
+    views = await load_views(conn, task_ids)
+    history: list[tuple[Envelope, TaskView]] = []
+    for event in events:
+        task_id = task_id_of(event)
+        before = views.get(task_id)  # type: ignore[arg-type]
+        after = evolve(before, event)
+        if after is before or after is None:
+            log.warning("event superseded or repeated; not applied", event_id=event.event_id, type=event.type)
+            continue
+        views[after.id] = after
+        history.append((event, after))
+    changed = {view.id: view for _, view in history}
+    await save_views(conn, list(changed.values()))
+    await save_history(conn, history)
+
+
+async def load_views(conn: asyncpg.Connection, task_ids: Sequence[str]) -> dict[str, TaskView]:
+    rows = await conn.fetch(f"SELECT view FROM {SCHEMA}.tasks WHERE id = ANY($1::text[])", list(task_ids))
+    return {row["view"]["id"]: TaskView.model_validate(row["view"]) for row in rows}
+
+
+async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView]) -> None:
+    if not views:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.tasks (id, state, project, idempotency_key, name, updated_at, view)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])"
+        " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, project = EXCLUDED.project,"
+        " idempotency_key = EXCLUDED.idempotency_key, name = EXCLUDED.name, updated_at = EXCLUDED.updated_at,"
+        " view = EXCLUDED.view",
+        [v.id for v in views],
+        [v.state.value for v in views],
+        [v.project for v in views],
+        [v.idempotency_key for v in views],
+        [v.name for v in views],
+        [v.last_event_at for v in views],
+        [v.model_dump(mode="json") for v in views],
+    )
+
+
+async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelope, TaskView]]) -> None:
+    if not history:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.events (task_id, event_id, type, occurred_at, actor, state, reason, detail)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[],"
+        " $7::text[], $8::text[]) ON CONFLICT DO NOTHING",
+        [view.id for _, view in history],
+        [event.event_id for event, _ in history],
+        [event.type for event, _ in history],
+        [event.occurred_at for event, _ in history],
+        [event.actor for event, _ in history],
+        [view.state.value for _, view in history],
+        [view.reason for _, view in history],
+        [view.reason_detail for _, view in history],
+    )
+
+
+async def project_fleet(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+    for event in events:
+        if event.type == "node.registered":
+            await _node_registered(conn, event)
+        elif event.type == "node.lost":
+            await _node_lost(conn, event)
+    grants = _first_per_lease(e for e in events if e.type == "lease.granted")
+    ends = _first_per_lease(e for e in events if e.type in LEASE_END_TYPES)
+    if grants:
+        await _leases_granted(conn, grants)
+    if ends:
+        await _leases_ended(conn, ends)
+
+
+def _first_per_lease(events: Iterable[Envelope]) -> list[Envelope]:
+    """One event per lease (an upsert may touch a row once per statement); the first wins."""
+    first: dict[str, Envelope] = {}
+    for event in events:
+        first.setdefault(event.data.lease_id, event)
+    return list(first.values())
+
+
+async def _node_registered(conn: asyncpg.Connection, event: Envelope) -> None:
+    d = event.data
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.nodes (node_id, agent_id, card_type, gpus, mode, alive, registered_at)"
+        " VALUES ($1, $2, $3, $4, $5, true, $6) ON CONFLICT (node_id) DO UPDATE SET agent_id = EXCLUDED.agent_id,"
+        " card_type = EXCLUDED.card_type, gpus = EXCLUDED.gpus, mode = EXCLUDED.mode, alive = true,"
+        " registered_at = EXCLUDED.registered_at, lost_at = NULL, detail = ''",
+        d.node_id, d.agent_id, d.card_type, d.gpus, d.mode.value, event.occurred_at,
+    )
+
+
+async def _node_lost(conn: asyncpg.Connection, event: Envelope) -> None:
+    d = event.data
+    await conn.execute(
+        f"UPDATE {SCHEMA}.nodes SET alive = false, lost_at = $2, detail = $3 WHERE node_id = $1",
+        d.node_id, event.occurred_at, d.detail,
+    )
+
+
+async def _leases_granted(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+    grants = [e.data for e in events]
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.leases (lease_id, task_id, node_id, card_type, gpu_indices, granted_at)"
+        " SELECT lease_id, task_id, node_id, card_type, string_to_array(gpus, ',')::integer[], granted_at"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])"
+        " AS t(lease_id, task_id, node_id, card_type, gpus, granted_at)"
+        " ON CONFLICT (lease_id) DO UPDATE SET node_id = EXCLUDED.node_id, card_type = EXCLUDED.card_type,"
+        " gpu_indices = EXCLUDED.gpu_indices, granted_at = EXCLUDED.granted_at",
+        [g.lease_id for g in grants],
+        [g.task_id for g in grants],
+        [g.node_id for g in grants],
+        [g.card_type for g in grants],
+        [",".join(map(str, g.gpu_indices)) for g in grants],
+        [e.occurred_at for e in events],
+    )
+
+
+async def _leases_ended(conn: asyncpg.Connection, ends: Sequence[Envelope]) -> None:
+    """The first end recorded wins (a release after an expiry keeps the expiry as the reason)."""
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.leases AS l (lease_id, task_id, node_id, card_type, granted_at, ended_at, end_reason)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[],"
+        " $7::text[]) ON CONFLICT (lease_id) DO UPDATE SET ended_at = COALESCE(l.ended_at, EXCLUDED.ended_at),"
+        " end_reason = COALESCE(l.end_reason, EXCLUDED.end_reason), node_id = COALESCE(l.node_id, EXCLUDED.node_id),"
+        " card_type = COALESCE(l.card_type, EXCLUDED.card_type), granted_at = COALESCE(l.granted_at, EXCLUDED.granted_at)",
+        [e.data.lease_id for e in ends],
+        [e.data.task_id for e in ends],
+        [getattr(e.data, "node_id", None) for e in ends],
+        [getattr(e.data, "card_type", None) for e in ends],
+        [getattr(e.data, "granted_at", None) for e in ends],
+        [getattr(e.data, "ended_at", e.occurred_at) for e in ends],
+        [_end_reason(e) for e in ends],
+    )
+
+
+def _end_reason(event: Envelope) -> str:
+    if event.type == "lease.expired":
+        return "expired"
+    return event.data.reason.value

@@ -1,0 +1,153 @@
+"""Reads of the console's read models (`views` schema): tasks, a task's history, the fleet.
+
+Used by the HTTP API, `cardflow tasks/status` and other services' tools. The views are
+eventually consistent: a task submitted a moment ago may not be projected yet (None / absent).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict
+
+from services.console.store import SCHEMA
+from shared.events.states import TaskState
+from shared.projection import TaskView
+
+DEFAULT_LIMIT = 200
+
+
+class HistoryEntry(BaseModel):
+    """One event applied to a task, and what the task showed after it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str
+    type: str
+    occurred_at: datetime
+    actor: str
+    state: TaskState
+    reason: str
+    detail: str
+
+
+class LeaseView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    lease_id: str
+    task_id: str
+    gpu_indices: tuple[int, ...]
+    granted_at: datetime | None
+
+
+class NodeView(BaseModel):
+    """A node of the fleet with the leases in force on it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_id: str
+    agent_id: str
+    card_type: str
+    gpus: int
+    mode: str
+    alive: bool
+    registered_at: datetime
+    lost_at: datetime | None
+    detail: str
+    gpus_leased: int
+    leases: tuple[LeaseView, ...]
+
+
+class CardTypeTotals(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    card_type: str
+    nodes: int
+    gpus: int
+    gpus_leased: int
+
+
+class Fleet(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    nodes: tuple[NodeView, ...]
+    card_types: tuple[CardTypeTotals, ...]
+
+
+async def load_task(pool: asyncpg.Pool, task_id: str) -> TaskView | None:
+    """The task's view, or None when no event about it has been projected."""
+    row = await pool.fetchrow(f"SELECT view FROM {SCHEMA}.tasks WHERE id = $1", task_id)
+    return TaskView.model_validate(row["view"]) if row else None
+
+
+async def find_task_by_idempotency_key(pool: asyncpg.Pool, key: str) -> TaskView | None:
+    """The task submitted with this idempotency key (the earliest, should several be projected)."""
+    row = await pool.fetchrow(
+        f"SELECT view FROM {SCHEMA}.tasks WHERE idempotency_key = $1 ORDER BY id LIMIT 1", key
+    )
+    return TaskView.model_validate(row["view"]) if row else None
+
+
+async def list_tasks(
+    pool: asyncpg.Pool, state: TaskState | str | None = None, limit: int = DEFAULT_LIMIT
+) -> list[TaskView]:
+    """The most recently changed tasks, optionally only those in `state`."""
+    if state is None:
+        rows = await pool.fetch(f"SELECT view FROM {SCHEMA}.tasks ORDER BY updated_at DESC, id LIMIT $1", limit)
+    else:
+        rows = await pool.fetch(
+            f"SELECT view FROM {SCHEMA}.tasks WHERE state = $1 ORDER BY updated_at DESC, id LIMIT $2",
+            TaskState(state).value,
+            limit,
+        )
+    return [TaskView.model_validate(row["view"]) for row in rows]
+
+
+async def count_tasks_by_state(pool: asyncpg.Pool) -> dict[TaskState, int]:
+    rows = await pool.fetch(f"SELECT state, count(*) AS n FROM {SCHEMA}.tasks GROUP BY state")
+    return {TaskState(row["state"]): row["n"] for row in rows}
+
+
+async def task_history(pool: asyncpg.Pool, task_id: str) -> list[HistoryEntry]:
+    """The task's applied events, oldest first."""
+    rows = await pool.fetch(
+        f"SELECT event_id, type, occurred_at, actor, state, reason, detail FROM {SCHEMA}.events"
+        " WHERE task_id = $1 ORDER BY occurred_at, event_id",
+        task_id,
+    )
+    return [HistoryEntry(**dict(row)) for row in rows]
+
+
+async def load_fleet(pool: asyncpg.Pool) -> Fleet:
+    """Every node ever registered (alive first), its leases in force, and totals per card type."""
+    nodes = await pool.fetch(f"SELECT * FROM {SCHEMA}.nodes ORDER BY alive DESC, card_type, node_id")
+    leases = await pool.fetch(
+        f"SELECT lease_id, task_id, node_id, gpu_indices, granted_at FROM {SCHEMA}.leases"
+        " WHERE ended_at IS NULL ORDER BY granted_at, lease_id"
+    )
+    by_node: dict[str, list[LeaseView]] = {}
+    for row in leases:
+        lease = LeaseView(lease_id=row["lease_id"], task_id=row["task_id"], gpu_indices=tuple(row["gpu_indices"] or ()),
+                          granted_at=row["granted_at"])
+        by_node.setdefault(row["node_id"], []).append(lease)
+    views = tuple(_node_view(dict(row), by_node.get(row["node_id"], [])) for row in nodes)
+    return Fleet(nodes=views, card_types=_totals(views))
+
+
+def _node_view(row: dict, leases: list[LeaseView]) -> NodeView:
+    leased = len({index for lease in leases for index in lease.gpu_indices})
+    return NodeView(**row, gpus_leased=leased, leases=tuple(leases))
+
+
+def _totals(nodes: tuple[NodeView, ...]) -> tuple[CardTypeTotals, ...]:
+    totals: dict[str, CardTypeTotals] = {}
+    for node in nodes:
+        if not node.alive:
+            continue
+        seen = totals.get(node.card_type, CardTypeTotals(card_type=node.card_type, nodes=0, gpus=0, gpus_leased=0))
+        totals[node.card_type] = CardTypeTotals(
+            card_type=node.card_type, nodes=seen.nodes + 1, gpus=seen.gpus + node.gpus,
+            gpus_leased=seen.gpus_leased + node.gpus_leased,
+        )
+    return tuple(totals[card] for card in sorted(totals))

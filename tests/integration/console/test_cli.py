@@ -1,0 +1,114 @@
+"""`cardflow tasks` / `cardflow status` as a user runs them: a subprocess reading the views."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from services.console.projector import SPEC as VIEWS
+from services.console.views import load_task
+from shared.events import new_event_id
+from shared.settings import Settings
+from tests.helpers.task_events import TaskStory
+from tests.integration.console.harness import Services
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def env_for(settings: Settings | None, data_dir: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
+    env["CARDFLOW_DATA_DIR"] = str(data_dir)
+    env["COLUMNS"] = "200"
+    if settings is not None:
+        env["CARDFLOW_DATABASE_URL"] = settings.database_dsn or ""
+        env["CARDFLOW_REDIS_URL"] = settings.redis_url or ""
+    return env
+
+
+async def cardflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", *args, cwd=REPO_ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_tasks_json_and_status(fresh_settings: Settings, tmp_path: Path) -> None:
+    waiting, running = TaskStory(new_event_id()), TaskStory(new_event_id())
+    events = [waiting.submitted(idempotency_key="key-w"), waiting.readiness(False), running.submitted(name="run-me"),
+              running.readiness(True), running.matched(), running.granted(), running.started()]
+    async with Services(fresh_settings, VIEWS) as services:
+        await services.publish(*events)
+
+        async def projected() -> bool:
+            view = await load_task(services.pool, running.task_id)
+            return view is not None and view.state == "running" and await load_task(services.pool, waiting.task_id) is not None
+
+        assert await services.wait_until(projected)
+    env = env_for(fresh_settings, tmp_path)
+
+    code, out, err = await cardflow(env, "tasks", "--json")
+    assert code == 0, err
+    listed = json.loads(out)
+    assert isinstance(listed, list) and {t["id"] for t in listed} == {waiting.task_id, running.task_id}
+    assert all({"id", "name", "idempotency_key", "state", "reason"} <= set(t) for t in listed)
+    by_id = {t["id"]: t for t in listed}
+    assert (by_id[waiting.task_id]["state"], by_id[waiting.task_id]["reason"]) == ("waiting_data", "data_not_ready")
+
+    code, out, _ = await cardflow(env, "tasks", "--state", "running", "--json")
+    assert [t["name"] for t in json.loads(out)] == ["run-me"]
+
+    code, out, err = await cardflow(env, "status", "key-w", "--json")
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["id"] == waiting.task_id and [h["type"] for h in status["history"]] == [
+        "task.submitted", "task.readiness_changed"]
+
+    code, out, err = await cardflow(env, "tasks", "--lang", "zh")
+    assert code == 0, err
+    assert "等待数据" in out and "运行中" in out
+
+    code, _, err = await cardflow(env, "status", "NO-SUCH-TASK")
+    assert code == 1 and "NO-SUCH-TASK" in err
+
+
+async def test_clear_errors_without_an_instance_or_without_views(fresh_settings: Settings, tmp_path: Path) -> None:
+    code, _, err = await cardflow(env_for(None, tmp_path), "tasks")
+    assert code == 1 and "no cardflow instance is configured or running" in err and "cardflow up" in err
+
+    code, _, err = await cardflow(env_for(fresh_settings, tmp_path), "tasks", "--json")  # database without views
+    assert code == 1 and "views service" in err
+
+
+async def test_console_command_serves_the_api_until_terminated(fresh_settings: Settings, tmp_path: Path) -> None:
+    import socket
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "console", "--port", str(port), cwd=REPO_ROOT,
+        env=env_for(fresh_settings, tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            health = None
+            for _ in range(600):  # up to ~60 s for the interpreter, migrations and uvicorn to start
+                try:
+                    health = await client.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+            assert health is not None and health.json() == {"status": "ok"}
+            assert (await client.get("/v1/tasks")).json() == []
+    finally:
+        process.terminate()
+        _, err = await process.communicate()
+    # uvicorn shuts down gracefully, then re-raises the captured SIGTERM (exit status -15)
+    assert process.returncode in (0, -15) and b"Traceback" not in err, err.decode()

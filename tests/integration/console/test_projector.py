@@ -1,0 +1,125 @@
+"""The views service against real Redis and PostgreSQL: cf:events in, views.* rows out."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from services.console.projector import SPEC as VIEWS
+from services.console.views import find_task_by_idempotency_key, list_tasks, load_fleet, load_task, task_history
+from shared.events import make_event, new_event_id
+from shared.events.states import TaskState
+from shared.events.subjects import lease_subject, node_subject
+from shared.settings import Settings
+from tests.helpers.task_events import TaskStory
+
+from tests.integration.console.harness import Services
+
+
+def node_registered(story: TaskStory, node: str, card: str = "A100", gpus: int = 8):
+    data = {"node_id": node, "agent_id": f"agent-{node}", "card_type": card, "gpus": gpus, "mode": "sim"}
+    return story.emit("dispatcher", "node.registered", data, subject=node_subject(node))
+
+
+def lease_released(story: TaskStory, node: str = "n1", reason: str = "succeeded"):
+    data = {"lease_id": story.lease_id, "task_id": story.task_id, "node_id": node, "card_type": "A100", "gpus": 2,
+            "granted_at": story.clock - timedelta(seconds=5), "ended_at": story.clock, "reason": reason}
+    return story.emit("dispatcher", "lease.released", data, subject=lease_subject(story.lease_id))
+
+
+async def test_views_service_projects_tasks_history_and_fleet(fresh_settings: Settings) -> None:
+    done, waiting, running = TaskStory(new_event_id()), TaskStory(new_event_id()), TaskStory(new_event_id())
+    events = [
+        node_registered(done, "n1"),
+        done.submitted(idempotency_key="nightly-eval"), waiting.submitted(), running.submitted(),
+        done.readiness(True), waiting.readiness(False), running.readiness(True),
+        done.matched(), running.matched(), done.queued(), running.queued(),
+        done.granted(), running.granted(gpus=(2, 3)), done.started(), running.started(),
+        done.succeeded(), lease_released(done),
+    ]
+    async with Services(fresh_settings, VIEWS) as services:
+        await services.publish(*events)
+        pool = services.pool
+
+        async def all_projected() -> bool:
+            return len(await list_tasks(pool)) == 3 and (await load_task(pool, done.task_id)).is_terminal
+
+        assert await services.wait_until(all_projected)
+        finished = await load_task(pool, done.task_id)
+        assert (finished.state, finished.attempts, finished.card_type) == (TaskState.SUCCEEDED, 1, "A100")
+        assert (await load_task(pool, waiting.task_id)).state is TaskState.WAITING_DATA
+        assert [v.id for v in await list_tasks(pool, state="running")] == [running.task_id]
+        assert (await find_task_by_idempotency_key(pool, "nightly-eval")).id == done.task_id
+
+        history = await task_history(pool, done.task_id)
+        assert [h.type for h in history] == [e.type for e in done.by_owner["intake"] + done.by_owner["readiness"]
+                                             + done.by_owner["matcher"]] + [
+            "task.queued", "lease.granted", "task.started", "task.succeeded"]
+        assert history[-1].state is TaskState.SUCCEEDED
+
+        fleet = await load_fleet(pool)
+        [node] = fleet.nodes
+        assert (node.node_id, node.alive, node.gpus, node.gpus_leased) == ("n1", True, 8, 2)
+        assert [lease.task_id for lease in node.leases] == [running.task_id]
+        assert [(c.card_type, c.gpus, c.gpus_leased) for c in fleet.card_types] == [("A100", 8, 2)]
+
+
+async def test_facets_arriving_before_the_submission_and_redeliveries(fresh_settings: Settings) -> None:
+    story = TaskStory(new_event_id())
+    early = [story.readiness(False, fraction=0.25)]
+    submitted = story.submitted()
+    async with Services(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        await services.publish(*early)
+
+        async def partial() -> bool:
+            view = await load_task(pool, story.task_id)
+            return view is not None and view.state is TaskState.WAITING_DATA
+
+        assert await services.wait_until(partial)
+        assert (await load_task(pool, story.task_id)).name is None
+        await services.publish(submitted, submitted, early[0])  # the submission, then two redeliveries
+
+        async def named() -> bool:
+            view = await load_task(pool, story.task_id)
+            return view.name is not None
+
+        assert await services.wait_until(named)
+        marker = story.readiness(True)
+        await services.publish(marker)
+
+        async def ready() -> bool:
+            return (await load_task(pool, story.task_id)).ready is True
+
+        assert await services.wait_until(ready)
+        view = await load_task(pool, story.task_id)
+        assert (view.events, view.state) == (3, TaskState.SUBMITTED)
+        assert len(await task_history(pool, story.task_id)) == 3
+
+
+async def test_node_lost_and_expired_lease_free_the_gpus(fresh_settings: Settings) -> None:
+    story = TaskStory(new_event_id())
+    lost = make_event(
+        "node.lost", subject=node_subject("n7"), subject_seq=2, producer="dispatcher/test", actor="service:dispatcher",
+        data={"node_id": "n7", "agent_id": "agent-n7", "detail": "no heartbeat for 30 s", "lease_ids": []},
+    )
+    async with Services(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        granted = story.granted(node="n7")
+        expired = story.emit("dispatcher", "lease.expired", {"lease_id": story.lease_id, "task_id": story.task_id},
+                             subject=lease_subject(story.lease_id))
+        await services.publish(node_registered(story, "n7", card="T4", gpus=4), granted)
+
+        async def leased() -> bool:
+            fleet = await load_fleet(pool)
+            return bool(fleet.nodes) and fleet.nodes[0].gpus_leased == 2
+
+        assert await services.wait_until(leased)
+        await services.publish(expired, lost)
+
+        async def freed() -> bool:
+            node = (await load_fleet(pool)).nodes[0]
+            return not node.alive and node.gpus_leased == 0
+
+        assert await services.wait_until(freed)
+        fleet = await load_fleet(pool)
+        assert fleet.nodes[0].detail == "no heartbeat for 30 s" and fleet.card_types == ()
