@@ -3,7 +3,7 @@
 `AgentDaemon.run(stop)` is the whole life of an agent process:
 
 1. wait until Redis answers (back-off), then register: node, card type, GPUs, leases held;
-2. read the inbox `cf:agent:<id>` in consumer group `agent` (`reliable_subscriber`): each command
+2. read the inbox `cf:agent:<id>` in consumer group `agent` (`reliable_batch_subscriber`): each command
    goes through `AgentState.on_command`, and the decision is carried out (start / stop a run,
    report a refusal, or log why nothing changes);
 3. every `heartbeat_s`: check the Redis session, heartbeat (leases held + per-GPU utilisation);
@@ -31,7 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ResponseError
 
-from shared.delivery.consumer import default_consumer_name, reliable_subscriber
+from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
 from shared.delivery.wire import ensure_group
 from shared.events.envelope import utcnow
 from shared.events.parsing import parse_command
@@ -117,14 +117,15 @@ class AgentDaemon:
             log.info("agent stopped", agent_id=self.config.agent_id)
 
     def _subscribe(self, broker: RedisBroker) -> None:
-        reliable_subscriber(
+        """Batch reads: handling a command only touches memory, so one XACK per batch is all the I/O."""
+        reliable_batch_subscriber(
             broker,
             stream=agent_inbox(self.config.agent_id),
             group=AGENT_GROUP,
             parse=parse_command,
             consumer=f"{self.config.agent_id}@{default_consumer_name()}",
             min_idle_ms=self.config.claim_idle_ms,
-        )(self.on_command)
+        )(self.on_commands)
 
     async def _until_connected(self, stop: asyncio.Event) -> None:
         """Tick (connect + register) until it succeeds, backing off between attempts."""
@@ -178,6 +179,7 @@ class AgentDaemon:
                 log.warning("redis unreachable; will re-register when it is back", error=repr(exc))
             self._session = None
             return False
+        self.state.note_progress(self.runner.progress_now())
         self.writer.send(self.state.heartbeat(self._utilisation()))
         return True
 
@@ -204,6 +206,10 @@ class AgentDaemon:
             return ()
 
     # ---- commands ---------------------------------------------------------------------------
+
+    async def on_commands(self, commands: list[Command]) -> None:
+        for command in commands:
+            await self.on_command(command)
 
     async def on_command(self, command: Command) -> None:
         """Handle one inbox command (idempotent: the state remembers what it handled)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from shared.cards import Catalog, load_catalog
@@ -126,10 +125,6 @@ def guess_card_type(device_name: str, catalog: Catalog) -> str:
     memory = re.search(r"(\d+)\s*GB", device_name, re.IGNORECASE)
     exact = [name for name in candidates if memory and name.endswith(f"-{memory[1]}G")]
     return (exact or sorted(candidates, key=len, reverse=True))[0]
-
-
-def default_checkpoint_root(data_dir: Path, agent_id: str) -> Path:
-    return data_dir / "agent" / agent_id / "checkpoints"
 
 
 def _catalog_card(catalog: Catalog, card_type: str) -> Any:

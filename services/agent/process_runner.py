@@ -103,6 +103,13 @@ class ProcessRunner:
     def running(self) -> int:
         return len(self._runs)
 
+    def progress_now(self) -> dict[str, float]:
+        return {
+            lease_id: run.status.progress
+            for lease_id, run in self._runs.items()
+            if run.status is not None and run.status.progress is not None
+        }
+
     async def wait_idle(self, timeout: float) -> bool:
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         if tasks:

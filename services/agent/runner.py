@@ -43,6 +43,10 @@ class Runner(Protocol):
         """Per-GPU utilisation of every GPU of the node, now."""
         ...
 
+    def progress_now(self) -> dict[str, float]:
+        """Lease id -> the progress of its run right now, where known (heartbeats carry it)."""
+        ...
+
     def running(self) -> int:
         """How many runs have not reported their exit yet."""
         ...

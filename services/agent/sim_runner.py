@@ -32,6 +32,9 @@ class _SimRun:
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     stop: Stop | None = None
     task: asyncio.Task[None] | None = None
+    progress: float = 0.0  # at the start of the current segment (between two milestones)
+    segment_began: float = 0.0  # loop time the segment began
+    segment_end: float = 0.0  # progress of the milestone the segment ends at
 
 
 class SimRunner:
@@ -56,6 +59,8 @@ class SimRunner:
     def start(self, order: LeaseGrantOrder) -> None:
         plan = plan_sim_run(order, self._time_scale, progress_step=self._progress_step)
         run = _SimRun(order, plan)
+        run.progress = run.segment_end = plan.start_progress
+        run.segment_began = asyncio.get_running_loop().time()
         self._runs[order.lease_id] = run
         run.task = asyncio.create_task(self._run(run), name=f"sim:{order.lease_id}")
 
@@ -67,6 +72,13 @@ class SimRunner:
 
     def running(self) -> int:
         return len(self._runs)
+
+    def progress_now(self) -> dict[str, float]:
+        now = asyncio.get_running_loop().time()
+        return {
+            lease_id: min(run.segment_end, run.plan.progress_after(run.progress, now - run.segment_began))
+            for lease_id, run in self._runs.items()
+        }
 
     async def wait_idle(self, timeout: float) -> bool:
         tasks = [run.task for run in self._runs.values() if run.task is not None]
@@ -102,6 +114,7 @@ class SimRunner:
         progress = plan.start_progress
         for target, milestone in plan.milestones():
             began = loop.time()
+            run.progress, run.segment_began, run.segment_end = progress, began, target
             if await _stopped_within(run.stop_requested, plan.seconds_between(progress, target)):
                 self._stop_at(run, plan.progress_after(progress, loop.time() - began))
                 return

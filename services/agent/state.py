@@ -275,6 +275,13 @@ class AgentState:
             error = f"{stopped}; {error}" if error else stopped
         return self._finished(run, exit_code, output_units, error)
 
+    def note_progress(self, progress: dict[str, float]) -> None:
+        """Record runs' current progress without reporting it (the next heartbeat carries it)."""
+        for lease_id, value in progress.items():
+            run = self.leases.get(lease_id)
+            if run is not None:
+                self._observe(run, value, None)
+
     def _observe(self, run: LeaseRun, progress: float | None, output_units: float | None) -> LeaseRun:
         updated = replace(
             run,

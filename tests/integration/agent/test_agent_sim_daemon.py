@@ -77,7 +77,7 @@ async def test_preempt_checkpoints_now_and_the_task_resumes_from_there(fresh_set
     dispatcher = Dispatcher(redis, AGENT)
     async with running_agent(fresh_settings.redis_url, sim_options()):
         await dispatcher.grant("L1", "T1", (0,), fencing_token=5, estimated_runtime_s=100_000.0)
-        await wait_for_reports(redis, lambda r: any(h.data.leases for h in of_type(r, "report.heartbeat")))
+        await wait_for_reports(redis, lambda r: any(_progress_of(h, "L1") > 0 for h in of_type(r, "report.heartbeat")))
         await dispatcher.preempt("L1", "T1", token=4)  # stale token: ignored
         await dispatcher.preempt("L1", "T1", token=5)
         found = await wait_for_reports(redis, finished("L1"))
@@ -149,3 +149,9 @@ async def test_stopping_the_agent_checkpoints_and_reports_its_runs(fresh_setting
     (stopped,) = of_type(found, "report.finished", "L1")
     assert stopped.data.error.startswith("agent_stopped") and stopped.data.exit_code is None
     assert found.index(checkpoint) < found.index(stopped)
+
+
+def _progress_of(heartbeat: object, lease_id: str) -> float:
+    """The progress a heartbeat reports for a lease (-1 if it does not list it)."""
+    held = [h for h in heartbeat.data.leases if h.lease_id == lease_id]  # type: ignore[attr-defined]
+    return held[0].progress if held and held[0].progress is not None else -1.0

@@ -260,3 +260,10 @@ def test_memory_of_handled_commands_is_bounded() -> None:
         state.on_command(a_preempt(f"X{n}"), NOW)  # not held: remembered as handled, changes nothing
     assert len(state._handled) == REMEMBERED
     assert first.event_id not in state._handled
+
+
+def test_noted_progress_is_carried_by_the_next_heartbeat_without_a_report() -> None:
+    state = an_agent()
+    state.on_command(a_grant(), NOW)
+    state.note_progress({"L1": 0.37, "L-unknown": 0.5})
+    assert [held.progress for held in state.heartbeat(()).data.leases] == [0.37]
