@@ -44,6 +44,17 @@ errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: gr
 SystemPart = Callable[[Endpoints, bool], AbstractContextManager[object]]
 SYSTEM_PARTS: list[SystemPart] = []
 
+
+def run_cardflow_processes(endpoints: Endpoints, demo: bool) -> AbstractContextManager[object]:
+    """Every service and the console as supervised subprocesses; with `demo`, a simulated fleet,
+    a demo workload and a live view too (see `services.demo.system`; imported lazily: fast CLI)."""
+    from services.demo.system import run_cardflow
+
+    return run_cardflow(endpoints, demo, console)
+
+
+SYSTEM_PARTS.append(run_cardflow_processes)
+
 DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Instance data directory [default: $CARDFLOW_DATA_DIR or .cardflow]")
 ]
@@ -83,9 +94,9 @@ def up(
 
 
 def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack) -> list[str]:
-    """Enter every registered system part; returns their names. Today: backends only."""
+    """Enter every registered system part; returns their names."""
     if not SYSTEM_PARTS:
-        console.print("[yellow]services are not built yet; backends only[/yellow]")
+        console.print("[yellow]no system part registered; backends only[/yellow]")
     names = []
     for part in SYSTEM_PARTS:
         stack.enter_context(part(endpoints, demo))
@@ -124,8 +135,10 @@ def _where_table(endpoints: Endpoints, embedded: list[str]) -> Table:
         table.add_column(column, overflow="fold")
     for name, where in endpoints.redacted().items():
         table.add_row(name, where, "embedded" if name in embedded else "external (from CARDFLOW_*)")
-    table.add_row("services", "-", "not built yet")
-    table.add_row("console/API", "-", "not built yet (will be `cardflow console`)")
+    logs = f"logs in {Path(endpoints.data_dir or '.cardflow') / 'logs'}"
+    started = "subprocesses" if SYSTEM_PARTS else "not started"
+    table.add_row("services", logs, started)
+    table.add_row("console/API", "`cardflow console`", started)
     return table
 
 

@@ -1,0 +1,167 @@
+"""What the demo's live view knows, folded from `cf:events` (pure: `board.apply(event)`).
+
+- tasks: the same projection as the console (`shared.projection.evolve`);
+- fleet: registered nodes (card type, GPUs) and the GPUs active leases hold right now;
+- leases: GPU-seconds of every ended lease (`lease.released`), priced with the card catalog —
+  what the ledger should have charged;
+- ledger: what the ledger did charge (`usage.recorded`), per project.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.cards import Catalog
+from shared.events import (
+    Envelope,
+    LeaseGrantedData,
+    LeaseReleasedData,
+    NodeLostData,
+    NodeRegisteredData,
+    TaskState,
+    UsageRecordedData,
+)
+from shared.projection import TaskView, evolve, task_id_of
+
+_SECONDS_PER_HOUR = 3600.0
+OPEN_BUT_SETTLED = frozenset({TaskState.UNMATCHABLE})
+"""States in which a demo task is done for the demo's purpose though not terminal (nothing fits)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    agent_id: str
+    card_type: str
+    gpus: int
+    lost: bool = False
+
+
+@dataclass(frozen=True)
+class ActiveLease:
+    node_id: str
+    card_type: str
+    gpus: int
+
+
+@dataclass
+class Money:
+    """GPU-seconds and their cost."""
+
+    gpu_seconds: float = 0.0
+    cost: float = 0.0
+
+    def add(self, gpu_seconds: float, cost: float) -> None:
+        self.gpu_seconds += gpu_seconds
+        self.cost += cost
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_seconds / _SECONDS_PER_HOUR
+
+
+@dataclass
+class Board:
+    """The demo's read model. `apply` every event of `cf:events` in stream order."""
+
+    catalog: Catalog
+    tasks: dict[str, TaskView] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    active: dict[str, ActiveLease] = field(default_factory=dict)
+    leased: dict[str, Money] = field(default_factory=dict)  # per project, from lease.released
+    charged: dict[str, Money] = field(default_factory=dict)  # per project, from usage.recorded
+    events: int = 0
+    deadletters: int = 0
+
+    def apply(self, event: Envelope) -> None:
+        self.events += 1
+        task_id = task_id_of(event)
+        if task_id is not None:
+            self.tasks[task_id] = evolve(self.tasks.get(task_id), event)  # type: ignore[assignment]
+        handler = _FLEET_AND_MONEY.get(event.type)
+        if handler is not None:
+            handler(self, event.data)
+
+    def apply_all(self, events: Iterable[Envelope]) -> None:
+        for event in events:
+            self.apply(event)
+
+    # ---- questions the view asks ---------------------------------------------------------------
+
+    def counts(self) -> Counter[TaskState]:
+        return Counter(view.state for view in self.tasks.values())
+
+    def recent(self, limit: int) -> list[TaskView]:
+        """The tasks that changed last, newest first."""
+        dated = [v for v in self.tasks.values() if v.last_event_at is not None]
+        return sorted(dated, key=lambda v: v.last_event_at, reverse=True)[:limit]  # type: ignore[arg-type,return-value]
+
+    def fleet(self) -> dict[str, tuple[int, int]]:
+        """Per card type: (GPUs leased now, GPUs registered)."""
+        usage: dict[str, list[int]] = {}
+        for node in self.nodes.values():
+            if not node.lost:
+                usage.setdefault(node.card_type, [0, 0])[1] += node.gpus
+        for lease in self.active.values():
+            usage.setdefault(lease.card_type, [0, 0])[0] += lease.gpus
+        return {card: (busy, total) for card, (busy, total) in sorted(usage.items())}
+
+    def views_of(self, keys: Iterable[str]) -> list[TaskView]:
+        wanted = set(keys)
+        return [v for v in self.tasks.values() if v.idempotency_key in wanted]
+
+    def is_settled(self, keys: Iterable[str]) -> bool:
+        """True when every task with one of these idempotency keys is known and terminal (or unmatchable)."""
+        wanted = set(keys)
+        views = self.views_of(wanted)
+        return len({v.idempotency_key for v in views}) == len(wanted) and all(
+            v.state.is_terminal or v.state in OPEN_BUT_SETTLED for v in views
+        )
+
+    def totals(self, money: dict[str, Money]) -> Money:
+        total = Money()
+        for part in money.values():
+            total.add(part.gpu_seconds, part.cost)
+        return total
+
+    def project_of(self, task_id: str) -> str:
+        view = self.tasks.get(task_id)
+        return (view.project if view else None) or "?"
+
+
+def _registered(board: Board, data: NodeRegisteredData) -> None:
+    board.nodes[data.node_id] = Node(data.node_id, data.agent_id, data.card_type, data.gpus)
+
+
+def _lost(board: Board, data: NodeLostData) -> None:
+    node = board.nodes.get(data.node_id)
+    if node is not None:
+        board.nodes[node.node_id] = Node(node.node_id, node.agent_id, node.card_type, node.gpus, lost=True)
+
+
+def _granted(board: Board, data: LeaseGrantedData) -> None:
+    board.active[data.lease_id] = ActiveLease(data.node_id, data.card_type, len(data.gpu_indices))
+
+
+def _released(board: Board, data: LeaseReleasedData) -> None:
+    board.active.pop(data.lease_id, None)
+    seconds = (data.ended_at - data.granted_at).total_seconds() * data.gpus
+    price = board.catalog.card(data.card_type).price_per_gpu_hour if data.card_type in board.catalog else 0.0
+    project = board.project_of(data.task_id)
+    board.leased.setdefault(project, Money()).add(seconds, seconds * price / _SECONDS_PER_HOUR)
+
+
+def _usage(board: Board, data: UsageRecordedData) -> None:
+    board.charged.setdefault(data.project, Money()).add(data.gpu_seconds, data.cost)
+
+
+_FLEET_AND_MONEY: dict[str, Callable[[Board, Any], None]] = {
+    "node.registered": _registered,
+    "node.lost": _lost,
+    "lease.granted": _granted,
+    "lease.released": _released,
+    "usage.recorded": _usage,
+}

@@ -1,0 +1,156 @@
+"""Rich renderables of the demo: the live view while tasks flow, and the closing summary.
+
+Pure functions of a `Board` (and of the supervisor's status): no I/O, so tests can render them
+into a string and read what a person would see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from services.demo.board import Board, Money
+from services.demo.supervisor import ChildStatus, Notice
+from shared.events import TaskState
+from shared.projection import TaskView
+
+STATE_STYLES: dict[TaskState, str] = {
+    TaskState.SUBMITTED: "white",
+    TaskState.WAITING_DATA: "yellow",
+    TaskState.UNMATCHABLE: "magenta",
+    TaskState.QUEUED: "cyan",
+    TaskState.HELD: "yellow",
+    TaskState.LEASED: "blue",
+    TaskState.RUNNING: "bold blue",
+    TaskState.SUCCEEDED: "green",
+    TaskState.FAILED: "red",
+    TaskState.CANCELLED: "dim",
+    TaskState.REJECTED: "red",
+}
+
+
+@dataclass(frozen=True)
+class Header:
+    """What the view says about the run itself."""
+
+    run_id: str
+    time_scale: float
+    console_url: str
+    started_at: float  # time.monotonic()
+    logs: str
+    notes: tuple[str, ...] = ()  # what the demo did (uploads, data.ready), newest last
+
+
+def live_view(board: Board, header: Header, children: Sequence[ChildStatus], notices: Sequence[Notice],
+              *, recent: int = 14) -> RenderableType:  # fmt: skip
+    """The whole live screen: header, state counts, recent tasks, fleet, processes."""
+    top = Table.grid(expand=True, padding=(0, 2))
+    top.add_row(_counts(board), _fleet(board), _processes(children))
+    return Group(_title(board, header), top, _recent(board.recent(recent)), _notes(header, notices))
+
+
+def _title(board: Board, header: Header) -> Text:
+    elapsed = time.monotonic() - header.started_at
+    return Text.assemble(
+        ("cardflow demo ", "bold"), f"run {header.run_id}  ·  {elapsed:4.0f}s  ·  sim time x{header.time_scale:g}  ·  ",
+        (f"console {header.console_url}", "underline"), f"  ·  {board.events} events  ·  logs {header.logs}",
+    )  # fmt: skip
+
+
+def _counts(board: Board) -> Panel:
+    counts = board.counts()
+    table = Table.grid(padding=(0, 1))
+    for state in TaskState:
+        if counts.get(state):
+            table.add_row(Text(state.value, style=STATE_STYLES[state]), str(counts[state]))
+    table.add_row(Text("total", style="bold"), str(sum(counts.values())))
+    return Panel(table, title="tasks by state", border_style="dim")
+
+
+def _fleet(board: Board) -> Panel:
+    table = Table.grid(padding=(0, 1))
+    for card, (busy, total) in board.fleet().items():
+        table.add_row(card, ProgressBar(total=max(total, 1), completed=busy, width=16), f"{busy}/{total} GPUs")
+    if not board.fleet():
+        table.add_row(Text("no node registered yet", style="dim"))
+    return Panel(table, title="fleet (leased / registered)", border_style="dim")
+
+
+def _processes(children: Sequence[ChildStatus]) -> Panel:
+    table = Table.grid(padding=(0, 1))
+    for child in children:
+        if child.running:
+            state = Text("up", style="green")
+        elif child.restart_in_s is not None:
+            state = Text(f"restart in {child.restart_in_s:.0f}s", style="yellow")
+        else:
+            state = Text(f"exited {child.last_exit}", style="red")
+        restarts = Text(f"{child.restarts} restart(s)", style="yellow") if child.restarts else Text("")
+        table.add_row(child.name, state, restarts)
+    return Panel(table, title="processes", border_style="dim")
+
+
+def _recent(views: Sequence[TaskView]) -> Table:
+    table = Table(title="recent tasks", expand=True, title_justify="left")
+    for column, ratio in (("task", 2), ("project", 1), ("class", 1), ("card", 1), ("state", 1), ("why", 5)):
+        table.add_column(column, ratio=ratio, overflow="ellipsis", no_wrap=True)
+    for view in views:
+        table.add_row(
+            view.name or view.id, view.project or "", str(view.priority_class or ""), view.card_type or "",
+            Text(view.state.value, style=STATE_STYLES[view.state]), view.reason_detail or view.reason,
+        )  # fmt: skip
+    return table
+
+
+def _notes(header: Header, notices: Sequence[Notice]) -> RenderableType:
+    lines = [Text(f"demo: {note}", style="cyan") for note in header.notes[-3:]]
+    for notice in notices[-4:]:
+        style = "yellow" if "exited" in notice.message else "dim"
+        lines.append(Text(f"{time.strftime('%H:%M:%S', time.localtime(notice.at))} {notice.child}: {notice.message}", style=style))
+    return Group(*lines)
+
+
+# ---- the closing summary -------------------------------------------------------------------------
+
+
+def summary(board: Board, keys: frozenset[str], *, currency: str = "USD") -> RenderableType:
+    """Outcome per project with leased vs charged GPU time, then the tasks that did not run and why."""
+    views = board.views_of(keys)
+    return Group(_per_project(board, views, currency), _did_not_run(board, views))
+
+
+def _per_project(board: Board, views: Sequence[TaskView], currency: str) -> Table:
+    table = Table(title="demo summary (ledger totals per project)", title_justify="left")
+    for column in ("project", "tasks", "succeeded", "other", "leased GPU-h", "ledger GPU-h", f"ledger {currency}"):
+        table.add_column(column, justify="left" if column == "project" else "right")
+    projects = sorted({v.project or "?" for v in views} | set(board.charged))
+    for project in projects:
+        mine = [v for v in views if (v.project or "?") == project]
+        _money_row(table, project, mine, board.leased.get(project, Money()), board.charged.get(project, Money()))
+    _money_row(table, "total", list(views), board.totals(board.leased), board.totals(board.charged), style="bold")
+    return table
+
+
+def _money_row(table: Table, label: str, views: Sequence[TaskView], leased: Money, charged: Money, style: str = "") -> None:
+    succeeded = sum(v.state is TaskState.SUCCEEDED for v in views)
+    table.add_row(
+        label, str(len(views)), str(succeeded), str(len(views) - succeeded),
+        f"{leased.gpu_hours:.3f}", f"{charged.gpu_hours:.3f}", f"{charged.cost:.2f}", style=style,
+    )  # fmt: skip
+
+
+def _did_not_run(board: Board, views: Sequence[TaskView]) -> RenderableType:
+    lines: list[RenderableType] = []
+    rejected = [v for v in board.tasks.values() if v.state is TaskState.REJECTED]
+    unsuccessful = {v.id: v for v in [*views, *rejected] if v.state is not TaskState.SUCCEEDED}
+    for view in unsuccessful.values():
+        lines.append(Text.assemble((f"{view.name or view.id}", "bold"), " ",
+                                   (view.state.value, STATE_STYLES[view.state]), f": {view.reason_detail or view.reason}"))  # fmt: skip
+    return Group(*lines) if lines else Text("every demo task succeeded", style="green")

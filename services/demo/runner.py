@@ -1,0 +1,174 @@
+"""The demo run: submit the workload through `cf:ingest`, make data ready later, show it live.
+
+`DemoRunner` runs on its own thread (with its own event loop) so `cardflow up` keeps its main
+thread for signals:
+
+1. create the demo bucket, then submit every task and the invalid submission (one XADD each);
+2. follow `cf:events` into a `Board`, redraw the live view four times a second, and carry out
+   each delayed data action when its time comes (upload an object / a `_READY` marker, send
+   `data.ready`);
+3. once every demo task is settled (terminal, or unmatchable) and the ledger has charged what
+   the leases used (or `ledger_wait_s` has passed), stop the live view and print the summary;
+4. stay idle until stopped (Ctrl-C): the system keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from redis.asyncio import Redis
+from rich.console import Console
+from rich.live import Live
+
+from services.demo.board import Board
+from services.demo.render import Header, live_view, summary
+from services.demo.supervisor import Supervisor
+from services.demo.tail import EventTail
+from services.demo.upstream import perform, submit
+from services.demo.workload import DEMO_BUCKET, DataAction, DemoWorkload
+from shared.cards import load_catalog
+from shared.settings import Settings
+from shared.storage import ObjectStore, open_object_store
+
+
+@dataclass
+class DemoOptions:
+    time_scale: float
+    console_url: str
+    logs: str
+    settle_timeout_s: float = 240.0
+    ledger_wait_s: float = 15.0
+    refresh_s: float = 0.25
+
+
+@dataclass
+class DemoProgress:
+    """Where the run is; read by the tests and the summary."""
+
+    submitted: int = 0
+    notes: list[str] = field(default_factory=list)
+    settled_after_s: float | None = None
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class DemoRunner:
+    """Runs `run_demo` on a thread; leaving the `with` block stops it (the live view first)."""
+
+    def __init__(self, settings: Settings, workload: DemoWorkload, options: DemoOptions, console: Console,
+                 supervisor: Supervisor | None = None) -> None:  # fmt: skip
+        self.settings, self.workload, self.options, self.console = settings, workload, options, console
+        self.supervisor = supervisor
+        self.progress = DemoProgress()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="cardflow-demo", daemon=True)
+
+    def __enter__(self) -> DemoRunner:
+        self._thread.start()
+        self._ready.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join()
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+            self._ready.set()
+            try:
+                await run_demo(self.settings, self.workload, self.options, self.console, self._stop,
+                               self.progress, self.supervisor)  # fmt: skip
+            finally:
+                self.progress.finished.set()
+
+        try:
+            asyncio.run(main())
+        except Exception as exc:  # the demo failing must not take the system down with it
+            self.console.print(f"[red]demo stopped:[/red] {type(exc).__name__}: {exc}")
+        finally:
+            self._ready.set()
+
+
+async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOptions, console: Console,
+                   stop: asyncio.Event, progress: DemoProgress, supervisor: Supervisor | None = None) -> None:  # fmt: skip
+    """Steps 1-4 of the module docstring."""
+    redis = Redis.from_url(settings.redis_url or "")
+    try:
+        async with open_object_store(settings) as store:
+            await store.ensure_bucket(DEMO_BUCKET)
+            progress.submitted = len(await submit(redis, [*workload.submissions, *workload.invalid]))
+            board = Board(load_catalog())
+            await _follow(redis, store, board, workload, options, console, stop, progress, supervisor)
+            if not stop.is_set():
+                console.print(summary(board, workload.keys))
+                _print_outcome(console, progress, options)
+        await stop.wait()
+    finally:
+        await redis.aclose()
+
+
+async def _follow(redis: Redis, store: ObjectStore, board: Board, workload: DemoWorkload, options: DemoOptions,
+                  console: Console, stop: asyncio.Event, progress: DemoProgress,
+                  supervisor: Supervisor | None) -> None:  # fmt: skip
+    """Steps 2-3: follow the events under a live view until the demo is done (or stopped)."""
+    started = time.monotonic()
+    header = Header(workload.run_id, options.time_scale, options.console_url, started, options.logs)
+    actions = sorted(workload.data_actions, key=lambda a: a.after_s)
+    tail = EventTail(redis)
+    render = _renderer(board, supervisor)
+    with Live(render(header), console=console, refresh_per_second=1 / options.refresh_s,
+              redirect_stdout=False, redirect_stderr=False) as live:  # fmt: skip
+        while not stop.is_set():
+            board.apply_all(await tail.read(block_ms=int(options.refresh_s * 1000)))
+            elapsed = time.monotonic() - started
+            actions = await _perform_due(actions, elapsed, redis, store, progress)
+            header = replace(header, notes=tuple(progress.notes))
+            live.update(render(header))
+            if _is_done(board, workload, progress, elapsed, options):
+                return
+
+
+def _renderer(board: Board, supervisor: Supervisor | None) -> Callable[[Header], object]:
+    def render(header: Header) -> object:
+        children = supervisor.status() if supervisor else []
+        notices = list(supervisor.notices) if supervisor else []
+        return live_view(board, header, children, notices)
+
+    return render
+
+
+async def _perform_due(actions: list[DataAction], elapsed: float, redis: Redis, store: ObjectStore,
+                       progress: DemoProgress) -> list[DataAction]:  # fmt: skip
+    while actions and actions[0].after_s <= elapsed:
+        done = await perform(actions.pop(0), redis, store)
+        progress.notes.append(f"t={elapsed:.0f}s {done}")
+    return actions
+
+
+def _is_done(board: Board, workload: DemoWorkload, progress: DemoProgress, elapsed: float, options: DemoOptions) -> bool:
+    """Settled and charged (or waited long enough for the ledger), or out of time."""
+    if progress.settled_after_s is None and board.is_settled(workload.keys):
+        progress.settled_after_s = elapsed
+    if progress.settled_after_s is None:
+        return elapsed >= options.settle_timeout_s
+    leased = board.totals(board.leased).gpu_seconds
+    charged = board.totals(board.charged).gpu_seconds
+    caught_up = leased > 0 and abs(charged - leased) <= 0.01 * leased
+    return caught_up or elapsed - progress.settled_after_s >= options.ledger_wait_s
+
+
+def _print_outcome(console: Console, progress: DemoProgress, options: DemoOptions) -> None:
+    if progress.settled_after_s is None:
+        console.print(f"[yellow]the demo did not settle within {options.settle_timeout_s:.0f}s; "
+                      f"see the logs in {options.logs}[/yellow]")  # fmt: skip
+    else:
+        console.print(f"[green]demo settled after {progress.settled_after_s:.0f}s[/green] "
+                      f"(sim time x{options.time_scale:g}). The system keeps running; press Ctrl-C to stop.")  # fmt: skip
+    console.print(f"Console: {options.console_url}")

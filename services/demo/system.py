@@ -1,0 +1,100 @@
+"""The processes of a running cardflow, and the `cardflow up` system part that starts them.
+
+`run_cardflow(endpoints, demo, console)` (registered in `services.cli.backends.SYSTEM_PARTS`):
+
+1. start every service (`cardflow service intake|readiness|matcher|dispatcher|ledger|views`)
+   and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
+   logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off;
+2. with `demo`: start the simulated fleet (`cardflow agent --sim ...`, a time scale that makes
+   the workload finish within a minute) and the `DemoRunner` (workload + live view);
+3. on exit (Ctrl-C / SIGTERM): stop the demo, then every process group (SIGTERM, wait, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from services.demo.runner import DemoOptions, DemoRunner
+from services.demo.supervisor import ChildSpec, Notice, Supervisor
+from services.demo.workload import DEMO_FLEET, DemoAgent, build_workload, demo_time_scale
+from shared.cards import load_catalog
+from shared.embedded import Endpoints
+from shared.embedded.processes import free_ports
+from shared.events import new_event_id
+
+SERVICE_NAMES = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views")
+CONSOLE_HOST = "127.0.0.1"
+PREFERRED_CONSOLE_PORT = 8080
+
+
+def cardflow_argv(*args: str) -> list[str]:
+    """`cardflow ARGS...` with this interpreter (works without the console script on PATH)."""
+    return [sys.executable, "-m", "services.cli.main", *args]
+
+
+def service_children(names: Sequence[str] = SERVICE_NAMES) -> list[ChildSpec]:
+    return [ChildSpec(name, cardflow_argv("service", name)) for name in names]
+
+
+def console_child(port: int, host: str = CONSOLE_HOST) -> ChildSpec:
+    return ChildSpec("console", cardflow_argv("console", "--host", host, "--port", str(port)))
+
+
+def agent_children(fleet: Sequence[DemoAgent], time_scale: float, *, heartbeat_s: float | None = None) -> list[ChildSpec]:
+    """One `cardflow agent --sim CARDxN` per demo agent."""
+    extra = ["--heartbeat", f"{heartbeat_s:g}"] if heartbeat_s else []
+    return [
+        ChildSpec(f"agent-{agent.agent_id}",
+                  cardflow_argv("agent", "--id", agent.agent_id, "--sim", agent.sim, "--time-scale", f"{time_scale:g}", *extra))
+        for agent in fleet
+    ]  # fmt: skip
+
+
+def console_port(preferred: int = PREFERRED_CONSOLE_PORT) -> int:
+    """`preferred` when it is free, else any free port."""
+    return preferred if _is_free(preferred) else free_ports(1)[0]
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((CONSOLE_HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator[Supervisor]:
+    """Steps 1-3 of the module docstring."""
+    data_dir = Path(endpoints.data_dir or ".cardflow")
+    port = console_port()
+    url = f"http://{CONSOLE_HOST}:{port}"
+    with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
+        supervisor.start([*service_children(), console_child(port)])
+        console.print(f"Services and console started (logs: {supervisor.log_dir}). Console: [bold]{url}[/bold]")
+        if not demo:
+            yield supervisor
+            return
+        workload = build_workload(new_event_id()[-6:].lower())
+        scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog())
+        supervisor.start(agent_children(DEMO_FLEET, scale))
+        options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir))
+        with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
+            yield supervisor
+
+
+def _printer(console: Console, demo: bool) -> Callable[[Notice], None]:
+    """Without the live view, print exits (and the restart back-off) as they happen; the view shows them itself."""
+
+    def show(notice: Notice) -> None:
+        if not demo and notice.message.startswith("exited"):
+            console.print(f"[yellow]{notice.child}[/yellow]: {notice.message}")
+
+    return show

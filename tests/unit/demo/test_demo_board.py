@@ -1,0 +1,112 @@
+"""The demo's board and its rendering: states, fleet usage, leased vs charged money, summary text."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from itertools import count
+from typing import Any
+
+from rich.console import Console
+
+from services.demo.board import Board
+from services.demo.render import Header, live_view, summary
+from services.demo.supervisor import ChildStatus
+from shared.cards import load_catalog
+from shared.events import Envelope, TaskState, make_event
+
+T0 = datetime(2025, 6, 1, 12, tzinfo=UTC)
+CATALOG = load_catalog()
+_seq = count(1)
+
+
+def event(event_type: str, subject: str, data: dict[str, Any], at: float = 0.0) -> Envelope:
+    return make_event(event_type, subject=subject, subject_seq=next(_seq), producer="test/1", actor="test",
+                      data=data, occurred_at=T0 + timedelta(seconds=at))  # fmt: skip
+
+
+def submitted(task_id: str, key: str, project: str = "llm", gpus: int = 2) -> Envelope:
+    submission = {"name": f"job-{task_id}", "project": project, "priority_class": "standard", "gpus": gpus,
+                  "estimate_gpu_hours": 1, "profile": "compute", "idempotency_key": key}  # fmt: skip
+    return event("task.submitted", f"task/{task_id}", {"task_id": task_id, "idempotency_key": key, "submission": submission})
+
+
+def granted(task_id: str, lease_id: str, at: float, gpus: tuple[int, ...] = (0, 1)) -> Envelope:
+    return event("lease.granted", f"lease/{lease_id}", {
+        "lease_id": lease_id, "task_id": task_id, "agent_id": "a1", "node_id": "n1", "card_type": "H100",
+        "gpu_indices": list(gpus), "fencing_token": 1, "ttl_s": 30, "expires_at": (T0 + timedelta(seconds=at + 30)).isoformat(),
+    }, at)  # fmt: skip
+
+
+def released(task_id: str, lease_id: str, start: float, end: float, gpus: int = 2) -> Envelope:
+    return event("lease.released", f"lease/{lease_id}", {
+        "lease_id": lease_id, "task_id": task_id, "node_id": "n1", "card_type": "H100", "gpus": gpus,
+        "granted_at": (T0 + timedelta(seconds=start)).isoformat(), "ended_at": (T0 + timedelta(seconds=end)).isoformat(),
+        "reason": "succeeded",
+    }, end)  # fmt: skip
+
+
+def succeeded(task_id: str, lease_id: str, at: float) -> Envelope:
+    return event("task.succeeded", f"task/{task_id}", {"task_id": task_id, "lease_id": lease_id}, at)
+
+
+def usage(task_id: str, lease_id: str, seconds: float, project: str = "llm") -> Envelope:
+    price = CATALOG.card("H100").price_per_gpu_hour
+    return event("usage.recorded", f"lease/{lease_id}", {
+        "lease_id": lease_id, "task_id": task_id, "project": project, "card_type": "H100",
+        "gpu_seconds": seconds, "cost": seconds * price / 3600,
+    })  # fmt: skip
+
+
+def node() -> Envelope:
+    return event("node.registered", "node/n1", {"node_id": "n1", "agent_id": "a1", "card_type": "H100", "gpus": 8, "mode": "sim"})
+
+
+def test_fleet_usage_follows_grants_and_releases() -> None:
+    board = Board(CATALOG)
+    board.apply_all([node(), submitted("T1", "k1"), granted("T1", "L1", 1)])
+    assert board.fleet() == {"H100": (2, 8)}
+
+    board.apply(released("T1", "L1", 1, 11))
+    assert board.fleet() == {"H100": (0, 8)}
+
+
+def test_leased_money_is_lease_time_times_gpus_times_price_and_usage_is_what_the_ledger_charged() -> None:
+    board = Board(CATALOG)
+    board.apply_all([submitted("T1", "k1"), granted("T1", "L1", 0), released("T1", "L1", 0, 90), usage("T1", "L1", 100.0)])
+
+    assert board.leased["llm"].gpu_seconds == 180.0
+    assert board.leased["llm"].cost == 180.0 * CATALOG.card("H100").price_per_gpu_hour / 3600
+    assert board.charged["llm"].gpu_seconds == 100.0
+
+
+def test_settled_needs_every_key_known_and_finished() -> None:
+    board = Board(CATALOG)
+    board.apply_all([submitted("T1", "k1"), submitted("T2", "k2"), granted("T1", "L1", 1), succeeded("T1", "L1", 5)])
+    assert not board.is_settled({"k1", "k2"})
+    assert not board.is_settled({"k1", "k3"})  # k3 never arrived
+    assert board.is_settled({"k1"})
+
+    board.apply(event("task.unmatchable", "task/T2", {"task_id": "T2", "reason": "insufficient_vram", "detail": "no card has 200 GB"}))
+    assert board.tasks["T2"].state is TaskState.UNMATCHABLE
+    assert board.is_settled({"k1", "k2"})
+
+
+def test_the_live_view_and_summary_say_what_happened() -> None:
+    board = Board(CATALOG)
+    board.apply_all([node(), submitted("T1", "k1"), submitted("T2", "k2", project="vision"), granted("T1", "L1", 1),
+                     succeeded("T1", "L1", 5), released("T1", "L1", 1, 5), usage("T1", "L1", 8.0)])  # fmt: skip
+    header = Header("r1", 600, "http://127.0.0.1:8080", time.monotonic(), "/tmp/logs", notes=("t=8s uploaded s3://b/k",))
+    children = [ChildStatus("intake", 1, True, 0, None, None), ChildStatus("matcher", None, False, 2, 3.0, 1)]
+    console = Console(width=160, record=True)
+
+    console.print(live_view(board, header, children, []))
+    console.print(summary(board, frozenset({"k1", "k2"})))
+    text = console.export_text()
+
+    assert "job-T1" in text and "succeeded" in text
+    assert "2/8 GPUs" not in text and "0/8 GPUs" in text
+    assert "restart in 3s" in text and "2 restart(s)" in text
+    assert "uploaded s3://b/k" in text
+    assert "vision" in text and "total" in text
+    assert "job-T2" in text  # did not run: listed with its reason

@@ -1,0 +1,82 @@
+"""The demo workload: valid where it should be, impossible and invalid where it should be, timed."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.demo.workload import (
+    DEMO_FLEET,
+    DataActionKind,
+    build_workload,
+    demo_time_scale,
+    estimated_busy_s,
+)
+from shared.cards import load_catalog
+from shared.cards.matching import MatchRequest, rank_cards
+from shared.submission import SubmissionInvalid, parse_s3_uri, validate_submission
+
+CATALOG = load_catalog()
+FLEET_CARDS = {agent.card_type for agent in DEMO_FLEET}
+
+
+def chosen_card(submission: dict) -> str | None:
+    request = MatchRequest(gpus=submission["gpus"], min_vram_gb=submission.get("min_vram_gb") or 0,
+                           estimate_gpu_hours=submission["estimate_gpu_hours"], profile=submission["profile"])  # fmt: skip
+    match = rank_cards(request, CATALOG, available_types=FLEET_CARDS)
+    return match.chosen.card_type if match.chosen else None
+
+
+def test_every_submission_but_the_invalid_one_validates() -> None:
+    workload = build_workload("r1")
+
+    for submission in workload.submissions:
+        validate_submission(submission)
+    for submission in workload.invalid:
+        with pytest.raises(SubmissionInvalid) as caught:
+            validate_submission(submission)
+        assert len(caught.value.problems) >= 3
+
+
+def test_the_workload_mixes_classes_and_projects_and_keys_are_unique_per_run() -> None:
+    workload = build_workload("r1")
+
+    assert {s["priority_class"] for s in workload.submissions} == {"core", "standard", "opportunistic"}
+    assert len({s["project"] for s in workload.submissions}) >= 3
+    assert len(workload.keys) == len(workload.submissions)
+    assert not workload.keys & build_workload("r2").keys
+
+
+def test_small_jobs_go_to_the_cheaper_card_and_big_ones_to_h100_and_one_fits_nowhere() -> None:
+    workload = build_workload("r1")
+    cards = {s["idempotency_key"]: chosen_card(s) for s in workload.submissions}
+
+    assert cards.pop(workload.impossible_key) is None
+    assert set(cards.values()) == {"H100", "L40S"}
+    for submission in workload.submissions:
+        if submission.get("min_vram_gb", 0) <= 48 and submission["idempotency_key"] != workload.impossible_key:
+            assert cards[submission["idempotency_key"]] == "L40S", submission["name"]
+
+
+def test_each_delayed_data_action_makes_one_waiting_task_ready() -> None:
+    workload = build_workload("r1")
+    inputs = [i for s in workload.submissions for i in s.get("inputs", ())]
+    made_ready = set()
+    for action in workload.data_actions:
+        if action.kind is DataActionKind.PUT_OBJECT:
+            location = parse_s3_uri(action.target)
+            made_ready.add(action.target.removesuffix("_READY") if location.key.endswith("_READY") else action.target)
+        else:
+            made_ready.add(action.target)
+
+    named = {i if isinstance(i, str) else f"{i['dataset']}@{i['version']}" for i in inputs}
+    assert named == made_ready
+    assert all(action.after_s > 0 for action in workload.data_actions)
+
+
+def test_the_time_scale_fits_the_busiest_card_type_into_the_target() -> None:
+    workload = build_workload("r1")
+    scale = demo_time_scale(workload.submissions, DEMO_FLEET, CATALOG, target_s=30)
+    busy = estimated_busy_s(workload.submissions, DEMO_FLEET, CATALOG)
+
+    assert max(busy.values()) / scale == pytest.approx(30, rel=0.01)
+    assert set(busy) == FLEET_CARDS
