@@ -15,9 +15,9 @@ app = typer.Typer(
 
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
-    from services.cli import agent, backends, service, simulate, views, submit
+    from services.cli import agent, backends, ledger, service, simulate, views, submit
 
-    for module in (agent, backends, service, simulate, views, submit):
+    for module in (agent, backends, service, simulate, views, submit, ledger):
         module.register(app)
 
 

@@ -1,0 +1,158 @@
+"""`cardflow ledger` (usage and cost totals) and `cardflow quota grant | list` (quota accounts).
+
+They connect to CARDFLOW_DATABASE_URL and make sure the ledger's tables exist (the same migrations
+the ledger service applies at start-up). `quota grant` is a ledger command run outside the service:
+it writes the account and its `quota.granted` event through a ledger `Emitter`; the running ledger
+service's outbox relay publishes the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from shared.settings import get_settings
+
+T = TypeVar("T")
+console = Console()
+errors = Console(stderr=True, soft_wrap=True)
+
+DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S"]
+
+
+async def _with_ledger(action: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `action(pool)` on a pool whose database has the ledger's tables."""
+    from services.common.runtime import prepare_schema
+    from services.ledger.service import SPEC
+    from shared.delivery.db import create_pool
+
+    dsn = get_settings().database_dsn
+    if not dsn:
+        errors.print("CARDFLOW_DATABASE_URL is not set (see `cardflow endpoints`)")
+        raise typer.Exit(2)
+    pool = await create_pool(dsn, min_size=1, max_size=2)
+    try:
+        await prepare_schema(pool, SPEC)
+        return await action(pool)
+    finally:
+        await pool.close()
+
+
+def _utc(value: datetime) -> datetime:
+    """A date or time from the command line: naive values are UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _print_json(rows: list[dict[str, Any]]) -> None:
+    typer.echo(json.dumps(rows, indent=2, default=str))
+
+
+def _ledger_table(rows: list[dict[str, Any]], key: str) -> Table:
+    table = Table(title="cardflow ledger")
+    for header in (key, "GPU-hours", "cost", "output units", "unit", "cost / unit"):
+        table.add_column(header, justify="left" if header in {key, "unit"} else "right")
+    for row in rows:
+        label = row[key] + (f" ({row['name']})" if row.get("name") else "") + (" *" if row.get("running") else "")
+        table.add_row(
+            label, _number(row["gpu_hours"], 3), _number(row["cost"]), _number(row["output_units"], 0),
+            row["output_unit"] or "", _number(row["cost_per_output_unit"], 6),
+        )  # fmt: skip
+    return table
+
+
+def _quota_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="quota accounts")
+    for header in ("account", "project", "card", "GPU-hours", "used", "remaining", "used %", "valid", "alerts"):
+        table.add_column(header, justify="right" if header in {"GPU-hours", "used", "remaining", "used %"} else "left")
+    for row in rows:
+        table.add_row(
+            row["account_id"], row["project"], row["card_type"] or "any", _number(row["gpu_hours"]),
+            _number(row["used_gpu_hours"]), _number(row["remaining_gpu_hours"]), f"{row['used_share']:.1%}",
+            f"{row['valid_from'][:10]} → {row['valid_to'][:10]}", ", ".join(row["alerts_raised"]),
+        )  # fmt: skip
+    return table
+
+
+class By(StrEnum):
+    """`--by`: what the ledger totals over (mirrors `services.ledger.reports.Grouping`)."""
+
+    TASK = "task"
+    PROJECT = "project"
+    CARD = "card"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ledger")
+    def ledger(
+        by: Annotated[By, typer.Option("--by", help="total per task, project or card type")] = By.TASK,
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+    ) -> None:
+        """GPU-hours, cost, output units and cost per output unit (* = a lease still running)."""
+        from services.ledger.reports import Grouping, ledger_rows
+
+        rows = asyncio.run(_with_ledger(lambda pool: ledger_rows(pool, Grouping(by.value))))
+        if as_json:
+            _print_json(rows)
+        else:
+            console.print(_ledger_table(rows, {"task": "task_id", "project": "project", "card": "card_type"}[by.value]))
+
+    quota = typer.Typer(help="Quota accounts: grant GPU-hours to a project, list accounts and their use.")
+    app.add_typer(quota, name="quota")
+
+    @quota.command("grant")
+    def grant(
+        project: Annotated[str, typer.Argument(help="project id, as in submissions")],
+        gpu_hours: Annotated[float, typer.Option("--gpu-hours", help="GPU-hours granted")],
+        valid_from: Annotated[datetime, typer.Option("--valid-from", formats=DATE_FORMATS, help="start (UTC if no zone)")],
+        valid_to: Annotated[datetime, typer.Option("--valid-to", formats=DATE_FORMATS, help="end (UTC if no zone)")],
+        alert_days: Annotated[float, typer.Option("--alert-days", help="warn this many days before the end")] = 15.0,
+        card_type: Annotated[str | None, typer.Option("--card-type", help="only this card type")] = None,
+    ) -> None:
+        """Grant a quota account: writes it and its quota.granted event."""
+        from pydantic import ValidationError
+
+        from services.common.runtime import Emitter
+        from services.ledger.quotas import grant_quota
+
+        emitter = Emitter("ledger", f"cli/{socket.gethostname()}", f"user:{getpass.getuser()}")
+
+        async def run(pool: Any) -> Any:
+            async with pool.acquire() as conn, conn.transaction():
+                return await grant_quota(
+                    conn, emitter, project=project, gpu_hours=gpu_hours, valid_from=_utc(valid_from),
+                    valid_to=_utc(valid_to), alert_lead_days=alert_days, card_type=card_type,
+                )  # fmt: skip
+
+        try:
+            event = asyncio.run(_with_ledger(run))
+        except ValidationError as exc:
+            errors.print(f"quota not granted: {'; '.join(error['msg'] for error in exc.errors())}")
+            raise typer.Exit(2) from None
+        console.print(f"granted {gpu_hours:g} GPU-hours to {project}: account {event.data.account_id}")
+
+    @quota.command("list")
+    def list_quotas(
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+    ) -> None:
+        """Every quota account: used and remaining GPU-hours, validity, alerts raised."""
+        from services.ledger.reports import quota_rows
+
+        rows = asyncio.run(_with_ledger(quota_rows))
+        if as_json:
+            _print_json(rows)
+        else:
+            console.print(_quota_table(rows))

@@ -1,0 +1,90 @@
+"""Usage arithmetic of one lease (pure): exact GPU-seconds between two instants, and their cost.
+
+A lease is charged from its grant to its end: `gpu_seconds = gpus x (until - opened_at)`, counted
+in whole microseconds (PostgreSQL's time resolution), so it is exact. `cost = gpu_seconds x price
+/ 3600`, rounded half-even to `COST_QUANTUM`. Each increment is the difference between two such
+totals, so the increments of a lease always add up to the cost of its whole duration, to the last
+digit, however many renewals accounted it on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+
+COST_QUANTUM = Decimal("0.000001")
+"""Costs are kept to a millionth of the catalog currency."""
+
+_MICROSECONDS_PER_SECOND = Decimal(1_000_000)
+_SECONDS_PER_HOUR = Decimal(3600)
+
+
+def gpu_seconds_between(gpus: int, start: datetime, end: datetime) -> Decimal:
+    """GPU-seconds of `gpus` GPUs held from `start` to `end` (0 if `end` is not after `start`)."""
+    elapsed = max(end - start, timedelta(0))
+    microseconds = (elapsed.days * 86_400 + elapsed.seconds) * 1_000_000 + elapsed.microseconds
+    return Decimal(gpus) * Decimal(microseconds) / _MICROSECONDS_PER_SECOND
+
+
+def cost_of(gpu_seconds: Decimal, price_per_gpu_hour: Decimal) -> Decimal:
+    """The cost of `gpu_seconds` at `price_per_gpu_hour`, rounded to `COST_QUANTUM`."""
+    return (gpu_seconds * price_per_gpu_hour / _SECONDS_PER_HOUR).quantize(COST_QUANTUM, ROUND_HALF_EVEN)
+
+
+def price_of(price_per_gpu_hour: float) -> Decimal:
+    """A catalog price as an exact decimal (12.29 stays 12.29, not its binary approximation)."""
+    return Decimal(str(price_per_gpu_hour))
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAccount:
+    """One lease's usage so far (a row of `ledger.lease_usage`)."""
+
+    lease_id: str
+    task_id: str
+    project: str
+    card_type: str
+    gpus: int
+    price_per_gpu_hour: Decimal
+    opened_at: datetime
+    accounted_until: datetime
+    gpu_seconds: Decimal = Decimal(0)
+    cost: Decimal = Decimal(0)
+    closed_at: datetime | None = None
+    close_reason: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class Increment:
+    """Usage accounted by one step: the interval, and the GPU-seconds and cost it added."""
+
+    lease_id: str
+    from_at: datetime
+    to_at: datetime
+    gpu_seconds: Decimal
+    cost: Decimal
+
+
+def advance(account: LeaseAccount, until: datetime) -> tuple[LeaseAccount, Increment | None]:
+    """Account the lease up to `until`; None when that adds nothing (closed, or not later)."""
+    if not account.is_open or until <= account.accounted_until:
+        return account, None
+    gpu_seconds = gpu_seconds_between(account.gpus, account.opened_at, until)
+    cost = cost_of(gpu_seconds, account.price_per_gpu_hour)
+    increment = Increment(
+        account.lease_id, account.accounted_until, until, gpu_seconds - account.gpu_seconds, cost - account.cost
+    )
+    return replace(account, accounted_until=until, gpu_seconds=gpu_seconds, cost=cost), increment
+
+
+def close(account: LeaseAccount, ended_at: datetime, reason: str) -> tuple[LeaseAccount, Increment | None]:
+    """Account up to `ended_at` and close the lease (a second close changes nothing)."""
+    if not account.is_open:
+        return account, None
+    advanced, increment = advance(account, ended_at)
+    return replace(advanced, closed_at=max(ended_at, advanced.accounted_until), close_reason=reason), increment

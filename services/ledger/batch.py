@@ -1,0 +1,184 @@
+"""One batch of `cf:events`, folded in stream order into the ledger's effects (pure).
+
+- `task.submitted` -> the task's project, name and output unit (`ledger.tasks`);
+- `lease.granted` -> a lease account opens at the event's `occurred_at`, priced from the catalog;
+- `lease.renewed` -> the lease is accounted up to the event's `occurred_at`;
+- `lease.released` -> accounted up to `ended_at` and closed (opened from its own data if the grant
+  was never seen);
+- `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
+  the highest value reported wins.
+
+Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
+of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+
+from services.common.runtime import Emission
+from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of
+from shared.cards import Catalog
+from shared.events import (
+    Envelope,
+    LeaseGranted,
+    LeaseReleased,
+    LeaseRenewed,
+    TaskCheckpointed,
+    TaskSubmitted,
+    TaskSucceeded,
+    UsageRecorded,
+    UsageRecordedData,
+)
+from shared.events.subjects import lease_subject
+from shared.logging import get_logger
+
+RELEVANT_TYPES: tuple[type[Envelope], ...] = (
+    TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded,
+)  # fmt: skip
+UNKNOWN_PROJECT = "unknown"
+"""Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
+
+log = get_logger(__name__)
+
+Step = tuple[LeaseAccount, Increment | None]
+
+
+class UnpricedCardError(LookupError):
+    """A lease on a card type the catalog has no price for (the event goes to the dead-letter stream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    task_id: str
+    project: str
+    name: str
+    output_unit: str | None
+    submitted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutput:
+    """Output one run (lease) of a task reported, cumulative for that run."""
+
+    task_id: str
+    lease_id: str
+    output_units: Decimal
+    final: bool
+    reported_at: datetime
+
+
+@dataclass
+class BatchEffects:
+    leases: dict[str, LeaseAccount] = field(default_factory=dict)
+    increments: list[tuple[Increment, LeaseAccount]] = field(default_factory=list)
+    emissions: list[Emission] = field(default_factory=list)
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    outputs: dict[tuple[str, str], RunOutput] = field(default_factory=dict)
+
+
+class _Fold:
+    def __init__(self, catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str]) -> None:
+        self.catalog = catalog
+        self.leases = dict(leases)
+        self.projects = dict(projects)
+        self.effects = BatchEffects()
+
+    def apply(self, event: Envelope) -> None:
+        if isinstance(event, TaskSubmitted):
+            self.submitted(event)
+        elif isinstance(event, LeaseGranted):
+            self.granted(event)
+        elif isinstance(event, LeaseRenewed):
+            self.step(event.data.lease_id, event, lambda lease: advance(lease, event.occurred_at))
+        elif isinstance(event, LeaseReleased):
+            self.released(event)
+        elif isinstance(event, (TaskCheckpointed, TaskSucceeded)):
+            self.output(event)
+
+    def submitted(self, event: TaskSubmitted) -> None:
+        submission = event.data.submission
+        task = TaskInfo(event.data.task_id, submission.project, submission.name, submission.output_unit, event.occurred_at)
+        self.effects.tasks[task.task_id] = task
+        self.projects[task.task_id] = task.project
+        for lease in [lease for lease in self.leases.values() if lease.task_id == task.task_id]:
+            if lease.project == UNKNOWN_PROJECT:
+                self.keep(replace(lease, project=task.project))
+
+    def granted(self, event: LeaseGranted) -> None:
+        data = event.data
+        if data.lease_id not in self.leases:
+            self.open(data.lease_id, data.task_id, data.card_type, len(data.gpu_indices), event.occurred_at)
+
+    def released(self, event: LeaseReleased) -> None:
+        data = event.data
+        if data.lease_id not in self.leases:
+            self.open(data.lease_id, data.task_id, data.card_type, data.gpus, data.granted_at)
+        self.step(data.lease_id, event, lambda lease: close(lease, data.ended_at, data.reason.value))
+
+    def output(self, event: TaskCheckpointed | TaskSucceeded) -> None:
+        data = event.data
+        if data.output_units is None or data.lease_id is None:
+            return
+        key = (data.task_id, data.lease_id)
+        before = self.effects.outputs.get(key)
+        units = Decimal(str(data.output_units))
+        final = isinstance(event, TaskSucceeded) or bool(before and before.final)
+        if before is not None:
+            units = max(units, before.output_units)
+        self.effects.outputs[key] = RunOutput(data.task_id, data.lease_id, units, final, event.occurred_at)
+
+    def open(self, lease_id: str, task_id: str, card_type: str, gpus: int, opened_at: datetime) -> None:
+        if card_type not in self.catalog:
+            raise UnpricedCardError(f"lease {lease_id}: card type {card_type!r} has no price in the card catalog")
+        price = price_of(self.catalog.card(card_type).price_per_gpu_hour)
+        project = self.projects.get(task_id, UNKNOWN_PROJECT)
+        self.keep(LeaseAccount(lease_id, task_id, project, card_type, gpus, price, opened_at, opened_at))
+
+    def step(self, lease_id: str, cause: Envelope, move: Callable[[LeaseAccount], Step]) -> None:
+        lease = self.leases.get(lease_id)
+        if lease is None:
+            log.warning("usage event for a lease the ledger never saw opened; its end will account it", lease_id=lease_id)
+            return
+        updated, increment = move(lease)
+        self.keep(updated)
+        if increment is not None:
+            self.effects.increments.append((increment, updated))
+            self.effects.emissions.append(usage_emission(updated, increment, cause))
+
+    def keep(self, lease: LeaseAccount) -> None:
+        self.leases[lease.lease_id] = lease
+        self.effects.leases[lease.lease_id] = lease
+
+
+def fold_batch(
+    events: Iterable[Envelope], catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str]
+) -> BatchEffects:
+    """Apply `events` in order over the loaded leases and task projects; return what to write."""
+    fold = _Fold(catalog, leases, projects)
+    for event in events:
+        fold.apply(event)
+    return fold.effects
+
+
+def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -> Emission:
+    data = UsageRecordedData(
+        lease_id=lease.lease_id,
+        task_id=lease.task_id,
+        project=lease.project,
+        card_type=lease.card_type,
+        gpu_seconds=float(increment.gpu_seconds),
+        cost=float(increment.cost),
+    )
+    return Emission(UsageRecorded, lease_subject(lease.lease_id), data, cause=cause, actor="service:ledger")
+
+
+def lease_ids_of(events: Iterable[Envelope]) -> set[str]:
+    return {e.data.lease_id for e in events if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased))}
+
+
+def task_ids_of(events: Iterable[Envelope]) -> set[str]:
+    return {e.data.task_id for e in events if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted))}

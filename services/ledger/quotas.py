@@ -1,0 +1,186 @@
+"""Quota accounts: granting one (a ledger command), measuring its use, raising its alerts once.
+
+- `grant_quota` writes a `ledger.quotas` row and its `quota.granted` event in the caller's
+  transaction (`cardflow quota grant` runs it with a ledger `Emitter`);
+- `load_quota_status` measures each account's used GPU-hours: the usage increments of its project
+  (and card type, if it has one) that fall inside its validity window, cut at the window's edges;
+- `alerts_due` (pure) says which alerts an account is owed: one `quota.threshold_crossed` per
+  threshold reached, one `quota.expiring` once `valid_to - alert lead` has passed with hours left;
+- `check_quotas` is the ledger's periodic loop: it raises what is due, each alert once (a row in
+  `ledger.quota_alerts`, in the same transaction as the event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import asyncpg
+
+from services.common.runtime import Emission, Emitter, ServiceContext
+from shared.delivery.migrations import advisory_key
+from shared.events import (
+    Envelope,
+    QuotaExpiring,
+    QuotaExpiringData,
+    QuotaGranted,
+    QuotaGrantedData,
+    QuotaThresholdCrossed,
+    QuotaThresholdCrossedData,
+    new_event_id,
+    utcnow,
+)
+from shared.events.subjects import quota_subject
+
+SCHEMA = "ledger"
+DEFAULT_THRESHOLDS = (0.8, 0.95)
+DEFAULT_ALERT_LEAD_DAYS = 15.0
+LATE_USAGE_GRACE = timedelta(days=1)
+"""Thresholds are still checked this long after an account expires (usage is recorded with a lag)."""
+
+_CHECK_LOCK = advisory_key("quota-check", SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatus:
+    """An account and what its project has used of it so far."""
+
+    account_id: str
+    project: str
+    card_type: str | None
+    gpu_hours: Decimal
+    valid_from: datetime
+    valid_to: datetime
+    alert_lead_days: float
+    thresholds: tuple[float, ...]
+    used_gpu_hours: Decimal
+
+    @property
+    def remaining_gpu_hours(self) -> Decimal:
+        return max(self.gpu_hours - self.used_gpu_hours, Decimal(0))
+
+    @property
+    def used_share(self) -> float:
+        return float(self.used_gpu_hours / self.gpu_hours)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaAlert:
+    """An alert an account is owed: `kind` 'threshold' (with its threshold) or 'expiring' (threshold 0)."""
+
+    account: QuotaStatus
+    kind: str
+    threshold: float
+
+    @property
+    def key(self) -> tuple[str, float]:
+        return self.kind, self.threshold
+
+
+async def grant_quota(
+    conn: asyncpg.Connection,
+    emitter: Emitter,
+    *,
+    project: str,
+    gpu_hours: float,
+    valid_from: datetime,
+    valid_to: datetime,
+    alert_lead_days: float = DEFAULT_ALERT_LEAD_DAYS,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    card_type: str | None = None,
+    account_id: str | None = None,
+    actor: str | None = None,
+) -> Envelope:
+    """Create a quota account and its `quota.granted` event (in the caller's transaction)."""
+    data = QuotaGrantedData(
+        account_id=account_id or f"{project}-{new_event_id().lower()}",
+        project=project,
+        gpu_hours=gpu_hours,
+        card_type=card_type,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        alert_lead_days=alert_lead_days,
+        thresholds=tuple(sorted(thresholds)),
+    )  # validates: positive hours, forward window, thresholds within 0..1
+    event = await emitter.emit(conn, QuotaGranted, subject=quota_subject(data.account_id), data=data, actor=actor)
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.quotas (account_id, project, gpu_hours, card_type, valid_from, valid_to,"
+        " alert_lead_days, thresholds, granted_at, granted_by, event_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        data.account_id, data.project, Decimal(str(data.gpu_hours)), data.card_type, data.valid_from,
+        data.valid_to, data.alert_lead_days, list(data.thresholds), event.occurred_at, event.actor, event.event_id,
+    )  # fmt: skip
+    return event
+
+
+async def load_quota_status(
+    conn: asyncpg.Connection | asyncpg.Pool, *, active_at: datetime | None = None
+) -> list[QuotaStatus]:
+    """Every account (or those in force at `active_at`, grace included) with its used GPU-hours."""
+    rows = await conn.fetch(
+        f"SELECT q.account_id, q.project, q.card_type, q.gpu_hours, q.valid_from, q.valid_to, q.alert_lead_days,"
+        f" q.thresholds, coalesce(("
+        f"   SELECT sum(i.gpus * extract(epoch FROM least(i.to_at, q.valid_to) - greatest(i.from_at, q.valid_from)))"
+        f"   FROM {SCHEMA}.usage_increments i"
+        f"   WHERE i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)"
+        f"     AND i.to_at > q.valid_from AND i.from_at < q.valid_to"
+        f" ), 0) / 3600 AS used_gpu_hours"
+        f" FROM {SCHEMA}.quotas q"
+        f" WHERE $1::timestamptz IS NULL OR (q.valid_from <= $1 AND q.valid_to + $2::interval > $1)"
+        f" ORDER BY q.project, q.valid_from, q.account_id",
+        active_at,
+        LATE_USAGE_GRACE,
+    )
+    return [QuotaStatus(**{**dict(row), "thresholds": tuple(row["thresholds"])}) for row in rows]
+
+
+def alerts_due(account: QuotaStatus, now: datetime, raised: set[tuple[str, float]]) -> list[QuotaAlert]:
+    """The alerts `account` is owed at `now` that are not in `raised` (pure)."""
+    due = [QuotaAlert(account, "threshold", t) for t in account.thresholds if account.used_share >= t]
+    expiring_from = account.valid_to - timedelta(days=account.alert_lead_days)
+    if expiring_from <= now < account.valid_to and account.remaining_gpu_hours > 0:
+        due.append(QuotaAlert(account, "expiring", 0.0))
+    return [alert for alert in due if alert.key not in raised]
+
+
+def alert_emission(alert: QuotaAlert) -> Emission:
+    account = alert.account
+    subject = quota_subject(account.account_id)
+    if alert.kind == "expiring":
+        data = QuotaExpiringData(
+            account_id=account.account_id, project=account.project, valid_to=account.valid_to,
+            remaining_gpu_hours=float(account.remaining_gpu_hours),
+        )  # fmt: skip
+        return Emission(QuotaExpiring, subject, data)
+    crossed = QuotaThresholdCrossedData(
+        account_id=account.account_id, project=account.project, threshold=alert.threshold,
+        used_gpu_hours=float(account.used_gpu_hours), total_gpu_hours=float(account.gpu_hours),
+    )  # fmt: skip
+    return Emission(QuotaThresholdCrossed, subject, crossed)
+
+
+async def raise_due_alerts(conn: asyncpg.Connection, emitter: Emitter, now: datetime) -> list[Envelope]:
+    """Emit every alert due at `now` and record it, so it is never raised again."""
+    if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _CHECK_LOCK):
+        return []  # another ledger instance is checking right now
+    raised: dict[str, set[tuple[str, float]]] = {}
+    for row in await conn.fetch(f"SELECT account_id, kind, threshold FROM {SCHEMA}.quota_alerts"):
+        raised.setdefault(row["account_id"], set()).add((row["kind"], row["threshold"]))
+    due = [a for s in await load_quota_status(conn, active_at=now) for a in alerts_due(s, now, raised.get(s.account_id, set()))]
+    if not due:
+        return []
+    events = await emitter.emit_many(conn, [alert_emission(alert) for alert in due])
+    await conn.executemany(
+        f"INSERT INTO {SCHEMA}.quota_alerts (account_id, kind, threshold, used_gpu_hours, event_id)"
+        " VALUES ($1, $2, $3, $4, $5)",
+        [(a.account.account_id, a.kind, a.threshold, a.account.used_gpu_hours, e.event_id) for a, e in zip(due, events)],
+    )
+    return events
+
+
+async def check_quotas(ctx: ServiceContext) -> None:
+    """The ledger's periodic loop: raise the quota alerts that are due now."""
+    async with ctx.transaction() as conn:
+        await raise_due_alerts(conn, ctx.emitter, utcnow())

@@ -1,0 +1,75 @@
+"""The ledger service process: `cardflow service ledger` runs `SPEC`.
+
+One batch subscriber on `cf:events` (group `ledger`); each batch is one transaction:
+
+1. record the relevant events as consumed (duplicates drop out);
+2. load (and lock) the batch's lease accounts and its tasks' projects;
+3. fold the events in order (`services.ledger.batch.fold_batch`, pure);
+4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
+
+A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from services.common.runtime import ServiceContext, ServiceSpec
+from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
+from services.ledger.quotas import check_quotas
+from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
+from shared.cards import Catalog, load_catalog
+from shared.delivery.consumer import reliable_batch_subscriber
+from shared.delivery.inbox import record_consumed_many
+from shared.events import Envelope, parse_event
+from shared.logging import get_logger
+from shared.names import EVENTS_STREAM, LEDGER_GROUP
+
+MIGRATIONS = Path(__file__).parent / "sql"
+BATCH_SIZE = 500
+QUOTA_CHECK_INTERVAL_S = 30.0
+
+log = get_logger(__name__)
+
+
+async def handle_batch(ctx: ServiceContext, catalog: Catalog, events: Sequence[Envelope]) -> None:
+    """The numbered recipe of the module docstring, for one batch."""
+    relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
+    if not relevant:
+        return
+    async with ctx.transaction() as conn:
+        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
+        todo = [event for event in relevant if event.event_id in fresh]
+        if not todo:
+            return
+        leases = await load_leases(conn, lease_ids_of(todo))
+        projects = await load_projects(conn, task_ids_of(todo) | {lease.task_id for lease in leases.values()})
+        effects = fold_batch(todo, catalog, leases, projects)
+        await save_effects(conn, ctx.emitter, effects)
+    log.debug("ledger batch", events=len(todo), usage_records=len(effects.emissions))
+
+
+def build_spec(
+    catalog: Catalog | None = None,
+    *,
+    batch_size: int = BATCH_SIZE,
+    quota_check_interval_s: float = QUOTA_CHECK_INTERVAL_S,
+) -> ServiceSpec:
+    """The ledger's spec: prices from `catalog` (default: the packaged card catalog)."""
+
+    async def setup(ctx: ServiceContext) -> None:
+        prices = catalog or load_catalog()
+
+        @reliable_batch_subscriber(
+            ctx.broker, stream=EVENTS_STREAM, group=LEDGER_GROUP, parse=parse_event, max_records=batch_size
+        )
+        async def on_events(events: list[Envelope]) -> None:
+            await handle_batch(ctx, prices, events)
+
+        ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
+
+    return ServiceSpec(name="ledger", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)
+
+
+SPEC = build_spec()

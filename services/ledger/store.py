@@ -1,0 +1,108 @@
+"""Reads and writes of the `ledger` schema for the event batches, one statement per table per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import asyncpg
+
+from services.common.runtime import Emitter
+from services.ledger.accounting import LeaseAccount
+from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo
+
+SCHEMA = "ledger"
+
+_LEASE_COLUMNS = (
+    "lease_id, task_id, project, card_type, gpus, price_per_gpu_hour, opened_at, accounted_until,"
+    " gpu_seconds, cost, closed_at, close_reason"
+)
+
+
+async def load_leases(conn: asyncpg.Connection, lease_ids: Iterable[str]) -> dict[str, LeaseAccount]:
+    """The lease accounts of `lease_ids`, locked until the transaction ends (one writer per lease)."""
+    rows = await conn.fetch(
+        f"SELECT {_LEASE_COLUMNS} FROM {SCHEMA}.lease_usage WHERE lease_id = ANY($1::text[])"
+        " ORDER BY lease_id FOR UPDATE",
+        sorted(lease_ids),
+    )
+    return {row["lease_id"]: LeaseAccount(**dict(row)) for row in rows}
+
+
+async def load_projects(conn: asyncpg.Connection, task_ids: Iterable[str]) -> dict[str, str]:
+    rows = await conn.fetch(f"SELECT task_id, project FROM {SCHEMA}.tasks WHERE task_id = ANY($1::text[])", list(task_ids))
+    return {row["task_id"]: row["project"] for row in rows}
+
+
+async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
+    """Write tasks, leases, increments (with their usage.recorded ids) and outputs; append the events."""
+    await _save_tasks(conn, list(effects.tasks.values()))
+    await _save_leases(conn, list(effects.leases.values()))
+    events = await emitter.emit_many(conn, effects.emissions) if effects.emissions else []
+    await _save_increments(conn, effects, [event.event_id for event in events])
+    await _save_outputs(conn, list(effects.outputs.values()))
+
+
+async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
+    if not tasks:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.tasks (task_id, project, name, output_unit, submitted_at)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])"
+        " ON CONFLICT (task_id) DO NOTHING",
+        [t.task_id for t in tasks], [t.project for t in tasks], [t.name for t in tasks],
+        [t.output_unit for t in tasks], [t.submitted_at for t in tasks],
+    )  # fmt: skip
+    for table in ("lease_usage", "usage_increments"):  # leases opened before their task was seen
+        await conn.execute(
+            f"UPDATE {SCHEMA}.{table} AS u SET project = t.project FROM {SCHEMA}.tasks AS t"
+            " WHERE u.project = $1 AND u.task_id = t.task_id AND t.task_id = ANY($2::text[])",
+            UNKNOWN_PROJECT,
+            [t.task_id for t in tasks],
+        )
+
+
+async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount]) -> None:
+    if not leases:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS})"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
+        " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[])"
+        " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
+        " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
+        " close_reason = EXCLUDED.close_reason",
+        [x.lease_id for x in leases], [x.task_id for x in leases], [x.project for x in leases],
+        [x.card_type for x in leases], [x.gpus for x in leases], [x.price_per_gpu_hour for x in leases],
+        [x.opened_at for x in leases], [x.accounted_until for x in leases], [x.gpu_seconds for x in leases],
+        [x.cost for x in leases], [x.closed_at for x in leases], [x.close_reason for x in leases],
+    )  # fmt: skip
+
+
+async def _save_increments(conn: asyncpg.Connection, effects: BatchEffects, event_ids: list[str]) -> None:
+    rows = effects.increments
+    if not rows:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.usage_increments"
+        " (lease_id, from_at, to_at, task_id, project, card_type, gpus, gpu_seconds, cost, event_id)"
+        " SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[],"
+        " $6::text[], $7::int[], $8::numeric[], $9::numeric[], $10::text[])",
+        [i.lease_id for i, _ in rows], [i.from_at for i, _ in rows], [i.to_at for i, _ in rows],
+        [lease.task_id for _, lease in rows], [lease.project for _, lease in rows],
+        [lease.card_type for _, lease in rows], [lease.gpus for _, lease in rows],
+        [i.gpu_seconds for i, _ in rows], [i.cost for i, _ in rows], event_ids,
+    )  # fmt: skip
+
+
+async def _save_outputs(conn: asyncpg.Connection, outputs: list[RunOutput]) -> None:
+    if not outputs:
+        return
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.task_output AS o (task_id, lease_id, output_units, final, reported_at)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::numeric[], $4::bool[], $5::timestamptz[])"
+        " ON CONFLICT (task_id, lease_id) DO UPDATE SET"
+        " output_units = GREATEST(o.output_units, EXCLUDED.output_units), final = o.final OR EXCLUDED.final,"
+        " reported_at = GREATEST(o.reported_at, EXCLUDED.reported_at)",
+        [x.task_id for x in outputs], [x.lease_id for x in outputs], [x.output_units for x in outputs],
+        [x.final for x in outputs], [x.reported_at for x in outputs],
+    )  # fmt: skip

@@ -1,0 +1,146 @@
+"""The ledger service against real Redis and PostgreSQL: exact usage, no double counting, quota alerts once,
+and the `cardflow ledger` / `cardflow quota` commands over what it recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from services.common.runtime import Emitter
+from services.ledger.quotas import raise_due_alerts
+from services.ledger.service import build_spec
+from shared.cards import load_catalog
+from shared.events import UsageRecorded
+from shared.settings import Settings
+from tests.helpers.delivery_support import REPO_ROOT
+from tests.integration.matcher.harness import Running
+from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
+
+pytestmark = pytest.mark.integration
+
+PRICE = {card.card_type: Decimal(str(card.price_per_gpu_hour)) for card in load_catalog()}
+
+
+def expected_cost(gpus: int, start: datetime, end: datetime, card_type: str) -> tuple[Decimal, Decimal]:
+    """GPU-seconds and cost computed from the event times: duration x GPUs x price, cost to 1e-6."""
+    gpu_seconds = gpus * Decimal(str((end - start).total_seconds()))
+    return gpu_seconds, (gpu_seconds * PRICE[card_type] / 3600).quantize(Decimal("0.000001"))
+
+
+async def cardflow(settings: Settings, *args: str) -> str:
+    """Run the `cardflow` CLI against `settings`' database; its stdout (fails on a non-zero exit)."""
+    env = {**os.environ, "CARDFLOW_DATABASE_URL": settings.database_dsn or "", "CARDFLOW_REDIS_URL": settings.redis_url or ""}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", *args, cwd=REPO_ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def lease_row(running: Running, lease_id: str) -> dict[str, Any] | None:
+    rows = await running.fetch("SELECT * FROM ledger.lease_usage WHERE lease_id = $1", lease_id)
+    return dict(rows[0]) if rows else None
+
+
+async def wait_closed(running: Running, lease_id: str) -> dict[str, Any]:
+    async def closed() -> bool:
+        row = await lease_row(running, lease_id)
+        return row is not None and row["closed_at"] is not None
+
+    assert await running.wait_until(closed), f"lease {lease_id} was not closed"
+    row = await lease_row(running, lease_id)
+    assert row is not None
+    return row
+
+
+def usage_of(events: list[Any], lease_id: str) -> list[Any]:
+    return [e for e in events if isinstance(e, UsageRecorded) and e.data.lease_id == lease_id]
+
+
+async def test_granted_renewed_released_costs_duration_times_price_once(fresh_settings: Settings) -> None:
+    renewed_at = T0 + timedelta(seconds=30, microseconds=500_000)
+    ended_at = T0 + timedelta(seconds=95, microseconds=250_001)
+    lease_events = [granted("L1", "T1", gpus=2), renewed("L1", "T1", at=renewed_at), released("L1", "T1", ended_at=ended_at)]
+    async with Running(fresh_settings, build_spec()) as running:
+        await running.publish(submitted("T1"), *lease_events)
+        first = await wait_closed(running, "L1")
+        await running.publish(*lease_events[1:])  # redelivered, as after a consumer crash
+        await running.publish(granted("L2", "T1", gpus=1), released("L2", "T1", ended_at=T0 + timedelta(seconds=9), gpus=1))
+        await wait_closed(running, "L2")
+        again = await lease_row(running, "L1")
+        events = await running.wait_for_events("usage.recorded", 3)
+        increments = await running.fetch("SELECT * FROM ledger.usage_increments WHERE lease_id = 'L1' ORDER BY from_at")
+
+    gpu_seconds, cost = expected_cost(2, T0, ended_at, "H100")
+    assert (first["gpu_seconds"], first["cost"]) == (gpu_seconds, cost)
+    assert first["project"] == "proj-a" and first["price_per_gpu_hour"] == PRICE["H100"]
+    assert (first["opened_at"], first["accounted_until"], first["closed_at"]) == (T0, ended_at, ended_at)
+    assert again == first
+    usage = usage_of(events, "L1")
+    assert len(usage) == 2 and [row["to_at"] for row in increments] == [renewed_at, ended_at]
+    assert sum(row["gpu_seconds"] for row in increments) == gpu_seconds and sum(row["cost"] for row in increments) == cost
+    assert usage[0].data.gpu_seconds == pytest.approx(float(expected_cost(2, T0, renewed_at, "H100")[0]))
+    assert [e.event_id for e in usage] == [row["event_id"] for row in increments]
+
+
+async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) -> None:
+    valid_to = (datetime.now(UTC) + timedelta(days=60)).strftime("%Y-%m-%d")
+    async with Running(fresh_settings, build_spec(quota_check_interval_s=0.1)) as running:
+        out = await cardflow(fresh_settings, "quota", "grant", "proj-q", "--gpu-hours", "1",
+                             "--valid-from", "2024-12-01", "--valid-to", valid_to)  # fmt: skip
+        assert "granted 1 GPU-hours to proj-q" in out
+        (grant,) = await running.wait_for_events("quota.granted", 1)
+        assert grant.data.project == "proj-q" and grant.data.thresholds == (0.8, 0.95)
+
+        end_a = T0 + timedelta(minutes=25)  # 2 GPUs x 25 min = 0.833 GPU-hours: past 80 %
+        await running.publish(submitted("TQ", project="proj-q"), granted("LA", "TQ"), released("LA", "TQ", ended_at=end_a))
+        (crossed,) = await running.wait_for_events("quota.threshold_crossed", 1)
+        assert crossed.data.threshold == 0.8 and crossed.data.used_gpu_hours == pytest.approx(50 / 60)
+
+        async with running.db.acquire() as conn, conn.transaction():  # another instance checking: nothing due
+            assert await raise_due_alerts(conn, Emitter("ledger", "tests/1", "test:ledger"), datetime.now(UTC)) == []
+
+        end_b = end_a + timedelta(minutes=5)  # + 0.167 GPU-hours: 100 %
+        await running.publish(granted("LB", "TQ", at=end_a), released("LB", "TQ", granted_at=end_a, ended_at=end_b))
+        crossings = await running.wait_for_events("quota.threshold_crossed", 2)
+        listed = json.loads(await cardflow(fresh_settings, "quota", "list", "--json"))
+
+    assert [e.data.threshold for e in crossings] == [0.8, 0.95]
+    (account,) = listed
+    assert account["used_gpu_hours"] == pytest.approx(1.0) and account["alerts_raised"] == ["80%", "95%"]
+    assert account["remaining_gpu_hours"] == 0
+
+
+async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -> None:
+    end = T0 + timedelta(hours=1)
+    async with Running(fresh_settings, build_spec()) as running:
+        await running.publish(
+            submitted("TO", output_unit="tokens"), granted("LO", "TO", gpus=4, card_type="A10"),
+            released("LO", "TO", ended_at=end, card_type="A10", gpus=4), succeeded("TO", "LO", 2_000_000, at=end),
+        )  # fmt: skip
+        await wait_closed(running, "LO")
+
+        async def output_recorded() -> bool:
+            return bool(await running.fetch("SELECT 1 FROM ledger.task_output WHERE task_id = 'TO'"))
+
+        assert await running.wait_until(output_recorded)
+        by_task = json.loads(await cardflow(fresh_settings, "ledger", "--by", "task", "--json"))
+        by_card = json.loads(await cardflow(fresh_settings, "ledger", "--by", "card", "--json"))
+        table = await cardflow(fresh_settings, "ledger", "--by", "project")
+
+    _, cost = expected_cost(4, T0, end, "A10")
+    (task,) = by_task
+    assert task["task_id"] == "TO" and task["gpu_hours"] == 4.0 and task["cost"] == pytest.approx(float(cost))
+    assert task["output_units"] == 2_000_000 and task["output_unit"] == "tokens"
+    assert task["cost_per_output_unit"] == pytest.approx(float(cost) / 2_000_000)
+    assert by_card == [{**by_card[0], "card_type": "A10", "gpu_hours": 4.0, "output_units": 2_000_000}]
+    assert "proj-a" in table and "tokens" in table

@@ -1,0 +1,65 @@
+"""Builders for ledger tests: the lease, task and output events the ledger reads."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.events import (
+    LeaseGranted,
+    LeaseReleased,
+    LeaseRenewed,
+    TaskCheckpointed,
+    TaskSucceeded,
+    make_event,
+)
+from shared.events.subjects import lease_subject, task_subject
+from tests.unit.matcher.builders import T0, submitted
+
+__all__ = ["T0", "checkpointed", "granted", "released", "renewed", "submitted", "succeeded"]
+
+
+def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str, Any]) -> Any:
+    return make_event(
+        cls, subject=lease_subject(lease_id), subject_seq=seq, producer="dispatcher/t",
+        actor="service:dispatcher", occurred_at=at, data=data,
+    )  # fmt: skip
+
+
+def granted(lease_id: str, task_id: str, *, card_type: str = "H100", gpus: int = 2, at: datetime = T0) -> LeaseGranted:
+    return _lease_event(LeaseGranted, lease_id, 1, at, {
+        "lease_id": lease_id, "task_id": task_id, "agent_id": "a1", "node_id": "n1", "card_type": card_type,
+        "gpu_indices": list(range(gpus)), "fencing_token": 1, "ttl_s": 30.0, "expires_at": at + timedelta(seconds=30),
+    })  # fmt: skip
+
+
+def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2) -> LeaseRenewed:
+    return _lease_event(LeaseRenewed, lease_id, seq, at, {
+        "lease_id": lease_id, "task_id": task_id, "until": at + timedelta(seconds=30),
+    })  # fmt: skip
+
+
+def released(
+    lease_id: str, task_id: str, *, granted_at: datetime = T0, ended_at: datetime, card_type: str = "H100",
+    gpus: int = 2, reason: str = "succeeded", seq: int = 3,
+) -> LeaseReleased:
+    return _lease_event(LeaseReleased, lease_id, seq, ended_at, {
+        "lease_id": lease_id, "task_id": task_id, "node_id": "n1", "card_type": card_type, "gpus": gpus,
+        "granted_at": granted_at, "ended_at": ended_at, "reason": reason,
+    })  # fmt: skip
+
+
+def checkpointed(task_id: str, lease_id: str, output_units: float | None, *, at: datetime = T0) -> TaskCheckpointed:
+    return make_event(
+        TaskCheckpointed, subject=task_subject(task_id), subject_seq=5, producer="dispatcher/t",
+        actor="service:dispatcher", occurred_at=at,
+        data={"task_id": task_id, "lease_id": lease_id, "checkpoint_uri": "s3://ckpt/x", "output_units": output_units},
+    )  # fmt: skip
+
+
+def succeeded(task_id: str, lease_id: str, output_units: float | None, *, at: datetime = T0) -> TaskSucceeded:
+    return make_event(
+        TaskSucceeded, subject=task_subject(task_id), subject_seq=6, producer="dispatcher/t",
+        actor="service:dispatcher", occurred_at=at,
+        data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units},
+    )  # fmt: skip

@@ -1,0 +1,73 @@
+"""Folding lease, task and output events into the ledger's effects (pure)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from services.ledger.accounting import cost_of, gpu_seconds_between
+from services.ledger.batch import UNKNOWN_PROJECT, UnpricedCardError, fold_batch
+from shared.cards import load_catalog
+from shared.events import UsageRecordedData
+
+from .builders import T0, checkpointed, granted, released, renewed, submitted, succeeded
+
+CATALOG = load_catalog()
+H100 = Decimal(str(CATALOG.card("H100").price_per_gpu_hour))
+
+
+def test_grant_renew_release_charge_the_lease_from_grant_to_end() -> None:
+    t1, t2 = T0 + timedelta(seconds=40), T0 + timedelta(seconds=75, microseconds=5)
+    events = [submitted("T1"), granted("L1", "T1", gpus=2), renewed("L1", "T1", at=t1), released("L1", "T1", ended_at=t2)]
+    effects = fold_batch(events, CATALOG, {}, {})
+
+    lease = effects.leases["L1"]
+    assert lease.project == "proj-a" and lease.price_per_gpu_hour == H100
+    assert lease.gpu_seconds == gpu_seconds_between(2, T0, t2) and lease.cost == cost_of(lease.gpu_seconds, H100)
+    assert (lease.closed_at, lease.close_reason) == (t2, "succeeded")
+    usage = [e.data for e in effects.emissions]
+    assert all(isinstance(u, UsageRecordedData) for u in usage) and len(usage) == 2
+    assert usage[0].gpu_seconds == 80.0 and sum(u.gpu_seconds for u in usage) == float(lease.gpu_seconds)
+    assert [inc.from_at for inc, _ in effects.increments] == [T0, t1]
+    assert effects.emissions[1].cause is events[3]
+
+
+def test_a_release_without_a_seen_grant_charges_from_granted_at() -> None:
+    ended = T0 + timedelta(minutes=10)
+    effects = fold_batch([released("L9", "T9", ended_at=ended, card_type="A10", gpus=1)], CATALOG, {}, {"T9": "proj-b"})
+    lease = effects.leases["L9"]
+    assert lease.opened_at == T0 and lease.gpu_seconds == 600 and lease.project == "proj-b"
+
+
+def test_a_lease_of_an_unknown_task_is_fixed_when_the_submission_arrives() -> None:
+    effects = fold_batch([granted("L1", "T1"), submitted("T1")], CATALOG, {}, {})
+    assert effects.leases["L1"].project == "proj-a"
+    alone = fold_batch([granted("L2", "T2")], CATALOG, {}, {})
+    assert alone.leases["L2"].project == UNKNOWN_PROJECT
+
+
+def test_events_after_the_end_change_nothing() -> None:
+    ended = T0 + timedelta(seconds=60)
+    first = fold_batch([granted("L1", "T1"), released("L1", "T1", ended_at=ended)], CATALOG, {}, {"T1": "p"})
+    later = fold_batch(
+        [renewed("L1", "T1", at=ended + timedelta(seconds=5)), released("L1", "T1", ended_at=ended + timedelta(seconds=9))],
+        CATALOG, first.leases, {"T1": "p"},
+    )  # fmt: skip
+    assert later.emissions == [] and later.leases["L1"] == first.leases["L1"]
+
+
+def test_output_per_run_keeps_the_highest_report() -> None:
+    events = [
+        checkpointed("T1", "L1", 100), checkpointed("T1", "L1", 250), checkpointed("T1", "L1", None),
+        succeeded("T1", "L1", 240), checkpointed("T1", "L2", 30),
+    ]  # fmt: skip
+    outputs = fold_batch(events, CATALOG, {}, {}).outputs
+    assert outputs[("T1", "L1")].output_units == 250 and outputs[("T1", "L1")].final
+    assert outputs[("T1", "L2")].output_units == 30 and not outputs[("T1", "L2")].final
+
+
+def test_a_card_without_a_price_is_an_error() -> None:
+    with pytest.raises(UnpricedCardError, match="ZZ9"):
+        fold_batch([granted("L1", "T1", card_type="ZZ9")], CATALOG, {}, {})
