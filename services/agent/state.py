@@ -323,6 +323,7 @@ class AgentState:
             mode=mode,
             gpus=gpus,
             held_leases=tuple(run.held() for run in self.leases.values()),
+            started_at=self.started_at,
         )
         return Outgoing(AgentRegistered, report)
 

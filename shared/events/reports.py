@@ -55,6 +55,11 @@ class AgentRegisteredReport(Payload):
     mode: NodeMode
     gpus: tuple[GpuInfo, ...] = Field(min_length=1)
     held_leases: tuple[LeaseHeld, ...] = Field((), description="leases still running across an agent restart")
+    started_at: AwareDatetime | None = Field(
+        None,
+        description="when this agent process started: a lease granted before it and not in held_leases is lost; "
+        "one granted after it may still be on its way to the agent (periodic re-registrations)",
+    )
 
 
 class AgentRegistered(Envelope):

@@ -41,6 +41,7 @@ async def test_registers_with_catalog_gpus_then_heartbeats_idle(fresh_settings: 
     assert found[0] is registered and registered.subject_seq == 1 and registered.subject == f"agent/{AGENT}"
     assert (registered.data.node_id, registered.data.card_type, registered.data.mode) == ("rack1-n3", "H100", "sim")
     assert [(g.index, g.vram_gb) for g in registered.data.gpus] == [(i, 80.0) for i in range(4)]
+    assert registered.data.started_at is not None and registered.data.started_at <= registered.occurred_at
     heartbeat = of_type(found, "report.heartbeat")[0]
     assert heartbeat.data.leases == () and {g.util_pct for g in heartbeat.data.gpus} == {0.0}
     assert [r.subject_seq for r in found[:4]] == [1, 2, 3, 4]

@@ -240,6 +240,7 @@ def test_registration_lists_gpus_and_the_leases_still_held() -> None:
     assert registration.kind is AgentRegistered
     assert registration.data.card_type == "H100" and len(registration.data.gpus) == 2
     assert [held.lease_id for held in registration.data.held_leases] == ["L1"]
+    assert registration.data.started_at == T0  # grants before it are void (refused here, lost there)
 
 
 def test_shutdown_stops_every_running_lease_once() -> None:
