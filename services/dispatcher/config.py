@@ -1,0 +1,24 @@
+"""The dispatcher's knobs (`CARDFLOW_DISPATCHER_*` environment variables), with their defaults."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class DispatcherConfig(BaseSettings):
+    """Timings and policy of one dispatcher process. Tests pass their own instance to `make_spec`."""
+
+    model_config = SettingsConfigDict(env_prefix="CARDFLOW_DISPATCHER_", env_file=None, extra="ignore", frozen=True)
+
+    policy: str = Field("cardflow", description="scheduling policy preset (shared.scheduling.policies)")
+    lease_ttl_s: float = Field(30.0, gt=0, description="a lease expires unless renewed within this")
+    renewal_event_every_s: float = Field(5.0, ge=0, description="at most one lease.renewed per lease per this")
+    node_lost_after_s: float = Field(60.0, gt=0, description="a node silent this long is lost")
+    tick_s: float = Field(1.0, gt=0, description="cycle + expiry sweep at least this often")
+    debounce_s: float = Field(0.1, ge=0, description="collect relevant events this long before a cycle")
+    preempt_grace_s: float = Field(60.0, ge=0, description="time an agent gets to checkpoint and yield")
+    revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")
+    leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")
+    batch_size: int = Field(500, ge=1, description="stream entries per batch read")
+    min_idle_ms: int = Field(30_000, ge=1, description="pending entries older than this are claimed")

@@ -1,0 +1,252 @@
+"""Agent reports (`cf:reports`): registration, heartbeats, progress, checkpoints, finished runs.
+
+One batch of reports = one transaction. EVERY report that names a lease is checked by
+`fencing.check_claim` against the locked lease row first; a refused report is recorded in
+`rejected_reports`, logged with its reason and never applied. Accepted reports:
+
+- `report.registered`: upsert the node, `node.registered`; leases on the node the agent no longer
+  holds end (`lease.released(revoked)`, task requeued `agent_failed`); held ones are renewed;
+- `report.heartbeat`: the node is seen (a lost node is back: `node.registered`), GPU utilisation is
+  kept, every listed lease is renewed (`lease.renewed` at most once per lease per
+  `renewal_event_every_s`, counting the heartbeats it stands for);
+- `report.progress` / `report.checkpointed`: the run has started (`task.started` once); a
+  checkpoint becomes the task's `resume_from` (`task.checkpointed`);
+- `report.finished`: the lease ends and the task moves (see `transitions.decide_lease_end`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.emitting import EventBatch
+from services.dispatcher.fencing import LeaseClaim, Refusal, Rejection, check_claim, lease_facts
+from services.dispatcher.leases import RunOutcome, end_lease, lock_leases, started_data
+from services.dispatcher.registration import register_agent
+from services.dispatcher.transitions import Trigger
+from shared.delivery.db import quote_schema
+from shared.delivery.inbox import record_consumed_many
+from shared.events import LeaseRenewed, NodeRegistered, TaskCheckpointed, TaskStarted
+from shared.events.reports import AgentRegistered, AgentReport, Heartbeat, TaskFinished, TaskProgress
+from shared.events.reports import TaskCheckpointed as CheckpointReport
+from shared.events.subjects import lease_subject, node_subject, task_subject
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+
+REPORTS_CONSUMER = "dispatcher:reports"
+Row = Any
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedReport:
+    report: AgentReport
+    agent_id: str
+    lease_id: str | None
+    fencing_token: int | None
+    refusal: Refusal
+
+
+class ReportStep:
+    """Applies the reports of one batch inside one transaction."""
+
+    def __init__(self, dc: Dispatcher, conn: asyncpg.Connection, batch: EventBatch) -> None:
+        self.dc, self.conn, self.batch = dc, conn, batch
+        self.schema = quote_schema(dc.schema)
+        self.rejected: list[RejectedReport] = []
+        self.capacity_changed = False
+
+    async def apply(self, report: AgentReport) -> None:
+        if isinstance(report, Heartbeat):
+            await self.heartbeat(report)
+        elif isinstance(report, TaskFinished):
+            await self.finished(report)
+        elif isinstance(report, CheckpointReport):
+            await self.checkpointed(report)
+        elif isinstance(report, TaskProgress):
+            await self.progress(report)
+        elif isinstance(report, AgentRegistered):
+            await self.registered(report)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    async def accepted_leases(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[Row]:
+        """The locked lease rows of the claims that pass fencing; the others are rejected."""
+        if not claims:
+            return []
+        rows = await lock_leases(self.conn, self.dc.schema, "l.lease_id = ANY($1::text[])", [c.lease_id for c in claims])
+        by_id = {row["lease_id"]: row for row in rows}
+        accepted = []
+        for claim in claims:
+            lease = by_id.get(claim.lease_id)
+            refusal = check_claim(claim, lease_facts(lease))
+            if refusal is None:
+                accepted.append(lease)
+            else:
+                self.reject(report, claim.agent_id, refusal, claim.lease_id, claim.fencing_token)
+        return accepted
+
+    def reject(self, report: AgentReport, agent_id: str, refusal: Refusal, lease_id: str | None = None,
+               token: int | None = None) -> None:
+        log.warning("agent report rejected", report_type=report.type, agent_id=agent_id, lease_id=lease_id,
+                    fencing_token=token, reason=refusal.reason.value, detail=refusal.detail)
+        self.rejected.append(RejectedReport(report, agent_id, lease_id, token, refusal))
+
+    # -- reports -------------------------------------------------------------------------------
+
+    async def finished(self, report: TaskFinished) -> None:
+        d = report.data
+        for lease in await self.accepted_leases(report, [claim_of(d)]):
+            outcome = RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error)
+            await end_lease(self.conn, self.batch, lease, Trigger.FINISHED, cause=report, outcome=outcome,
+                            revoke_grace_s=self.dc.config.revoke_grace_s)
+            self.capacity_changed = True
+
+    async def progress(self, report: TaskProgress) -> None:
+        d = report.data
+        for lease in await self.accepted_leases(report, [claim_of(d)]):
+            await self.conn.execute(
+                f"UPDATE {self.schema}.leases SET progress = coalesce($2, progress),"
+                " output_units = coalesce($3, output_units) WHERE lease_id = $1",
+                lease["lease_id"], d.progress, d.output_units,
+            )
+            await self.mark_started(lease, report)
+
+    async def checkpointed(self, report: CheckpointReport) -> None:
+        d = report.data
+        for lease in await self.accepted_leases(report, [claim_of(d)]):
+            await self.mark_started(lease, report)
+            output = await self.conn.fetchval(
+                f"UPDATE {self.schema}.leases SET last_checkpoint = $2, last_checkpoint_at = $3,"
+                " progress = coalesce($4, progress) WHERE lease_id = $1 RETURNING output_units",
+                lease["lease_id"], d.checkpoint_uri, self.batch.now, d.progress,
+            )
+            if lease["run"] == lease["task_run"]:
+                await self.conn.execute(f"UPDATE {self.schema}.tasks SET resume_from = $2 WHERE task_id = $1",
+                                        lease["task_id"], d.checkpoint_uri)
+            self.batch.add(TaskCheckpointed, subject=task_subject(d.task_id), cause=report, data={
+                "task_id": d.task_id, "lease_id": d.lease_id, "checkpoint_uri": d.checkpoint_uri,
+                "checksum": d.checksum, "progress": d.progress, "output_units": output,
+            })
+
+    async def heartbeat(self, report: Heartbeat) -> None:
+        d = report.data
+        node = await self.conn.fetchrow(
+            f"WITH old AS (SELECT node_id, alive FROM {self.schema}.nodes WHERE node_id = $1 AND agent_id = $2"
+            f" FOR UPDATE) UPDATE {self.schema}.nodes n SET last_seen = $3, alive = true FROM old"
+            " WHERE n.node_id = old.node_id"
+            " RETURNING n.node_id, n.agent_id, n.card_type, n.gpus, n.mode, old.alive AS was_alive",
+            d.node_id, d.agent_id, self.batch.now,
+        )
+        if node is None:
+            detail = f"node {d.node_id} of agent {d.agent_id} is not registered (the agent must register first)"
+            self.reject(report, d.agent_id, Refusal(Rejection.UNKNOWN_NODE, detail))
+            return
+        await self.revive_if_lost(node, report)
+        await self.save_utilisation(report)
+        claims = [LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in d.leases]
+        leases = await self.accepted_leases(report, claims)
+        await self.renew(leases, report)
+        for lease in leases:
+            await self.mark_started(lease, report)
+
+    async def registered(self, report: AgentRegistered) -> None:
+        await register_agent(self, report)
+
+    # -- effects -------------------------------------------------------------------------------
+
+    async def mark_started(self, lease: Row, cause: AgentReport) -> None:
+        """The first accepted report about a lease means its run started."""
+        if lease["started"]:
+            return
+        await self.conn.execute(f"UPDATE {self.schema}.leases SET started = true WHERE lease_id = $1", lease["lease_id"])
+        if lease["run"] == lease["task_run"] and lease["task_state"] == "leased":
+            await self.conn.execute(f"UPDATE {self.schema}.tasks SET state = 'running' WHERE task_id = $1",
+                                    lease["task_id"])
+            self.batch.add(TaskStarted, subject=task_subject(lease["task_id"]), cause=cause, data=started_data(lease))
+
+    async def renew(self, leases: Sequence[Row], cause: AgentReport) -> None:
+        """Extend each lease by its TTL; coalesce the renewals into few `lease.renewed` events."""
+        if not leases:
+            return
+        now = self.batch.now
+        rows = await self.conn.fetch(
+            f"UPDATE {self.schema}.leases SET expires_at = $2::timestamptz + ttl_s * interval '1 second', last_renewed_at = $2,"
+            " renewals_unreported = renewals_unreported + 1 WHERE lease_id = ANY($1::text[])"
+            " RETURNING lease_id, task_id, expires_at, renewals_unreported, renewal_reported_at",
+            [lease["lease_id"] for lease in leases], now,
+        )
+        quiet_since = now - timedelta(seconds=self.dc.config.renewal_event_every_s)
+        due = [r for r in rows if r["renewal_reported_at"] is None or r["renewal_reported_at"] <= quiet_since]
+        for row in sorted(due, key=lambda r: r["lease_id"]):
+            self.batch.add(LeaseRenewed, subject=lease_subject(row["lease_id"]), cause=cause, data={
+                "lease_id": row["lease_id"], "task_id": row["task_id"], "until": row["expires_at"],
+                "heartbeats": row["renewals_unreported"],
+            })
+        if due:
+            await self.conn.execute(
+                f"UPDATE {self.schema}.leases SET renewals_unreported = 0, renewal_reported_at = $2"
+                " WHERE lease_id = ANY($1::text[])",
+                [row["lease_id"] for row in due], now,
+            )
+
+    async def revive_if_lost(self, node: Row, cause: AgentReport) -> None:
+        """A heartbeat from a node marked lost: it is back (`node.registered` again)."""
+        if node["was_alive"]:
+            return
+        self.capacity_changed = True
+        self.batch.add(NodeRegistered, subject=node_subject(node["node_id"]), cause=cause, data={
+            "node_id": node["node_id"], "agent_id": node["agent_id"], "card_type": node["card_type"],
+            "gpus": node["gpus"], "mode": node["mode"],
+        })
+
+    async def save_utilisation(self, report: Heartbeat) -> None:
+        d = report.data
+        if not d.gpus:
+            return
+        await self.conn.execute(
+            f"INSERT INTO {self.schema}.gpu_utilisation AS g (node_id, gpu_index, util_pct, memory_used_gb, reported_at)"
+            " SELECT $1, i, u, m, $5 FROM unnest($2::int[], $3::float8[], $4::float8[]) AS x(i, u, m)"
+            " ON CONFLICT (node_id, gpu_index) DO UPDATE SET util_pct = excluded.util_pct,"
+            " memory_used_gb = excluded.memory_used_gb, reported_at = excluded.reported_at",
+            d.node_id, [g.index for g in d.gpus], [g.util_pct for g in d.gpus],
+            [g.memory_used_gb for g in d.gpus], self.batch.now,
+        )
+
+
+def claim_of(data: Any) -> LeaseClaim:
+    return LeaseClaim(data.agent_id, data.lease_id, data.task_id, data.fencing_token)
+
+
+async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None:
+    """Apply a batch of reports in one transaction (duplicates already applied are skipped)."""
+    async with dc.writing() as conn:
+        fresh = await record_consumed_many(conn, dc.schema, REPORTS_CONSUMER, [r.event_id for r in reports])
+        step = ReportStep(dc, conn, dc.batch())
+        for report in reports:
+            if report.event_id in fresh:
+                fresh.discard(report.event_id)
+                await step.apply(report)
+        await save_rejections(conn, dc.schema, step.rejected)
+        await step.batch.flush(conn)
+    if step.capacity_changed:
+        dc.request_cycle()
+
+
+async def save_rejections(conn: asyncpg.Connection, schema: str, rejected: Sequence[RejectedReport]) -> None:
+    """Record refused reports (`dispatcher.rejected_reports` is their log and their count)."""
+    if not rejected:
+        return
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.rejected_reports"
+        " (report_id, report_type, agent_id, lease_id, fencing_token, reason, detail)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[])",
+        [r.report.event_id for r in rejected], [r.report.type for r in rejected], [r.agent_id for r in rejected],
+        [r.lease_id for r in rejected], [r.fencing_token for r in rejected],
+        [r.refusal.reason.value for r in rejected], [r.refusal.detail for r in rejected],
+    )

@@ -1,0 +1,107 @@
+"""The dispatcher service: `SPEC` for `cardflow service dispatcher`, `make_spec(config)` for tests.
+
+Start-up (`setup`): wait for the leader lock — a standby instance stays here, doing nothing, until
+the lock frees or it is stopped — then, as leader with a fresh epoch:
+
+- `cf:events` (group `dispatcher`, batches) -> `facets.handle_events`
+- `cf:reports` (group `dispatcher`, batches) -> `reports.handle_reports`
+- the cycle loop (`cycle.cycle_loop`: debounced cycles + the tick's sweep)
+- a watch that stops the process when the leader lock's session is gone or another instance took
+  over (`LeadershipLost`); a supervisor restarts it, and it comes back as a standby.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from services.common.runtime import ServiceContext, ServiceSpec
+from services.dispatcher.config import DispatcherConfig
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.cycle import cycle_loop
+from services.dispatcher.facets import handle_events
+from services.dispatcher.leader import LeaderLock, LeadershipLost
+from services.dispatcher.reports import handle_reports
+from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
+from shared.events import parse_event, parse_report
+from shared.logging import get_logger
+from shared.names import DISPATCHER_GROUP, EVENTS_STREAM, REPORTS_STREAM
+
+log = get_logger(__name__)
+
+MIGRATIONS = Path(__file__).parent / "sql"
+T = TypeVar("T")
+
+
+def make_spec(config: DispatcherConfig | None = None) -> ServiceSpec:
+    """The dispatcher's `ServiceSpec`; without `config`, the knobs come from `CARDFLOW_DISPATCHER_*`."""
+
+    async def setup(ctx: ServiceContext) -> None:
+        await start_dispatcher(ctx, config or DispatcherConfig())
+
+    return ServiceSpec(name="dispatcher", schema="dispatcher", migrations=MIGRATIONS, setup=setup)
+
+
+SPEC = make_spec()
+
+
+async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> None:
+    """Wait to be leader, then register the subscribers and loops (see the module docstring)."""
+    lock = LeaderLock(ctx.settings.database_dsn or "", ctx.schema, ctx.producer)
+    ctx.state["leader_lock"] = lock
+    ctx.every(3600.0, _release_at_stop(lock), name="leader-lock")
+    epoch = await lock.acquire(ctx.stop, config.leader_poll_s)
+    if epoch is None:  # stopped while standby
+        await lock.release()
+        return
+    dc = Dispatcher(ctx.pool, ctx.schema, ctx.producer, ctx.actor, config, epoch)
+    ctx.state["dispatcher"] = dc
+    consumer = f"{default_consumer_name()}-{ctx.instance}-e{epoch}"
+    options: dict[str, Any] = {
+        "group": DISPATCHER_GROUP, "consumer": consumer, "max_records": config.batch_size,
+        "min_idle_ms": config.min_idle_ms,
+    }
+
+    @reliable_batch_subscriber(ctx.broker, stream=EVENTS_STREAM, parse=parse_event, **options)
+    async def on_events(events: list[Any]) -> None:
+        await _stop_if_deposed(ctx, handle_events(dc, events))
+
+    @reliable_batch_subscriber(ctx.broker, stream=REPORTS_STREAM, parse=parse_report, **options)
+    async def on_reports(reports: list[Any]) -> None:
+        await _stop_if_deposed(ctx, handle_reports(dc, reports))
+
+    async def run_cycles(ctx: ServiceContext) -> None:
+        await _stop_if_deposed(ctx, cycle_loop(dc, ctx.stop))
+
+    async def watch_leadership(ctx: ServiceContext) -> None:
+        if not await lock.still_held():
+            log.error("leader lock lost; stopping so a supervisor restarts this instance as a standby")
+            ctx.stop.set()
+
+    dc.request_cycle()
+    ctx.every(config.tick_s, run_cycles, name="cycle")
+    ctx.every(config.tick_s, watch_leadership, name="leadership")
+
+
+def _release_at_stop(lock: LeaderLock) -> Callable[[ServiceContext], Awaitable[None]]:
+    async def hold_until_stopped(ctx: ServiceContext) -> None:
+        try:
+            await ctx.stop.wait()
+        finally:
+            await lock.release()
+
+    return hold_until_stopped
+
+
+async def _stop_if_deposed(ctx: ServiceContext, work: Awaitable[T]) -> T:
+    """Run `work`; if another instance became leader, stop this one (and re-raise)."""
+    try:
+        return await work
+    except LeadershipLost:
+        log.error("another dispatcher instance is leader now; stopping")
+        ctx.stop.set()
+        raise
+
+
+__all__ = ["MIGRATIONS", "SPEC", "make_spec", "start_dispatcher"]

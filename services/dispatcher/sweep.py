@@ -1,0 +1,47 @@
+"""The tick's sweep: leases not renewed within their TTL expire; silent nodes are lost.
+
+An expired lease ends with `lease.expired` + `lease.released(expired)`, and its task is requeued
+(`task.requeued(lease_expired)`, resuming from its last checkpoint) — or cancelled, if a cancel
+was waiting for the agent. A node silent for `node_lost_after_s` is marked lost (`node.lost`,
+naming the leases still on it; they expire by their own TTL) and leaves the snapshot.
+"""
+
+from __future__ import annotations
+
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.leases import end_lease, lock_leases
+from services.dispatcher.store import silent_nodes
+from services.dispatcher.transitions import Trigger
+from shared.delivery.db import quote_schema
+from shared.events import NodeLost, utcnow
+from shared.events.subjects import node_subject
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+
+
+async def sweep(dc: Dispatcher) -> int:
+    """Expire overdue leases and mark silent nodes lost; return how many things changed."""
+    now = utcnow()
+    s = quote_schema(dc.schema)
+    async with dc.writing() as conn:
+        batch = dc.batch(now)
+        expired = await lock_leases(conn, dc.schema, "l.state = 'active' AND l.expires_at < $1", now)
+        for lease in expired:
+            await end_lease(conn, batch, lease, Trigger.EXPIRED, revoke_grace_s=dc.config.revoke_grace_s)
+        lost = await silent_nodes(conn, dc.schema, now, dc.config.node_lost_after_s)
+        for node in lost:
+            await conn.execute(f"UPDATE {s}.nodes SET alive = false WHERE node_id = $1", node["node_id"])
+            lease_ids = await conn.fetch(
+                f"SELECT lease_id FROM {s}.leases WHERE node_id = $1 AND state = 'active' ORDER BY lease_id",
+                node["node_id"],
+            )
+            batch.add(NodeLost, subject=node_subject(node["node_id"]), data={
+                "node_id": node["node_id"], "agent_id": node["agent_id"],
+                "detail": f"no heartbeat for {dc.config.node_lost_after_s:.0f}s",
+                "lease_ids": [row["lease_id"] for row in lease_ids],
+            })
+        await batch.flush(conn)
+    if expired or lost:
+        log.info("sweep", expired=[lease["lease_id"] for lease in expired], lost=[n["node_id"] for n in lost])
+    return len(expired) + len(lost)

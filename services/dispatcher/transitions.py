@@ -1,0 +1,140 @@
+"""Pure transition rules: what a lease's end does to its task, and which deferrals are published.
+
+A lease ends for one of three triggers: the agent reported the task's process finished, the lease
+was not renewed within its TTL, or the agent re-registered without it (it restarted and lost the
+task). What happens to the task depends on what the dispatcher had asked for (preempt, revoke,
+cancel) and on whether the lease still belongs to the task's current run — a lease of an earlier
+run (a task already requeued and leased again) only frees its GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared.events.reasons import ReleaseReason, RequeueReason, RevokeReason
+from shared.scheduling.model import DeferralReason
+
+
+class Trigger(StrEnum):
+    FINISHED = "finished"  # the agent reported the process ended (with an exit code)
+    EXPIRED = "expired"  # no renewal within the TTL
+    AGENT_RESTARTED = "agent_restarted"  # the agent registered again without this lease
+
+
+class TaskEffect(StrEnum):
+    NONE = "none"  # only the lease ends (older run, other parts still running, task already final)
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+
+
+ACTIVE_TASK_STATES = frozenset({"leased", "running"})
+
+
+@dataclass(frozen=True, slots=True)
+class EndingLease:
+    """The facts about an ending lease and its task that decide the outcome."""
+
+    preempting: bool
+    revoke_reason: RevokeReason | None
+    current_run: bool  # the lease belongs to the task's latest grant
+    task_state: str
+    cancel_requested: bool
+    other_parts_active: int  # other active leases of the same run (multi-node tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseEnd:
+    release: ReleaseReason
+    effect: TaskEffect
+    requeue_reason: RequeueReason | None = None
+    revoke_other_parts: bool = False
+
+
+def release_reason(lease: EndingLease, trigger: Trigger, exit_code: int | None) -> ReleaseReason:
+    """The reason `lease.released` carries."""
+    if trigger is Trigger.EXPIRED:
+        return ReleaseReason.EXPIRED
+    if trigger is Trigger.AGENT_RESTARTED:
+        return ReleaseReason.REVOKED
+    if exit_code == 0:
+        return ReleaseReason.SUCCEEDED
+    if lease.preempting:
+        return ReleaseReason.PREEMPTED
+    if lease.revoke_reason is RevokeReason.CANCELLED:
+        return ReleaseReason.CANCELLED
+    if lease.revoke_reason is RevokeReason.RECLAIMED_IDLE:
+        return ReleaseReason.RECLAIMED_IDLE
+    if lease.revoke_reason is not None:
+        return ReleaseReason.REVOKED
+    return ReleaseReason.FAILED
+
+
+def decide_lease_end(lease: EndingLease, trigger: Trigger, exit_code: int | None = None) -> LeaseEnd:
+    """What ending this lease does to its task."""
+    release = release_reason(lease, trigger, exit_code)
+    if not lease.current_run or lease.task_state not in ACTIVE_TASK_STATES:
+        return LeaseEnd(release, TaskEffect.NONE)
+    if release is ReleaseReason.SUCCEEDED:
+        return LeaseEnd(release, TaskEffect.SUCCEED if lease.other_parts_active == 0 else TaskEffect.NONE)
+    if lease.cancel_requested:
+        return LeaseEnd(release, TaskEffect.CANCEL, revoke_other_parts=True)
+    requeue = _requeue_reason(lease, trigger)
+    if requeue is not None:
+        return LeaseEnd(release, TaskEffect.REQUEUE, requeue, revoke_other_parts=True)
+    return LeaseEnd(release, TaskEffect.FAIL, revoke_other_parts=True)
+
+
+def _requeue_reason(lease: EndingLease, trigger: Trigger) -> RequeueReason | None:
+    if trigger is Trigger.EXPIRED:
+        return RequeueReason.LEASE_EXPIRED
+    if trigger is Trigger.AGENT_RESTARTED:
+        return RequeueReason.AGENT_FAILED
+    if lease.preempting:
+        return RequeueReason.PREEMPTED
+    if lease.revoke_reason is RevokeReason.RECLAIMED_IDLE:
+        return RequeueReason.RECLAIMED_IDLE
+    if lease.revoke_reason is not None:  # stopped on our request (node lost, superseded, operator)
+        return RequeueReason.AGENT_FAILED
+    return None
+
+
+# -- deferrals ---------------------------------------------------------------------------------
+
+NOT_ELIGIBLE = frozenset({DeferralReason.DATA_NOT_READY, DeferralReason.UNMATCHED})
+"""Reasons readiness and the matcher already publish (`task.readiness_changed`, `task.unmatchable`)."""
+
+HOLDS = frozenset({
+    DeferralReason.NOT_APPROVED, DeferralReason.QUOTA_EXHAUSTED, DeferralReason.QUOTA_EXPIRES,
+    DeferralReason.QUOTA_NOT_YET_VALID,
+})
+"""Reasons that need someone or something to act: the task is `held`, not merely queued."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingChange:
+    """How one deferral changes a waiting task."""
+
+    state: str  # 'queued' or 'held'
+    announce_queued: bool  # emit task.queued: the task became eligible (again)
+    publish_held: bool  # emit task.held: the reason changed
+    queued_announced: bool  # the task's last announcement is now task.queued
+
+
+def decide_waiting(reason: DeferralReason, previous: str | None, queued_announced: bool) -> WaitingChange:
+    """A deferred task's new state and which events say so.
+
+    - data/match reasons: `held`, nothing published (readiness and the matcher already did);
+    - quota/approval reasons: `held`, `task.held` when the reason differs from the last (`previous`);
+    - capacity reasons (no capacity, headroom, reservation, ...): the task is eligible and `queued`;
+      `task.queued` once when it becomes eligible, then `task.held` with the reason when it changes,
+      so the board and `cardflow tasks` can show why it waits.
+    """
+    if reason in NOT_ELIGIBLE:
+        return WaitingChange("held", announce_queued=False, publish_held=False, queued_announced=False)
+    changed = reason.value != previous
+    if reason in HOLDS:
+        return WaitingChange("held", announce_queued=False, publish_held=changed, queued_announced=False)
+    return WaitingChange("queued", announce_queued=not queued_announced, publish_held=changed, queued_announced=True)

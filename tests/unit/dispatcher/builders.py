@@ -1,0 +1,125 @@
+"""Builders of the events and agent reports the dispatcher consumes (tests only)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.events import (
+    QuotaGranted,
+    TaskCancelRequested,
+    TaskMatched,
+    TaskReadinessChanged,
+    TaskSubmitted,
+    TaskUnmatchable,
+    make_event,
+    utcnow,
+)
+from shared.events.reports import AgentRegistered, Heartbeat, TaskFinished, TaskProgress
+from shared.events.reports import TaskCheckpointed as CheckpointReport
+from shared.events.subjects import agent_subject, quota_subject, task_subject
+
+_report_seq = itertools.count(1)
+
+
+def _event(cls: Any, subject: str, producer: str, data: dict[str, Any], seq: int = 1) -> Any:
+    return make_event(cls, subject=subject, subject_seq=seq, producer=producer, actor=f"service:{producer.split('/')[0]}",
+                      data=data)
+
+
+def submitted(task_id: str, *, project: str = "proj-a", priority_class: str = "core", priority: int = 0,
+              gpus: int = 1, estimate_gpu_hours: float = 1.0, heavy: Sequence[str] | None = None,
+              checkpoint_minutes: float | None = None, command: Any = ("python", "train.py")) -> TaskSubmitted:
+    submission: dict[str, Any] = {
+        "name": f"task {task_id}", "project": project, "priority_class": priority_class, "priority": priority,
+        "gpus": gpus, "estimate_gpu_hours": estimate_gpu_hours, "profile": "compute", "command": command,
+        "env": {"SEED": "1"}, "output_unit": "samples",
+    }
+    if heavy:
+        submission["heavy"] = list(heavy)
+    if checkpoint_minutes:
+        submission["checkpoint"] = {"interval_minutes": checkpoint_minutes}
+    return _event(TaskSubmitted, task_subject(task_id), "intake/test",
+                  {"task_id": task_id, "idempotency_key": f"k-{task_id}", "submission": submission})
+
+
+def readiness(task_id: str, *, ready: bool = True, seq: int = 1) -> TaskReadinessChanged:
+    data: dict[str, Any] = {"task_id": task_id, "ready": ready, "ready_fraction": 1.0 if ready else 0.0}
+    if not ready:
+        data["missing_inputs"] = ["s3://bucket/missing"]
+    return _event(TaskReadinessChanged, task_subject(task_id), "readiness/test", data, seq)
+
+
+def matched(task_id: str, options: Sequence[tuple[str, float, float]] = (("H100", 600.0, 1.0),), *,
+            seq: int = 1) -> TaskMatched:
+    ranking = [{"card_type": c, "est_runtime_s": r, "est_cost": k} for c, r, k in options]
+    return _event(TaskMatched, task_subject(task_id), "matcher/test",
+                  {"task_id": task_id, "ranking": ranking, "chosen": options[0][0], "reason": "cheapest adequate"}, seq)
+
+
+def unmatchable(task_id: str, *, seq: int = 1) -> TaskUnmatchable:
+    return _event(TaskUnmatchable, task_subject(task_id), "matcher/test",
+                  {"task_id": task_id, "reason": "insufficient_vram", "detail": "no card has enough memory"}, seq)
+
+
+def cancel_requested(task_id: str, reason: str = "not needed any more") -> TaskCancelRequested:
+    return _event(TaskCancelRequested, task_subject(task_id), "intake/test", {"task_id": task_id, "reason": reason}, 2)
+
+
+def quota_granted(project: str, gpu_hours: float, *, valid_for: timedelta = timedelta(days=30),
+                  account_id: str | None = None, valid_from: datetime | None = None) -> QuotaGranted:
+    start = valid_from or utcnow() - timedelta(days=1)
+    account = account_id or f"acct-{project}"
+    return _event(QuotaGranted, quota_subject(account), "ledger/test", {
+        "account_id": account, "project": project, "gpu_hours": gpu_hours, "valid_from": start,
+        "valid_to": start + valid_for,
+    })
+
+
+def a_ready_task(task_id: str, options: Sequence[tuple[str, float, float]] = (("H100", 600.0, 1.0),),
+                 **submission: Any) -> list[Any]:
+    """submitted + ready + matched: everything a task needs to be scheduled."""
+    return [submitted(task_id, **submission), readiness(task_id), matched(task_id, options)]
+
+
+# -- agent reports ---------------------------------------------------------------------------------
+
+
+def _report(cls: Any, agent_id: str, data: dict[str, Any]) -> Any:
+    return make_event(cls, subject=agent_subject(agent_id), subject_seq=next(_report_seq),
+                      producer=f"agent/{agent_id}", actor=f"agent:{agent_id}", data={"agent_id": agent_id, **data})
+
+
+def registered(agent_id: str, node_id: str, *, card_type: str = "H100", gpus: int = 2,
+               held: Sequence[tuple[str, str, int]] = ()) -> AgentRegistered:
+    return _report(AgentRegistered, agent_id, {
+        "node_id": node_id, "card_type": card_type, "mode": "sim",
+        "gpus": [{"index": i, "vram_gb": 80.0} for i in range(gpus)],
+        "held_leases": [{"lease_id": l, "task_id": t, "fencing_token": k} for l, t, k in held],
+    })
+
+
+def heartbeat(agent_id: str, node_id: str, leases: Sequence[tuple[str, str, int]] = (),
+              utilisation: Sequence[float] = ()) -> Heartbeat:
+    return _report(Heartbeat, agent_id, {
+        "node_id": node_id, "leases": [{"lease_id": l, "task_id": t, "fencing_token": k} for l, t, k in leases],
+        "gpus": [{"index": i, "util_pct": u} for i, u in enumerate(utilisation)],
+    })
+
+
+def progress(agent_id: str, lease_id: str, task_id: str, token: int, fraction: float = 0.5) -> TaskProgress:
+    return _report(TaskProgress, agent_id,
+                   {"lease_id": lease_id, "task_id": task_id, "fencing_token": token, "progress": fraction})
+
+
+def checkpointed(agent_id: str, lease_id: str, task_id: str, token: int, uri: str) -> CheckpointReport:
+    return _report(CheckpointReport, agent_id,
+                   {"lease_id": lease_id, "task_id": task_id, "fencing_token": token, "checkpoint_uri": uri})
+
+
+def finished(agent_id: str, lease_id: str, task_id: str, token: int, exit_code: int | None = 0,
+             output_units: float | None = None) -> TaskFinished:
+    return _report(TaskFinished, agent_id, {"lease_id": lease_id, "task_id": task_id, "fencing_token": token,
+                                            "exit_code": exit_code, "output_units": output_units})

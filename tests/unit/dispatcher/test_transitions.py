@@ -1,0 +1,83 @@
+"""State transitions: what a lease's end does to its task; which deferrals are published."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.dispatcher.transitions import (
+    EndingLease,
+    LeaseEnd,
+    TaskEffect,
+    Trigger,
+    WaitingChange,
+    decide_lease_end,
+    decide_waiting,
+)
+from shared.events.reasons import ReleaseReason as Rel
+from shared.events.reasons import RequeueReason as Req
+from shared.events.reasons import RevokeReason as Rev
+from shared.scheduling.model import DeferralReason as D
+
+RUNNING = EndingLease(preempting=False, revoke_reason=None, current_run=True, task_state="running",
+                      cancel_requested=False, other_parts_active=0)
+
+
+def lease(**changes: object) -> EndingLease:
+    return EndingLease(**{**{f: getattr(RUNNING, f) for f in RUNNING.__slots__}, **changes})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ending", "trigger", "exit_code", "expected"),
+    [
+        (RUNNING, Trigger.FINISHED, 0, LeaseEnd(Rel.SUCCEEDED, TaskEffect.SUCCEED)),
+        (RUNNING, Trigger.FINISHED, 1, LeaseEnd(Rel.FAILED, TaskEffect.FAIL, revoke_other_parts=True)),
+        (RUNNING, Trigger.FINISHED, None, LeaseEnd(Rel.FAILED, TaskEffect.FAIL, revoke_other_parts=True)),
+        (lease(preempting=True), Trigger.FINISHED, 143,
+         LeaseEnd(Rel.PREEMPTED, TaskEffect.REQUEUE, Req.PREEMPTED, revoke_other_parts=True)),
+        (lease(preempting=True), Trigger.FINISHED, 0, LeaseEnd(Rel.SUCCEEDED, TaskEffect.SUCCEED)),
+        (lease(revoke_reason=Rev.CANCELLED, cancel_requested=True), Trigger.FINISHED, 143,
+         LeaseEnd(Rel.CANCELLED, TaskEffect.CANCEL, revoke_other_parts=True)),
+        (lease(revoke_reason=Rev.RECLAIMED_IDLE), Trigger.FINISHED, 143,
+         LeaseEnd(Rel.RECLAIMED_IDLE, TaskEffect.REQUEUE, Req.RECLAIMED_IDLE, revoke_other_parts=True)),
+        (lease(revoke_reason=Rev.NODE_LOST), Trigger.FINISHED, 143,
+         LeaseEnd(Rel.REVOKED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
+        (RUNNING, Trigger.EXPIRED, None,
+         LeaseEnd(Rel.EXPIRED, TaskEffect.REQUEUE, Req.LEASE_EXPIRED, revoke_other_parts=True)),
+        (lease(cancel_requested=True, revoke_reason=Rev.CANCELLED), Trigger.EXPIRED, None,
+         LeaseEnd(Rel.EXPIRED, TaskEffect.CANCEL, revoke_other_parts=True)),
+        (lease(task_state="leased"), Trigger.AGENT_RESTARTED, None,
+         LeaseEnd(Rel.REVOKED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
+        # a lease of an earlier run, or of a task already final, only frees its GPUs
+        (lease(current_run=False), Trigger.FINISHED, 1, LeaseEnd(Rel.FAILED, TaskEffect.NONE)),
+        (lease(task_state="cancelled"), Trigger.EXPIRED, None, LeaseEnd(Rel.EXPIRED, TaskEffect.NONE)),
+        # a multi-node task succeeds when its last part does
+        (lease(other_parts_active=1), Trigger.FINISHED, 0, LeaseEnd(Rel.SUCCEEDED, TaskEffect.NONE)),
+    ],
+)
+def test_what_the_end_of_a_lease_does_to_its_task(
+    ending: EndingLease, trigger: Trigger, exit_code: int | None, expected: LeaseEnd
+) -> None:
+    assert decide_lease_end(ending, trigger, exit_code) == expected
+
+
+@pytest.mark.parametrize(
+    ("reason", "previous", "announced", "expected"),
+    [
+        # data and match: the owners already published it; the task is held, nothing announced
+        (D.DATA_NOT_READY, None, False, WaitingChange("held", False, False, False)),
+        (D.UNMATCHED, None, True, WaitingChange("held", False, False, False)),
+        # quota and approval: held, published when the reason changes
+        (D.QUOTA_EXHAUSTED, None, True, WaitingChange("held", False, True, False)),
+        (D.QUOTA_EXHAUSTED, "quota_exhausted", False, WaitingChange("held", False, False, False)),
+        (D.NOT_APPROVED, "quota_expires", False, WaitingChange("held", False, True, False)),
+        # capacity: queued (announced once), and why it waits when that changes
+        (D.NO_CAPACITY, None, False, WaitingChange("queued", True, True, True)),
+        (D.NO_CAPACITY, "no_capacity", True, WaitingChange("queued", False, False, True)),
+        (D.BEHIND_RESERVATION, "no_capacity", True, WaitingChange("queued", False, True, True)),
+        (D.HEADROOM, "quota_exhausted", False, WaitingChange("queued", True, True, True)),
+    ],
+)
+def test_which_deferrals_change_a_task_and_what_is_published(
+    reason: D, previous: str | None, announced: bool, expected: WaitingChange
+) -> None:
+    assert decide_waiting(reason, previous, announced) == expected
