@@ -70,7 +70,7 @@ async def end_lease(
         f"SELECT count(*) FROM {s}.leases WHERE task_id = $1 AND run = $2 AND state = 'active' AND lease_id <> $3",
         lease["task_id"], lease["run"], lease["lease_id"],
     )
-    decision = decide_lease_end(_ending(lease, others), trigger, outcome.exit_code)
+    decision = decide_lease_end(_ending(lease, others), trigger, outcome.exit_code, outcome.error)
     await conn.execute(
         f"UPDATE {s}.leases SET state = 'ended', ended_at = $2, end_reason = $3 WHERE lease_id = $1",
         lease["lease_id"], batch.now, decision.release.value,

@@ -30,6 +30,28 @@ class TaskEffect(StrEnum):
     CANCEL = "cancel"
 
 
+class AgentStop(StrEnum):
+    """What the agent says about a run it ended early (the prefix of `report.finished`'s error)."""
+
+    NONE = "none"  # the run ended on its own (success, or the task's own failure)
+    ON_REQUEST = "on_request"  # "preempted: ..." / "revoked: ...": it obeyed our command
+    NOT_STARTED = "not_started"  # "not started (<reason>): ...": the agent refused the grant
+    AGENT_STOPPED = "agent_stopped"  # "agent_stopped: ...": the agent daemon shut down
+
+
+def agent_stop(error: str | None) -> AgentStop:
+    """Classify a `report.finished` error by its prefix (see docs/agent.md, Reading report.finished)."""
+    if not error:
+        return AgentStop.NONE
+    if error.startswith("not started"):
+        return AgentStop.NOT_STARTED
+    if error.startswith(AgentStop.AGENT_STOPPED.value):
+        return AgentStop.AGENT_STOPPED
+    if error.startswith(("preempted", "revoked")):
+        return AgentStop.ON_REQUEST
+    return AgentStop.NONE
+
+
 ACTIVE_TASK_STATES = frozenset({"leased", "running"})
 
 
@@ -53,13 +75,19 @@ class LeaseEnd:
     revoke_other_parts: bool = False
 
 
-def release_reason(lease: EndingLease, trigger: Trigger, exit_code: int | None) -> ReleaseReason:
+def succeeded(exit_code: int | None, error: str | None) -> bool:
+    """Exit code 0 is a success unless the agent says it stopped the run (then the task may have
+    caught SIGTERM and exited cleanly after a checkpoint)."""
+    return exit_code == 0 and agent_stop(error) is AgentStop.NONE
+
+
+def release_reason(lease: EndingLease, trigger: Trigger, exit_code: int | None, error: str | None = None) -> ReleaseReason:
     """The reason `lease.released` carries."""
     if trigger is Trigger.EXPIRED:
         return ReleaseReason.EXPIRED
     if trigger is Trigger.AGENT_RESTARTED:
         return ReleaseReason.REVOKED
-    if exit_code == 0:
+    if succeeded(exit_code, error):
         return ReleaseReason.SUCCEEDED
     if lease.preempting:
         return ReleaseReason.PREEMPTED
@@ -72,22 +100,24 @@ def release_reason(lease: EndingLease, trigger: Trigger, exit_code: int | None) 
     return ReleaseReason.FAILED
 
 
-def decide_lease_end(lease: EndingLease, trigger: Trigger, exit_code: int | None = None) -> LeaseEnd:
-    """What ending this lease does to its task."""
-    release = release_reason(lease, trigger, exit_code)
+def decide_lease_end(
+    lease: EndingLease, trigger: Trigger, exit_code: int | None = None, error: str | None = None
+) -> LeaseEnd:
+    """What ending this lease does to its task (`exit_code`/`error` from `report.finished`)."""
+    release = release_reason(lease, trigger, exit_code, error)
     if not lease.current_run or lease.task_state not in ACTIVE_TASK_STATES:
         return LeaseEnd(release, TaskEffect.NONE)
     if release is ReleaseReason.SUCCEEDED:
         return LeaseEnd(release, TaskEffect.SUCCEED if lease.other_parts_active == 0 else TaskEffect.NONE)
     if lease.cancel_requested:
         return LeaseEnd(release, TaskEffect.CANCEL, revoke_other_parts=True)
-    requeue = _requeue_reason(lease, trigger)
+    requeue = _requeue_reason(lease, trigger, agent_stop(error))
     if requeue is not None:
         return LeaseEnd(release, TaskEffect.REQUEUE, requeue, revoke_other_parts=True)
     return LeaseEnd(release, TaskEffect.FAIL, revoke_other_parts=True)
 
 
-def _requeue_reason(lease: EndingLease, trigger: Trigger) -> RequeueReason | None:
+def _requeue_reason(lease: EndingLease, trigger: Trigger, stop: AgentStop) -> RequeueReason | None:
     if trigger is Trigger.EXPIRED:
         return RequeueReason.LEASE_EXPIRED
     if trigger is Trigger.AGENT_RESTARTED:
@@ -97,6 +127,8 @@ def _requeue_reason(lease: EndingLease, trigger: Trigger) -> RequeueReason | Non
     if lease.revoke_reason is RevokeReason.RECLAIMED_IDLE:
         return RequeueReason.RECLAIMED_IDLE
     if lease.revoke_reason is not None:  # stopped on our request (node lost, superseded, operator)
+        return RequeueReason.AGENT_FAILED
+    if stop is not AgentStop.NONE:  # refused the grant, or shut down: the task itself did not fail
         return RequeueReason.AGENT_FAILED
     return None
 

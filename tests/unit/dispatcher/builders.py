@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.events import (
+    QuotaAdjusted,
     QuotaGranted,
     TaskCancelRequested,
     TaskMatched,
@@ -93,11 +94,12 @@ def _report(cls: Any, agent_id: str, data: dict[str, Any]) -> Any:
 
 
 def registered(agent_id: str, node_id: str, *, card_type: str = "H100", gpus: int = 2,
-               held: Sequence[tuple[str, str, int]] = ()) -> AgentRegistered:
+               held: Sequence[tuple[str, str, int]] = (), started_at: datetime | None = None) -> AgentRegistered:
     return _report(AgentRegistered, agent_id, {
         "node_id": node_id, "card_type": card_type, "mode": "sim",
         "gpus": [{"index": i, "vram_gb": 80.0} for i in range(gpus)],
         "held_leases": [{"lease_id": l, "task_id": t, "fencing_token": k} for l, t, k in held],
+        "started_at": started_at,
     })
 
 
@@ -120,6 +122,13 @@ def checkpointed(agent_id: str, lease_id: str, task_id: str, token: int, uri: st
 
 
 def finished(agent_id: str, lease_id: str, task_id: str, token: int, exit_code: int | None = 0,
-             output_units: float | None = None) -> TaskFinished:
+             output_units: float | None = None, error: str | None = None) -> TaskFinished:
     return _report(TaskFinished, agent_id, {"lease_id": lease_id, "task_id": task_id, "fencing_token": token,
-                                            "exit_code": exit_code, "output_units": output_units})
+                                            "exit_code": exit_code, "output_units": output_units, "error": error})
+
+
+def quota_adjusted(project: str, delta_gpu_hours: float, account_id: str | None = None) -> QuotaAdjusted:
+    account = account_id or f"acct-{project}"
+    return _event(QuotaAdjusted, quota_subject(account), "ledger/test", {
+        "account_id": account, "project": project, "delta_gpu_hours": delta_gpu_hours, "reason": "top-up",
+    }, 2)

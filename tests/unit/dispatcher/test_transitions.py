@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from services.dispatcher.transitions import (
+    AgentStop,
     EndingLease,
     LeaseEnd,
     TaskEffect,
     Trigger,
     WaitingChange,
+    agent_stop,
     decide_lease_end,
     decide_waiting,
 )
@@ -58,6 +60,40 @@ def test_what_the_end_of_a_lease_does_to_its_task(
     ending: EndingLease, trigger: Trigger, exit_code: int | None, expected: LeaseEnd
 ) -> None:
     assert decide_lease_end(ending, trigger, exit_code) == expected
+
+
+@pytest.mark.parametrize(
+    ("ending", "exit_code", "error", "expected"),
+    [
+        # the agent refused the grant or shut down: the task did not fail, it goes back to the queue
+        (lease(task_state="leased"), None, "not started (gpus_busy): GPU 1 runs lease L0",
+         LeaseEnd(Rel.FAILED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
+        (RUNNING, None, "agent_stopped: SIGTERM",
+         LeaseEnd(Rel.FAILED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
+        # a task that caught SIGTERM on preemption and exited 0 did not succeed
+        (lease(preempting=True), 0, "preempted: core task T9 needs the GPUs",
+         LeaseEnd(Rel.PREEMPTED, TaskEffect.REQUEUE, Req.PREEMPTED, revoke_other_parts=True)),
+        # ... but one that really ended while the preemption was on its way did
+        (lease(preempting=True), 0, None, LeaseEnd(Rel.SUCCEEDED, TaskEffect.SUCCEED)),
+        (RUNNING, 3, "simulated failure at progress 0.5", LeaseEnd(Rel.FAILED, TaskEffect.FAIL, revoke_other_parts=True)),
+        (lease(cancel_requested=True, revoke_reason=Rev.CANCELLED), 0, "revoked: cancelled: the task was cancelled",
+         LeaseEnd(Rel.CANCELLED, TaskEffect.CANCEL, revoke_other_parts=True)),
+    ],
+)
+def test_the_agents_error_prefix_tells_a_stop_from_a_failure(
+    ending: EndingLease, exit_code: int | None, error: str, expected: LeaseEnd
+) -> None:
+    assert decide_lease_end(ending, Trigger.FINISHED, exit_code, error) == expected
+
+
+@pytest.mark.parametrize(
+    ("error", "stop"),
+    [(None, AgentStop.NONE), ("", AgentStop.NONE), ("exit code 2; Traceback ...", AgentStop.NONE),
+     ("preempted: core work", AgentStop.ON_REQUEST), ("revoked: cancelled: x", AgentStop.ON_REQUEST),
+     ("not started (expired): ...", AgentStop.NOT_STARTED), ("agent_stopped: shutdown", AgentStop.AGENT_STOPPED)],
+)
+def test_agent_stop_reads_the_error_prefix(error: str | None, stop: AgentStop) -> None:
+    assert agent_stop(error) is stop
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,95 @@
+"""Preemption, agent re-registration and quota holds, end to end through the dispatcher."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from shared.events import utcnow
+from shared.settings import Settings
+from tests.integration.dispatcher.harness import DispatcherHarness
+from tests.unit.dispatcher.builders import (
+    a_ready_task,
+    checkpointed,
+    finished,
+    quota_adjusted,
+    quota_granted,
+    registered,
+)
+
+
+async def consumed(h: DispatcherHarness, event_id: str) -> bool:
+    return bool(await h.fetch("SELECT 1 FROM dispatcher.inbox WHERE event_id = $1", event_id))
+
+
+async def test_core_work_preempts_opportunistic_work_which_resumes_from_its_checkpoint(fresh_settings: Settings) -> None:
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=2))
+        await h.publish(*a_ready_task("O1", gpus=2, priority_class="opportunistic"))
+        victim = (await h.wait_for_commands("a1"))[0].data
+        await h.publish(*a_ready_task("C1", gpus=2, priority_class="core"))
+        preempt = (await h.wait_for_commands("a1", 2))[1]
+        revoked = await h.wait_for_events("lease.revoked")
+
+        await h.report(checkpointed("a1", victim.lease_id, "O1", victim.fencing_token, "sim://O1/0.4"),
+                       finished("a1", victim.lease_id, "O1", victim.fencing_token, exit_code=None,
+                                error="preempted: core task C1 needs the GPUs"))
+        grant = (await h.wait_for_commands("a1", 3))[2]
+        requeued = await h.wait_for_events("task.requeued")
+        released = await h.wait_for_events("lease.released")
+        assert await h.task_state("O1") == "queued"
+
+    assert preempt.type == "command.preempt" and preempt.data.lease_id == victim.lease_id
+    assert [(e.data.lease_id, e.data.reason) for e in revoked] == [(victim.lease_id, "preempted")]
+    assert [(e.data.reason, e.data.resume_from) for e in requeued] == [("preempted", "sim://O1/0.4")]
+    assert [(e.data.lease_id, e.data.reason) for e in released] == [(victim.lease_id, "preempted")]
+    assert grant.type == "command.lease_grant" and grant.data.task_id == "C1"
+
+
+async def test_a_restarted_agent_loses_what_it_does_not_hold_but_not_grants_still_in_flight(
+    fresh_settings: Settings,
+) -> None:
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=1, started_at=utcnow() - timedelta(minutes=5)))
+        await h.publish(*a_ready_task("T1"))
+        first = (await h.wait_for_commands("a1"))[0].data
+
+        restart = utcnow()  # the agent restarted after the grant and holds nothing
+        await h.report(registered("a1", "n1", gpus=1, started_at=restart))
+        second = (await h.wait_for_commands("a1", 2))[1].data
+        requeued = await h.wait_for_events("task.requeued")
+        released = await h.wait_for_events("lease.released")
+
+        periodic = registered("a1", "n1", gpus=1, started_at=restart)  # before the second grant arrived
+        await h.report(periodic)
+        assert await h.wait_until(lambda: consumed(h, periodic.event_id))
+        active = await h.fetch("SELECT lease_id FROM dispatcher.leases WHERE state = 'active'")
+        holding = registered("a1", "n1", gpus=1, started_at=restart, held=[(second.lease_id, "T1", second.fencing_token)])
+        await h.report(holding)
+        assert await h.wait_until(lambda: consumed(h, holding.event_id))
+        renewals = await h.wait_for_events("lease.renewed")
+        registrations = await h.events("node.registered")
+
+    assert [(e.data.lease_id, e.data.reason) for e in released] == [(first.lease_id, "revoked")]
+    assert [(e.data.lease_id, e.data.reason) for e in requeued] == [(first.lease_id, "agent_failed")]
+    assert [row["lease_id"] for row in active] == [second.lease_id]
+    assert [e.data.lease_id for e in renewals] == [second.lease_id]
+    assert len(registrations) == 1  # re-registrations that change nothing are not republished
+
+
+async def test_a_task_over_its_quota_is_held_until_the_quota_grows(fresh_settings: Settings) -> None:
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=2))
+        await h.publish(quota_granted("proj-q", 0.1))  # 1 GPU x 600 s = 0.167 GPU-hours needed
+        await h.publish(*a_ready_task("T1", project="proj-q"))
+        held = await h.wait_for_events("task.held")
+        assert await h.task_state("T1") == "held"
+        await h.publish(quota_adjusted("proj-q", 1.0))
+        grants = await h.wait_for_events("lease.granted")
+        queued = await h.events("task.queued")
+
+    assert [(e.data.task_id, e.data.reason) for e in held] == [("T1", "quota_exhausted")]
+    assert "proj-q" in held[0].data.detail
+    assert [e.data.task_id for e in grants] == ["T1"] and [e.data.task_id for e in queued] == ["T1"]
