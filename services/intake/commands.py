@@ -69,7 +69,8 @@ async def submit_task(pool: asyncpg.Pool, emitter: Emitter, raw: dict, actor: st
 async def request_cancel(
     pool: asyncpg.Pool, emitter: Emitter, task_id: str, actor: str, reason: str | None = None
 ) -> bool:
-    """Emit `task.cancel_requested` for a known task; False when there is no such task."""
+    """Emit `task.cancel_requested` for a known task; False when there is no such task (a
+    rejected submission is not a task: there is nothing to cancel)."""
     async with pool.acquire() as conn, conn.transaction():
         [known] = await cancel_many(conn, emitter, [CancelRequest(task_id, actor, reason)])
     return known

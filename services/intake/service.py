@@ -37,7 +37,7 @@ from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_
 from shared.delivery.inbox import record_consumed_many
 from shared.logging import get_logger
 from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP
-from shared.submission import describe
+from shared.submission import Problem, describe
 
 MIGRATIONS = Path(__file__).parent / "sql"
 INBOX_CONSUMER = "ingest"
@@ -101,9 +101,9 @@ async def apply_entries(conn: asyncpg.Connection, emitter: Emitter, entries: Seq
     return copies
 
 
-def rejection_text(task_id: str, problems: Sequence[object]) -> str:
+def rejection_text(task_id: str, problems: Sequence[Problem]) -> str:
     count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-    return f"task.submit rejected as task {task_id} (see its task.rejected event), {count}:\n{describe(problems)}"  # type: ignore[arg-type]
+    return f"task.submit rejected as task {task_id} (see its task.rejected event), {count}:\n{describe(problems)}"
 
 
 def unknown_task_text(payload: CancelPayload) -> str:

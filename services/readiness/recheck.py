@@ -79,12 +79,15 @@ class Checker:
             if outcome.emit and outcome.readiness is not None:
                 reported.append(ReadinessUpdate(task.task_id, outcome.readiness))
         await save_checks(conn, self.schema, input_updates, reported, [t.task_id for t in tracked])
-        correlation = {t.task_id: t.correlation_id for t in tracked}
-        emissions = [self._emission(u, correlation[u.task_id], causes.get(u.task_id)) for u in reported]
+        by_id = {t.task_id: t for t in tracked}
+        emissions = [self._emission(u, by_id[u.task_id], causes.get(u.task_id)) for u in reported]
         return await self.emitter.emit_many(conn, emissions) if emissions else []
 
-    def _emission(self, update: ReadinessUpdate, correlation_id: str, cause_id: str | None) -> Emission:
+    def _emission(self, update: ReadinessUpdate, task: TrackedTask, cause_id: str | None) -> Emission:
+        """The report; the first one is caused by the submission unless something else prompted it."""
         readiness: Readiness = update.readiness
+        if cause_id is None and task.previous is None:
+            cause_id = task.submitted_event_id
         return Emission(
             TaskReadinessChanged,
             subject=task_subject(update.task_id),
@@ -95,7 +98,7 @@ class Checker:
                 "ready_fraction": readiness.ready_fraction,
             },
             actor=self.emitter.actor,
-            correlation_id=correlation_id,
+            correlation_id=task.correlation_id,
             causation_id=cause_id,
         )
 

@@ -34,6 +34,7 @@ MIGRATIONS = Path(__file__).parent / "sql"
 
 CLOSING_TYPES = frozenset({"task.cancelled", "task.rejected", "task.succeeded", "task.failed"})
 HANDLED_TYPES = CLOSING_TYPES | {"task.submitted", "data.ready_signalled"}
+BATCH_SIZE = 200
 
 log = get_logger(__name__)
 
@@ -57,7 +58,12 @@ def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
         checker = Checker(ctx.pool, ctx.emitter, store, tuning.probe_concurrency, tuning.sweep_batch)
 
         @reliable_batch_subscriber(
-            ctx.broker, stream=EVENTS_STREAM, group=READINESS_GROUP, parse=parse_event, consumer=f"readiness-{ctx.instance}"
+            ctx.broker,
+            stream=EVENTS_STREAM,
+            group=READINESS_GROUP,
+            parse=parse_event,
+            consumer=f"readiness-{ctx.instance}",
+            max_records=BATCH_SIZE,
         )
         async def on_events(events: list[Envelope]) -> None:
             await handle_events(ctx, checker, events)
@@ -84,12 +90,7 @@ async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[
         submitted = [e for e in applied if isinstance(e, TaskSubmitted)]
         signals = [e for e in applied if isinstance(e, DataReadySignalled)]
         new_tasks = await insert_submitted(conn, ctx.schema, submitted) if submitted else []
-        waiting = await record_signals(conn, ctx.schema, signals) if signals else []
+        waiting = await record_signals(conn, ctx.schema, signals) if signals else {}
         await close_tasks(conn, ctx.schema, {e.data.task_id: e.type for e in applied if e.type in CLOSING_TYPES})
-    causes = {e.data.task_id: e.event_id for e in submitted} | _signal_causes(signals, waiting)
+    causes = {e.data.task_id: e.event_id for e in submitted} | waiting
     await checker.recheck([*new_tasks, *waiting], causes)
-
-
-def _signal_causes(signals: Sequence[DataReadySignalled], waiting: Sequence[str]) -> dict[str, str]:
-    """Tasks re-checked because of a signal are caused by the (last) signal of the batch."""
-    return {task_id: signals[-1].event_id for task_id in waiting} if signals else {}

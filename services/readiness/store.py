@@ -32,6 +32,7 @@ class TrackedTask:
 
     task_id: str
     correlation_id: str
+    submitted_event_id: str
     previous: Readiness | None
     inputs: list[InputState]
 
@@ -82,8 +83,9 @@ async def insert_submitted(conn: asyncpg.Connection, schema: str, events: Sequen
     return [e.data.task_id for e in events if e.data.task_id in inserted]
 
 
-async def record_signals(conn: asyncpg.Connection, schema: str, events: Sequence[DataReadySignalled]) -> list[str]:
-    """Store signalled dataset versions; return the open tasks waiting on any signalled input."""
+async def record_signals(conn: asyncpg.Connection, schema: str, events: Sequence[DataReadySignalled]) -> dict[str, str]:
+    """Store signalled dataset versions; return the open tasks waiting on a signalled input, each
+    mapped to the id of the (last) signal it waits on."""
     q = quote_schema(schema)
     datasets = [e for e in events if isinstance(e.data.input, DatasetRef)]
     if datasets:
@@ -97,13 +99,13 @@ async def record_signals(conn: asyncpg.Connection, schema: str, events: Sequence
             [e.occurred_at for e in datasets],
             [e.event_id for e in datasets],
         )
-    keys = [_signalled_key(e) for e in events]
+    signal_by_key = {_signalled_key(e): e.event_id for e in events}
     rows = await conn.fetch(
-        f"SELECT DISTINCT i.task_id FROM {q}.inputs i JOIN {q}.tasks t USING (task_id)"
+        f"SELECT i.task_id, i.key FROM {q}.inputs i JOIN {q}.tasks t USING (task_id)"
         " WHERE i.key = ANY($1::text[]) AND i.available IS NOT TRUE AND t.closed_at IS NULL",
-        keys,
+        list(signal_by_key),
     )
-    return [row["task_id"] for row in rows]
+    return {row["task_id"]: signal_by_key[row["key"]] for row in rows}
 
 
 def _signalled_key(event: DataReadySignalled) -> str:
@@ -128,7 +130,7 @@ async def lock_tracked(conn: asyncpg.Connection, schema: str, task_ids: Sequence
     """The open tasks among `task_ids`, row-locked in id order (so concurrent re-checks queue)."""
     q = quote_schema(schema)
     tasks = await conn.fetch(
-        f"SELECT task_id, correlation_id, ready, ready_fraction, missing::text FROM {q}.tasks"
+        f"SELECT task_id, correlation_id, submitted_event_id, ready, ready_fraction, missing::text FROM {q}.tasks"
         " WHERE task_id = ANY($1::text[]) AND closed_at IS NULL ORDER BY task_id FOR UPDATE",
         list(task_ids),
     )
@@ -142,7 +144,10 @@ async def lock_tracked(conn: asyncpg.Connection, schema: str, task_ids: Sequence
     by_task: dict[str, list[InputState]] = {row["task_id"]: [] for row in tasks}
     for row in inputs:
         by_task[row["task_id"]].append(_input_state(row))
-    return [TrackedTask(row["task_id"], row["correlation_id"], _previous(row), by_task[row["task_id"]]) for row in tasks]
+    return [
+        TrackedTask(row["task_id"], row["correlation_id"], row["submitted_event_id"], _previous(row), by_task[row["task_id"]])
+        for row in tasks
+    ]
 
 
 def _input_state(row: asyncpg.Record) -> InputState:

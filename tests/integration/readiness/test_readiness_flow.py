@@ -13,7 +13,7 @@ from services.intake.service import SPEC as INTAKE
 from services.readiness.board import load_board
 from services.readiness.service import ReadinessSettings, make_spec
 from shared.delivery import create_pool, wire_fields
-from shared.events import TaskReadinessChanged, TaskSubmitted, make_event
+from shared.events import TaskReadinessChanged, TaskSubmitted, make_event, parse_event
 from shared.events.subjects import task_subject
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -54,6 +54,14 @@ async def bucket(store: ObjectStore) -> str:
 async def readiness_of(redis: Redis, task_id: str) -> list[TaskReadinessChanged]:
     events = await published_events(redis, "task.readiness_changed")
     return [e for e in events if e.data.task_id == task_id]  # type: ignore[misc]
+
+
+async def committed_reports(pool: asyncpg.Pool, task_id: str) -> list[bool]:
+    """`ready` of each readiness report of the task committed so far (published or not yet)."""
+    rows = await pool.fetch(
+        "SELECT body FROM readiness.outbox WHERE subject = $1 ORDER BY position", task_subject(task_id)
+    )
+    return [parse_event(row["body"]).data.ready for row in rows]
 
 
 async def submitted_task(services: ServicesRunning, redis: Redis, name: str) -> TaskSubmitted:
@@ -109,7 +117,7 @@ async def test_a_prefix_is_ready_only_once_its_ready_marker_exists(
         task = await submitted_task(services, redis, "needs-prefix")
         await store.put(bucket, "shards/part-0000", b"data")
         await swept_after(pool, task.data.task_id, services)
-        assert [e.data.ready for e in await readiness_of(redis, task.data.task_id)] == [False]
+        assert await committed_reports(pool, task.data.task_id) == [False]
 
         await store.put(bucket, "shards/_READY", b"")
 
@@ -203,5 +211,5 @@ async def test_a_cancelled_task_is_no_longer_checked(
         await store.put(bucket, "late.bin", b"x")
         await swept_after(pool, witness.data.task_id, services)
 
-    assert [e.data.ready for e in await readiness_of(redis, doomed.data.task_id)] == [False]
+    assert await committed_reports(pool, doomed.data.task_id) == [False]
     assert [row.task_id for row in await load_board(pool)] == [witness.data.task_id]
