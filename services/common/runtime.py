@@ -30,12 +30,14 @@ import asyncpg
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
+from shared.delivery.consumer import Entry
 from shared.delivery.db import create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
 from shared.delivery.outbox import append_events, next_subject_seq, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
-from shared.events import Envelope, make_event
+from shared.delivery.wire import extract_body
+from shared.events import Envelope, make_event, parse_event
 from shared.logging import get_logger
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -186,6 +188,32 @@ class Emission:
     correlation_id: str | None = None
     causation_id: str | None = None
     occurred_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedEntry:
+    """An entry of a type the subscriber does not handle: handed to the handler unparsed, then acked."""
+
+    entry_id: str
+    type: str
+
+
+def parse_events_of(*event_types: type[Envelope]) -> Callable[[Entry], Envelope | SkippedEntry]:
+    """A parser for `reliable_*subscriber(..., parse_entry=True)` that parses only `event_types`.
+
+    `cf:events` carries every event of every service; reading the wire's `type` field first spares a
+    handler the pydantic parse of the many entries it ignores. Entries without a `type` field (e.g.
+    published by FastStream itself) are parsed in full. Handlers drop `SkippedEntry` values.
+    """
+    wanted = frozenset(cls.model_fields["type"].default for cls in event_types)
+
+    def parse(entry: Entry) -> Envelope | SkippedEntry:
+        event_type = entry.fields.get(b"type")
+        if event_type is not None and event_type.decode() not in wanted:
+            return SkippedEntry(entry.entry_id, event_type.decode())
+        return parse_event(extract_body(entry.fields))
+
+    return parse
 
 
 async def prepare_schema(pool: asyncpg.Pool, spec: ServiceSpec) -> None:

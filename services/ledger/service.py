@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.common.runtime import ServiceContext, ServiceSpec
+from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.cards import Catalog, load_catalog
 from shared.delivery.consumer import reliable_batch_subscriber
 from shared.delivery.inbox import record_consumed_many
-from shared.events import Envelope, parse_event
+from shared.events import Envelope
 from shared.logging import get_logger
 from shared.names import EVENTS_STREAM, LEDGER_GROUP
 
@@ -33,7 +33,9 @@ QUOTA_CHECK_INTERVAL_S = 30.0
 log = get_logger(__name__)
 
 
-async def handle_batch(ctx: ServiceContext, catalog: Catalog, events: Sequence[Envelope]) -> None:
+async def handle_batch(
+    ctx: ServiceContext, catalog: Catalog, events: Sequence[Envelope | SkippedEntry]
+) -> None:
     """The numbered recipe of the module docstring, for one batch."""
     relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
     if not relevant:
@@ -62,9 +64,10 @@ def build_spec(
         prices = catalog or load_catalog()
 
         @reliable_batch_subscriber(
-            ctx.broker, stream=EVENTS_STREAM, group=LEDGER_GROUP, parse=parse_event, max_records=batch_size
-        )
-        async def on_events(events: list[Envelope]) -> None:
+            ctx.broker, stream=EVENTS_STREAM, group=LEDGER_GROUP, parse=parse_events_of(*RELEVANT_TYPES),
+            parse_entry=True, max_records=batch_size,
+        )  # fmt: skip
+        async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, prices, events)
 
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")

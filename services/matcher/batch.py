@@ -113,13 +113,27 @@ class _Fold:
         self.nodes = dict(nodes)
         self.waiting = {task.task_id: task for task in waiting}
         self.effects = BatchEffects()
+        self._fleet: Fleet | None = None
+        self._fleet_json: dict[str, int] = {}
+        self._decisions: dict[MatchRequest, tuple[MatchDecision, list[dict[str, Any]]]] = {}
+        self._requests: dict[MatchRequest, dict[str, Any]] = {}
 
     def fleet(self) -> Fleet:
-        gpus: dict[str, int] = defaultdict(int)
-        for node in self.nodes.values():
-            if node.alive:
-                gpus[node.card_type] += node.gpus
-        return Fleet(gpus)
+        if self._fleet is None:
+            gpus: dict[str, int] = defaultdict(int)
+            for node in self.nodes.values():
+                if node.alive:
+                    gpus[node.card_type] += node.gpus
+            self._fleet = Fleet(gpus)
+            self._fleet_json = dict(self._fleet.gpus_by_type)
+        return self._fleet
+
+    def decide(self, request: MatchRequest) -> tuple[MatchDecision, list[dict[str, Any]]]:
+        """`decide` over the current fleet, with its ranking JSON; memoised until the fleet changes."""
+        if request not in self._decisions:
+            decision = decide(request, self.config.catalog, self.fleet())
+            self._decisions[request] = decision, ranking_json(decision)
+        return self._decisions[request]
 
     def apply(self, event: Envelope) -> None:
         if isinstance(event, TaskSubmitted):
@@ -135,19 +149,18 @@ class _Fold:
         submission = event.data.submission
         request = build_request(submission)
         task = TaskRow(event.data.task_id, submission.project, request, "new", "", "")
-        self.record(task, decide(request, self.config.catalog, self.fleet()), "submitted", event)
+        self.record(task, *self.decide(request), "submitted", event)
 
     def registered(self, event: NodeRegistered) -> None:
         data = event.data
         before = self.fleet().gpus(data.card_type)
         self.set_node(NodeState(data.node_id, data.agent_id, data.card_type, data.gpus, True, event.occurred_at))
-        fleet = self.fleet()
-        if fleet.gpus(data.card_type) <= before:
+        if self.fleet().gpus(data.card_type) <= before:
             return
         for task in list(self.waiting.values()):
-            decision = decide(task.request, self.config.catalog, fleet)
+            decision, ranking = self.decide(task.request)
             if decision.matched or decision.detail != task.last_detail:
-                self.record(task, decision, "fleet_changed", event)
+                self.record(task, decision, ranking, "fleet_changed", event)
 
     def lost(self, event: NodeLost) -> None:
         node = self.nodes.get(event.data.node_id)
@@ -164,10 +177,16 @@ class _Fold:
     def set_node(self, node: NodeState) -> None:
         self.nodes[node.node_id] = node
         self.effects.nodes[node.node_id] = node
+        self._fleet = None
+        self._decisions.clear()
 
-    def record(self, task: TaskRow, decision: MatchDecision, trigger: str, cause: Envelope) -> None:
+    def record(
+        self, task: TaskRow, decision: MatchDecision, ranking: list[dict[str, Any]], trigger: str, cause: Envelope
+    ) -> None:
         """A match row, the task's new row and the event announcing the decision."""
-        match = stored_match(task, decision, trigger, self.fleet(), self.config)
+        request_json = self._requests.setdefault(task.request, request_to_json(task.request))
+        self.fleet()
+        match = stored_match(task, request_json, decision, ranking, trigger, self._fleet_json, self.config)
         status = "matched" if decision.matched else ("waiting" if decision.waits_for_fleet else "unmatchable")
         row = replace(task, status=status, last_match_id=match.match_id, last_detail=decision.detail)
         self.effects.matches.append(match)
@@ -190,20 +209,31 @@ def fold_batch(
     return fold.effects
 
 
-def stored_match(task: TaskRow, decision: MatchDecision, trigger: str, fleet: Fleet, config: MatcherConfig) -> StoredMatch:
+def stored_match(
+    task: TaskRow,
+    request_json: dict[str, Any],
+    decision: MatchDecision,
+    ranking: list[dict[str, Any]],
+    trigger: str,
+    fleet: dict[str, int],
+    config: MatcherConfig,
+) -> StoredMatch:
+    """The row of `matcher.matches` for `decision` (`ranking` = `ranking_json(decision)`,
+    `request_json` = `request_to_json(task.request)`, `fleet` = live GPUs per card type; passed in so
+    that matches of one decision share them and the store serialises each once)."""
     result = decision.result
     return StoredMatch(
         match_id=new_event_id(),
         task_id=task.task_id,
         trigger=trigger,
-        request=request_to_json(task.request),
-        ranking=ranking_json(decision),
+        request=request_json,
+        ranking=ranking,
         matched=decision.matched,
         chosen=result.chosen.card_type if result and result.chosen else None,
         oversized=bool(result and result.oversized),
         unmatchable_reason=decision.unmatchable.value if decision.unmatchable else None,
         reason=decision.detail,
-        fleet=dict(fleet.gpus_by_type),
+        fleet=fleet,
         catalog_version=config.catalog.version,
         catalog_hash=config.catalog_hash,
     )

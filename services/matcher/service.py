@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.common.runtime import ServiceContext, ServiceSpec
+from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
 from services.matcher.batch import FLEET_TYPES, RELEVANT_TYPES, MatcherConfig, fold_batch
 from services.matcher.decide import catalog_fingerprint
 from services.matcher.store import SCHEMA, load_nodes, load_waiting, lock_fleet, save_effects
 from shared.cards import Catalog, load_catalog
 from shared.delivery.consumer import reliable_batch_subscriber
 from shared.delivery.inbox import record_consumed_many
-from shared.events import Envelope, NodeRegistered, parse_event
+from shared.events import Envelope, NodeRegistered
 from shared.logging import get_logger
 from shared.names import EVENTS_STREAM, MATCHER_GROUP
 
@@ -31,7 +31,9 @@ BATCH_SIZE = 500
 log = get_logger(__name__)
 
 
-async def handle_batch(ctx: ServiceContext, config: MatcherConfig, events: Sequence[Envelope]) -> None:
+async def handle_batch(
+    ctx: ServiceContext, config: MatcherConfig, events: Sequence[Envelope | SkippedEntry]
+) -> None:
     """The numbered recipe of the module docstring, for one batch."""
     relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
     if not relevant:
@@ -57,9 +59,10 @@ def build_spec(catalog: Catalog | None = None, *, batch_size: int = BATCH_SIZE) 
         config = MatcherConfig(chosen, catalog_fingerprint(chosen))
 
         @reliable_batch_subscriber(
-            ctx.broker, stream=EVENTS_STREAM, group=MATCHER_GROUP, parse=parse_event, max_records=batch_size
-        )
-        async def on_events(events: list[Envelope]) -> None:
+            ctx.broker, stream=EVENTS_STREAM, group=MATCHER_GROUP, parse=parse_events_of(*RELEVANT_TYPES),
+            parse_entry=True, max_records=batch_size,
+        )  # fmt: skip
+        async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, config, events)
 
     return ServiceSpec(name="matcher", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)

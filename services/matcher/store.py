@@ -72,11 +72,12 @@ async def _save_matches(conn: asyncpg.Connection, effects: BatchEffects, event_i
     matches = effects.matches
     if not matches:
         return
+    as_json = _JsonMemo()  # matches of one decision share their request, ranking and fleet objects
     columns = [
         [m.match_id for m in matches], [m.task_id for m in matches], [m.trigger for m in matches],
-        [_json(m.request) for m in matches], [_json(m.ranking) for m in matches], [m.matched for m in matches],
+        [as_json(m.request) for m in matches], [as_json(m.ranking) for m in matches], [m.matched for m in matches],
         [m.chosen for m in matches], [m.oversized for m in matches], [m.unmatchable_reason for m in matches],
-        [m.reason for m in matches], [_json(m.fleet) for m in matches],
+        [m.reason for m in matches], [as_json(m.fleet) for m in matches],
         [m.catalog_version for m in matches], [m.catalog_hash for m in matches], event_ids,
     ]  # fmt: skip
     await conn.execute(
@@ -112,3 +113,16 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskRow]) -> None:
 def _json(value: Any) -> str:
     """JSON text for a `text[]` parameter cast to jsonb in SQL (a list would become a 2-D array)."""
     return json.dumps(value, separators=(",", ":"))
+
+
+class _JsonMemo:
+    """`_json` that serialises each object once (keyed by identity; the objects outlive the memo)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, value: Any) -> str:
+        key = id(value)
+        if key not in self._texts:
+            self._texts[key] = _json(value)
+        return self._texts[key]
