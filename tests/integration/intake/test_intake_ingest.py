@@ -3,6 +3,7 @@ dead-letters; idempotency keys create one task; unreadable entries are dead-lett
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -10,7 +11,12 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from services.common.runtime import ServiceContext, prepare_schema
+from services.intake.ingest import parse_ingest_entry
 from services.intake.service import SPEC as INTAKE
+from services.intake.service import handle_ingest_batch
+from shared.delivery import create_pool
+from shared.delivery.consumer import Entry
 from shared.events import TaskRejected, TaskSubmitted
 from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP
 from shared.settings import Settings
@@ -162,3 +168,25 @@ async def test_cancel_and_data_ready_entries_become_events(fresh_settings: Setti
 
 async def _non_empty(items: object) -> bool:
     return bool(await items)  # type: ignore[misc]
+
+
+async def test_a_redelivered_batch_is_applied_once(fresh_settings: Settings, redis: Redis, db: asyncpg.Connection) -> None:
+    """As after a crash between the commit and the ack: the same entries are handled again."""
+    await xadd_ingest(redis, "task.submit", a_submission("once"))
+    await xadd_ingest(redis, "task.submit", a_submission("bad", gpus=0))
+    entries = [parse_ingest_entry(Entry(i.decode(), f)) for i, f in await redis.xrange(INGEST_STREAM)]
+    pool = await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=2)
+    try:
+        await prepare_schema(pool, INTAKE)
+        ctx = ServiceContext(INTAKE, fresh_settings, pool, redis, broker=None, stop=asyncio.Event())  # type: ignore[arg-type]
+        for _ in range(2):
+            await handle_ingest_batch(ctx, "test-consumer", entries)
+    finally:
+        await pool.close()
+
+    assert await db.fetchval("SELECT count(*) FROM intake.tasks") == 1
+    assert await db.fetchval("SELECT count(*) FROM intake.rejections") == 1
+    assert [r["type"] for r in await db.fetch("SELECT type FROM intake.outbox ORDER BY position")] == [
+        "task.submitted", "task.rejected",
+    ]  # fmt: skip
+    assert len(await deadletters(redis)) == 1
