@@ -1,8 +1,8 @@
-"""Lease lifecycle writes: end a lease (and move its task), revoke or preempt leases.
+"""Lease lifecycle writes: end leases (and move their tasks), revoke or preempt leases.
 
-Every lease ends exactly once, here, with `lease.released` (and `lease.expired` before it when the
-TTL ran out): the rows are locked FOR UPDATE and only an active lease can end. What the end does to
-the task is decided by the pure `transitions.decide_lease_end`.
+Every lease ends exactly once, in `LeaseEnder.end`, with `lease.released` (and `lease.expired`
+before it when the TTL ran out): the rows are locked FOR UPDATE and only an active lease can end.
+What the end does to the task is decided by the pure `transitions.decide_lease_end`.
 """
 
 from __future__ import annotations
@@ -41,14 +41,18 @@ LEASE_COLUMNS = (
 )
 
 
-async def lock_leases(conn: asyncpg.Connection, schema: str, where: str, *args: Any) -> list[asyncpg.Record]:
-    """Leases (with their task's columns) matching `where`, locked with their tasks, in id order."""
+async def lock_leases(conn: asyncpg.Connection, schema: str, where: str, *args: Any) -> list[dict[str, Any]]:
+    """Leases (with their task's columns) matching `where`, locked with their tasks, in id order.
+
+    Rows come back as dicts: the caller keeps them up to date while it changes them in a batch.
+    """
     s = quote_schema(schema)
-    return await conn.fetch(
+    rows = await conn.fetch(
         f"SELECT {LEASE_COLUMNS} FROM {s}.leases l JOIN {s}.tasks t USING (task_id)"
         f" WHERE {where} ORDER BY l.lease_id FOR UPDATE OF l, t",
         *args,
     )
+    return [dict(row) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,31 +64,76 @@ class RunOutcome:
     error: str | None = None
 
 
-async def end_lease(
-    conn: asyncpg.Connection, batch: EventBatch, lease: Row, trigger: Trigger,
-    *, cause: Envelope | None = None, outcome: RunOutcome = RunOutcome(), revoke_grace_s: float = 30.0,
-) -> LeaseEnd:
-    """End one ACTIVE, locked lease: free its GPUs, emit its end, and move its task."""
-    s = quote_schema(batch.schema)
-    others = await conn.fetchval(
-        f"SELECT count(*) FROM {s}.leases WHERE task_id = $1 AND run = $2 AND state = 'active' AND lease_id <> $3",
-        lease["task_id"], lease["run"], lease["lease_id"],
-    )
-    decision = decide_lease_end(_ending(lease, others), trigger, outcome.exit_code, outcome.error)
-    await conn.execute(
-        f"UPDATE {s}.leases SET state = 'ended', ended_at = $2, end_reason = $3 WHERE lease_id = $1",
-        lease["lease_id"], batch.now, decision.release.value,
-    )
-    await conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = $1", lease["lease_id"])
-    _emit_lease_end(batch, lease, trigger, decision, cause)
-    await _apply_task_effect(conn, batch, lease, decision, outcome, cause)
-    if decision.revoke_other_parts and others:
+class LeaseEnder:
+    """Ends leases within one transaction; the row updates are written in bulk by `flush`.
+
+    Each lease passed to `end` must be ACTIVE and locked (`lock_leases`); its dict is updated in
+    place (`state`), and `task_states` says which tasks moved, so a batch of reports sees its own
+    effects before they are flushed.
+    """
+
+    def __init__(self, conn: asyncpg.Connection, batch: EventBatch, revoke_grace_s: float) -> None:
+        self.conn, self.batch, self.revoke_grace_s = conn, batch, revoke_grace_s
+        self.ended: dict[str, str] = {}  # lease id -> release reason
+        self.task_states: dict[str, str] = {}  # task id -> new state
+
+    async def end(
+        self, lease: dict[str, Any], trigger: Trigger, *, cause: Envelope | None = None,
+        outcome: RunOutcome = RunOutcome(),
+    ) -> LeaseEnd:
+        """End one lease: free its GPUs, emit its end, and move its task."""
+        if lease["task_id"] in self.task_states:  # another part of the task ended earlier in this batch
+            lease["task_state"] = self.task_states[lease["task_id"]]
+        others = await self._other_parts(lease)
+        decision = decide_lease_end(_ending(lease, others), trigger, outcome.exit_code, outcome.error)
+        lease["state"] = "ended"
+        self.ended[lease["lease_id"]] = decision.release.value
+        _emit_lease_end(self.batch, lease, trigger, decision, cause)
+        if decision.effect is not TaskEffect.NONE:
+            _emit_task_effect(self.batch, lease, decision, outcome, cause)
+            self.task_states[lease["task_id"]] = _NEW_STATE[decision.effect]
+        if decision.revoke_other_parts and others:
+            await self._revoke_other_parts(lease, decision, cause)
+        return decision
+
+    async def flush(self) -> None:
+        """Write the ended leases, their freed GPUs and the tasks' new states."""
+        s = quote_schema(self.batch.schema)
+        if self.ended:
+            ids = list(self.ended)
+            await self.conn.execute(
+                f"UPDATE {s}.leases AS l SET state = 'ended', ended_at = $3, end_reason = e.reason"
+                " FROM unnest($1::text[], $2::text[]) AS e(lease_id, reason) WHERE l.lease_id = e.lease_id",
+                ids, [self.ended[i] for i in ids], self.batch.now,
+            )
+            await self.conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = ANY($1::text[])", ids)
+        if self.task_states:
+            ids = sorted(self.task_states)
+            await self.conn.execute(
+                f"UPDATE {s}.tasks AS t SET state = v.state, deferral_reason = NULL, deferral_detail = NULL,"
+                " updated_at = now() FROM unnest($1::text[], $2::text[]) AS v(task_id, state) WHERE t.task_id = v.task_id",
+                ids, [self.task_states[i] for i in ids],
+            )
+        self.ended, self.task_states = {}, {}
+
+    async def _other_parts(self, lease: dict[str, Any]) -> int:
+        """Other active leases of the same run (only multi-node grants have any)."""
+        if lease["parts"] <= 1:
+            return 0
+        return await self.conn.fetchval(
+            f"SELECT count(*) FROM {quote_schema(self.batch.schema)}.leases WHERE task_id = $1 AND run = $2"
+            " AND state = 'active' AND lease_id <> ALL($3::text[])",
+            lease["task_id"], lease["run"], [*self.ended, lease["lease_id"]],
+        )
+
+    async def _revoke_other_parts(self, lease: dict[str, Any], decision: LeaseEnd, cause: Envelope | None) -> None:
         parts = await lock_leases(
-            conn, batch.schema, "l.task_id = $1 AND l.run = $2 AND l.state = 'active'", lease["task_id"], lease["run"]
+            self.conn, self.batch.schema, "l.task_id = $1 AND l.run = $2 AND l.state = 'active'"
+            " AND l.lease_id <> ALL($3::text[])", lease["task_id"], lease["run"], list(self.ended),
         )
         reason = RevokeReason.CANCELLED if decision.effect is TaskEffect.CANCEL else RevokeReason.SUPERSEDED
-        await revoke(conn, batch, parts, reason, "another part of the task ended", grace_s=revoke_grace_s, cause=cause)
-    return decision
+        await revoke(self.conn, self.batch, parts, reason, "another part of the task ended",
+                     grace_s=self.revoke_grace_s, cause=cause)
 
 
 def _ending(lease: Row, others: int) -> EndingLease:
@@ -111,13 +160,10 @@ def _emit_lease_end(batch: EventBatch, lease: Row, trigger: Trigger, decision: L
     })
 
 
-async def _apply_task_effect(
-    conn: asyncpg.Connection, batch: EventBatch, lease: Row, decision: LeaseEnd, outcome: RunOutcome,
-    cause: Envelope | None,
+def _emit_task_effect(
+    batch: EventBatch, lease: Row, decision: LeaseEnd, outcome: RunOutcome, cause: Envelope | None
 ) -> None:
     effect, task_id, lease_id = decision.effect, lease["task_id"], lease["lease_id"]
-    if effect is TaskEffect.NONE:
-        return
     subject = task_subject(task_id)
     if effect is TaskEffect.SUCCEED:
         if lease["task_state"] == "leased":
@@ -136,11 +182,6 @@ async def _apply_task_effect(
             "task_id": task_id, "lease_id": lease_id, "reason": decision.requeue_reason,
             "resume_from": lease["task_resume_from"], "detail": _REQUEUE_DETAIL[decision.requeue_reason],
         })
-    await conn.execute(
-        f"UPDATE {quote_schema(batch.schema)}.tasks SET state = $2, deferral_reason = NULL, deferral_detail = NULL,"
-        " updated_at = now() WHERE task_id = $1",
-        task_id, _NEW_STATE[effect],
-    )
 
 
 _NEW_STATE = {

@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from services.dispatcher.fencing import LeaseClaim, check_claim, lease_facts
-from services.dispatcher.leases import end_lease, lock_leases
 from services.dispatcher.transitions import Trigger
 from shared.events import NodeRegistered
 from shared.events.reports import AgentRegistered
@@ -41,7 +40,10 @@ async def register_agent(step: ReportStep, report: AgentRegistered) -> None:
             "mode": d.mode,
         })
         step.capacity_changed = True
-    on_node = await lock_leases(step.conn, step.dc.schema, "l.state = 'active' AND l.node_id = $1", d.node_id)
+    ids = [r["lease_id"] for r in await step.conn.fetch(
+        f"SELECT lease_id FROM {step.schema}.leases WHERE node_id = $1 AND state = 'active'", d.node_id)]
+    await step.lock(ids)
+    on_node = [step.leases[i] for i in sorted(ids) if i in step.leases and step.leases[i]["state"] == "active"]
     claims = {h.lease_id: LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in d.held_leases}
     kept = []
     for lease in on_node:
@@ -51,9 +53,7 @@ async def register_agent(step: ReportStep, report: AgentRegistered) -> None:
         elif claim is None and _maybe_in_flight(lease, d.started_at):
             continue
         else:
-            await end_lease(step.conn, step.batch, lease, Trigger.AGENT_RESTARTED, cause=report,
-                            revoke_grace_s=step.dc.config.revoke_grace_s)
-            step.capacity_changed = True
+            await step.end(lease, Trigger.AGENT_RESTARTED, report)
     known = {lease["lease_id"] for lease in kept}
     await step.accepted_leases(report, [c for lease_id, c in claims.items() if lease_id not in known])
     await step.renew(kept, report)

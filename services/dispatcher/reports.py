@@ -26,7 +26,7 @@ import asyncpg
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
 from services.dispatcher.fencing import LeaseClaim, Refusal, Rejection, check_claim, lease_facts
-from services.dispatcher.leases import RunOutcome, end_lease, lock_leases, started_data
+from services.dispatcher.leases import LeaseEnder, RunOutcome, lock_leases, started_data
 from services.dispatcher.registration import register_agent
 from services.dispatcher.transitions import Trigger
 from shared.delivery.db import quote_schema
@@ -53,13 +53,32 @@ class RejectedReport:
 
 
 class ReportStep:
-    """Applies the reports of one batch inside one transaction."""
+    """Applies the reports of one batch inside one transaction.
+
+    The leases the batch names are locked once (`prefetch`) and kept as dicts that every step
+    updates, so later reports of the batch see the effects of earlier ones; row updates that
+    many reports share (ended leases, started runs, progress) are written in bulk by `finish`.
+    """
 
     def __init__(self, dc: Dispatcher, conn: asyncpg.Connection, batch: EventBatch) -> None:
         self.dc, self.conn, self.batch = dc, conn, batch
         self.schema = quote_schema(dc.schema)
+        self.ender = LeaseEnder(conn, batch, dc.config.revoke_grace_s)
+        self.leases: dict[str, dict[str, Any]] = {}
         self.rejected: list[RejectedReport] = []
+        self.started: set[str] = set()
+        self.progress: dict[str, tuple[float | None, float | None]] = {}
         self.capacity_changed = False
+
+    async def prefetch(self, reports: Sequence[AgentReport]) -> None:
+        """Lock every lease the batch names, in one query (id order: no deadlock between batches)."""
+        await self.lock([claim.lease_id for report in reports for claim in claims_of(report)])
+
+    async def lock(self, lease_ids: Sequence[str]) -> None:
+        missing = sorted(set(lease_ids) - set(self.leases))
+        if missing:
+            rows = await lock_leases(self.conn, self.dc.schema, "l.lease_id = ANY($1::text[])", missing)
+            self.leases.update((row["lease_id"], row) for row in rows)
 
     async def apply(self, report: AgentReport) -> None:
         if isinstance(report, Heartbeat):
@@ -69,21 +88,39 @@ class ReportStep:
         elif isinstance(report, CheckpointReport):
             await self.checkpointed(report)
         elif isinstance(report, TaskProgress):
-            await self.progress(report)
+            await self.progressed(report)
         elif isinstance(report, AgentRegistered):
-            await self.registered(report)
+            await register_agent(self, report)
+
+    async def finish(self) -> None:
+        """Write the batch's bulk updates (ended leases first: a started run may have ended too)."""
+        await self.ender.flush()
+        if self.started:
+            ids = sorted(self.started)
+            await self.conn.execute(f"UPDATE {self.schema}.leases SET started = true WHERE lease_id = ANY($1::text[])", ids)
+            await self.conn.execute(
+                f"UPDATE {self.schema}.tasks t SET state = 'running' FROM {self.schema}.leases l"
+                " WHERE l.lease_id = ANY($1::text[]) AND t.task_id = l.task_id AND t.run = l.run AND t.state = 'leased'",
+                ids,
+            )
+        if self.progress:
+            ids = sorted(self.progress)
+            await self.conn.execute(
+                f"UPDATE {self.schema}.leases l SET progress = coalesce(p.progress, l.progress),"
+                " output_units = coalesce(p.units, l.output_units)"
+                " FROM unnest($1::text[], $2::float8[], $3::float8[]) AS p(lease_id, progress, units)"
+                " WHERE l.lease_id = p.lease_id",
+                ids, [self.progress[i][0] for i in ids], [self.progress[i][1] for i in ids],
+            )
 
     # -- checks --------------------------------------------------------------------------------
 
-    async def accepted_leases(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[Row]:
-        """The locked lease rows of the claims that pass fencing; the others are rejected."""
-        if not claims:
-            return []
-        rows = await lock_leases(self.conn, self.dc.schema, "l.lease_id = ANY($1::text[])", [c.lease_id for c in claims])
-        by_id = {row["lease_id"]: row for row in rows}
+    async def accepted_leases(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[dict[str, Any]]:
+        """The lease rows of the claims that pass fencing; the others are rejected."""
+        await self.lock([claim.lease_id for claim in claims])
         accepted = []
         for claim in claims:
-            lease = by_id.get(claim.lease_id)
+            lease = self.leases.get(claim.lease_id)
             refusal = check_claim(claim, lease_facts(lease))
             if refusal is None:
                 accepted.append(lease)
@@ -97,38 +134,60 @@ class ReportStep:
                     fencing_token=token, reason=refusal.reason.value, detail=refusal.detail)
         self.rejected.append(RejectedReport(report, agent_id, lease_id, token, refusal))
 
+    # -- effects shared by the reports ----------------------------------------------------------
+
+    async def end(self, lease: dict[str, Any], trigger: Trigger, cause: AgentReport,
+                  outcome: RunOutcome = RunOutcome()) -> None:
+        """End a lease (bulk-written at `finish`) and keep the batch's view of its task current."""
+        await self.ender.end(lease, trigger, cause=cause, outcome=outcome)
+        self.capacity_changed = True
+        if lease["task_id"] in self.ender.task_states:
+            self.set_task(lease["task_id"], task_state=self.ender.task_states[lease["task_id"]])
+
+    def set_task(self, task_id: str, **columns: Any) -> None:
+        for row in self.leases.values():
+            if row["task_id"] == task_id:
+                row.update(columns)
+
+    def mark_started(self, lease: dict[str, Any], cause: AgentReport) -> None:
+        """The first accepted report about a lease means its run started (`task.started` once)."""
+        if lease["started"]:
+            return
+        lease["started"] = True
+        self.started.add(lease["lease_id"])
+        if lease["run"] == lease["task_run"] and lease["task_state"] == "leased":
+            self.set_task(lease["task_id"], task_state="running")
+            self.batch.add(TaskStarted, subject=task_subject(lease["task_id"]), cause=cause, data=started_data(lease))
+
     # -- reports -------------------------------------------------------------------------------
 
     async def finished(self, report: TaskFinished) -> None:
         d = report.data
         for lease in await self.accepted_leases(report, [claim_of(d)]):
-            outcome = RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error)
-            await end_lease(self.conn, self.batch, lease, Trigger.FINISHED, cause=report, outcome=outcome,
-                            revoke_grace_s=self.dc.config.revoke_grace_s)
-            self.capacity_changed = True
+            await self.end(lease, Trigger.FINISHED, report,
+                           RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error))
 
-    async def progress(self, report: TaskProgress) -> None:
+    async def progressed(self, report: TaskProgress) -> None:
         d = report.data
         for lease in await self.accepted_leases(report, [claim_of(d)]):
-            await self.conn.execute(
-                f"UPDATE {self.schema}.leases SET progress = coalesce($2, progress),"
-                " output_units = coalesce($3, output_units) WHERE lease_id = $1",
-                lease["lease_id"], d.progress, d.output_units,
-            )
-            await self.mark_started(lease, report)
+            old = self.progress.get(lease["lease_id"], (None, None))
+            self.progress[lease["lease_id"]] = (_latest(d.progress, old[0]), _latest(d.output_units, old[1]))
+            self.mark_started(lease, report)
 
     async def checkpointed(self, report: CheckpointReport) -> None:
         d = report.data
         for lease in await self.accepted_leases(report, [claim_of(d)]):
-            await self.mark_started(lease, report)
+            self.mark_started(lease, report)
             output = await self.conn.fetchval(
                 f"UPDATE {self.schema}.leases SET last_checkpoint = $2, last_checkpoint_at = $3,"
                 " progress = coalesce($4, progress) WHERE lease_id = $1 RETURNING output_units",
                 lease["lease_id"], d.checkpoint_uri, self.batch.now, d.progress,
             )
+            output = _latest(self.progress.get(lease["lease_id"], (None, None))[1], output)
             if lease["run"] == lease["task_run"]:
                 await self.conn.execute(f"UPDATE {self.schema}.tasks SET resume_from = $2 WHERE task_id = $1",
                                         lease["task_id"], d.checkpoint_uri)
+                self.set_task(lease["task_id"], task_resume_from=d.checkpoint_uri)
             self.batch.add(TaskCheckpointed, subject=task_subject(d.task_id), cause=report, data={
                 "task_id": d.task_id, "lease_id": d.lease_id, "checkpoint_uri": d.checkpoint_uri,
                 "checksum": d.checksum, "progress": d.progress, "output_units": output,
@@ -149,35 +208,19 @@ class ReportStep:
             return
         await self.revive_if_lost(node, report)
         await self.save_utilisation(report)
-        claims = [LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in d.leases]
-        leases = await self.accepted_leases(report, claims)
+        leases = await self.accepted_leases(report, claims_of(report))
         await self.renew(leases, report)
         for lease in leases:
-            await self.mark_started(lease, report)
+            self.mark_started(lease, report)
 
-    async def registered(self, report: AgentRegistered) -> None:
-        await register_agent(self, report)
-
-    # -- effects -------------------------------------------------------------------------------
-
-    async def mark_started(self, lease: Row, cause: AgentReport) -> None:
-        """The first accepted report about a lease means its run started."""
-        if lease["started"]:
-            return
-        await self.conn.execute(f"UPDATE {self.schema}.leases SET started = true WHERE lease_id = $1", lease["lease_id"])
-        if lease["run"] == lease["task_run"] and lease["task_state"] == "leased":
-            await self.conn.execute(f"UPDATE {self.schema}.tasks SET state = 'running' WHERE task_id = $1",
-                                    lease["task_id"])
-            self.batch.add(TaskStarted, subject=task_subject(lease["task_id"]), cause=cause, data=started_data(lease))
-
-    async def renew(self, leases: Sequence[Row], cause: AgentReport) -> None:
+    async def renew(self, leases: Sequence[dict[str, Any]], cause: AgentReport) -> None:
         """Extend each lease by its TTL; coalesce the renewals into few `lease.renewed` events."""
         if not leases:
             return
         now = self.batch.now
         rows = await self.conn.fetch(
-            f"UPDATE {self.schema}.leases SET expires_at = $2::timestamptz + ttl_s * interval '1 second', last_renewed_at = $2,"
-            " renewals_unreported = renewals_unreported + 1 WHERE lease_id = ANY($1::text[])"
+            f"UPDATE {self.schema}.leases SET expires_at = $2::timestamptz + ttl_s * interval '1 second',"
+            " last_renewed_at = $2, renewals_unreported = renewals_unreported + 1 WHERE lease_id = ANY($1::text[])"
             " RETURNING lease_id, task_id, expires_at, renewals_unreported, renewal_reported_at",
             [lease["lease_id"] for lease in leases], now,
         )
@@ -223,15 +266,29 @@ def claim_of(data: Any) -> LeaseClaim:
     return LeaseClaim(data.agent_id, data.lease_id, data.task_id, data.fencing_token)
 
 
+def claims_of(report: AgentReport) -> list[LeaseClaim]:
+    """Every lease claim a report makes (heartbeats and registrations may make several)."""
+    d = report.data
+    if isinstance(report, (Heartbeat, AgentRegistered)):
+        held = d.leases if isinstance(report, Heartbeat) else d.held_leases
+        return [LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in held]
+    return [claim_of(d)]
+
+
+def _latest(new: float | None, old: float | None) -> float | None:
+    return old if new is None else new
+
+
 async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None:
     """Apply a batch of reports in one transaction (duplicates already applied are skipped)."""
     async with dc.writing() as conn:
         fresh = await record_consumed_many(conn, dc.schema, REPORTS_CONSUMER, [r.event_id for r in reports])
         step = ReportStep(dc, conn, dc.batch())
-        for report in reports:
-            if report.event_id in fresh:
-                fresh.discard(report.event_id)
-                await step.apply(report)
+        todo = [r for r in {r.event_id: r for r in reports}.values() if r.event_id in fresh]
+        await step.prefetch(todo)
+        for report in todo:
+            await step.apply(report)
+        await step.finish()
         await save_rejections(conn, dc.schema, step.rejected)
         await step.batch.flush(conn)
     if step.capacity_changed:

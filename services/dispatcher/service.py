@@ -16,15 +16,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.common.runtime import ServiceContext, ServiceSpec
+from services.common.runtime import ServiceContext, ServiceSpec, parse_events_of
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.cycle import cycle_loop
-from services.dispatcher.facets import handle_events
+from services.dispatcher.facets import RELEVANT, handle_events
 from services.dispatcher.leader import LeaderLock, LeadershipLost
 from services.dispatcher.reports import handle_reports
 from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
-from shared.events import parse_event, parse_report
+from shared.events import parse_report
 from shared.logging import get_logger
 from shared.names import DISPATCHER_GROUP, EVENTS_STREAM, REPORTS_STREAM
 
@@ -63,7 +63,9 @@ async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> Non
         "min_idle_ms": config.min_idle_ms,
     }
 
-    @reliable_batch_subscriber(ctx.broker, stream=EVENTS_STREAM, parse=parse_event, **options)
+    @reliable_batch_subscriber(
+        ctx.broker, stream=EVENTS_STREAM, parse=parse_events_of(*RELEVANT), parse_entry=True, **options
+    )
     async def on_events(events: list[Any]) -> None:
         await _stop_if_deposed(ctx, handle_events(dc, events))
 

@@ -9,7 +9,7 @@ naming the leases still on it; they expire by their own TTL) and leaves the snap
 from __future__ import annotations
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.leases import end_lease, lock_leases
+from services.dispatcher.leases import LeaseEnder, lock_leases
 from services.dispatcher.store import silent_nodes
 from services.dispatcher.transitions import Trigger
 from shared.delivery.db import quote_schema
@@ -27,8 +27,10 @@ async def sweep(dc: Dispatcher) -> int:
     async with dc.writing() as conn:
         batch = dc.batch(now)
         expired = await lock_leases(conn, dc.schema, "l.state = 'active' AND l.expires_at < $1", now)
+        ender = LeaseEnder(conn, batch, dc.config.revoke_grace_s)
         for lease in expired:
-            await end_lease(conn, batch, lease, Trigger.EXPIRED, revoke_grace_s=dc.config.revoke_grace_s)
+            await ender.end(lease, Trigger.EXPIRED)
+        await ender.flush()
         lost = await silent_nodes(conn, dc.schema, now, dc.config.node_lost_after_s)
         for node in lost:
             await conn.execute(f"UPDATE {s}.nodes SET alive = false WHERE node_id = $1", node["node_id"])

@@ -59,6 +59,29 @@ async def append_events(
     await conn.execute("SELECT pg_notify($1, '')", notify_channel(schema))
 
 
+async def append_routed(conn: asyncpg.Connection, schema: str, routed: Sequence[tuple[Envelope, str]]) -> None:
+    """`append_events` for `(event, stream)` pairs bound to different streams, in ONE insert.
+
+    The dispatcher's grants go to many agent inboxes at once (`cf:agent:<id>`); one statement
+    instead of one per inbox. Rows are published in the order given.
+    """
+    require_transaction(conn)
+    if not routed:
+        return
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
+        " SELECT e.event_id, e.type, e.subject, e.stream, e.body"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY"
+        " AS e(event_id, type, subject, stream, body, ord) ORDER BY e.ord",
+        [e.event_id for e, _ in routed],
+        [e.type for e, _ in routed],
+        [e.subject for e, _ in routed],
+        [stream for _, stream in routed],
+        [canonical_json(e).decode() for e, _ in routed],
+    )
+    await conn.execute("SELECT pg_notify($1, '')", notify_channel(schema))
+
+
 async def next_subject_seq(conn: asyncpg.Connection, schema: str, subject: str) -> int:
     """The next `subject_seq` of `subject` (1, 2, 3, …), gap-free and transactional.
 
