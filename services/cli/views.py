@@ -65,11 +65,15 @@ def resolve_settings() -> Settings:
 
 def run_query(settings: Settings, query: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
     """Run `query(pool)` against the views; clear messages when the database or the views are missing."""
+    from services.console.views import views_exist
     from shared.delivery.db import create_pool
 
     async def main() -> T:
         pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
         try:
+            if not await views_exist(pool):
+                raise fail("no task views in this database yet: is the views service running? "
+                           "(`cardflow service views`, or `cardflow up`)")
             return await query(pool)
         finally:
             await pool.close()
@@ -79,9 +83,6 @@ def run_query(settings: Settings, query: Callable[[asyncpg.Pool], Awaitable[T]])
     except (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
             asyncpg.InvalidAuthorizationSpecificationError) as exc:
         raise fail(f"cannot reach PostgreSQL at {redact_url(settings.database_dsn)}: {exc}") from None
-    except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
-        raise fail("no task views in this database yet: is the views service running? "
-                   "(`cardflow service views`, or `cardflow up`)") from None
 
 
 def tasks(

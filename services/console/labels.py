@@ -75,7 +75,7 @@ UI_LABELS: dict[Language, dict[str, str]] = {
         "leased_gpus": "Leased GPUs", "nodes": "Nodes", "all": "all", "filter": "State filter",
         "no_rows": "nothing here yet", "unreachable": "API unreachable", "unavailable": "not available",
         "refreshed": "refreshed", "language": "中文", "detail": "Detail", "history": "History", "mode": "Mode",
-        "priority": "Priority", "ready_share": "Ready", "total": "Total", "event": "Event",
+        "priority": "Priority", "ready_share": "Ready", "total": "Total", "event": "Event", "actor": "Actor",
     },
     "zh": {
         "title": "cardflow 控制台", "tasks": "任务", "task": "任务", "name": "名称", "state": "状态",
@@ -86,7 +86,7 @@ UI_LABELS: dict[Language, dict[str, str]] = {
         "leased_gpus": "已占用 GPU", "nodes": "节点数", "all": "全部", "filter": "按状态筛选",
         "no_rows": "暂无数据", "unreachable": "无法连接 API", "unavailable": "暂不可用",
         "refreshed": "已刷新", "language": "English", "detail": "详情", "history": "历史", "mode": "模式",
-        "priority": "优先级", "ready_share": "就绪比例", "total": "总计", "event": "事件",
+        "priority": "优先级", "ready_share": "就绪比例", "total": "总计", "event": "事件", "actor": "操作者",
     },
 }
 

@@ -1,7 +1,7 @@
 """The views service (`cardflow service views`): projects `cf:events` into the console's read models.
 
-It reads every event of `cf:events` in its own consumer group (`console`), in batches, and per
-batch, in ONE transaction: records the event ids in its inbox (duplicates are skipped), folds
+It reads every event of `cf:events` in its own consumer group (`console`), in batches (types it
+does not project, e.g. `lease.renewed`, are acked unparsed), and per batch, in ONE transaction: records the event ids in its inbox (duplicates are skipped), folds
 the task events through `shared.projection.evolve` into `views.tasks` + `views.events`, and
 keeps the fleet (`views.nodes`, `views.leases`). It emits nothing. Readers: the HTTP API and
 the CLI, through `services.console.views`.
@@ -9,29 +9,53 @@ the CLI, through `services.console.views`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec
-from services.console.store import SCHEMA, apply_events
-from shared.delivery.consumer import reliable_batch_subscriber
+from services.console.store import FLEET_TYPES, SCHEMA, apply_events
+from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.inbox import prune_inbox, record_consumed_many
+from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event
 from shared.names import CONSOLE_GROUP, EVENTS_STREAM
+from shared.projection import TASK_EVENT_TYPES
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
 INBOX_RETENTION = timedelta(days=2)
 """Consumed ids are kept far longer than any redelivery (claimer) window, then forgotten."""
 
+PROJECTED_TYPES = TASK_EVENT_TYPES | FLEET_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """An entry whose type the views do not project (heartbeats, quotas, ...): not parsed further."""
+
+    type: str
+
+
+def parse_projected(entry: Entry) -> Envelope | Ignored:
+    """The event, parsed only when the views project its type (read from the entry's `type` field)."""
+    event_type = entry.fields.get(b"type")
+    if event_type is not None and event_type.decode() not in PROJECTED_TYPES:
+        return Ignored(event_type.decode())
+    return parse_event(extract_body(entry.fields))
+
 
 async def setup(ctx: ServiceContext) -> None:
     """Register the batch consumer of `cf:events` and the hourly inbox clean-up."""
 
     @reliable_batch_subscriber(
-        ctx.broker, stream=EVENTS_STREAM, group=CONSOLE_GROUP, parse=parse_event, max_records=BATCH_SIZE
+        ctx.broker, stream=EVENTS_STREAM, group=CONSOLE_GROUP, parse=parse_projected, parse_entry=True,
+        max_records=BATCH_SIZE,
     )
-    async def project(events: list[Envelope]) -> None:
+    async def project(batch: list[Envelope | Ignored]) -> None:
+        events = [e for e in batch if not isinstance(e, Ignored)]
+        if not events:
+            return
         async with ctx.transaction() as conn:
             fresh = await record_consumed_many(conn, ctx.schema, CONSOLE_GROUP, [e.event_id for e in events])
             await apply_events(conn, [e for e in events if e.event_id in fresh])

@@ -75,32 +75,49 @@ class Fleet(BaseModel):
     card_types: tuple[CardTypeTotals, ...]
 
 
+_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
+
+
+async def views_exist(pool: asyncpg.Pool) -> bool:
+    """True once the views service (or the console) created the views tables in this database."""
+    return bool(await pool.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{SCHEMA}.tasks"))
+
+
 async def load_task(pool: asyncpg.Pool, task_id: str) -> TaskView | None:
-    """The task's view, or None when no event about it has been projected."""
-    row = await pool.fetchrow(f"SELECT view FROM {SCHEMA}.tasks WHERE id = $1", task_id)
-    return TaskView.model_validate(row["view"]) if row else None
+    """The task's view, or None when no event about it has been projected (yet)."""
+    return await _one_view(pool, f"SELECT view FROM {SCHEMA}.tasks WHERE id = $1", task_id)
 
 
 async def find_task_by_idempotency_key(pool: asyncpg.Pool, key: str) -> TaskView | None:
-    """The task submitted with this idempotency key (the earliest, should several be projected)."""
-    row = await pool.fetchrow(
-        f"SELECT view FROM {SCHEMA}.tasks WHERE idempotency_key = $1 ORDER BY id LIMIT 1", key
+    """The task submitted with this key; if only rejected attempts used it, the latest of them."""
+    return await _one_view(
+        pool,
+        f"SELECT view FROM {SCHEMA}.tasks WHERE idempotency_key = $1 ORDER BY state = 'rejected', id DESC LIMIT 1",
+        key,
     )
+
+
+async def _one_view(pool: asyncpg.Pool, sql: str, *args: object) -> TaskView | None:
+    try:
+        row = await pool.fetchrow(sql, *args)
+    except _NOT_CREATED:
+        return None  # nothing projected in this database yet
     return TaskView.model_validate(row["view"]) if row else None
 
 
 async def list_tasks(
     pool: asyncpg.Pool, state: TaskState | str | None = None, limit: int = DEFAULT_LIMIT
 ) -> list[TaskView]:
-    """The most recently changed tasks, optionally only those in `state`."""
+    """The most recently changed tasks, optionally only those in `state` ([] before any projection)."""
     if state is None:
-        rows = await pool.fetch(f"SELECT view FROM {SCHEMA}.tasks ORDER BY updated_at DESC, id LIMIT $1", limit)
+        sql, args = f"SELECT view FROM {SCHEMA}.tasks ORDER BY updated_at DESC, id LIMIT $1", (limit,)
     else:
-        rows = await pool.fetch(
-            f"SELECT view FROM {SCHEMA}.tasks WHERE state = $1 ORDER BY updated_at DESC, id LIMIT $2",
-            TaskState(state).value,
-            limit,
-        )
+        sql = f"SELECT view FROM {SCHEMA}.tasks WHERE state = $1 ORDER BY updated_at DESC, id LIMIT $2"
+        args = (TaskState(state).value, limit)
+    try:
+        rows = await pool.fetch(sql, *args)
+    except _NOT_CREATED:
+        return []
     return [TaskView.model_validate(row["view"]) for row in rows]
 
 
@@ -111,11 +128,14 @@ async def count_tasks_by_state(pool: asyncpg.Pool) -> dict[TaskState, int]:
 
 async def task_history(pool: asyncpg.Pool, task_id: str) -> list[HistoryEntry]:
     """The task's applied events, oldest first."""
-    rows = await pool.fetch(
-        f"SELECT event_id, type, occurred_at, actor, state, reason, detail FROM {SCHEMA}.events"
-        " WHERE task_id = $1 ORDER BY occurred_at, event_id",
-        task_id,
-    )
+    try:
+        rows = await pool.fetch(
+            f"SELECT event_id, type, occurred_at, actor, state, reason, detail FROM {SCHEMA}.events"
+            " WHERE task_id = $1 ORDER BY occurred_at, event_id",
+            task_id,
+        )
+    except _NOT_CREATED:
+        return []
     return [HistoryEntry(**dict(row)) for row in rows]
 
 

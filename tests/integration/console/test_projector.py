@@ -123,3 +123,45 @@ async def test_node_lost_and_expired_lease_free_the_gpus(fresh_settings: Setting
         assert await services.wait_until(freed)
         fleet = await load_fleet(pool)
         assert fleet.nodes[0].detail == "no heartbeat for 30 s" and fleet.card_types == ()
+
+
+async def test_idempotency_key_finds_the_accepted_task_over_rejected_attempts(fresh_settings: Settings) -> None:
+    rejected, accepted = TaskStory(new_event_id()), TaskStory(new_event_id())
+    attempt = rejected.emit("intake", "task.rejected", {
+        "task_id": rejected.task_id, "idempotency_key": "fix-me", "reasons": [{"field": "gpus", "value": 0, "problem": "expected >= 1"}],
+    })
+    async with Services(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        assert await load_task(pool, rejected.task_id) is None  # even before the views tables exist: None, no error
+        await services.publish(attempt)
+
+        async def seen(key_owner: TaskStory) -> bool:
+            view = await find_task_by_idempotency_key(pool, "fix-me")
+            return view is not None and view.id == key_owner.task_id
+
+        assert await services.wait_until(lambda: seen(rejected))
+        await services.publish(accepted.submitted(idempotency_key="fix-me"))
+        assert await services.wait_until(lambda: seen(accepted))
+
+
+async def test_types_the_views_do_not_project_are_skipped_unparsed(fresh_settings: Settings) -> None:
+    story = TaskStory(new_event_id())
+    async with Services(fresh_settings, VIEWS) as services:
+        await services.redis.xadd("cf:events", {"event_id": new_event_id(), "type": "quota.granted", "subject": "quota/q",
+                                                "event": "{not even json"})
+        renewed = story.emit("dispatcher", "lease.renewed", {
+            "lease_id": "L1", "task_id": story.task_id, "until": story.clock + timedelta(seconds=30)},
+            subject=lease_subject("L1"))
+        await services.publish(renewed, story.submitted())
+
+        async def projected() -> bool:
+            return await load_task(services.pool, story.task_id) is not None
+
+        assert await services.wait_until(projected)
+        assert (await load_task(services.pool, story.task_id)).events == 1
+
+        async def all_acked() -> bool:
+            return (await services.redis.xpending("cf:events", "console"))["pending"] == 0
+
+        assert await services.wait_until(all_acked)
+        assert await services.redis.xlen("cf:deadletter") == 0
