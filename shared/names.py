@@ -53,4 +53,4 @@ ARCHIVE_BUCKET = "cardflow-archive"
 """Versioned bucket: task manifests, board snapshots, reports, audit segments."""
 
 # ---- PostgreSQL schemas (one per owning service) ------------------------------
-SCHEMAS = ("intake", "readiness", "matcher", "dispatcher", "ledger", "audit")
+SCHEMAS = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "audit")
