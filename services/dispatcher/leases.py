@@ -222,6 +222,22 @@ async def revoke(
     return [row["lease_id"] for row in rows]
 
 
+async def stop_zombies(conn: asyncpg.Connection, batch: EventBatch, leases: Iterable[Row], grace_s: float) -> list[str]:
+    """Tell agents to stop runs whose lease already ENDED (e.g. expired during a partition) but
+    which they still heartbeat: their GPUs may be leased to someone else now. Once per lease."""
+    rows = await conn.fetch(
+        f"UPDATE {quote_schema(batch.schema)}.leases SET revoke_reason = $2"
+        " WHERE lease_id = ANY($1::text[]) AND state = 'ended' AND revoke_reason IS NULL"
+        " RETURNING lease_id, task_id, agent_id, fencing_token",
+        sorted({lease["lease_id"] for lease in leases}), RevokeReason.SUPERSEDED.value,
+    )
+    for row in sorted(rows, key=lambda r: r["lease_id"]):
+        batch.add(RevokeCommand, subject=agent_subject(row["agent_id"]), stream=agent_inbox(row["agent_id"]),
+                  data=_order(row) | {"reason": RevokeReason.SUPERSEDED, "grace_s": grace_s,
+                                      "detail": "the lease ended; its GPUs may be leased again"})
+    return [row["lease_id"] for row in rows]
+
+
 async def preempt(
     conn: asyncpg.Connection, batch: EventBatch, victims: Sequence[tuple[str, str, str]], grace_s: float
 ) -> list[str]:

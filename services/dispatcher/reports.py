@@ -26,7 +26,7 @@ import asyncpg
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
 from services.dispatcher.fencing import LeaseClaim, Refusal, Rejection, check_claim, lease_facts
-from services.dispatcher.leases import LeaseEnder, RunOutcome, lock_leases, started_data
+from services.dispatcher.leases import LeaseEnder, RunOutcome, lock_leases, started_data, stop_zombies
 from services.dispatcher.registration import register_agent
 from services.dispatcher.transitions import Trigger
 from shared.delivery.db import quote_schema
@@ -68,6 +68,7 @@ class ReportStep:
         self.rejected: list[RejectedReport] = []
         self.started: set[str] = set()
         self.progress: dict[str, tuple[float | None, float | None]] = {}
+        self.zombies: list[dict[str, Any]] = []  # ended leases an agent still says it runs
         self.capacity_changed = False
 
     async def prefetch(self, reports: Sequence[AgentReport]) -> None:
@@ -95,6 +96,8 @@ class ReportStep:
     async def finish(self) -> None:
         """Write the batch's bulk updates (ended leases first: a started run may have ended too)."""
         await self.ender.flush()
+        if self.zombies:
+            await stop_zombies(self.conn, self.batch, self.zombies, self.dc.config.revoke_grace_s)
         if self.started:
             ids = sorted(self.started)
             await self.conn.execute(f"UPDATE {self.schema}.leases SET started = true WHERE lease_id = ANY($1::text[])", ids)
@@ -208,7 +211,9 @@ class ReportStep:
             return
         await self.revive_if_lost(node, report)
         await self.save_utilisation(report)
-        leases = await self.accepted_leases(report, claims_of(report))
+        claims = claims_of(report)
+        leases = await self.accepted_leases(report, claims)
+        self.zombies += [self.leases[c.lease_id] for c in claims if _still_run_after_end(c, self.leases.get(c.lease_id))]
         await self.renew(leases, report)
         for lease in leases:
             self.mark_started(lease, report)
@@ -273,6 +278,12 @@ def claims_of(report: AgentReport) -> list[LeaseClaim]:
         held = d.leases if isinstance(report, Heartbeat) else d.held_leases
         return [LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in held]
     return [claim_of(d)]
+
+
+def _still_run_after_end(claim: LeaseClaim, lease: dict[str, Any] | None) -> bool:
+    """The holding agent heartbeats a lease (right token) that has ended: a zombie run."""
+    return (lease is not None and lease["state"] == "ended" and lease["agent_id"] == claim.agent_id
+            and lease["fencing_token"] == claim.fencing_token)
 
 
 def _latest(new: float | None, old: float | None) -> float | None:

@@ -12,7 +12,7 @@ the lock frees or it is stopped — then, as leader with a fresh epoch:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,11 +49,9 @@ SPEC = make_spec()
 async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> None:
     """Wait to be leader, then register the subscribers and loops (see the module docstring)."""
     lock = LeaderLock(ctx.settings.database_dsn or "", ctx.schema, ctx.producer)
-    ctx.state["leader_lock"] = lock
-    ctx.every(3600.0, _release_at_stop(lock), name="leader-lock")
+    ctx.resources.push_async_callback(lock.release)  # the session (and the lock) ends with the service
     epoch = await lock.acquire(ctx.stop, config.leader_poll_s)
     if epoch is None:  # stopped while standby
-        await lock.release()
         return
     dc = Dispatcher(ctx.pool, ctx.schema, ctx.producer, ctx.actor, config, epoch)
     ctx.state["dispatcher"] = dc
@@ -84,16 +82,6 @@ async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> Non
     dc.request_cycle()
     ctx.every(config.tick_s, run_cycles, name="cycle")
     ctx.every(config.tick_s, watch_leadership, name="leadership")
-
-
-def _release_at_stop(lock: LeaderLock) -> Callable[[ServiceContext], Awaitable[None]]:
-    async def hold_until_stopped(ctx: ServiceContext) -> None:
-        try:
-            await ctx.stop.wait()
-        finally:
-            await lock.release()
-
-    return hold_until_stopped
 
 
 async def _stop_if_deposed(ctx: ServiceContext, work: Awaitable[T]) -> T:

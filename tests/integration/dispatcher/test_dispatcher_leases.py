@@ -70,12 +70,17 @@ async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh
         await h.report(finished("a1", lease_id, "T1", token, exit_code=0))  # the old run, too late
         assert await h.wait_until(lambda: _count(rejections(h), 1))
         assert [r["reason"] for r in await rejections(h)] == ["lease_ended"]
+        # an agent that still heartbeats the ended lease is told to stop that run, once
+        await h.report(heartbeat("a1", "n1", [(lease_id, "T1", token)]), heartbeat("a1", "n1", [(lease_id, "T1", token)]))
+        assert await h.wait_until(lambda: _count(rejections(h), 3))
+        stops = [c for c in await h.wait_for_commands("a1", 3) if c.type == "command.revoke"]
 
     assert [e.data.lease_id for e in expired] == [lease_id]
     assert [(e.data.reason, e.data.resume_from) for e in requeued] == [("lease_expired", "s3://ckpt/T1/step-100")]
     assert [(e.data.lease_id, e.data.reason) for e in released][:1] == [(lease_id, "expired")]
     assert grants[1].data.resume_from == "s3://ckpt/T1/step-100" and grants[1].data.fencing_token > token
     assert commands[-1].data.resume_from == "s3://ckpt/T1/step-100"
+    assert [(c.data.lease_id, c.data.fencing_token, c.data.reason) for c in stops] == [(lease_id, token, "superseded")]
 
 
 async def test_cancel_of_a_queued_task_and_of_a_leased_task(fresh_settings: Settings) -> None:
