@@ -53,17 +53,6 @@ async def load_cycle_input(pool: asyncpg.Pool, schema: str, now: datetime) -> Cy
     )
 
 
-async def expired_lease_ids(conn: asyncpg.Connection, schema: str, now: datetime) -> list[str]:
-    return [
-        row["lease_id"]
-        for row in await conn.fetch(
-            f"SELECT lease_id FROM {quote_schema(schema)}.leases WHERE state = 'active' AND expires_at < $1"
-            " ORDER BY lease_id",
-            now,
-        )
-    ]
-
-
 async def silent_nodes(conn: asyncpg.Connection, schema: str, now: datetime, after_s: float) -> list[asyncpg.Record]:
     """Alive nodes not heard from for `after_s` seconds, locked."""
     return await conn.fetch(

@@ -93,3 +93,30 @@ async def test_a_task_over_its_quota_is_held_until_the_quota_grows(fresh_setting
     assert [(e.data.task_id, e.data.reason) for e in held] == [("T1", "quota_exhausted")]
     assert "proj-q" in held[0].data.detail
     assert [e.data.task_id for e in grants] == ["T1"] and [e.data.task_id for e in queued] == ["T1"]
+
+
+async def test_a_task_spanning_nodes_succeeds_with_its_last_part_and_fails_with_any(fresh_settings: Settings) -> None:
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=2), registered("a2", "n2", gpus=2))
+        await h.publish(*a_ready_task("T1", gpus=4))
+        parts = [e.data for e in await h.wait_for_events("lease.granted", 2)]
+        await h.report(finished(parts[0].agent_id, parts[0].lease_id, "T1", parts[0].fencing_token))
+        assert await h.wait_until(lambda: _released(h, 1))
+        assert await h.task_state("T1") in ("leased", "running")  # one part still runs
+        await h.report(finished(parts[1].agent_id, parts[1].lease_id, "T1", parts[1].fencing_token))
+        await h.wait_for_events("task.succeeded")
+
+        await h.publish(*a_ready_task("T2", gpus=4))
+        parts = [e.data for e in await h.wait_for_events("lease.granted", 4) if e.data.task_id == "T2"]
+        await h.report(finished(parts[0].agent_id, parts[0].lease_id, "T2", parts[0].fencing_token, exit_code=2))
+        failed = await h.wait_for_events("task.failed")
+        revoke = [c for c in await h.wait_for_commands(parts[1].agent_id, 3) if c.type == "command.revoke"]
+
+    assert {p.parts for p in parts} == {2} and {p.node_id for p in parts} == {"n1", "n2"}
+    assert [(e.data.task_id, e.data.exit_code) for e in failed] == [("T2", 2)]
+    assert [(c.data.lease_id, c.data.reason) for c in revoke] == [(parts[1].lease_id, "superseded")]
+
+
+async def _released(h: DispatcherHarness, count: int) -> bool:
+    return len(await h.events("lease.released")) >= count
