@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from shared.events.envelope import Envelope
+from shared.events.reasons import HoldReason
 from shared.events.states import TaskState
 from shared.scheduling.model import PriorityClass
 
@@ -342,8 +343,24 @@ def _queued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     )
 
 
+HOLDING_REASONS = frozenset(
+    {
+        HoldReason.QUOTA_EXHAUSTED,
+        HoldReason.QUOTA_EXPIRES,
+        HoldReason.QUOTA_NOT_YET_VALID,
+        HoldReason.NO_QUOTA_ACCOUNT,
+        HoldReason.NOT_APPROVED,
+        HoldReason.DEADLINE_UNREACHABLE,
+        HoldReason.OPERATOR,
+    }
+)
+"""`task.held` reasons that need someone or something to act; any other reason (capacity,
+headroom, reservation…) only says why a still-queued task waits."""
+
+
 def _held(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
-    return _status_update(TaskState.HELD, data.reason.value, data.detail)
+    state = TaskState.HELD if data.reason in HOLDING_REASONS else TaskState.QUEUED
+    return _status_update(state, data.reason.value, data.detail)
 
 
 def _approved(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
