@@ -22,13 +22,14 @@ from shared.events import (
     NodeLostData,
     NodeRegisteredData,
     TaskState,
+    UnmatchableReason,
     UsageRecordedData,
 )
 from shared.projection import TaskView, evolve, task_id_of
 
 _SECONDS_PER_HOUR = 3600.0
-OPEN_BUT_SETTLED = frozenset({TaskState.UNMATCHABLE})
-"""States in which a demo task is done for the demo's purpose though not terminal (nothing fits)."""
+PASSING_UNMATCHABLE = frozenset({UnmatchableReason.NO_FLEET.value})
+"""Unmatchable reasons that pass by themselves (no node registered yet); any other is for good."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +115,11 @@ class Board:
         return [v for v in self.tasks.values() if v.idempotency_key in wanted]
 
     def is_settled(self, keys: Iterable[str]) -> bool:
-        """True when every task with one of these idempotency keys is known and terminal (or unmatchable)."""
+        """True when every task with one of these idempotency keys is known and terminal, or
+        unmatchable for a reason that will not pass by itself (e.g. no card has enough VRAM)."""
         wanted = set(keys)
         views = self.views_of(wanted)
-        return len({v.idempotency_key for v in views}) == len(wanted) and all(
-            v.state.is_terminal or v.state in OPEN_BUT_SETTLED for v in views
-        )
+        return len({v.idempotency_key for v in views}) == len(wanted) and all(map(is_settled, views))
 
     def totals(self, money: dict[str, Money]) -> Money:
         total = Money()
@@ -130,6 +130,12 @@ class Board:
     def project_of(self, task_id: str) -> str:
         view = self.tasks.get(task_id)
         return (view.project if view else None) or "?"
+
+
+def is_settled(view: TaskView) -> bool:
+    if view.state is TaskState.UNMATCHABLE:
+        return view.reason not in PASSING_UNMATCHABLE
+    return view.state.is_terminal
 
 
 def _registered(board: Board, data: NodeRegisteredData) -> None:

@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich import box
 from rich.console import Group, RenderableType
-from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
@@ -50,10 +50,9 @@ class Header:
 
 def live_view(board: Board, header: Header, children: Sequence[ChildStatus], notices: Sequence[Notice],
               *, recent: int = 14) -> RenderableType:  # fmt: skip
-    """The whole live screen: header, state counts, recent tasks, fleet, processes."""
-    top = Table.grid(expand=True, padding=(0, 2))
-    top.add_row(_counts(board), _fleet(board), _processes(children))
-    return Group(_title(board, header), top, _recent(board.recent(recent)), _notes(header, notices))
+    """The whole live screen: header, state counts, fleet, processes, recent tasks, what happened."""
+    return Group(_title(board, header), _counts(board), _processes(children), _fleet(board),
+                 _recent(board.recent(recent)), _notes(header, notices))  # fmt: skip
 
 
 def _title(board: Board, header: Header) -> Text:
@@ -64,41 +63,43 @@ def _title(board: Board, header: Header) -> Text:
     )  # fmt: skip
 
 
-def _counts(board: Board) -> Panel:
+def _counts(board: Board) -> Text:
     counts = board.counts()
-    table = Table.grid(padding=(0, 1))
+    parts: list[str | tuple[str, str]] = [("tasks: ", "bold")]
     for state in TaskState:
         if counts.get(state):
-            table.add_row(Text(state.value, style=STATE_STYLES[state]), str(counts[state]))
-    table.add_row(Text("total", style="bold"), str(sum(counts.values())))
-    return Panel(table, title="tasks by state", border_style="dim")
+            parts += [(f"{state.value} {counts[state]}", STATE_STYLES[state]), "  "]
+    parts.append(f"total {sum(counts.values())}")
+    return Text.assemble(*parts)
 
 
-def _fleet(board: Board) -> Panel:
+def _fleet(board: Board) -> Table:
     table = Table.grid(padding=(0, 1))
+    table.add_row(Text("fleet", style="bold"))
     for card, (busy, total) in board.fleet().items():
-        table.add_row(card, ProgressBar(total=max(total, 1), completed=busy, width=16), f"{busy}/{total} GPUs")
+        table.add_row(f"  {card}", ProgressBar(total=max(total, 1), completed=busy, width=30), f"{busy}/{total} GPUs leased")
     if not board.fleet():
-        table.add_row(Text("no node registered yet", style="dim"))
-    return Panel(table, title="fleet (leased / registered)", border_style="dim")
+        table.add_row(Text("  no node registered yet", style="dim"))
+    return table
 
 
-def _processes(children: Sequence[ChildStatus]) -> Panel:
-    table = Table.grid(padding=(0, 1))
+def _processes(children: Sequence[ChildStatus]) -> Text:
+    up = sum(child.running for child in children)
+    parts: list[str | tuple[str, str]] = [("processes: ", "bold"), (f"{up}/{len(children)} up", "green" if up == len(children) else "yellow")]
     for child in children:
+        if child.running and not child.restarts:
+            continue
         if child.running:
-            state = Text("up", style="green")
+            parts.append((f"  {child.name} up after {child.restarts} restart(s)", "yellow"))
         elif child.restart_in_s is not None:
-            state = Text(f"restart in {child.restart_in_s:.0f}s", style="yellow")
+            parts.append((f"  {child.name} exited ({child.last_exit}), restart in {child.restart_in_s:.0f}s", "yellow"))
         else:
-            state = Text(f"exited {child.last_exit}", style="red")
-        restarts = Text(f"{child.restarts} restart(s)", style="yellow") if child.restarts else Text("")
-        table.add_row(child.name, state, restarts)
-    return Panel(table, title="processes", border_style="dim")
+            parts.append((f"  {child.name} exited ({child.last_exit})", "red"))
+    return Text.assemble(*parts)
 
 
 def _recent(views: Sequence[TaskView]) -> Table:
-    table = Table(title="recent tasks", expand=True, title_justify="left")
+    table = Table(title="recent tasks", expand=True, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column, ratio in (("task", 2), ("project", 1), ("class", 1), ("card", 1), ("state", 1), ("why", 5)):
         table.add_column(column, ratio=ratio, overflow="ellipsis", no_wrap=True)
     for view in views:
@@ -120,14 +121,16 @@ def _notes(header: Header, notices: Sequence[Notice]) -> RenderableType:
 # ---- the closing summary -------------------------------------------------------------------------
 
 
-def summary(board: Board, keys: frozenset[str], *, currency: str = "USD") -> RenderableType:
+def summary(board: Board, keys: frozenset[str], *, time_scale: float = 1.0, currency: str = "USD") -> RenderableType:
     """Outcome per project with leased vs charged GPU time, then the tasks that did not run and why."""
     views = board.views_of(keys)
-    return Group(_per_project(board, views, currency), _did_not_run(board, views))
+    return Group(_per_project(board, views, currency, time_scale), _did_not_run(board, views))
 
 
-def _per_project(board: Board, views: Sequence[TaskView], currency: str) -> Table:
-    table = Table(title="demo summary (ledger totals per project)", title_justify="left")
+def _per_project(board: Board, views: Sequence[TaskView], currency: str, time_scale: float) -> Table:
+    caption = (f"GPU time and cost are the real seconds leased; at sim time x{time_scale:g} the work simulated "
+               f"{board.totals(board.leased).gpu_hours * time_scale:,.1f} GPU-hours") if time_scale != 1 else None  # fmt: skip
+    table = Table(title="demo summary (ledger totals per project)", title_justify="left", caption=caption, caption_justify="left")
     for column in ("project", "tasks", "succeeded", "other", "leased GPU-h", "ledger GPU-h", f"ledger {currency}"):
         table.add_column(column, justify="left" if column == "project" else "right")
     projects = sorted({v.project or "?" for v in views} | set(board.charged))
@@ -151,6 +154,6 @@ def _did_not_run(board: Board, views: Sequence[TaskView]) -> RenderableType:
     rejected = [v for v in board.tasks.values() if v.state is TaskState.REJECTED]
     unsuccessful = {v.id: v for v in [*views, *rejected] if v.state is not TaskState.SUCCEEDED}
     for view in unsuccessful.values():
-        lines.append(Text.assemble((f"{view.name or view.id}", "bold"), " ",
+        lines.append(Text.assemble((view.name or f"submission {view.id}", "bold"), " ",
                                    (view.state.value, STATE_STYLES[view.state]), f": {view.reason_detail or view.reason}"))  # fmt: skip
     return Group(*lines) if lines else Text("every demo task succeeded", style="green")

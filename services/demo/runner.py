@@ -3,10 +3,11 @@
 `DemoRunner` runs on its own thread (with its own event loop) so `cardflow up` keeps its main
 thread for signals:
 
-1. create the demo bucket, then submit every task and the invalid submission (one XADD each);
-2. follow `cf:events` into a `Board`, redraw the live view four times a second, and carry out
-   each delayed data action when its time comes (upload an object / a `_READY` marker, send
-   `data.ready`);
+1. create the demo bucket; follow `cf:events` into a `Board` under a live view (redrawn four
+   times a second) until every demo agent has registered, so tasks are matched against the whole
+   fleet; then submit every task and the invalid submission (one XADD each);
+2. carry out each delayed data action when its time comes (upload an object / a `_READY`
+   marker, send `data.ready`);
 3. once every demo task is settled (terminal, or unmatchable) and the ledger has charged what
    the leases used (or `ledger_wait_s` has passed), stop the live view and print the summary;
 4. stay idle until stopped (Ctrl-C): the system keeps running.
@@ -29,7 +30,7 @@ from services.demo.render import Header, live_view, summary
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
 from services.demo.upstream import perform, submit
-from services.demo.workload import DEMO_BUCKET, DataAction, DemoWorkload
+from services.demo.workload import DEMO_BUCKET, DemoWorkload
 from shared.cards import load_catalog
 from shared.settings import Settings
 from shared.storage import ObjectStore, open_object_store
@@ -40,6 +41,8 @@ class DemoOptions:
     time_scale: float
     console_url: str
     logs: str
+    fleet: tuple[str, ...] = ()  # agent ids to wait for before submitting
+    fleet_wait_s: float = 60.0
     settle_timeout_s: float = 240.0
     ledger_wait_s: float = 15.0
     refresh_s: float = 0.25
@@ -103,53 +106,76 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
     try:
         async with open_object_store(settings) as store:
             await store.ensure_bucket(DEMO_BUCKET)
-            progress.submitted = len(await submit(redis, [*workload.submissions, *workload.invalid]))
-            board = Board(load_catalog())
-            await _follow(redis, store, board, workload, options, console, stop, progress, supervisor)
+            session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress)
+            await _follow(session, console, stop, supervisor)
             if not stop.is_set():
-                console.print(summary(board, workload.keys))
+                console.print(summary(session.board, workload.keys, time_scale=options.time_scale))
                 _print_outcome(console, progress, options)
         await stop.wait()
     finally:
         await redis.aclose()
 
 
-async def _follow(redis: Redis, store: ObjectStore, board: Board, workload: DemoWorkload, options: DemoOptions,
-                  console: Console, stop: asyncio.Event, progress: DemoProgress,
-                  supervisor: Supervisor | None) -> None:  # fmt: skip
-    """Steps 2-3: follow the events under a live view until the demo is done (or stopped)."""
-    started = time.monotonic()
-    header = Header(workload.run_id, options.time_scale, options.console_url, started, options.logs)
-    actions = sorted(workload.data_actions, key=lambda a: a.after_s)
-    tail = EventTail(redis)
-    render = _renderer(board, supervisor)
+class DemoSession:
+    """One demo run's state, advanced by `step()` a few times a second."""
+
+    def __init__(self, redis: Redis, store: ObjectStore, board: Board, workload: DemoWorkload, options: DemoOptions,
+                 progress: DemoProgress) -> None:  # fmt: skip
+        self.redis, self.store, self.board, self.workload = redis, store, board, workload
+        self.options, self.progress = options, progress
+        self.tail = EventTail(redis)
+        self.started = time.monotonic()
+        self.submitted_at: float | None = None
+        self.actions = sorted(workload.data_actions, key=lambda a: a.after_s)
+
+    async def step(self) -> bool:
+        """Read new events, submit once the fleet is there, do the data actions that are due; True when done."""
+        self.board.apply_all(await self.tail.read(block_ms=int(self.options.refresh_s * 1000)))
+        now = time.monotonic()
+        if self.submitted_at is None and (self.fleet_is_up() or now - self.started >= self.options.fleet_wait_s):
+            await self.submit_workload()
+        if self.submitted_at is None:
+            return False
+        elapsed = now - self.submitted_at
+        while self.actions and self.actions[0].after_s <= elapsed:
+            done = await perform(self.actions.pop(0), self.redis, self.store)
+            self.progress.notes.append(f"t={elapsed:.0f}s {done}")
+        return _is_done(self.board, self.workload, self.progress, elapsed, self.options)
+
+    def fleet_is_up(self) -> bool:
+        """Every demo agent registered: tasks are then matched against the whole fleet."""
+        registered = {node.agent_id for node in self.board.nodes.values()}
+        return set(self.options.fleet) <= registered
+
+    async def submit_workload(self) -> None:
+        self.progress.submitted = len(await submit(self.redis, [*self.workload.submissions, *self.workload.invalid]))
+        self.submitted_at = time.monotonic()
+        count = len(self.workload.submissions) + len(self.workload.invalid)
+        self.progress.notes.append(f"submitted {count} tasks through cf:ingest")
+
+
+async def _follow(session: DemoSession, console: Console, stop: asyncio.Event, supervisor: Supervisor | None) -> None:
+    """Steps 2-3: step the session under a live view until the demo is done (or stopped)."""
+    options = session.options
+    header = Header(session.workload.run_id, options.time_scale, options.console_url, session.started, options.logs)
+    render = _renderer(session.board, supervisor, console)
     with Live(render(header), console=console, refresh_per_second=1 / options.refresh_s,
               redirect_stdout=False, redirect_stderr=False) as live:  # fmt: skip
         while not stop.is_set():
-            board.apply_all(await tail.read(block_ms=int(options.refresh_s * 1000)))
-            elapsed = time.monotonic() - started
-            actions = await _perform_due(actions, elapsed, redis, store, progress)
-            header = replace(header, notes=tuple(progress.notes))
-            live.update(render(header))
-            if _is_done(board, workload, progress, elapsed, options):
+            done = await session.step()
+            live.update(render(replace(header, notes=tuple(session.progress.notes))))
+            if done:
                 return
 
 
-def _renderer(board: Board, supervisor: Supervisor | None) -> Callable[[Header], object]:
+def _renderer(board: Board, supervisor: Supervisor | None, console: Console) -> Callable[[Header], object]:
     def render(header: Header) -> object:
         children = supervisor.status() if supervisor else []
         notices = list(supervisor.notices) if supervisor else []
-        return live_view(board, header, children, notices)
+        rows = max(3, console.height - 18 - len(board.fleet()))  # the rest of the screen is taken
+        return live_view(board, header, children, notices, recent=rows)
 
     return render
-
-
-async def _perform_due(actions: list[DataAction], elapsed: float, redis: Redis, store: ObjectStore,
-                       progress: DemoProgress) -> list[DataAction]:  # fmt: skip
-    while actions and actions[0].after_s <= elapsed:
-        done = await perform(actions.pop(0), redis, store)
-        progress.notes.append(f"t={elapsed:.0f}s {done}")
-    return actions
 
 
 def _is_done(board: Board, workload: DemoWorkload, progress: DemoProgress, elapsed: float, options: DemoOptions) -> bool:

@@ -85,7 +85,8 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
         workload = build_workload(new_event_id()[-6:].lower())
         scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog())
         supervisor.start(agent_children(DEMO_FLEET, scale))
-        options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir))
+        options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir),
+                              fleet=tuple(agent.agent_id for agent in DEMO_FLEET))
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
             yield supervisor
 

@@ -87,6 +87,9 @@ def test_settled_needs_every_key_known_and_finished() -> None:
     assert not board.is_settled({"k1", "k3"})  # k3 never arrived
     assert board.is_settled({"k1"})
 
+    board.apply(event("task.unmatchable", "task/T2", {"task_id": "T2", "reason": "no_fleet", "detail": "no node yet"}))
+    assert not board.is_settled({"k1", "k2"})  # passes by itself once a node registers
+
     board.apply(event("task.unmatchable", "task/T2", {"task_id": "T2", "reason": "insufficient_vram", "detail": "no card has 200 GB"}))
     assert board.tasks["T2"].state is TaskState.UNMATCHABLE
     assert board.is_settled({"k1", "k2"})
@@ -105,8 +108,8 @@ def test_the_live_view_and_summary_say_what_happened() -> None:
     text = console.export_text()
 
     assert "job-T1" in text and "succeeded" in text
-    assert "2/8 GPUs" not in text and "0/8 GPUs" in text
-    assert "restart in 3s" in text and "2 restart(s)" in text
+    assert "2/8 GPUs" not in text and "0/8 GPUs leased" in text
+    assert "1/2 up" in text and "matcher exited (1), restart in 3s" in text
     assert "uploaded s3://b/k" in text
     assert "vision" in text and "total" in text
     assert "job-T2" in text  # did not run: listed with its reason
