@@ -42,11 +42,14 @@ def simulate(
     policy: Optional[list[str]] = typer.Option(None, "--policy", help="Policy preset; repeat to compare."),
     synthesize: Optional[int] = typer.Option(
         None, "--synthesize", metavar="[SEED]",
-        help=f"Fill missing classes/estimates/readiness/checkpoints/quotas from seeded draws (seed {DEFAULT_SEED})."),
+        help=f"Fill missing classes/estimates/readiness/checkpoints from seeded draws (seed {DEFAULT_SEED})."),
     quota: Optional[Path] = typer.Option(None, "--quota", exists=True, help="Quota CSV project,gpu_hours,valid_from_s,valid_to_s."),
+    synthesize_quota: bool = typer.Option(
+        False, "--synthesize-quota", help="One quota account per project (see docs/traces.md) to count quota cut-offs."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     plot_out: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of utilisation and queue length."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks by submit time."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Run policies in this many worker processes."),
 ) -> None:
     """Replay TRACE on a simulated fleet under each policy; print a side-by-side table."""
     from shared.simulation.matching import CatalogCardModel
@@ -61,11 +64,12 @@ def simulate(
     card_model = CatalogCardModel()
     fleet = _cluster(cluster)
     scenario = prepare_scenario(load_trace(trace, fmt), card_model, cluster=fleet,
-                                synthesize_seed=synthesize, quota_csv=quota, limit=limit)
+                                synthesize_seed=synthesize, quota_csv=quota,
+                                synthesize_quota=synthesize_quota, limit=limit)
     console.print(f"[bold]{scenario.trace.name}[/]: {len(scenario.tasks)} tasks on {scenario.cluster.summary()} "
                   f"({scenario.cluster.description})")
     with new_progress() as progress:
-        outcomes = run_policies(scenario, chosen, progress=progress)
+        outcomes = run_policies(scenario, chosen, progress=progress, jobs=jobs)
     document = build_document(scenario, outcomes)
     console.print(comparison_table(document))
     _print_context(console, document)

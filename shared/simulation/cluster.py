@@ -99,14 +99,14 @@ def load_cluster(spec_or_path: str) -> Cluster:
 
 def size_for_load(demand_gpu_s: float, window_s: float, card: str, gpus_per_node: int = 8,
                   target_load: float = 1.0, min_nodes: int = 1) -> Cluster:
-    """The smallest cluster of `card` nodes whose capacity x window >= demand / target_load.
+    """The cluster of `card` nodes whose offered load is closest to `target_load`.
 
-    Offered load = demand GPU-seconds / (capacity x window); rounding to whole nodes makes the
-    real load a little lower than the target (stated in the description).
+    Offered load = demand GPU-seconds / (capacity x window); nodes = round(demand / (target x window x
+    GPUs per node)), at least `min_nodes`. The real load after rounding is stated in the description.
     """
     if window_s <= 0:
         raise ValueError("window must be positive to size a cluster")
-    nodes = max(min_nodes, math.ceil(demand_gpu_s / (target_load * window_s * gpus_per_node)))
+    nodes = max(min_nodes, math.floor(demand_gpu_s / (target_load * window_s * gpus_per_node) + 0.5))
     load = demand_gpu_s / (nodes * gpus_per_node * window_s)
     cluster = parse_cluster_spec(f"{card}:{nodes}x{gpus_per_node}")
     return Cluster(cluster.nodes, f"{card}:{nodes}x{gpus_per_node} (sized for offered load {load:.0%})")

@@ -6,7 +6,9 @@ Definitions (also in docs/simulation.md):
   or a quota cut-off, and GPUs held idle while waiting for data, are not useful.
 - bound = min(1, demand / (capacity x window)), demand = sum of gpus x run time (on the trace card)
   that could fall inside the window (from data-ready time, clipped at the window end).
-- wait = submission until the task's work first begins; jct = submission until completion.
+- wait = submission until the task's work first begins (waiting for data included); wait_after_ready
+  = the same from the moment the task's data is ready (the part a scheduler controls);
+  jct = submission until completion.
 """
 
 from __future__ import annotations
@@ -56,10 +58,15 @@ def window(tasks: Iterable[SimTask]) -> tuple[float, float]:
     return lo, max(hi, lo + 1.0)
 
 
+def demand_gpu_s(tasks: Iterable[SimTask], lo: float, hi: float) -> float:
+    """GPU-seconds of work that could run inside [lo, hi]: each task from its data-ready time on,
+    for its run time on its trace card, clipped at `hi`."""
+    return sum(task.gpus * max(0.0, min(task.duration_s, hi - max(task.ready_s, lo))) for task in tasks)
+
+
 def demand_bound(tasks: Iterable[SimTask], capacity: int, lo: float, hi: float) -> float:
-    """min(1, work that could run inside [lo, hi] / (capacity x window))."""
-    demand = sum(task.gpus * max(0.0, min(task.duration_s, hi - max(task.ready_s, lo))) for task in tasks)
-    return min(1.0, demand / (capacity * (hi - lo)))
+    """min(1, demand inside [lo, hi] / (capacity x window))."""
+    return min(1.0, demand_gpu_s(tasks, lo, hi) / (capacity * (hi - lo)))
 
 
 def _stats(values: list[float], quantiles: tuple[int, ...]) -> dict[str, float]:
@@ -70,11 +77,13 @@ def _stats(values: list[float], quantiles: tuple[int, ...]) -> dict[str, float]:
     return {"mean": float(array.mean()), **{f"p{q}": float(p) for q, p in zip(quantiles, points)}, "count": len(values)}
 
 
-def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask]) -> dict[str, dict[str, float]]:
+def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask], after_ready: bool = False) -> dict[str, dict[str, float]]:
+    """Wait statistics per class: from submission (or, `after_ready`, from data-ready) to work start."""
     by_class: dict[str, list[float]] = {}
     for task in tasks:
         if task.task_id in recorder.waits:
-            by_class.setdefault(task.priority_class.value, []).append(recorder.waits[task.task_id])
+            wait = recorder.waits[task.task_id] - (task.ready_s - task.submit_s if after_ready else 0.0)
+            by_class.setdefault(task.priority_class.value, []).append(wait)
     return {name: _stats(values, (50, 95, 99)) for name, values in sorted(by_class.items())}
 
 
@@ -94,6 +103,7 @@ def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinishe
         "lost_gpu_hours": recorder.lost_gpu_hours(),
         "quota_cutoffs": recorder.quota_cutoffs,
         "deferrals": dict(sorted(Counter(str(reason) for _, reason in recorder.deferrals).items())),
+        "wait_after_ready_s": wait_by_class(recorder, tasks, after_ready=True),
         "idle_gpu_hours": _gpu_seconds(recorder.idle) / 3600.0,
         "completed": len(recorder.jcts),
         "unfinished": unfinished,

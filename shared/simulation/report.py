@@ -23,8 +23,8 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-def _wait_cell(result: Mapping[str, Any], klass: str, stat: str) -> str:
-    block = result["wait_s"].get(klass)
+def _wait_cell(result: Mapping[str, Any], klass: str, stat: str, key: str = "wait_s") -> str:
+    block = result.get(key, {}).get(klass)
     return fmt_duration(block[stat]) if block and block.get("count") else "-"
 
 
@@ -34,6 +34,7 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
         *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}") for k in CLASSES],
         ("wait core p99", _wait_cell(result, "core", "p99")),
+        *[(f"after data ready: {k} p95", _wait_cell(result, k, "p95", "wait_after_ready_s")) for k in CLASSES],
         ("jct mean / p95", f"{fmt_duration(result['jct_s']['mean'])} / {fmt_duration(result['jct_s']['p95'])}"),
         ("makespan", fmt_duration(result["makespan_s"])),
         ("cost", f"{result['cost']:,.0f}"),

@@ -6,18 +6,21 @@ This is what `cardflow simulate` and `bench/policies.py` call: `prepare_scenario
 
 from __future__ import annotations
 
+import multiprocessing
+import queue
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from shared.scheduling.model import Policy, QuotaAccount
 from shared.simulation.cardmodel import CardModel
 from shared.simulation.cluster import Cluster, nodes_from_rows, size_for_load
 from shared.simulation.engine import Outcome, PlanFn, Simulation
-from shared.simulation.metrics import demand_bound, summarize, window
+from shared.simulation.metrics import demand_bound, demand_gpu_s, summarize, window
 from shared.simulation.quotas import load_quota_csv, synthesize_quotas
 from shared.simulation.synthesize import SynthesisParams, synthesize
 from shared.simulation.workload import SimTask, Trace, limit_tasks, resolve
@@ -51,7 +54,7 @@ def default_cluster(trace: Trace, tasks: Sequence[SimTask], card: str) -> Cluste
     if trace.cluster_nodes:
         return nodes_from_rows(trace.cluster_nodes, f"{trace.name} node list")
     lo, hi = window(tasks)
-    demand = sum(t.gpus * max(0.0, min(t.duration_s, hi - max(t.ready_s, lo))) for t in tasks)
+    demand = demand_gpu_s(tasks, lo, hi)
     widest = max(t.gpus for t in tasks)
     return size_for_load(demand, hi - lo, card, DEFAULT_GPUS_PER_NODE,
                          min_nodes=-(-widest // DEFAULT_GPUS_PER_NODE))
@@ -65,9 +68,10 @@ def dominant_card(trace: Trace, fallback: str) -> str:
 
 def prepare_scenario(trace: Trace, card_model: CardModel, *, cluster: Cluster | None = None,
                      synthesize_seed: int | None = None, params: SynthesisParams | None = None,
-                     quota_csv: Path | None = None, limit: int | None = None,
+                     quota_csv: Path | None = None, synthesize_quota: bool = False, limit: int | None = None,
                      fallback_card: str = "A100-80G") -> Scenario:
-    """Limit, synthesize (if asked), resolve defaults, pick the fleet and quota accounts."""
+    """Limit, synthesize (if asked), resolve defaults, pick the fleet and quota accounts (from the CSV,
+    or synthesized when `synthesize_quota`, else none)."""
     trace = trace.with_tasks(limit_tasks(trace.tasks, limit))
     if not trace.tasks:
         raise ValueError(f"trace {trace.name} has no task to simulate")
@@ -78,7 +82,7 @@ def prepare_scenario(trace: Trace, card_model: CardModel, *, cluster: Cluster | 
     fleet = cluster or default_cluster(trace, tasks, dominant_card(trace, fallback_card))
     if quota_csv is not None:
         quotas: Mapping[str, QuotaAccount] = load_quota_csv(quota_csv)
-    elif synthesize_seed is not None:
+    elif synthesize_quota:
         quotas = synthesize_quotas(tasks, params)
     else:
         quotas = {}
@@ -86,19 +90,66 @@ def prepare_scenario(trace: Trace, card_model: CardModel, *, cluster: Cluster | 
 
 
 def run_policies(scenario: Scenario, policies: Sequence[Policy], *, plan_fn: PlanFn | None = None,
-                 progress: Progress | None = None) -> dict[str, Outcome]:
-    """Run each policy on the scenario (one rich progress bar each when `progress` is given)."""
+                 progress: Progress | None = None, jobs: int = 1) -> dict[str, Outcome]:
+    """Run each policy on the scenario (one rich progress bar each when `progress` is given);
+    `jobs` > 1 runs policies in that many worker processes (the production plan only)."""
+    bars = {p.name: progress.add_task(p.name, total=len(scenario.tasks)) for p in policies} if progress else {}
+    if jobs > 1 and len(policies) > 1 and plan_fn is None:
+        return _run_in_processes(scenario, policies, jobs, progress, bars)
     outcomes: dict[str, Outcome] = {}
     for policy in policies:
-        simulation = Simulation(scenario.tasks, scenario.cluster, policy, plan_fn=plan_fn,
-                                card_model=scenario.card_model, quotas=scenario.quotas)
-        if progress is None:
-            outcomes[policy.name] = simulation.run()
-            continue
-        bar = progress.add_task(policy.name, total=len(scenario.tasks))
-        outcomes[policy.name] = simulation.run(lambda done, now, bar=bar: progress.update(bar, completed=done))
-        progress.update(bar, completed=len(scenario.tasks))
+        report = _reporter(progress, bars.get(policy.name))
+        outcomes[policy.name] = _simulate(scenario, policy, plan_fn, report)
+        if progress is not None:
+            progress.update(bars[policy.name], completed=len(scenario.tasks))
     return outcomes
+
+
+def _simulate(scenario: Scenario, policy: Policy, plan_fn: PlanFn | None,
+              report: Callable[[int, float], None] | None) -> Outcome:
+    simulation = Simulation(scenario.tasks, scenario.cluster, policy, plan_fn=plan_fn,
+                            card_model=scenario.card_model, quotas=scenario.quotas)
+    return simulation.run(report)
+
+
+def _reporter(progress: Progress | None, bar: TaskID | None) -> Callable[[int, float], None] | None:
+    if progress is None or bar is None:
+        return None
+    return lambda done, _now: progress.update(bar, completed=done)
+
+
+def _worker(scenario: Scenario, policy: Policy, updates: Any) -> Outcome:
+    return _simulate(scenario, policy, None, lambda done, _now: updates.put((policy.name, done)))
+
+
+def _run_in_processes(scenario: Scenario, policies: Sequence[Policy], jobs: int, progress: Progress | None,
+                      bars: dict[str, TaskID]) -> dict[str, Outcome]:
+    """Policies in parallel worker processes; progress flows back through a managed queue."""
+    with multiprocessing.Manager() as manager, ProcessPoolExecutor(max_workers=jobs) as pool:
+        updates = manager.Queue()
+        futures = {p.name: pool.submit(_worker, scenario, p, updates) for p in policies}
+        while not all(future.done() for future in futures.values()):
+            _drain(updates, progress, bars, timeout=0.2)
+        _drain(updates, progress, bars, timeout=0.0)
+        outcomes = {name: future.result() for name, future in futures.items()}
+    if progress is not None:
+        for bar in bars.values():
+            progress.update(bar, completed=len(scenario.tasks))
+    return outcomes
+
+
+def _drain(updates: Any, progress: Progress | None, bars: dict[str, TaskID], timeout: float) -> None:
+    try:
+        name, done = updates.get(timeout=timeout) if timeout else updates.get_nowait()
+    except queue.Empty:
+        return
+    while True:
+        if progress is not None:
+            progress.update(bars[name], completed=done)
+        try:
+            name, done = updates.get_nowait()
+        except queue.Empty:
+            return
 
 
 def new_progress() -> Progress:

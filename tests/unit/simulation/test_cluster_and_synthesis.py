@@ -35,10 +35,12 @@ def test_cluster_csv(tmp_path: Path) -> None:
         load_cluster(str(path))
 
 
-def test_sizing_rounds_up_to_whole_nodes() -> None:
+def test_sizing_picks_the_node_count_closest_to_the_target_load() -> None:
     cluster = size_for_load(demand_gpu_s=100 * 3600, window_s=3600, card="V100", gpus_per_node=8)
-    assert cluster.capacity == 104  # 100 GPUs of demand -> 13 nodes of 8
+    assert cluster.capacity == 104  # 100 GPUs of demand / 8 = 12.5 -> 13 nodes
     assert "96%" in cluster.description
+    assert size_for_load(demand_gpu_s=97 * 3600, window_s=3600, card="V100").capacity == 96  # 12.1 -> 12
+    assert size_for_load(demand_gpu_s=3600, window_s=3600, card="V100", min_nodes=3).capacity == 24
 
 
 def _trace(n: int) -> Trace:

@@ -23,7 +23,7 @@ POLICY_KEYS = {"utilisation", "bound", "wait_s", "jct_s", "makespan_s", "cost", 
 def run() -> tuple:
     tasks = tuple(TraceTask(f"t{i:03d}", i * 20.0, 1 + i % 4, 100.0 + 37 * (i % 7)) for i in range(60))
     scenario = prepare_scenario(Trace("tiny", tasks), FlatCardModel(), cluster=parse_cluster_spec("X:2x4"),
-                                synthesize_seed=3)
+                                synthesize_seed=3, synthesize_quota=True)
     outcomes = run_policies(scenario, [POLICIES[name] for name in POLICIES])
     return scenario, outcomes, build_document(scenario, outcomes)
 
@@ -45,6 +45,7 @@ def test_json_has_exactly_the_documented_shape(run: tuple, tmp_path: Path) -> No
             assert stats["p50"] <= stats["p95"] <= stats["p99"]
         assert all(isinstance(count, int) for count in result["deferrals"].values())
     assert loaded["synthesis"]["seed"] == 3
+    assert loaded["scenario"]["quota_accounts"] == 1
     assert loaded["synthesis"]["class_mix"] == {"core": 0.2, "standard": 0.5, "opportunistic": 0.3}
 
 
@@ -70,3 +71,11 @@ def test_plot_is_written(run: tuple, tmp_path: Path) -> None:
     path = tmp_path / "plot.png"
     plot(outcomes, scenario.cluster.capacity, path, title="tiny")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_worker_processes_give_the_same_results(run: tuple) -> None:
+    scenario, outcomes, document = run
+    parallel = run_policies(scenario, [POLICIES["cardflow"], POLICIES["fifo"]], jobs=2)
+    again = build_document(scenario, parallel)
+    assert again["policies"]["cardflow"] == document["policies"]["cardflow"]
+    assert again["policies"]["fifo"] == document["policies"]["fifo"]
