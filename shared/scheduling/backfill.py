@@ -45,6 +45,9 @@ class ReservationGuard:
     total_room: int  # GPUs of the type long backfill may still take in total
     heavy: bool  # the reserved task is heavy: long heavy backfill stays off its nodes
     heavy_limit: dict[int, int] = field(default_factory=dict)
+    # Smallest GPU count a long backfill task failed to place, per (card type, heavy, spans): room
+    # only shrinks during a cycle, so any larger request fails too.
+    failed_at: dict[tuple[str, bool, bool], int] = field(default_factory=dict)
 
     def applies(self, card_type: str, end: float) -> bool:
         """True if a task of this card type ending at `end` would still run at the start."""

@@ -12,13 +12,13 @@ simply deferred with the most telling reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import Release, ReservationGuard, find_reservation, releases_by_card
 from shared.scheduling.eligibility import readiness_deferral
-from shared.scheduling.headroom import blocked_by_headroom, headroom_gpus, headroom_share
+from shared.scheduling.explain import Explainer, Miss, most_telling
+from shared.scheduling.headroom import blocked_by_headroom, headroom_gpus
 from shared.scheduling.model import (
     CardOption,
     Deferral,
@@ -37,21 +37,6 @@ from shared.scheduling.preemption import VictimIndex
 from shared.scheduling.quota import QuotaBook
 
 R = DeferralReason
-# When card options fail differently, the deferral names the most telling reason (first here).
-_REASON_RANK = {R.BEHIND_RESERVATION: 0, R.HEADROOM: 1, R.HEAVY_SPREAD: 2, R.NO_CAPACITY: 3}
-
-
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """Why one card option did not take the task."""
-
-    reason: DeferralReason
-    option: CardOption
-    pool: Pool | None  # None: the card type is not in the fleet at all
-
-    @property
-    def rank(self) -> tuple[int, bool]:
-        return (_REASON_RANK[self.reason], self.pool is None)
 
 
 class Cycle:
@@ -62,6 +47,7 @@ class Cycle:
         self.now = now
         self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, partial(headroom_gpus, policy))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
+        self.explain = Explainer(self.fleet, policy, now)
         self.leases = snapshot.leases
         self.grants: list[Grant] = []
         self.deferrals: list[Deferral] = []
@@ -91,9 +77,22 @@ class Cycle:
         if deferral is not None:
             self.deferrals.append(deferral)
             return
+        if self.reservation_settled and not self._may_start(task, options):
+            self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
+            return
         misses = self._try_start(task, options)
         if misses:
             self._handle_blocked(task, options, misses)
+
+    def _may_start(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
+        """False only when no option can have room (not even by preemption): then a full attempt is
+        pointless and, the reservation being settled, nothing else would happen to the task."""
+        pools, fleet = self.fleet.pools, self.fleet
+        for option in options:
+            pool = pools.get(option.card_type)
+            if pool is not None and (fleet.may_fit(pool, task.gpus, task.heavy) or fleet.may_fit(pool, task.gpus, False)):
+                return True
+        return task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preemption_may_help(task)
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
@@ -154,9 +153,13 @@ class Cycle:
     def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> Allocation | None:
         if guard is None:
             return self.fleet.place(pool, task.gpus, task.heavy)
-        if task.gpus > guard.total_room:
+        key = (pool.card_type, task.heavy, task.gpus > pool.max_node_gpus)
+        if task.gpus > guard.total_room or task.gpus >= guard.failed_at.get(key, task.gpus + 1):
             return None
-        return self.fleet.place(pool, task.gpus, task.heavy, guard.limit(task.heavy))
+        allocation = self.fleet.place(pool, task.gpus, task.heavy, guard.limit(task.heavy))
+        if allocation is None:
+            guard.failed_at[key] = task.gpus
+        return allocation
 
     def _why_not(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> DeferralReason:
         if guard is not None and self.fleet.place(pool, task.gpus, task.heavy) is not None:
@@ -179,10 +182,10 @@ class Cycle:
     # -- when it does not fit ------------------------------------------------------------------
 
     def _handle_blocked(self, task: QueuedTask, options: Sequence[CardOption], misses: list[Miss]) -> None:
-        miss = min(misses, key=lambda item: item.rank)
+        miss = most_telling(misses)
         if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
             self.deferrals.append(self._deferral(task, miss, misses))
-        elif (never := self._never_fits(task, options)) is not None:
+        elif (never := self.explain.never_fits(task, options)) is not None:
             self.deferrals.append(never)  # not a candidate: it neither blocks the line nor reserves
         elif self.policy.head_of_line_blocking:
             self.deferrals.append(self._deferral(task, miss, misses))
@@ -193,6 +196,9 @@ class Cycle:
             self._reserve(task, options, self._deferral(task, miss, misses))
         else:
             self.deferrals.append(self._deferral(task, miss, misses))
+
+    def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
+        return self.explain.deferral(task, miss, misses, self.guard)
 
     def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         index = self._victim_index()
@@ -233,39 +239,6 @@ class Cycle:
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
             self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)
-
-    def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
-        return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses))
-
-    def _detail(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> str:
-        """The sentence for the chosen reason, with the numbers a person needs to understand it."""
-        fleet, pool, option = self.fleet, miss.pool, miss.option
-        if miss.reason == R.HEADROOM:
-            share = headroom_share(self.policy, option.card_type)
-            return reasons.headroom(task.gpus, option.card_type, pool.free_total - pool.headroom, share)
-        if miss.reason == R.BEHIND_RESERVATION:
-            guard = self.guard
-            return reasons.behind_reservation(guard.holder, guard.card_type, guard.start_at - self.now, option.runtime_s)
-        if miss.reason == R.HEAVY_SPREAD:
-            return reasons.heavy_spread(task.gpus, option.card_type, self.policy.max_heavy_per_node)
-        present = [item for item in misses if item.pool is not None]
-        if not present:
-            return reasons.not_in_fleet([item.option.card_type for item in misses])
-        cards = [item.option.card_type for item in present]
-        if all(task.gpus > item.pool.max_node_gpus for item in present):
-            return reasons.no_capacity_span(task.gpus, cards, [(c, fleet.pools[c].free_total) for c in cards])
-        largest = [(card, fleet.largest_free(fleet.pools[card], task.heavy)) for card in cards]
-        return reasons.no_capacity(task.gpus, cards, largest)
-
-    def _never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
-        """A deferral saying so if the task asks for more GPUs than it may ever get on any option."""
-        standard = task.priority_class == PriorityClass.STANDARD
-        pools = [pool for option in options if (pool := self.fleet.pools.get(option.card_type))]
-        limits = [(pool.card_type, pool.total_gpus - (pool.headroom if standard else 0)) for pool in pools]
-        if not limits or any(task.gpus <= limit for _, limit in limits):
-            return None
-        headroom_kept = standard and any(pool.headroom for pool in pools)
-        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, headroom_kept))
 
     # -- lazily built indexes ------------------------------------------------------------------
 

@@ -42,7 +42,11 @@ class QuotaBook:
         if self._now < account.valid_from:
             detail = reasons.quota_not_yet_valid(task.project, account.valid_from - self._now)
             return (), Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
-        usable = tuple(option for option in task.options if self._problem(task, option, account) is None)
+        left_s = account.valid_to - self._now
+        latest_end_s = left_s - self._margin_s if self._expiry_gate else left_s
+        hours_left = self._remaining[task.project] * _SECONDS_PER_HOUR / task.gpus  # in runtime seconds
+        usable = tuple(option for option in task.options
+                       if left_s > 0 and option.runtime_s <= latest_end_s and option.runtime_s <= hours_left)
         if usable:
             return usable, None
         return (), self._problem(task, task.options[0], account)
@@ -52,14 +56,13 @@ class QuotaBook:
         if task.project in self._remaining:
             self._remaining[task.project] -= gpu_hours(task, option)
 
-    def _problem(self, task: QueuedTask, option: CardOption, account: QuotaAccount) -> Deferral | None:
+    def _problem(self, task: QueuedTask, option: CardOption, account: QuotaAccount) -> Deferral:
+        """The deferral for an option the quota does not allow (expiry first, then amount)."""
         left_s = account.valid_to - self._now
         if left_s <= 0 or (self._expiry_gate and option.runtime_s + self._margin_s > left_s):
             detail = reasons.quota_expires(task.project, option.card_type, option.runtime_s, left_s, self._margin_s)
             return Deferral(task.task_id, DeferralReason.QUOTA_EXPIRES, detail)
         need = gpu_hours(task, option)
         left = self._remaining[task.project]
-        if need > left:
-            detail = reasons.quota_exhausted(task.project, option.card_type, need, left)
-            return Deferral(task.task_id, DeferralReason.QUOTA_EXHAUSTED, detail)
-        return None
+        detail = reasons.quota_exhausted(task.project, option.card_type, need, left)
+        return Deferral(task.task_id, DeferralReason.QUOTA_EXHAUSTED, detail)

@@ -1,0 +1,102 @@
+"""Why a task did not start: pick the most telling reason among its card options and say it.
+
+`Miss` records why one card option did not take a task; `Explainer` turns the misses into a
+`Deferral` whose sentence carries the numbers a person needs ("needs 4 GPUs of H100 on one node;
+largest free block: H100 3"). Sentences that depend only on the fleet's free capacity are cached
+until a grant changes it: late in a busy cycle thousands of tasks are told the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.scheduling import reasons
+from shared.scheduling.backfill import ReservationGuard
+from shared.scheduling.headroom import headroom_share
+from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, PriorityClass, QueuedTask
+from shared.scheduling.placement import Fleet, Pool
+
+R = DeferralReason
+# When card options fail differently, the deferral names the most telling reason (first here).
+_REASON_RANK = {R.BEHIND_RESERVATION: 0, R.HEADROOM: 1, R.HEAVY_SPREAD: 2, R.NO_CAPACITY: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """Why one card option did not take the task."""
+
+    reason: DeferralReason
+    option: CardOption
+    pool: Pool | None  # None: the card type is not in the fleet at all
+
+    @property
+    def rank(self) -> tuple[int, bool]:
+        return (_REASON_RANK[self.reason], self.pool is None)
+
+
+def most_telling(misses: Sequence[Miss]) -> Miss:
+    return min(misses, key=lambda miss: miss.rank)
+
+
+class Explainer:
+    """Deferral sentences for one cycle, with a cache keyed by the fleet's free capacity."""
+
+    def __init__(self, fleet: Fleet, policy: Policy, now: float) -> None:
+        self._fleet, self._policy, self._now = fleet, policy, now
+        self._cache: dict[tuple, tuple[int, str]] = {}
+
+    def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None) -> Deferral:
+        return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses, guard))
+
+    def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
+        """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
+        standard = task.priority_class == PriorityClass.STANDARD
+        key = (task.gpus, task.heavy, standard, tuple(option.card_type for option in options))
+        cached = self._cache.get(key)
+        if cached is None or cached[0] != self._fleet.free_total:
+            never = self.never_fits(task, options)
+            if never is not None:
+                text = never.detail
+            else:
+                pools = self._fleet.pools
+                text = self._capacity_text(task, [Miss(R.NO_CAPACITY, o, pools.get(o.card_type)) for o in options])
+            cached = self._cache[key] = (self._fleet.free_total, text)
+        return Deferral(task.task_id, R.NO_CAPACITY, cached[1])
+
+    def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
+        """A deferral saying so if the task asks for more GPUs than it may ever get on any option."""
+        standard = task.priority_class == PriorityClass.STANDARD
+        pools = [pool for option in options if (pool := self._fleet.pools.get(option.card_type))]
+        limits = [(pool.card_type, pool.total_gpus - (pool.headroom if standard else 0)) for pool in pools]
+        if not limits or any(task.gpus <= limit for _, limit in limits):
+            return None
+        headroom_kept = standard and any(pool.headroom for pool in pools)
+        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, headroom_kept))
+
+    def _detail(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None) -> str:
+        option, pool = miss.option, miss.pool
+        if miss.reason == R.HEADROOM:
+            share = headroom_share(self._policy, option.card_type)
+            return reasons.headroom(task.gpus, option.card_type, pool.free_total - pool.headroom, share)
+        if miss.reason == R.BEHIND_RESERVATION:
+            start_in = guard.start_at - self._now
+            return reasons.behind_reservation(guard.holder, guard.card_type, start_in, option.runtime_s)
+        if miss.reason == R.HEAVY_SPREAD:
+            return reasons.heavy_spread(task.gpus, option.card_type, self._policy.max_heavy_per_node)
+        key = (task.gpus, task.heavy, tuple(item.option.card_type for item in misses))
+        cached = self._cache.get(key)
+        if cached is None or cached[0] != self._fleet.free_total:
+            cached = self._cache[key] = (self._fleet.free_total, self._capacity_text(task, misses))
+        return cached[1]
+
+    def _capacity_text(self, task: QueuedTask, misses: Sequence[Miss]) -> str:
+        fleet = self._fleet
+        present = [item for item in misses if item.pool is not None]
+        if not present:
+            return reasons.not_in_fleet([item.option.card_type for item in misses])
+        cards = [item.option.card_type for item in present]
+        if all(task.gpus > item.pool.max_node_gpus for item in present):
+            return reasons.no_capacity_span(task.gpus, cards, [(c, fleet.pools[c].free_total) for c in cards])
+        largest = [(card, fleet.largest_free(fleet.pools[card], task.heavy)) for card in cards]
+        return reasons.no_capacity(task.gpus, cards, largest)
