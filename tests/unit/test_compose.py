@@ -32,7 +32,7 @@ REQUIRED_ENV = [
 ]
 # Commands the compose file runs that are not registered in the CLI yet. Remove a name when its
 # command lands: the last test fails while a listed command already exists.
-PENDING_COMMANDS = {"agent", "console"}
+PENDING_COMMANDS: set[str] = set()
 
 APP_CONTAINERS = {name: spec for name, spec in SERVICES.items() if name not in BACKENDS}
 
@@ -172,3 +172,16 @@ def test_compose_commands_exist_in_the_cli_or_are_listed_as_pending() -> None:
     assert used - registered <= PENDING_COMMANDS
     assert PENDING_COMMANDS & registered == set(), "a pending command now exists: remove it from PENDING_COMMANDS"
     assert services <= set(RUNNABLE_SERVICES)
+
+
+def test_simulated_agents_name_card_types_of_the_catalog() -> None:
+    from services.agent.hardware import parse_sim_spec
+    from shared.cards import load_catalog
+
+    catalog = load_catalog()
+    agents = [spec["command"] for spec in APP_CONTAINERS.values() if subcommand(spec) == "agent"]
+    assert agents, "the compose file runs no simulated agent"
+    for command in agents:
+        card_type, gpus = parse_sim_spec(command[command.index("--sim") + 1])
+        assert card_type in catalog.cards, f"{command}: {card_type} is not in the card catalog"
+        assert gpus >= 1
