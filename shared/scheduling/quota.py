@@ -9,6 +9,7 @@ is unlimited.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from shared.scheduling import reasons
@@ -43,7 +44,7 @@ class QuotaBook:
             detail = reasons.quota_not_yet_valid(task.project, account.valid_from - self._now)
             return (), Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
         left_s = account.valid_to - self._now
-        latest_end_s = left_s - self._margin_s if self._expiry_gate else left_s
+        latest_end_s = left_s - self._margin_s if self._expiry_gate else math.inf
         hours_left = self._remaining[task.project] * _SECONDS_PER_HOUR / task.gpus  # in runtime seconds
         usable = tuple(option for option in task.options
                        if left_s > 0 and option.runtime_s <= latest_end_s and option.runtime_s <= hours_left)

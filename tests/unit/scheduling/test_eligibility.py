@@ -84,8 +84,10 @@ def test_expired_and_not_yet_valid_quotas():
 
 
 def test_expiry_gate_off_ignores_the_expiry_date_but_not_the_amount():
-    quota = a_quota(valid_to=NOW + HOUR, gpu_hours=1.0)
-    result = run(FLEET, [a_task("t").runs(5 * HOUR)], quotas=[quota], headroom=0.0, quota_expiry_gate=False)
+    quota = a_quota(valid_to=NOW + HOUR, gpu_hours=3.0)
+    past_expiry = a_task("t").runs(2 * HOUR)
+    assert reason_of(run(FLEET, [past_expiry], quotas=[quota], headroom=0.0), "t") == R.QUOTA_EXPIRES
+    assert "t" in grants(run(FLEET, [past_expiry], quotas=[quota], headroom=0.0, quota_expiry_gate=False))
+    too_much = a_task("t").runs(5 * HOUR)
+    result = run(FLEET, [too_much], quotas=[quota], headroom=0.0, quota_expiry_gate=False)
     assert reason_of(result, "t") == R.QUOTA_EXHAUSTED
-    result = run(FLEET, [a_task("t").runs(0.5 * HOUR)], quotas=[quota], headroom=0.0, quota_expiry_gate=False)
-    assert "t" in grants(result)
