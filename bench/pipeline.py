@@ -1,0 +1,106 @@
+"""Sustained submit -> lease -> done throughput of the whole system, beside a raw Redis stream round trip.
+
+Run: `.venv/bin/python bench/pipeline.py` (options: `--help`). It starts embedded backends (or uses
+the `CARDFLOW_*` ones), then in one run:
+
+1. measures a raw redis-py stream round trip on the same Redis: XADD (pipelined) -> XREADGROUP ->
+   XACK, messages/s and per-message latency — the ceiling any Redis-Streams pipeline lives under;
+2. starts the six services as processes (`cardflow service NAME`) and a fleet of simulated agents
+   (default 50 x H100x8, all in one worker process: `python bench/pipeline.py fleet ...`), waits for
+   every node to register;
+3. for each offered rate: submits short one-GPU tasks through `cf:ingest` at that rate for
+   `--duration` seconds, follows `cf:events`, and waits until every task ended; reports throughput
+   (tasks done per second of wall time, and in the steady second half of the window), submit -> lease
+   latency (XADD -> `lease.granted`), the lag of each stage from the event timestamps, and the CPU
+   each process used;
+4. writes the section between `<!-- pipeline:start -->` and `<!-- pipeline:end -->` of
+   docs/BENCHMARKS.md (other sections are kept), with the machine and the exact command.
+
+`--profile SERVICE` runs that service under cProfile and adds its top functions to the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.pipeline_parts import Fleet, PipelineBench, measure_raw_round_trip, run_fleet_worker  # noqa: E402
+from bench.pipeline_report import write_doc  # noqa: E402
+
+READING = (
+    "How to read it: *throughput* = tasks done / (last done - first sent); *steady* = tasks done per second "
+    "in the second half of the send window. Stage lags come from each event's `occurred_at` (when its owner "
+    "committed it) and from stream entry ids (when it landed on `cf:events`, an agent inbox or `cf:reports`); "
+    "a stage that waits for a busy process shows its queue, not its work. CPU is user + system time of each "
+    "process and its children during the phase; *fleet* is the simulated agents (on GPU hosts in production). "
+    "Everything shares the machine's cores with the embedded servers, so CPU per task sets the ceiling."
+)
+
+TASK = {"project": "bench", "priority_class": "standard", "gpus": 1, "estimate_gpu_hours": 0.01, "profile": "compute"}
+"""One short task: 36 GPU-seconds on the reference card, about 11 s on an H100."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode")
+    fleet = sub.add_parser("fleet", help="internal: run simulated agents in this process")
+    fleet.add_argument("--agents", type=int, required=True)
+    fleet.add_argument("--sim", default="H100x8")
+    fleet.add_argument("--time-scale", type=float, required=True)
+    fleet.add_argument("--heartbeat", type=float, default=2.0)
+    parser.add_argument("--agents", type=int, default=50, help="simulated agents (nodes)")
+    parser.add_argument("--sim", default="H100x8", help="each agent's GPUs, CARDxN")
+    parser.add_argument("--rates", default="250,1000", help="offered submit rates (tasks/s), comma-separated")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of submitting per rate")
+    parser.add_argument("--task-seconds", type=float, default=0.25, help="real seconds each task runs")
+    parser.add_argument("--raw-messages", type=int, default=50_000, help="messages of the raw Redis round trip")
+    parser.add_argument("--profile", choices=("intake", "readiness", "matcher", "dispatcher", "ledger", "views"))
+    parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
+    parser.add_argument("--keep", type=Path, help="use (and keep) this data dir: logs of every process stay there")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    if args.mode == "fleet":
+        asyncio.run(run_fleet_worker(args.agents, args.sim, args.time_scale, args.heartbeat))
+        return
+    from rich.console import Console
+
+    console = Console()
+    command = "python " + " ".join(shlex.quote(a) for a in ["bench/pipeline.py", *argv])
+    with _data_dir(args.keep) as data_dir, PipelineBench(
+        data_dir, Fleet(args.agents, args.sim), args.task_seconds, TASK, console, profile=args.profile
+    ) as bench:  # fmt: skip
+        raw = asyncio.run(measure_raw_round_trip(bench.redis_url, args.raw_messages, console))
+        bench.start_system()
+        phases = [bench.run_phase(float(rate), args.duration) for rate in args.rates.split(",")]
+        profile = bench.stop_and_profile()
+    bench.print_results(raw, phases, profile)
+    if not args.no_doc:
+        write_doc(raw, phases, profile, bench.describe(), command, notes=READING)
+        console.print("wrote the pipeline section of docs/BENCHMARKS.md")
+
+
+@contextlib.contextmanager
+def _data_dir(keep: Path | None) -> Iterator[Path]:
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        keep.chmod(0o755)  # PostgreSQL's own user must reach its data dir inside
+        yield keep.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="cardflow-bench-") as data_dir:
+        Path(data_dir).chmod(0o755)
+        yield Path(data_dir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
