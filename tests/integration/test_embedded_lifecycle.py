@@ -119,7 +119,9 @@ def test_stop_leaves_no_process_and_no_run_files(data_dir: Path) -> None:
 @pytest.mark.usefixtures("no_backend_env")
 def test_next_start_stops_the_servers_of_a_killed_owner(data_dir: Path) -> None:
     leftovers = start_owner_and_kill_it(data_dir, die_with_owner=False)
-    assert all(process_matches(pid, created) for pid, created in leftovers)  # the crash left them running
+    leaders = json.loads((data_dir / "run" / "state.json").read_text())["servers"]
+    # the crash left the servers running (their short-lived workers may come and go by themselves)
+    assert all(psutil.pid_exists(server["pid"]) for server in leaders)
 
     with Backends(Settings(), data_dir, durable=False) as endpoints:
         health = run_sync(lambda: probe_backends(endpoints))
