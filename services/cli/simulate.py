@@ -43,9 +43,10 @@ def simulate(
     synthesize: Optional[int] = typer.Option(
         None, "--synthesize", metavar="[SEED]",
         help=f"Fill missing classes/estimates/readiness/checkpoints from seeded draws (seed {DEFAULT_SEED})."),
-    quota: Optional[Path] = typer.Option(None, "--quota", exists=True, help="Quota CSV project,gpu_hours,valid_from_s,valid_to_s."),
+    quota: Optional[Path] = typer.Option(
+        None, "--quota", exists=True, help="Quota CSV project,gpu_hours,valid_from_s,valid_to_s."),
     synthesize_quota: bool = typer.Option(
-        False, "--synthesize-quota", help="One quota account per project (see docs/traces.md) to count quota cut-offs."),
+        False, "--synthesize-quota", help="One quota account per project (docs/traces.md), to count cut-offs."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the JSON report here."),
     plot_out: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of utilisation and queue length."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks by submit time."),
@@ -63,9 +64,12 @@ def simulate(
     chosen = _policies(policy or list(DEFAULT_POLICIES))
     card_model = CatalogCardModel()
     fleet = _cluster(cluster)
-    scenario = prepare_scenario(load_trace(trace, fmt), card_model, cluster=fleet,
-                                synthesize_seed=synthesize, quota_csv=quota,
-                                synthesize_quota=synthesize_quota, limit=limit)
+    try:
+        scenario = prepare_scenario(load_trace(trace, fmt), card_model, cluster=fleet,
+                                    synthesize_seed=synthesize, quota_csv=quota,
+                                    synthesize_quota=synthesize_quota, limit=limit)
+    except (ValueError, KeyError) as error:
+        raise typer.BadParameter(f"cannot read {trace} as {fmt}: {error}", param_hint="--trace") from error
     console.print(f"[bold]{scenario.trace.name}[/]: {len(scenario.tasks)} tasks on {scenario.cluster.summary()} "
                   f"({scenario.cluster.description})")
     with new_progress() as progress:
@@ -77,7 +81,8 @@ def simulate(
         write_json(document, json_out)
         console.print(f"JSON written to {json_out}")
     if plot_out:
-        plot(outcomes, scenario.cluster.capacity, plot_out, title=f"{scenario.trace.name} on {scenario.cluster.description}")
+        title = f"{scenario.trace.name} on {scenario.cluster.description}"
+        plot(outcomes, scenario.cluster.capacity, plot_out, title=title)
         console.print(f"plot written to {plot_out}")
 
 
@@ -86,7 +91,8 @@ def _policies(names: list[str]) -> list[Any]:
 
     unknown = [name for name in names if name not in POLICIES]
     if unknown:
-        raise typer.BadParameter(f"unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}", param_hint="--policy")
+        known = ", ".join(POLICIES)
+        raise typer.BadParameter(f"unknown {', '.join(unknown)}; choose from {known}", param_hint="--policy")
     return [POLICIES[name] for name in dict.fromkeys(names)]
 
 

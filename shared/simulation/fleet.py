@@ -52,5 +52,6 @@ class Fleet:
 
     def _refresh(self, node_id: str) -> None:
         old = self._views[node_id]
-        self._views[node_id] = Node(node_id, old.card_type, old.gpus, frozenset(self._free[node_id]), self._heavy[node_id])
+        free = frozenset(self._free[node_id])
+        self._views[node_id] = Node(node_id, old.card_type, old.gpus, free, self._heavy[node_id])
         self._nodes_cache = None

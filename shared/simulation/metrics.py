@@ -77,7 +77,8 @@ def _stats(values: list[float], quantiles: tuple[int, ...]) -> dict[str, float]:
     return {"mean": float(array.mean()), **{f"p{q}": float(p) for q, p in zip(quantiles, points)}, "count": len(values)}
 
 
-def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask], after_ready: bool = False) -> dict[str, dict[str, float]]:
+def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask],
+                  after_ready: bool = False) -> dict[str, dict[str, float]]:
     """Wait statistics per class: from submission (or, `after_ready`, from data-ready) to work start."""
     by_class: dict[str, list[float]] = {}
     for task in tasks:

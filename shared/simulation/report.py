@@ -32,7 +32,8 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     deferrals = sorted(result["deferrals"].items(), key=lambda item: -item[1])[:3]
     rows = [
         ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
-        *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}") for k in CLASSES],
+        *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}")
+          for k in CLASSES],
         ("wait core p99", _wait_cell(result, "core", "p99")),
         *[(f"after data ready: {k} p95", _wait_cell(result, k, "p95", "wait_after_ready_s")) for k in CLASSES],
         ("jct mean / p95", f"{fmt_duration(result['jct_s']['mean'])} / {fmt_duration(result['jct_s']['p95'])}"),

@@ -53,7 +53,8 @@ def synthesize_task(task: TraceTask, seed: int, params: SynthesisParams) -> Trac
     """One task with its open fields drawn (draws happen in a fixed order whatever is open)."""
     rng = random.Random(f"{seed}:{task.task_id}")
     klass = _draw_class(rng, params.class_mix)
-    estimate = max(params.min_estimate_s, task.duration_s * rng.lognormvariate(params.estimate_mu, params.estimate_sigma))
+    noise = rng.lognormvariate(params.estimate_mu, params.estimate_sigma)
+    estimate = max(params.min_estimate_s, task.duration_s * noise)
     delayed = rng.random() < params.ready_share
     delay = rng.expovariate(1.0 / params.ready_delay_mean_s) if params.ready_delay_mean_s > 0 else 0.0
     checkpoints = rng.random() < params.checkpoint_share

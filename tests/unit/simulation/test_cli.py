@@ -45,3 +45,11 @@ def test_simulate_takes_an_explicit_seed_and_rejects_unknown_policies(tmp_path: 
     bad = runner.invoke(app, ["simulate", "--trace", str(trace), "--policy", "round-robin"])
     assert bad.exit_code != 0
     assert "round-robin" in bad.output
+
+
+def test_a_malformed_trace_is_a_clear_error(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("task_id,submit_s\na,0\n")
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "T4:1x4"])
+    assert result.exit_code != 0
+    assert "duration_s" in result.output
