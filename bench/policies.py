@@ -174,14 +174,19 @@ def ablation_notes(document: dict[str, Any]) -> list[str]:
         f"with both {base['utilisation']:.1%} ({base['preemptions']:,} preemptions lost "
         f"{base['lost_gpu_hours']:,.0f} GPU-h)."
     ]
-    if base["utilisation"] < easy["utilisation"] and no_headroom["utilisation"] > base["utilisation"]:
+    if base["utilisation"] < easy["utilisation"]:
         notes.append(
-            "Why cardflow loses utilisation here: the GPUs kept as headroom sit idle while standard work "
-            "queues. Opportunistic tasks may borrow headroom, but when a standard task holds the EASY "
-            "reservation, that reservation needs the headroom free at its start (a standard task may not eat "
-            "into it), so long opportunistic tasks are deferred `behind_reservation` and short ones are rare. "
-            "Preemption adds lost work on top. Both are decisions of `plan()`/the cardflow preset, not of the "
-            "simulator (see the report to the scheduling-core owner).")
+            f"While tasks were queued, cardflow kept {base['utilisation_when_queued']:.1%} of the fleet doing useful "
+            f"work, easy-backfill {easy['utilisation_when_queued']:.1%}, cardflow without headroom "
+            f"{no_headroom['utilisation_when_queued']:.1%}; the cardflow preset keeps "
+            f"{POLICIES['cardflow'].headroom} of each card type as headroom that standard work may not take.")
+    if base["utilisation_when_queued"] < easy["utilisation_when_queued"] - 0.03:
+        notes.append(
+            "Why (diagnosed with a wrapper around `plan()` that tallied deferrals at cycles with free GPUs): the "
+            "free GPUs are the headroom. Opportunistic work may borrow it, but the EASY reservation of the first "
+            "blocked standard task needs the headroom free at its start (standard work may not eat into it), so "
+            "every opportunistic task that would run past that start is deferred `behind_reservation`. Preemption "
+            "adds lost work on top. Both are decisions of `plan()` and the cardflow preset, not of the simulator.")
     return notes
 
 

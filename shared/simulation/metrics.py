@@ -6,6 +6,8 @@ Definitions (also in docs/simulation.md):
   or a quota cut-off, and GPUs held idle while waiting for data, are not useful.
 - bound = min(1, demand / (capacity x window)), demand = sum of gpus x run time (on the trace card)
   that could fall inside the window (from data-ready time, clipped at the window end).
+- utilisation_when_queued = the same useful work, counted only while at least one task was queued
+  (inside the window), over capacity x that time: how full a policy keeps the fleet under backlog.
 - wait = submission until the task's work first begins (waiting for data included); wait_after_ready
   = the same from the moment the task's data is ready (the part a scheduler controls);
   jct = submission until completion.
@@ -49,6 +51,26 @@ def _gpu_seconds(segments: Iterable[tuple[float, float, int]], lo: float = -np.i
     array = np.asarray(list(segments), dtype=float).reshape(-1, 3)
     overlap = np.clip(np.minimum(array[:, 1], hi) - np.maximum(array[:, 0], lo), 0.0, None)
     return float((overlap * array[:, 2]).sum())
+
+
+def utilisation_when_queued(recorder: Recorder, capacity: int, lo: float, hi: float) -> float:
+    """Share of the fleet doing useful work while at least one task was queued, inside [lo, hi]."""
+    segments = np.asarray(recorder.useful, dtype=float).reshape(-1, 3)
+    times = np.concatenate([segments[:, 0], segments[:, 1]])
+    order = np.argsort(times, kind="stable")
+    event_times = times[order]
+    working = np.cumsum(np.concatenate([segments[:, 2], -segments[:, 2]])[order])
+    queue_times = np.array([t for t, _ in recorder.queue], dtype=float)
+    queue_sizes = np.array([n for _, n in recorder.queue], dtype=float)
+    grid = np.unique(np.concatenate([event_times, queue_times, [lo, hi]]))
+    grid = grid[(grid >= lo) & (grid <= hi)]
+    starts, lengths = grid[:-1], np.diff(grid)
+    at = np.searchsorted(event_times, starts, side="right") - 1
+    busy = np.where(at >= 0, working[np.clip(at, 0, None)], 0.0) if len(working) else np.zeros(len(starts))
+    qi = np.searchsorted(queue_times, starts, side="right") - 1
+    queued = np.where(qi >= 0, queue_sizes[np.clip(qi, 0, None)], 0.0) if len(queue_sizes) else np.zeros(len(starts))
+    backlog = lengths * (queued > 0)
+    return float((busy * backlog).sum() / (capacity * backlog.sum())) if backlog.sum() > 0 else 0.0
 
 
 def window(tasks: Iterable[SimTask]) -> tuple[float, float]:
@@ -96,6 +118,7 @@ def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinishe
     return {
         "utilisation": _gpu_seconds(recorder.useful, lo, hi) / (capacity * (hi - lo)),
         "bound": demand_bound(tasks, capacity, lo, hi),
+        "utilisation_when_queued": utilisation_when_queued(recorder, capacity, lo, hi),
         "wait_s": wait_by_class(recorder, tasks),
         "jct_s": {"mean": jct["mean"], "p95": jct["p95"]},
         "makespan_s": last - lo,

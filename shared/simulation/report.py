@@ -32,6 +32,7 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     deferrals = sorted(result["deferrals"].items(), key=lambda item: -item[1])[:3]
     rows = [
         ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
+        ("utilisation while tasks queued", f"{result.get('utilisation_when_queued', 0.0):.1%}"),
         *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}")
           for k in CLASSES],
         ("wait core p99", _wait_cell(result, "core", "p99")),

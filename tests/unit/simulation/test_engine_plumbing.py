@@ -103,6 +103,7 @@ def test_summary_measures_utilisation_inside_the_submission_window() -> None:
     assert result["utilisation"] == pytest.approx(0.5)  # 2 of 4 GPUs busy over [0, 100]
     assert result["bound"] == pytest.approx(0.5)
     assert result["makespan_s"] == 200
+    assert result["utilisation_when_queued"] == 0.0  # nothing ever waited
     assert set(result["wait_s"]) == {"standard"}
 
 
@@ -110,3 +111,10 @@ def test_tasks_larger_than_the_fleet_are_set_aside_as_unplaceable() -> None:
     outcome = simulate([a_task("big", 0, 8, 10), a_task("ok", 0, 1, 10)])
     assert outcome.unplaceable == ("big",)
     assert set(outcome.recorder.jcts) == {"ok"}
+
+
+def test_utilisation_while_queued_counts_only_backlogged_time() -> None:
+    tasks = [a_task("a", 0, 3, 100), a_task("b", 0, 2, 50), a_task("c", 150, 1, 50)]
+    outcome = simulate(tasks)  # b waits for a (0-100) while 3 of 4 GPUs work
+    result = summarize(outcome.recorder, list(outcome.tasks), capacity=4, unfinished=0)
+    assert result["utilisation_when_queued"] == pytest.approx(0.75)
