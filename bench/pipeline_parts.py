@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import sys
@@ -260,6 +261,8 @@ class PipelineBench:
             "machine": platform_line(),
             "load": f"load average {load} before the run: the machine may have been busy with other work",
             "cores": str(os.cpu_count() or 1),
+            "gpus": str(self.fleet.gpus),
+            "task_seconds": str(self.task_seconds),
         }
 
 
@@ -385,11 +388,13 @@ def _result(project: str, rate: float, duration: float, sent: dict[str, float], 
     first_sent = min(sent.values())
     ends = sorted(t["task.succeeded"] for t in done.values())
     half = first_sent + duration / 2
+    wall = (ends[-1] - first_sent) if ends else math.nan
+    held = sum(t["lease.released"] - t["lease.granted"] for t in done.values() if "lease.released" in t and "lease.granted" in t)
     steady = sum(1 for end in ends if half <= end <= first_sent + duration) / (duration / 2)
     return PhaseResult(
         project=project, offered_rate=rate, sent=len(sent), done=len(done),
         send_rate=len(sent) / max(1e-9, max(sent.values()) - first_sent),
-        wall_s=(ends[-1] - first_sent) if ends else float("nan"),
+        wall_s=wall, mean_gpus_leased=held / wall if ends else 0.0,
         throughput=len(done) / (ends[-1] - first_sent) if ends else 0.0, steady_throughput=steady,
         submit_to_lease=percentiles([t["lease.granted"] - sent[label] for label, t in done.items() if "lease.granted" in t]),
         stages=stage_lags(done, sent), cpu=cpu, cpu_window_s=window,

@@ -68,6 +68,7 @@ class PhaseResult:
     stages: list[tuple[str, str, Percentiles]]
     cpu: dict[str, float]  # CPU seconds per process during the phase
     cpu_window_s: float
+    mean_gpus_leased: float  # sum of lease holds / (last done - first sent)
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:
@@ -100,9 +101,8 @@ def _ms(seconds: float) -> str:
 
 def print_results(console: Console, raw: RawResult, phases: Sequence[PhaseResult], profile: str | None,
                   about: Mapping[str, str]) -> None:  # fmt: skip
-    for key, line in about.items():
-        if key != "cores":
-            console.print(line)
+    for key in ("fleet", "task", "machine", "load"):
+        console.print(about[key])
     console.print(f"raw redis-py stream round trip: {raw.throughput:,.0f} msg/s flat out; one at a time "
                   f"p50 {raw.round_trip.p50 * 1000:.2f} ms, p99 {raw.round_trip.p99 * 1000:.2f} ms")  # fmt: skip
     headline = Table(title="submit -> lease -> done")
@@ -114,7 +114,7 @@ def print_results(console: Console, raw: RawResult, phases: Sequence[PhaseResult
     for p in phases:
         console.print(_stage_table(p))
         console.print(_cpu_table(p))
-    for line in analysis(phases, int(about.get("cores", "2"))):
+    for line in analysis(phases, int(about.get("cores", "2")), about):
         console.print(line)
     if profile:
         print(profile)
@@ -143,7 +143,7 @@ def _cpu_table(p: PhaseResult) -> Table:
     return table
 
 
-def analysis(phases: Sequence[PhaseResult], cores: int) -> list[str]:
+def analysis(phases: Sequence[PhaseResult], cores: int, about: Mapping[str, str]) -> list[str]:
     """Sentences on where the time went, from the busiest phase's numbers."""
     if not phases:
         return []
@@ -153,6 +153,11 @@ def analysis(phases: Sequence[PhaseResult], cores: int) -> list[str]:
     share = total / p.cpu_window_s / cores
     top = sorted(p.cpu.items(), key=lambda item: -item[1])[:4]
     slowest = max(p.stages[:-1], key=lambda row: row[2].p50 if not math.isnan(row[2].p50) else -1)
+    lag = {who: stage.p50 for _, who, stage in p.stages}
+    relay, agent, reports = (lag["dispatcher's outbox relay"], lag["agent (includes the run itself)"],
+                             lag["dispatcher (reports)"])  # fmt: skip
+    hold = p.stages[-1][2]
+    gpus, run_s = float(about.get("gpus", "nan")), float(about.get("task_seconds", "nan"))
     return [
         f"- At {p.offered_rate:,.0f}/s offered the system's processes used {share:.0%} of the machine's {cores} cores "
         f"({total / p.cpu_window_s:.0%} of one core) for {p.done:,} tasks: **{per_task_ms:.1f} ms of CPU per task** "
@@ -161,8 +166,12 @@ def analysis(phases: Sequence[PhaseResult], cores: int) -> list[str]:
         "- CPU per task by process: " + ", ".join(f"{name} {used * 1000 / max(p.done, 1):.2f} ms" for name, used in top)
         + f". Without the simulated fleet (the agents; on GPU hosts in production): "
         f"{(total - p.cpu.get('fleet', 0.0)) * 1000 / max(p.done, 1):.1f} ms per task.",
-        f"- The longest stage (p50) is {slowest[0]} ({slowest[1]}): {_ms(slowest[2].p50)} ms; tasks queue there "
-        "while the processes ahead of it share the cores.",
+        f"- The longest stage (p50) is {slowest[0]} ({slowest[1]}): {_ms(slowest[2].p50)} ms — where tasks queue.",
+        f"- GPUs leased on average: {p.mean_gpus_leased:,.0f} of {gpus:,.0f}. A lease holds its GPU {_ms(hold.p50)} ms "
+        f"(p50) for a {run_s * 1000:,.0f} ms run: the grant command reaches the agent "
+        f"{_ms(relay)} ms after the grant commits, the agent reports the end {_ms(agent)} ms after that, the "
+        f"dispatcher commits it {_ms(reports)} ms later; the freed GPU then waits for the next cycle. "
+        f"At that turnaround the fleet finishes at most about {gpus / hold.p50 if hold.p50 else math.nan:,.0f} tasks/s.",
     ]  # fmt: skip
 
 
@@ -210,7 +219,7 @@ def render_markdown(raw: RawResult, phases: Sequence[PhaseResult], profile: str 
         lines += [f"CPU during that phase ({p.cpu_window_s:.0f} s; 100% = one core; ms of CPU per finished task): "
                   + ", ".join(f"{name} {used / p.cpu_window_s:.0%} / {used * 1000 / max(p.done, 1):.2f} ms" for name, used in top),
                   ""]  # fmt: skip
-    lines += ["Where the time goes:", "", *analysis(phases, int(about.get("cores", "2"))), ""]
+    lines += ["Where the time goes:", "", *analysis(phases, int(about.get("cores", "2")), about), ""]
     if notes:
         lines += [notes, ""]
     if profile:
