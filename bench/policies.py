@@ -176,7 +176,7 @@ def ablation_notes(document: dict[str, Any]) -> list[str]:
     ]
     if base["utilisation"] < easy["utilisation"]:
         notes.append(
-            f"While tasks were queued, cardflow kept {base['utilisation_when_queued']:.1%} of the fleet doing useful "
+            f"While data-ready tasks were queued, cardflow kept {base['utilisation_when_queued']:.1%} of the fleet doing useful "
             f"work, easy-backfill {easy['utilisation_when_queued']:.1%}, cardflow without headroom "
             f"{no_headroom['utilisation_when_queued']:.1%}; the cardflow preset keeps "
             f"{POLICIES['cardflow'].headroom} of each card type as headroom that standard work may not take.")

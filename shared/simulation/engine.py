@@ -70,6 +70,7 @@ class Simulation(Transitions):
         self._lease_task: dict[str, str] = {}
         self._lease_cache: tuple[RunningLease, ...] | None = ()
         self._queued_by_class: Counter[PriorityClass] = Counter()
+        self._ready_queued = 0  # queued tasks whose data is ready (the backlog a scheduler could serve)
         self._running_by_class: Counter[PriorityClass] = Counter()
         self._quotas: dict[str, QuotaAccount] = dict(quotas or {})
         self._unplaceable = self._admit(tasks, cluster.gpus_by_card())
@@ -165,9 +166,9 @@ class Simulation(Transitions):
             self._push(now, EventKind.PREEMPT, preemption.lease_id)
 
     def _sample(self, now: float) -> None:
-        queue = self.recorder.queue
-        if not queue or queue[-1][1] != len(self._queue):
-            queue.append((now, len(self._queue)))
+        queue, sample = self.recorder.queue, (len(self._queue), self._ready_queued)
+        if not queue or queue[-1][1:] != sample:
+            queue.append((now, *sample))
 
     def _outcome(self) -> Outcome:
         placed = tuple(run.task for run in self._runs.values())

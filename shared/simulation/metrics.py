@@ -6,8 +6,9 @@ Definitions (also in docs/simulation.md):
   or a quota cut-off, and GPUs held idle while waiting for data, are not useful.
 - bound = min(1, demand / (capacity x window)), demand = sum of gpus x run time (on the trace card)
   that could fall inside the window (from data-ready time, clipped at the window end).
-- utilisation_when_queued = the same useful work, counted only while at least one task was queued
-  (inside the window), over capacity x that time: how full a policy keeps the fleet under backlog.
+- utilisation_when_queued = the same useful work, counted only while at least one task whose data is
+  ready was queued (inside the window), over capacity x that time: how full a policy keeps the
+  fleet while it has work it could start.
 - wait = submission until the task's work first begins (waiting for data included); wait_after_ready
   = the same from the moment the task's data is ready (the part a scheduler controls);
   jct = submission until completion.
@@ -31,7 +32,7 @@ class Recorder:
     useful: list[tuple[float, float, int]] = field(default_factory=list)  # (start, end, gpus)
     lost: list[tuple[float, float, int]] = field(default_factory=list)
     idle: list[tuple[float, float, int]] = field(default_factory=list)
-    queue: list[tuple[float, int]] = field(default_factory=list)  # (time, queued tasks) after each step
+    queue: list[tuple[float, int, int]] = field(default_factory=list)  # (time, queued, of them data-ready)
     waits: dict[str, float] = field(default_factory=dict)  # task_id -> wait
     jcts: dict[str, float] = field(default_factory=dict)  # task_id -> completion time
     deferrals: set[tuple[str, str]] = field(default_factory=set)  # distinct (task_id, reason enum)
@@ -54,14 +55,15 @@ def _gpu_seconds(segments: Iterable[tuple[float, float, int]], lo: float = -np.i
 
 
 def utilisation_when_queued(recorder: Recorder, capacity: int, lo: float, hi: float) -> float:
-    """Share of the fleet doing useful work while at least one task was queued, inside [lo, hi]."""
+    """Share of the fleet doing useful work while at least one task whose data is ready was queued
+    (a backlog the scheduler could serve), inside [lo, hi]."""
     segments = np.asarray(recorder.useful, dtype=float).reshape(-1, 3)
     times = np.concatenate([segments[:, 0], segments[:, 1]])
     order = np.argsort(times, kind="stable")
     event_times = times[order]
     working = np.cumsum(np.concatenate([segments[:, 2], -segments[:, 2]])[order])
-    queue_times = np.array([t for t, _ in recorder.queue], dtype=float)
-    queue_sizes = np.array([n for _, n in recorder.queue], dtype=float)
+    queue_times = np.array([t for t, _, _ in recorder.queue], dtype=float)
+    queue_sizes = np.array([ready for _, _, ready in recorder.queue], dtype=float)
     grid = np.unique(np.concatenate([event_times, queue_times, [lo, hi]]))
     grid = grid[(grid >= lo) & (grid <= hi)]
     starts, lengths = grid[:-1], np.diff(grid)

@@ -32,7 +32,7 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     deferrals = sorted(result["deferrals"].items(), key=lambda item: -item[1])[:3]
     rows = [
         ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
-        ("utilisation while tasks queued", f"{result.get('utilisation_when_queued', 0.0):.1%}"),
+        ("utilisation while ready tasks queued", f"{result.get('utilisation_when_queued', 0.0):.1%}"),
         *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}")
           for k in CLASSES],
         ("wait core p99", _wait_cell(result, "core", "p99")),
@@ -93,7 +93,7 @@ def plot(outcomes: Mapping[str, Outcome], capacity: int, path: Path, title: str 
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), constrained_layout=True)
     for name, outcome in outcomes.items():
         top.plot(hours / scale, working_series(outcome.recorder, edges) / capacity, label=name, linewidth=1)
-        queue = [(t, float(n)) for t, n in outcome.recorder.queue]
+        queue = [(t, float(n)) for t, n, _ in outcome.recorder.queue]
         bottom.plot(hours / scale, step_series(queue, edges), label=name, linewidth=1)
     top.set_ylabel("utilisation (useful work)")
     top.set_ylim(0, 1.05)

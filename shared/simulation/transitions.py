@@ -35,6 +35,7 @@ class Transitions:
     _lease_task: dict[str, str]
     _lease_cache: tuple[RunningLease, ...] | None
     _queued_by_class: Counter[PriorityClass]
+    _ready_queued: int
     _running_by_class: Counter[PriorityClass]
     _quotas: dict[str, QuotaAccount]
     _completed: int
@@ -47,11 +48,13 @@ class Transitions:
         run.view = run.queued_view()
         self._queue[run.task.task_id] = run.view
         self._queued_by_class[run.task.priority_class] += 1
+        self._ready_queued += int(run.data_ready)
 
     def _dequeue(self, run: TaskRun) -> None:
         del self._queue[run.task.task_id]
         run.view = None
         self._queued_by_class[run.task.priority_class] -= 1
+        self._ready_queued -= int(run.data_ready)
 
     def _on_arrival(self, task_id: str, now: float) -> bool:
         run = self._runs[task_id]
@@ -68,6 +71,7 @@ class Transitions:
             return False
         run.view = replace(run.view, data_ready=True)
         self._queue[task_id] = run.view
+        self._ready_queued += 1
         return self.policy.readiness_gate
 
     def _on_quota_start(self, project: str, now: float) -> bool:

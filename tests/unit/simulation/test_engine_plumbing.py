@@ -118,3 +118,11 @@ def test_utilisation_while_queued_counts_only_backlogged_time() -> None:
     outcome = simulate(tasks)  # b waits for a (0-100) while 3 of 4 GPUs work
     result = summarize(outcome.recorder, list(outcome.tasks), capacity=4, unfinished=0)
     assert result["utilisation_when_queued"] == pytest.approx(0.75)
+
+
+def test_utilisation_while_queued_ignores_tasks_still_waiting_for_data() -> None:
+    tasks = [a_task("a", 0, 2, 100), a_task("b", 0, 4, 50), a_task("c", 0, 1, 10, ready=300),
+             a_task("d", 150, 1, 10)]
+    outcome = simulate(tasks)  # b (ready) waits 0-100 beside a's 2 GPUs; c only waits for its data
+    result = summarize(outcome.recorder, list(outcome.tasks), capacity=4, unfinished=0)
+    assert result["utilisation_when_queued"] == pytest.approx(0.5)
