@@ -23,12 +23,12 @@ def headroom_share(policy: Policy, card_type: str) -> float:
 
 
 def headroom_gpus(policy: Policy, card_type: str, total_gpus: int) -> int:
-    """How many GPUs of the type standard work must leave free: ceil(share x total)."""
+    """How many GPUs of the type standard work must leave free: floor(share x total)."""
     share = headroom_share(policy, card_type)
     if share <= 0:
         return 0
-    # The small epsilon keeps exact products (0.1 x 80 = 8.000000000000002) from rounding up.
-    return min(total_gpus, math.ceil(share * total_gpus - 1e-9))
+    # The small epsilon keeps exact products (0.7 x 10 = 6.999999999999999) from rounding down.
+    return min(total_gpus, math.floor(share * total_gpus + 1e-9))
 
 
 def blocked_by_headroom(priority_class: PriorityClass, gpus: int, free_gpus: int, headroom: int) -> bool:

@@ -15,9 +15,9 @@ TWO_NODES = [a_node("a").free(8), a_node("b").free(8)]  # 16 H100 GPUs, all free
 
 @pytest.mark.parametrize(
     ("share", "total", "expected"),
-    [(0.1, 16, 2), (0.1, 80, 8), (0.25, 16, 4), (0.0, 16, 0), (1.0, 16, 16), (0.01, 8, 1)],
+    [(0.1, 16, 1), (0.1, 80, 8), (0.25, 16, 4), (0.0, 16, 0), (1.0, 16, 16), (0.1, 8, 0), (0.7, 10, 7), (0.15, 20, 3)],
 )
-def test_headroom_is_the_ceiling_of_share_times_total(share, total, expected):
+def test_headroom_is_the_floor_of_share_times_total(share, total, expected):
     assert headroom_gpus(Policy(headroom=share), "H100", total) == expected
 
 
@@ -63,3 +63,8 @@ def test_headroom_is_per_card_type():
 def test_a_task_larger_than_the_free_gpus_is_blocked_by_capacity_not_headroom():
     result = run([a_node("a").free(2)], [a_task("s").gpus(4)], headroom=0.1)
     assert reason_of(result, "s") == R.NO_CAPACITY
+
+
+def test_a_small_pool_keeps_no_headroom_so_a_full_node_standard_task_can_start():
+    result = run([a_node("a").free(8)], [a_task("s").gpus(8)], headroom=0.1)  # 0.8 GPU -> none kept
+    assert set(grants(result)) == {"s"}
