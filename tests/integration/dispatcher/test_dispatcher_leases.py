@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from collections import defaultdict
 
 import asyncpg
@@ -59,11 +61,16 @@ async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh
         lease_id, token = await granted_lease(h, "T1")
         await h.report(heartbeat("a1", "n1", [(lease_id, "T1", token)]),
                        checkpointed("a1", lease_id, "T1", token, "s3://ckpt/T1/step-100"))
-        # ... then the agent goes silent: the lease expires and the task is granted again
-        await h.wait_for_events("lease.granted", 2)
+        # ... then the agent goes silent: the lease expires and the silent node is lost with it,
         expired = await h.wait_for_events("lease.expired")
+        lost = await h.wait_for_events("node.lost")
         requeued = await h.wait_for_events("task.requeued")
         released = await h.wait_for_events("lease.released")
+        await asyncio.sleep(0.5)  # several cycles: the task must not go straight back to the dead node
+        not_regranted = len(await h.events("lease.granted")) == 1
+        # ... until the agent is heard from again: then the task is granted again, from its checkpoint
+        await h.report(heartbeat("a1", "n1", []))
+        await h.wait_for_events("lease.granted", 2)
         grants = await h.events("lease.granted")
         commands = await h.commands("a1")
 
@@ -76,6 +83,7 @@ async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh
         stops = [c for c in await h.wait_for_commands("a1", 3) if c.type == "command.revoke"]
 
     assert [e.data.lease_id for e in expired] == [lease_id]
+    assert [e.data.node_id for e in lost] == ["n1"] and not_regranted
     assert [(e.data.reason, e.data.resume_from) for e in requeued] == [("lease_expired", "s3://ckpt/T1/step-100")]
     assert [(e.data.lease_id, e.data.reason) for e in released][:1] == [(lease_id, "expired")]
     assert grants[1].data.resume_from == "s3://ckpt/T1/step-100" and grants[1].data.fencing_token > token
