@@ -30,6 +30,7 @@ PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]
 ProgressFn = Callable[[int, float], None]
 
 _TASK_ID, _REASON = attrgetter("task_id"), attrgetter("reason")
+PROGRESS_EVERY = 256  # instants between progress reports
 MAX_STEPS_PER_INSTANT = 10_000  # more decisions than this at one instant means the plan never settles
 
 
@@ -75,6 +76,15 @@ class Simulation(Transitions):
         self._quotas: dict[str, QuotaAccount] = dict(quotas or {})
         self._unplaceable = self._admit(tasks, cluster.gpus_by_card())
         self._completed = 0
+        self._handlers: dict[EventKind, Callable[[str, float], bool]] = {
+            EventKind.ARRIVAL: self._on_arrival,
+            EventKind.READY: self._on_ready,
+            EventKind.FINISH: self._on_finish,
+            EventKind.CHECKPOINT: self._on_checkpoint,
+            EventKind.PREEMPT: self._on_preempt,
+            EventKind.QUOTA_EXPIRY: self._on_quota_expiry,
+            EventKind.QUOTA_START: self._on_quota_start,
+        }
 
     # --- set-up -----------------------------------------------------------------------------
     def _admit(self, tasks: Sequence[SimTask], fleet_gpus: Mapping[str, int]) -> tuple[str, ...]:
@@ -99,7 +109,7 @@ class Simulation(Transitions):
     # --- main loop --------------------------------------------------------------------------
     def run(self, progress: ProgressFn | None = None) -> Outcome:
         """Replay until no event is left; return what happened."""
-        steps_at_instant, previous = 0, None
+        steps_at_instant, previous, batches = 0, None, 0
         while self._heap:
             now = self._heap[0][0]
             steps_at_instant = steps_at_instant + 1 if now == previous else 0
@@ -113,7 +123,8 @@ class Simulation(Transitions):
                 self._apply_plan(now, self._decide(now))
             # 3. Record the queue and report progress.
             self._sample(now)
-            if progress is not None and self.recorder.plans % 64 == 0:
+            batches += 1
+            if progress is not None and batches % PROGRESS_EVERY == 0:
                 progress(self._completed, now)
         if progress is not None:
             progress(self._completed, previous or 0.0)
@@ -128,16 +139,7 @@ class Simulation(Transitions):
 
     def _handle(self, kind: EventKind, key: str, now: float) -> bool:
         """Apply one event; True if it may change the next plan."""
-        handler: Callable[[str, float], bool] = {
-            EventKind.ARRIVAL: self._on_arrival,
-            EventKind.READY: self._on_ready,
-            EventKind.FINISH: self._on_finish,
-            EventKind.CHECKPOINT: self._on_checkpoint,
-            EventKind.PREEMPT: self._on_preempt,
-            EventKind.QUOTA_EXPIRY: self._on_quota_expiry,
-            EventKind.QUOTA_START: self._on_quota_start,
-        }[kind]
-        return handler(key, now)
+        return self._handlers[kind](key, now)
 
     def _something_to_decide(self) -> bool:
         """False when the queue is empty, or the fleet is full and no core task could preempt."""

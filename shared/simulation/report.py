@@ -77,6 +77,13 @@ def write_json(document: Mapping[str, Any], path: Path) -> None:
     path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
 
 
+def _finish_quantile(outcome: Outcome, start: float, share: float) -> float:
+    """When `share` of the completed tasks had finished (the plot stops there: long tails hide the rest)."""
+    submit = {task.task_id: task.submit_s for task in outcome.tasks}
+    finishes = [submit[task_id] + jct for task_id, jct in outcome.recorder.jcts.items()]
+    return float(np.quantile(finishes, share)) if finishes else start
+
+
 def plot(outcomes: Mapping[str, Outcome], capacity: int, path: Path, title: str = "", bins: int = 240) -> None:
     """Utilisation (useful work / capacity) and queue length over time, one line per policy."""
     import matplotlib
@@ -85,8 +92,8 @@ def plot(outcomes: Mapping[str, Outcome], capacity: int, path: Path, title: str 
     import matplotlib.pyplot as plt
 
     first = next(iter(outcomes.values()))
-    start, _ = window(first.tasks)
-    end = max((o.recorder.last_finish or start) for o in outcomes.values())
+    start, window_end = window(first.tasks)
+    end = max(window_end, max(_finish_quantile(o, start, 0.95) for o in outcomes.values()))
     edges = np.linspace(start, max(end, start + 1.0), bins + 1)
     hours = (edges[:-1] + edges[1:]) / 2.0 - start
     scale, unit = (86400.0, "days") if end - start > 4 * 86400 else (3600.0, "hours")
@@ -98,7 +105,7 @@ def plot(outcomes: Mapping[str, Outcome], capacity: int, path: Path, title: str 
     top.set_ylabel("utilisation (useful work)")
     top.set_ylim(0, 1.05)
     bottom.set_ylabel("queued tasks")
-    bottom.set_xlabel(f"{unit} since first submission")
+    bottom.set_xlabel(f"{unit} since first submission (until 95% of tasks have finished)")
     top.legend(loc="lower right", fontsize="small")
     top.set_title(title)
     path.parent.mkdir(parents=True, exist_ok=True)
