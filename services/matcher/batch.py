@@ -1,14 +1,20 @@
 """One batch of `cf:events`, folded in stream order into the matcher's effects (pure).
 
-The handler loads the fleet (and, when the batch registers nodes, the waiting tasks), then
-`fold_batch` applies the events one by one, so a task submitted before a registration in the same
-batch is matched against the fleet as it was, then again after it:
+The handler loads the fleet (and, when the batch registers nodes, the pending tasks: waiting and
+open), then `fold_batch` applies the events one by one, so a task submitted before a registration in
+the same batch is matched against the fleet as it was, then again after it:
 
 - `task.submitted` -> decide over the live fleet; a match row, a task row, one event;
-- `node.registered` -> the node is alive; if its card type gained GPUs, every waiting task is
-  decided again and gets a new match + event when it is now matched or its reason changed;
+- `node.registered` -> the node is alive; if its card type gained GPUs, every open task (matched,
+  not yet granted) is ranked again and gets a new match + `task.matched` when its ranking changed
+  ("re-matched: <card> joined the fleet"), and every waiting task is decided again and gets a new
+  match + event when it is now matched or its reason changed;
 - `node.lost` -> the node is gone (tasks already matched keep their match);
-- `task.cancelled` -> the task stops waiting.
+- `task.cancelled` -> the task stops waiting / its match closes.
+
+Closing events (`lease.granted`, `task.succeeded` / `task.failed` / `task.rejected`) close a task's
+match for good. They are collected before the fold (`closes_of`): the dispatcher has already acted on
+the match, so a registration earlier in the same batch does not re-rank those tasks.
 
 Every match has exactly one emission, in the same order (`BatchEffects.matches[i]` is announced
 by `BatchEffects.emissions[i]`).
@@ -29,19 +35,27 @@ from shared.cards import Catalog, MatchRequest
 from shared.events import (
     CardEstimate,
     Envelope,
+    LeaseGranted,
     NodeLost,
     NodeRegistered,
     TaskCancelled,
+    TaskFailed,
     TaskMatched,
     TaskMatchedData,
+    TaskRejected,
     TaskSubmitted,
+    TaskSucceeded,
     TaskUnmatchable,
     TaskUnmatchableData,
     new_event_id,
 )
 from shared.events.subjects import task_subject
 
-RELEVANT_TYPES: tuple[type[Envelope], ...] = (TaskSubmitted, NodeRegistered, NodeLost, TaskCancelled)
+DECISION_TYPES: tuple[type[Envelope], ...] = (TaskSubmitted, NodeRegistered, NodeLost, TaskCancelled)
+"""Events that lead to decisions: applied once per id (inbox)."""
+CLOSING_TYPES: tuple[type[Envelope], ...] = (LeaseGranted, TaskSucceeded, TaskFailed, TaskRejected)
+"""Events that close a task's match; idempotent status updates, so they skip the inbox."""
+RELEVANT_TYPES = DECISION_TYPES + CLOSING_TYPES
 FLEET_TYPES: tuple[type[Envelope], ...] = (NodeRegistered, NodeLost)
 
 
@@ -70,9 +84,10 @@ class TaskRow:
     task_id: str
     project: str
     request: MatchRequest
-    status: str  # matched | waiting | unmatchable | cancelled
+    status: str  # matched | waiting | unmatchable | granted | finished | cancelled
     last_match_id: str
     last_detail: str
+    last_ranked: tuple[str, ...] = ()  # adequate card types of the latest match, in rank order
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +111,28 @@ class StoredMatch:
 
 @dataclass
 class BatchEffects:
-    """What a batch changes: node rows, matches with their events, task rows, cancelled tasks."""
+    """What a batch changes: node rows, matches with their events, task rows, cancelled and closed tasks."""
 
     nodes: dict[str, NodeState] = field(default_factory=dict)
     matches: list[StoredMatch] = field(default_factory=list)
     emissions: list[Emission] = field(default_factory=list)
     tasks: dict[str, TaskRow] = field(default_factory=dict)
     cancelled: set[str] = field(default_factory=set)
+    closed: dict[str, str] = field(default_factory=dict)  # task id -> granted | finished
 
 
 class _Fold:
-    """The running state of one batch: live nodes, waiting tasks, and the effects so far."""
+    """The running state of one batch: live nodes, waiting and open tasks, and the effects so far."""
 
-    def __init__(self, config: MatcherConfig, nodes: Mapping[str, NodeState], waiting: Iterable[TaskRow]) -> None:
+    def __init__(
+        self, config: MatcherConfig, nodes: Mapping[str, NodeState], pending: Iterable[TaskRow], closed: dict[str, str]
+    ) -> None:
         self.config = config
         self.nodes = dict(nodes)
-        self.waiting = {task.task_id: task for task in waiting}
-        self.effects = BatchEffects()
+        pending = [task for task in pending if task.task_id not in closed]
+        self.waiting = {task.task_id: task for task in pending if task.status == "waiting"}
+        self.open = {task.task_id: task for task in pending if task.status == "matched"}
+        self.effects = BatchEffects(closed=closed)
         self._fleet: Fleet | None = None
         self._fleet_json: dict[str, int] = {}
         self._decisions: dict[MatchRequest, tuple[MatchDecision, list[dict[str, Any]]]] = {}
@@ -157,6 +177,11 @@ class _Fold:
         self.set_node(NodeState(data.node_id, data.agent_id, data.card_type, data.gpus, True, event.occurred_at))
         if self.fleet().gpus(data.card_type) <= before:
             return
+        why_again = f"re-matched: {data.card_type} joined the fleet"
+        for task in list(self.open.values()):
+            decision, ranking = self.decide(task.request)
+            if decision.matched and ranked_types(decision) != task.last_ranked:
+                self.record(task, decision, ranking, "fleet_changed", event, why_again)
         for task in list(self.waiting.values()):
             decision, ranking = self.decide(task.request)
             if decision.matched or decision.detail != task.last_detail:
@@ -169,6 +194,7 @@ class _Fold:
 
     def cancelled(self, task_id: str) -> None:
         self.waiting.pop(task_id, None)
+        self.open.pop(task_id, None)
         self.effects.cancelled.add(task_id)
         task = self.effects.tasks.get(task_id)
         if task is not None:
@@ -181,32 +207,63 @@ class _Fold:
         self._decisions.clear()
 
     def record(
-        self, task: TaskRow, decision: MatchDecision, ranking: list[dict[str, Any]], trigger: str, cause: Envelope
+        self,
+        task: TaskRow,
+        decision: MatchDecision,
+        ranking: list[dict[str, Any]],
+        trigger: str,
+        cause: Envelope,
+        why_again: str = "",
     ) -> None:
-        """A match row, the task's new row and the event announcing the decision."""
+        """A match row, the task's new row and the event announcing the decision (`why_again`, when
+        given, prefixes the reason sentence of both)."""
         request_json = self._requests.setdefault(task.request, request_to_json(task.request))
         self.fleet()
-        match = stored_match(task, request_json, decision, ranking, trigger, self._fleet_json, self.config)
+        reason = f"{why_again}; {decision.detail}" if why_again else decision.detail
+        match = stored_match(task, request_json, decision, ranking, trigger, self._fleet_json, self.config, reason)
         status = "matched" if decision.matched else ("waiting" if decision.waits_for_fleet else "unmatchable")
-        row = replace(task, status=status, last_match_id=match.match_id, last_detail=decision.detail)
+        row = replace(
+            task, status=status, last_match_id=match.match_id, last_detail=decision.detail,
+            last_ranked=ranked_types(decision),
+        )  # fmt: skip
         self.effects.matches.append(match)
-        self.effects.emissions.append(emission(row, decision, cause, self.config))
+        self.effects.emissions.append(emission(row, decision, cause, self.config, reason))
         self.effects.tasks[row.task_id] = row
         self.effects.cancelled.discard(row.task_id)
-        if status == "waiting":
-            self.waiting[row.task_id] = row
-        else:
-            self.waiting.pop(row.task_id, None)
+        for status_of, tasks in (("waiting", self.waiting), ("matched", self.open)):
+            if status == status_of:
+                tasks[row.task_id] = row
+            else:
+                tasks.pop(row.task_id, None)
 
 
 def fold_batch(
-    events: Iterable[Envelope], config: MatcherConfig, nodes: Mapping[str, NodeState], waiting: Iterable[TaskRow]
+    events: Iterable[Envelope], config: MatcherConfig, nodes: Mapping[str, NodeState], pending: Iterable[TaskRow]
 ) -> BatchEffects:
-    """Apply `events` in order over the loaded fleet and waiting tasks; return what to write."""
-    fold = _Fold(config, nodes, waiting)
+    """Apply `events` in order over the loaded fleet and pending (waiting or open) tasks; return what
+    to write. Tasks that a closing event of the batch names are neither re-ranked nor re-decided."""
+    events = list(events)
+    fold = _Fold(config, nodes, pending, closes_of(events))
     for event in events:
         fold.apply(event)
     return fold.effects
+
+
+def closes_of(events: Iterable[Envelope]) -> dict[str, str]:
+    """Task id -> `granted` (lease.granted) or `finished` (succeeded / failed / rejected); the
+    latest in stream order wins, except that `finished` is never undone."""
+    closed: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, LeaseGranted):
+            closed.setdefault(event.data.task_id, "granted")
+        elif isinstance(event, (TaskSucceeded, TaskFailed, TaskRejected)):
+            closed[event.data.task_id] = "finished"
+    return closed
+
+
+def ranked_types(decision: MatchDecision) -> tuple[str, ...]:
+    """The adequate card types of `decision`, in rank order (empty when unmatchable)."""
+    return tuple(e.card_type for e in decision.result.ranked) if decision.result else ()
 
 
 def stored_match(
@@ -217,10 +274,12 @@ def stored_match(
     trigger: str,
     fleet: dict[str, int],
     config: MatcherConfig,
+    reason: str | None = None,
 ) -> StoredMatch:
     """The row of `matcher.matches` for `decision` (`ranking` = `ranking_json(decision)`,
     `request_json` = `request_to_json(task.request)`, `fleet` = live GPUs per card type; passed in so
-    that matches of one decision share them and the store serialises each once)."""
+    that matches of one decision share them and the store serialises each once; `reason` defaults
+    to the decision's sentence)."""
     result = decision.result
     return StoredMatch(
         match_id=new_event_id(),
@@ -232,7 +291,7 @@ def stored_match(
         chosen=result.chosen.card_type if result and result.chosen else None,
         oversized=bool(result and result.oversized),
         unmatchable_reason=decision.unmatchable.value if decision.unmatchable else None,
-        reason=decision.detail,
+        reason=decision.detail if reason is None else reason,
         fleet=fleet,
         catalog_version=config.catalog.version,
         catalog_hash=config.catalog_hash,
@@ -257,8 +316,11 @@ def ranking_json(decision: MatchDecision) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (row["rank"] is None, row["rank"] or 0, row["card_type"]))
 
 
-def emission(task: TaskRow, decision: MatchDecision, cause: Envelope, config: MatcherConfig) -> Emission:
-    """`task.matched` with the ranking, or `task.unmatchable` with the reason."""
+def emission(
+    task: TaskRow, decision: MatchDecision, cause: Envelope, config: MatcherConfig, reason: str | None = None
+) -> Emission:
+    """`task.matched` with the ranking, or `task.unmatchable` with the reason (`reason` replaces the
+    decision's sentence in a `task.matched`)."""
     subject = task_subject(task.task_id)
     result = decision.result
     if result is None or result.chosen is None:
@@ -269,7 +331,7 @@ def emission(task: TaskRow, decision: MatchDecision, cause: Envelope, config: Ma
         task_id=task.task_id,
         ranking=tuple(CardEstimate(card_type=e.card_type, est_runtime_s=e.runtime_s, est_cost=e.cost) for e in result.ranked),
         chosen=result.chosen.card_type,
-        reason=result.reason,
+        reason=result.reason if reason is None else reason,
         oversized=result.oversized,
         catalog_version=config.catalog.version,
     )

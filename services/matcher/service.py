@@ -2,11 +2,13 @@
 
 One batch subscriber on `cf:events` (group `matcher`); each batch is one transaction:
 
-1. record the relevant events as consumed (duplicates drop out);
+1. record the decision events as consumed (duplicates drop out; closing events are idempotent
+   status updates and skip the inbox);
 2. take the fleet lock (exclusive if the batch registers or loses nodes), load the fleet, and the
-   waiting tasks when nodes register;
+   pending tasks (waiting or open) when nodes register;
 3. fold the events in order (`services.matcher.batch.fold_batch`, pure);
-4. write fleet, matches, tasks and the `task.matched` / `task.unmatchable` events (outbox).
+4. write fleet, matches, tasks, closed matches and the `task.matched` / `task.unmatchable` events
+   (outbox).
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
-from services.matcher.batch import FLEET_TYPES, RELEVANT_TYPES, MatcherConfig, fold_batch
+from services.matcher.batch import (
+    CLOSING_TYPES,
+    DECISION_TYPES,
+    FLEET_TYPES,
+    RELEVANT_TYPES,
+    MatcherConfig,
+    fold_batch,
+)
 from services.matcher.decide import catalog_fingerprint
-from services.matcher.store import SCHEMA, load_nodes, load_waiting, lock_fleet, save_effects
+from services.matcher.store import SCHEMA, load_nodes, load_pending, lock_fleet, save_effects
 from shared.cards import Catalog, load_catalog
 from shared.delivery.consumer import reliable_batch_subscriber
 from shared.delivery.inbox import record_consumed_many
@@ -39,14 +48,15 @@ async def handle_batch(
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
-        todo = [event for event in relevant if event.event_id in fresh]
+        decisions = [e.event_id for e in relevant if isinstance(e, DECISION_TYPES)]
+        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, decisions) if decisions else set()
+        todo = [event for event in relevant if isinstance(event, CLOSING_TYPES) or event.event_id in fresh]
         if not todo:
             return
         await lock_fleet(conn, exclusive=any(isinstance(e, FLEET_TYPES) for e in todo))
         nodes = await load_nodes(conn)
-        waiting = await load_waiting(conn) if any(isinstance(e, NodeRegistered) for e in todo) else []
-        effects = fold_batch(todo, config, nodes, waiting)
+        pending = await load_pending(conn) if any(isinstance(e, NodeRegistered) for e in todo) else []
+        effects = fold_batch(todo, config, nodes, pending)
         await save_effects(conn, ctx.emitter, effects)
     log.debug("matcher batch", events=len(todo), matches=len(effects.matches))
 

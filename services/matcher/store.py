@@ -1,9 +1,9 @@
 """Reads and writes of the `matcher` schema, one statement per table per batch.
 
 Batches that change the fleet take the fleet lock exclusively, the others share it, so a
-registration batch sees every task that a concurrent instance has left waiting (and re-matches
-it), and a submission batch never matches against a fleet that a running registration batch is
-still changing.
+registration batch sees every task that a concurrent instance has left waiting or open (and
+re-matches it), a submission batch never matches against a fleet that a running registration
+batch is still changing, and a match is not closed while a registration batch re-ranks it.
 """
 
 from __future__ import annotations
@@ -33,13 +33,19 @@ async def load_nodes(conn: asyncpg.Connection) -> dict[str, NodeState]:
     return {row["node_id"]: NodeState(**dict(row)) for row in rows}
 
 
-async def load_waiting(conn: asyncpg.Connection) -> list[TaskRow]:
-    """Tasks unmatchable for lack of a fitting card type in the fleet."""
+async def load_pending(conn: asyncpg.Connection) -> list[TaskRow]:
+    """Tasks a registration may change: waiting (unmatchable for lack of a fitting card type in the
+    fleet) and open (matched, not yet granted)."""
     rows = await conn.fetch(
-        f"SELECT task_id, project, request, status, last_match_id, last_detail FROM {SCHEMA}.tasks"
-        " WHERE status = 'waiting' ORDER BY task_id"
-    )
-    return [TaskRow(**{**dict(row), "request": request_from_json(row["request"])}) for row in rows]
+        f"SELECT task_id, project, request, status, last_match_id, last_detail, last_ranked FROM {SCHEMA}.tasks"
+        " WHERE status = 'waiting' UNION ALL"
+        f" SELECT task_id, project, request, status, last_match_id, last_detail, last_ranked FROM {SCHEMA}.tasks"
+        " WHERE status = 'matched' ORDER BY task_id"
+    )  # two arms so that each uses its partial index
+    return [
+        TaskRow(**{**dict(row), "request": request_from_json(row["request"]), "last_ranked": tuple(row["last_ranked"])})
+        for row in rows
+    ]
 
 
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
@@ -53,6 +59,21 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
             f"UPDATE {SCHEMA}.tasks SET status = 'cancelled', updated_at = now() WHERE task_id = ANY($1::text[])",
             sorted(effects.cancelled),
         )
+    await _close(conn, effects.closed)
+
+
+async def _close(conn: asyncpg.Connection, closed: dict[str, str]) -> None:
+    """Close matches: matched/waiting -> granted | finished, granted -> finished (never back)."""
+    if not closed:
+        return
+    ids = sorted(closed)
+    await conn.execute(
+        f"UPDATE {SCHEMA}.tasks AS t SET status = c.status, updated_at = now()"
+        " FROM unnest($1::text[], $2::text[]) AS c(task_id, status)"
+        " WHERE t.task_id = c.task_id AND t.status <> c.status"
+        " AND (t.status IN ('matched', 'waiting') OR (t.status = 'granted' AND c.status = 'finished'))",
+        ids, [closed[task_id] for task_id in ids],
+    )  # fmt: skip
 
 
 async def _save_nodes(conn: asyncpg.Connection, nodes: list[NodeState]) -> None:
@@ -99,14 +120,15 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskRow]) -> None:
     if not tasks:
         return
     await conn.execute(
-        f"INSERT INTO {SCHEMA}.tasks AS t (task_id, project, request, status, last_match_id, last_detail)"
-        " SELECT t_id, project, request::jsonb, status, match_id, detail"
-        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])"
-        " AS u(t_id, project, request, status, match_id, detail)"
+        f"INSERT INTO {SCHEMA}.tasks AS t (task_id, project, request, status, last_match_id, last_detail, last_ranked)"
+        " SELECT t_id, project, request::jsonb, status, match_id, detail, ranked::jsonb"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
+        " AS u(t_id, project, request, status, match_id, detail, ranked)"
         " ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, last_match_id = EXCLUDED.last_match_id,"
-        " last_detail = EXCLUDED.last_detail, updated_at = now()",
+        " last_detail = EXCLUDED.last_detail, last_ranked = EXCLUDED.last_ranked, updated_at = now()",
         [t.task_id for t in tasks], [t.project for t in tasks], [_json(request_to_json(t.request)) for t in tasks],
         [t.status for t in tasks], [t.last_match_id for t in tasks], [t.last_detail for t in tasks],
+        [_json(list(t.last_ranked)) for t in tasks],
     )  # fmt: skip
 
 

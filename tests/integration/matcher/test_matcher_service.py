@@ -61,11 +61,13 @@ async def test_waiting_tasks_are_matched_when_a_fitting_card_type_registers(fres
         assert large[1].data.task_id == "T-large"
 
         await running.publish(registered("n2", "H200"))
-        matched = await running.wait_for_events("task.matched", 2)
+        matched = await running.wait_for_events("task.matched", 3)  # T-early's ranking gains H200 too
         statuses = await running.fetch("SELECT task_id, status FROM matcher.tasks ORDER BY task_id")
         triggers = await running.fetch("SELECT trigger FROM matcher.matches WHERE task_id = 'T-large' ORDER BY created_at")
 
-    assert matched[1].data.task_id == "T-large" and matched[1].data.chosen == "H200"
+    by_task = {e.data.task_id: e.data for e in matched[1:]}
+    assert by_task["T-large"].chosen == "H200"
+    assert [e.card_type for e in by_task["T-early"].ranking] == ["H100", "H200"]
     assert {row["task_id"]: row["status"] for row in statuses} == {"T-early": "matched", "T-large": "matched"}
     assert [row["trigger"] for row in triggers] == ["submitted", "fleet_changed"]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from services.matcher.batch import MatcherConfig, NodeState, TaskRow, fold_batch
+from services.matcher.batch import MatcherConfig, NodeState, TaskRow, closes_of, fold_batch
 from services.matcher.decide import catalog_fingerprint
 from services.matcher.request import build_request
 from shared.cards import load_catalog
 from shared.events import TaskMatchedData, TaskUnmatchableData
 from shared.events.reasons import UnmatchableReason
+
+from tests.unit.ledger.builders import granted, succeeded
 
 from .builders import T0, a_submission, cancelled, lost, registered, submitted
 
@@ -90,3 +92,52 @@ def test_a_lost_node_leaves_the_fleet() -> None:
     effects = fold_batch([lost("n1"), submitted("T1")], CONFIG, nodes, [])
     assert effects.nodes["n1"].alive is False
     assert effects.emissions[0].data.reason is UnmatchableReason.NO_FLEET
+
+
+def an_open_match(task_id: str, card_type: str = "H100", **submission: object) -> TaskRow:
+    """A task matched over a fleet of `card_type` only, as `matcher.tasks` holds it."""
+    effects = fold_batch([submitted(task_id, **submission)], CONFIG, {"n1": a_node("n1", card_type)}, [])
+    row = effects.tasks[task_id]
+    assert row.status == "matched" and row.last_ranked == (card_type,)
+    return row
+
+
+def test_an_open_match_is_ranked_again_when_a_cheaper_card_type_joins() -> None:
+    task = an_open_match("T1", gpus=1, min_vram_gb=20)
+    effects = fold_batch([registered("n2", "L40S")], CONFIG, {"n1": a_node("n1", "H100")}, [task])
+
+    (emission,) = effects.emissions
+    assert isinstance(emission.data, TaskMatchedData) and emission.data.chosen == "L40S"
+    assert [e.card_type for e in emission.data.ranking] == ["L40S", "H100"]
+    assert emission.data.reason.startswith("re-matched: L40S joined the fleet; L40S is the cheapest")
+    (match,) = effects.matches
+    assert (match.trigger, match.chosen, match.reason) == ("fleet_changed", "L40S", emission.data.reason)
+    assert effects.tasks["T1"].last_ranked == ("L40S", "H100") and effects.tasks["T1"].status == "matched"
+
+
+def test_a_registration_that_leaves_the_ranking_alone_does_not_rematch() -> None:
+    task = an_open_match("T1", gpus=1, min_vram_gb=60)  # L40S (48 GB) cannot run it
+    effects = fold_batch(
+        [registered("n2", "H100"), registered("n3", "L40S")], CONFIG, {"n1": a_node("n1", "H100")}, [task]
+    )
+    assert effects.emissions == [] and effects.matches == []
+
+
+def test_a_more_expensive_card_type_joining_extends_the_ranking_but_keeps_the_choice() -> None:
+    task = an_open_match("T1", "L40S", gpus=1, min_vram_gb=20)
+    effects = fold_batch([registered("n2", "H100")], CONFIG, {"n1": a_node("n1", "L40S")}, [task])
+    (emission,) = effects.emissions
+    assert emission.data.chosen == "L40S" and [e.card_type for e in emission.data.ranking] == ["L40S", "H100"]
+
+
+def test_a_task_granted_in_the_same_batch_is_not_rematched() -> None:
+    task = an_open_match("T1", gpus=1, min_vram_gb=20)
+    events = [registered("n2", "L40S"), granted("L1", "T1", gpus=1)]
+    effects = fold_batch(events, CONFIG, {"n1": a_node("n1", "H100")}, [task])
+    assert effects.emissions == [] and effects.closed == {"T1": "granted"}
+
+
+def test_closing_events_grant_then_finish_and_finished_is_final() -> None:
+    assert closes_of([granted("L1", "T1"), succeeded("T1", "L1", None)]) == {"T1": "finished"}
+    assert closes_of([succeeded("T1", "L1", None), granted("L1", "T1")]) == {"T1": "finished"}
+    assert closes_of([submitted("T2"), granted("L2", "T2")]) == {"T2": "granted"}

@@ -8,7 +8,7 @@ from shared.delivery.consumer import Entry
 from shared.delivery.wire import wire_fields
 from shared.events import canonical_json
 
-from tests.unit.ledger.builders import granted
+from tests.unit.ledger.builders import T0, renewed
 
 from .builders import submitted
 
@@ -22,9 +22,9 @@ def test_relevant_types_are_parsed_and_others_skipped_unread() -> None:
     event = submitted("T1")
     assert parse(an_entry(wire_fields(event))) == event
 
-    lease = wire_fields(granted("L1", "T1"))
+    lease = wire_fields(renewed("L1", "T1", at=T0))
     skipped = parse(an_entry({**lease, "event": "not even JSON"}))
-    assert skipped == SkippedEntry("1-0", "lease.granted")
+    assert skipped == SkippedEntry("1-0", "lease.renewed")
 
 
 def test_entries_without_a_type_field_are_parsed_in_full() -> None:
