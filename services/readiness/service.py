@@ -20,12 +20,20 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.common.runtime import ServiceContext, ServiceSpec
+from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
 from services.readiness.recheck import Checker
 from services.readiness.store import close_tasks, insert_submitted, record_signals
 from shared.delivery.consumer import reliable_batch_subscriber
 from shared.delivery.inbox import record_consumed_many
-from shared.events import DataReadySignalled, Envelope, TaskSubmitted, parse_event
+from shared.events import (
+    DataReadySignalled,
+    Envelope,
+    TaskCancelled,
+    TaskFailed,
+    TaskRejected,
+    TaskSubmitted,
+    TaskSucceeded,
+)
 from shared.logging import get_logger
 from shared.names import EVENTS_STREAM, READINESS_GROUP
 from shared.storage import open_object_store
@@ -34,6 +42,8 @@ MIGRATIONS = Path(__file__).parent / "sql"
 
 CLOSING_TYPES = frozenset({"task.cancelled", "task.rejected", "task.succeeded", "task.failed"})
 HANDLED_TYPES = CLOSING_TYPES | {"task.submitted", "data.ready_signalled"}
+HANDLED_EVENTS = (TaskSubmitted, DataReadySignalled, TaskCancelled, TaskRejected, TaskSucceeded, TaskFailed)
+"""Only these are parsed; every other entry of `cf:events` reaches the handler as a `SkippedEntry`."""
 BATCH_SIZE = 200
 
 log = get_logger(__name__)
@@ -61,11 +71,12 @@ def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
             ctx.broker,
             stream=EVENTS_STREAM,
             group=READINESS_GROUP,
-            parse=parse_event,
+            parse=parse_events_of(*HANDLED_EVENTS),
+            parse_entry=True,
             consumer=f"readiness-{ctx.instance}",
             max_records=BATCH_SIZE,
         )
-        async def on_events(events: list[Envelope]) -> None:
+        async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_events(ctx, checker, events)
 
         async def sweep(_: ServiceContext) -> None:
@@ -79,9 +90,10 @@ def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
 SPEC = make_spec()
 
 
-async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[Envelope]) -> None:
-    """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns."""
-    relevant = [event for event in events if event.type in HANDLED_TYPES]
+async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[Envelope | SkippedEntry]) -> None:
+    """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns (events of
+    other types are never recorded in the inbox: nothing to apply twice)."""
+    relevant = [event for event in events if isinstance(event, Envelope) and event.type in HANDLED_TYPES]
     if not relevant:
         return
     async with ctx.transaction() as conn:
