@@ -10,6 +10,7 @@ task's state and reason (`transitions.decide_waiting`); preemptions send `Preemp
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
 from services.dispatcher.leases import preempt
 from services.dispatcher.store import CycleInput
-from services.dispatcher.transitions import decide_waiting
+from services.dispatcher.transitions import decide_waiting, is_capacity_reason
 from shared.delivery.db import quote_schema
 from shared.events import LeaseGranted, TaskHeld, TaskQueued, new_event_id
 from shared.events.reports import LeaseGrantCommand
@@ -40,7 +41,7 @@ class Persisted:
 
 async def persist_plan(dc: Dispatcher, given: CycleInput, decided: Plan, now: datetime) -> Persisted:
     """Write the plan's grants, deferral changes and preemptions in one transaction."""
-    changes = _deferral_changes(given, decided.deferrals)
+    changes = _deferral_changes(given, decided.deferrals, now - timedelta(seconds=dc.config.capacity_reason_every_s))
     if not decided.grants and not changes and not decided.preemptions:
         return Persisted()
     async with dc.writing() as conn:
@@ -80,10 +81,12 @@ async def save_grants(
     tokens = await _insert_leases(conn, s, leases)
     for lease in leases:
         lease["fencing_token"] = tokens[lease["lease_id"]]
+    leases_of_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for lease in leases:
+        leases_of_task[lease["task_id"]].append(lease)
     for grant in grants:
         if grant.task_id in claimed:
-            _announce_grant(batch, given, queue[grant.task_id], claimed[grant.task_id],
-                            [lease for lease in leases if lease["task_id"] == grant.task_id])
+            _announce_grant(batch, given, queue[grant.task_id], claimed[grant.task_id], leases_of_task[grant.task_id])
     return len(leases)
 
 
@@ -153,17 +156,36 @@ def _queued_data(task: QueuedTask) -> dict[str, Any]:
 # -- deferrals -----------------------------------------------------------------------------------
 
 
-def _deferral_changes(given: CycleInput, deferrals: tuple[Deferral, ...]) -> list[tuple[Deferral, Any]]:
-    """Deferrals that change a task's row (state, reason or announcement), with the decided change."""
+def _deferral_changes(
+    given: CycleInput, deferrals: tuple[Deferral, ...], settled_before: datetime
+) -> list[tuple[Deferral, Any]]:
+    """Deferrals that change a task's row (state, reason or announcement), with the decided change.
+
+    One capacity reason replacing another (no capacity -> behind a reservation -> headroom ...) is
+    coalesced: it is kept back while the row changed after `settled_before`. In a busy queue those
+    reasons flip from cycle to cycle; the task stays queued with a capacity reason either way.
+    """
     changes = []
     for deferral in deferrals:
         row = given.tasks[deferral.task_id]
         change = decide_waiting(deferral.reason, row["deferral_reason"], row["queued_announced"])
-        if (change.state, deferral.reason.value, change.queued_announced) != (
+        if (change.state, deferral.reason.value, change.queued_announced) == (
             row["state"], row["deferral_reason"], row["queued_announced"]
         ):
-            changes.append((deferral, change))
+            continue
+        if _capacity_flip(deferral, row, change) and row["updated_at"] > settled_before:
+            continue
+        changes.append((deferral, change))
     return changes
+
+
+def _capacity_flip(deferral: Deferral, row: Any, change: Any) -> bool:
+    """A queued, announced task whose capacity reason is replaced by another capacity reason."""
+    previous = row["deferral_reason"]
+    return (
+        change.state == row["state"] == "queued" and row["queued_announced"] and not change.announce_queued
+        and previous is not None and is_capacity_reason(previous) and is_capacity_reason(deferral.reason.value)
+    )
 
 
 async def save_deferrals(conn: asyncpg.Connection, batch: EventBatch, given: CycleInput, changes: list) -> int:

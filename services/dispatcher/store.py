@@ -14,7 +14,7 @@ from shared.scheduling.model import QueuedTask, Snapshot
 
 TASK_COLUMNS = (
     "task_id, project, priority_class, priority, gpus, heavy, checkpoint_interval_s, submitted_at, options,"
-    " matched, data_ready, state, queued_announced, deferral_reason"
+    " matched, data_ready, state, queued_announced, deferral_reason, updated_at"
 )
 
 

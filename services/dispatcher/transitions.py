@@ -145,6 +145,13 @@ HOLDS = frozenset({
 """Reasons that need someone or something to act: the task is `held`, not merely queued."""
 
 
+
+
+def is_capacity_reason(reason: str) -> bool:
+    """No capacity, headroom, a reservation, ...: the task is eligible and queued, waiting for GPUs."""
+    return reason not in NOT_ELIGIBLE and reason not in HOLDS
+
+
 @dataclass(frozen=True, slots=True)
 class WaitingChange:
     """How one deferral changes a waiting task."""
