@@ -7,6 +7,7 @@ import importlib
 import signal
 
 import typer
+import uvloop
 
 from shared.logging import configure_logging
 from shared.settings import get_settings
@@ -44,4 +45,4 @@ def register(app: typer.Typer) -> None:
     def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}")) -> None:
         """Run one cardflow service (connects to CARDFLOW_REDIS_URL / CARDFLOW_DATABASE_URL)."""
         configure_logging()
-        asyncio.run(run_until_signalled(name))
+        uvloop.run(run_until_signalled(name))  # libuv's event loop: less CPU per I/O callback than asyncio's
