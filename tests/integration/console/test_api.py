@@ -12,8 +12,8 @@ from services.console.projector import SPEC as VIEWS
 from services.intake.service import SPEC as INTAKE
 from services.readiness.service import SPEC as READINESS
 from shared.settings import Settings
+from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import a_submission
-from tests.integration.console.harness import Services
 
 
 @asynccontextmanager
@@ -49,7 +49,7 @@ async def test_post_valid_duplicate_key_and_invalid(fresh_settings: Settings) ->
 
 
 async def test_submitted_task_is_projected_listed_and_cancellable(fresh_settings: Settings) -> None:
-    async with Services(fresh_settings, INTAKE, VIEWS) as services, api(fresh_settings) as client:
+    async with RunningServices(fresh_settings, INTAKE, VIEWS) as services, api(fresh_settings) as client:
         created = await client.post("/v1/tasks", json=a_submission(name="eval-7"), headers={"x-cardflow-actor": "user:alice"})
         task_id = created.json()["task_id"]
         rejected = await client.post("/v1/tasks", json=a_submission(gpus=-1))
@@ -111,7 +111,7 @@ async def test_board_fleet_health_openapi_and_page(fresh_settings: Settings) -> 
 
 
 async def test_board_lists_tasks_waiting_on_data(fresh_settings: Settings) -> None:
-    async with Services(fresh_settings, INTAKE, READINESS) as services, api(fresh_settings) as client:
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services, api(fresh_settings) as client:
         body = a_submission(name="needs-data", inputs=["s3://cardflow-test-absent/never/there.parquet"])
         task_id = (await client.post("/v1/tasks", json=body)).json()["task_id"]
 

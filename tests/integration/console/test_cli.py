@@ -12,8 +12,8 @@ from services.console.projector import SPEC as VIEWS
 from services.console.views import load_task
 from shared.events import new_event_id
 from shared.settings import Settings
+from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import TaskStory
-from tests.integration.console.harness import Services
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,7 +41,7 @@ async def test_tasks_json_and_status(fresh_settings: Settings, tmp_path: Path) -
     waiting, running = TaskStory(new_event_id()), TaskStory(new_event_id())
     events = [waiting.submitted(idempotency_key="key-w"), waiting.readiness(False), running.submitted(name="run-me"),
               running.readiness(True), running.matched(), running.granted(), running.started()]
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         await services.publish(*events)
 
         async def projected() -> bool:

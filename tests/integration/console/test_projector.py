@@ -10,9 +10,9 @@ from shared.events import make_event, new_event_id
 from shared.events.states import TaskState
 from shared.events.subjects import lease_subject, node_subject
 from shared.settings import Settings
+from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import TaskStory
 
-from tests.integration.console.harness import Services
 
 
 def node_registered(story: TaskStory, node: str, card: str = "A100", gpus: int = 8):
@@ -36,7 +36,7 @@ async def test_views_service_projects_tasks_history_and_fleet(fresh_settings: Se
         done.granted(), running.granted(gpus=(2, 3)), done.started(), running.started(),
         done.succeeded(), lease_released(done),
     ]
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         await services.publish(*events)
         pool = services.pool
 
@@ -67,7 +67,7 @@ async def test_facets_arriving_before_the_submission_and_redeliveries(fresh_sett
     story = TaskStory(new_event_id())
     early = [story.readiness(False, fraction=0.25)]
     submitted = story.submitted()
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         pool = services.pool
         await services.publish(*early)
 
@@ -102,7 +102,7 @@ async def test_node_lost_and_expired_lease_free_the_gpus(fresh_settings: Setting
         "node.lost", subject=node_subject("n7"), subject_seq=2, producer="dispatcher/test", actor="service:dispatcher",
         data={"node_id": "n7", "agent_id": "agent-n7", "detail": "no heartbeat for 30 s", "lease_ids": []},
     )
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         pool = services.pool
         granted = story.granted(node="n7")
         expired = story.emit("dispatcher", "lease.expired", {"lease_id": story.lease_id, "task_id": story.task_id},
@@ -130,7 +130,7 @@ async def test_idempotency_key_finds_the_accepted_task_over_rejected_attempts(fr
     attempt = rejected.emit("intake", "task.rejected", {
         "task_id": rejected.task_id, "idempotency_key": "fix-me", "reasons": [{"field": "gpus", "value": 0, "problem": "expected >= 1"}],
     })
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         pool = services.pool
         assert await load_task(pool, rejected.task_id) is None  # even before the views tables exist: None, no error
         await services.publish(attempt)
@@ -146,7 +146,7 @@ async def test_idempotency_key_finds_the_accepted_task_over_rejected_attempts(fr
 
 async def test_types_the_views_do_not_project_are_skipped_unparsed(fresh_settings: Settings) -> None:
     story = TaskStory(new_event_id())
-    async with Services(fresh_settings, VIEWS) as services:
+    async with RunningServices(fresh_settings, VIEWS) as services:
         await services.redis.xadd("cf:events", {"event_id": new_event_id(), "type": "quota.granted", "subject": "quota/q",
                                                 "event": "{not even json"})
         renewed = story.emit("dispatcher", "lease.renewed", {

@@ -139,8 +139,8 @@ async def test_no_gpu_is_leased_twice(fresh_settings: Settings) -> None:
 
 
 async def _double_book(h: DispatcherHarness) -> None:
-    assert h.db is not None
-    async with h.db.acquire() as conn, conn.transaction():
+    assert h.pool is not None
+    async with h.pool.acquire() as conn, conn.transaction():
         lease = await conn.fetchrow("SELECT * FROM dispatcher.leases ORDER BY granted_at LIMIT 1")
         await conn.execute(
             "INSERT INTO dispatcher.leases (lease_id, task_id, run, node_id, agent_id, card_type, gpu_indices,"

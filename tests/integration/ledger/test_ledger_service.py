@@ -20,7 +20,7 @@ from shared.cards import load_catalog
 from shared.events import UsageRecorded
 from shared.settings import Settings
 from tests.helpers.delivery_support import REPO_ROOT
-from tests.integration.matcher.harness import Running
+from tests.helpers.running_services import RunningServices
 from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
 
 pytestmark = pytest.mark.integration
@@ -46,12 +46,12 @@ async def cardflow(settings: Settings, *args: str) -> str:
     return out.decode()
 
 
-async def lease_row(running: Running, lease_id: str) -> dict[str, Any] | None:
+async def lease_row(running: RunningServices, lease_id: str) -> dict[str, Any] | None:
     rows = await running.fetch("SELECT * FROM ledger.lease_usage WHERE lease_id = $1", lease_id)
     return dict(rows[0]) if rows else None
 
 
-async def wait_closed(running: Running, lease_id: str) -> dict[str, Any]:
+async def wait_closed(running: RunningServices, lease_id: str) -> dict[str, Any]:
     async def closed() -> bool:
         row = await lease_row(running, lease_id)
         return row is not None and row["closed_at"] is not None
@@ -70,7 +70,7 @@ async def test_granted_renewed_released_costs_duration_times_price_once(fresh_se
     renewed_at = T0 + timedelta(seconds=30, microseconds=500_000)
     ended_at = T0 + timedelta(seconds=95, microseconds=250_001)
     lease_events = [granted("L1", "T1", gpus=2), renewed("L1", "T1", at=renewed_at), released("L1", "T1", ended_at=ended_at)]
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(submitted("T1"), *lease_events)
         first = await wait_closed(running, "L1")
         await running.publish(*lease_events[1:])  # redelivered, as after a consumer crash
@@ -94,7 +94,7 @@ async def test_granted_renewed_released_costs_duration_times_price_once(fresh_se
 
 async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) -> None:
     valid_to = (datetime.now(UTC) + timedelta(days=60)).strftime("%Y-%m-%d")
-    async with Running(fresh_settings, build_spec(quota_check_interval_s=0.1)) as running:
+    async with RunningServices(fresh_settings, build_spec(quota_check_interval_s=0.1)) as running:
         out = await cardflow(fresh_settings, "quota", "grant", "proj-q", "--gpu-hours", "1",
                              "--valid-from", "2024-12-01", "--valid-to", valid_to)  # fmt: skip
         assert "granted 1 GPU-hours to proj-q" in out
@@ -106,7 +106,7 @@ async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) ->
         (crossed,) = await running.wait_for_events("quota.threshold_crossed", 1)
         assert crossed.data.threshold == 0.8 and crossed.data.used_gpu_hours == pytest.approx(50 / 60)
 
-        async with running.db.acquire() as conn, conn.transaction():  # another instance checking: nothing due
+        async with running.pool.acquire() as conn, conn.transaction():  # another instance checking: nothing due
             assert await raise_due_alerts(conn, Emitter("ledger", "tests/1", "test:ledger"), datetime.now(UTC)) == []
 
         end_b = end_a + timedelta(minutes=5)  # + 0.167 GPU-hours: 100 %
@@ -122,7 +122,7 @@ async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) ->
 
 async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -> None:
     end = T0 + timedelta(hours=1)
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(
             submitted("TO", output_unit="tokens"), granted("LO", "TO", gpus=4, card_type="A10"),
             released("LO", "TO", ended_at=end, card_type="A10", gpus=4), succeeded("TO", "LO", 2_000_000, at=end),

@@ -13,7 +13,7 @@ from shared.delivery.db import create_pool
 from shared.events import TaskMatched
 from shared.projection import fold, replay_order
 from shared.settings import Settings
-from tests.integration.matcher.harness import Running
+from tests.helpers.running_services import RunningServices
 from tests.unit.ledger.builders import granted, succeeded
 from tests.unit.matcher.builders import registered, submitted
 
@@ -22,14 +22,14 @@ pytestmark = pytest.mark.integration
 SMALL = {"gpus": 1, "min_vram_gb": 20}  # runs on H100 and on the much cheaper L40S
 
 
-async def status_of(running: Running, task_id: str) -> str | None:
+async def status_of(running: RunningServices, task_id: str) -> str | None:
     rows = await running.fetch("SELECT status FROM matcher.tasks WHERE task_id = $1", task_id)
     return rows[0]["status"] if rows else None
 
 
 async def test_a_cheaper_card_type_joining_rematches_an_open_task(fresh_settings: Settings) -> None:
     task = submitted("T-small", **SMALL)
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(registered("n1", "H100"), task)
         (first,) = await running.wait_for_events("task.matched", 1)
         assert first.data.chosen == "H100" and [e.card_type for e in first.data.ranking] == ["H100"]
@@ -61,7 +61,7 @@ async def test_a_cheaper_card_type_joining_rematches_an_open_task(fresh_settings
 
 
 async def test_a_granted_task_keeps_its_match_when_a_cheaper_card_type_joins(fresh_settings: Settings) -> None:
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(registered("n1", "H100"), submitted("T-open", **SMALL), submitted("T-leased", **SMALL))
         await running.wait_for_events("task.matched", 2)
 
@@ -93,5 +93,5 @@ async def dispatcher_options(settings: Settings, *matched: TaskMatched) -> list[
     return [option[0] for option in options]
 
 
-async def _has_status(running: Running, task_id: str, status: str) -> bool:
+async def _has_status(running: RunningServices, task_id: str, status: str) -> bool:
     return await status_of(running, task_id) == status

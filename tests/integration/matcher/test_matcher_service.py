@@ -8,14 +8,14 @@ from services.matcher.service import build_spec
 from shared.events import TaskMatched, TaskUnmatchable
 from shared.events.reasons import UnmatchableReason
 from shared.settings import Settings
-from tests.integration.matcher.harness import Running
+from tests.helpers.running_services import RunningServices
 from tests.unit.matcher.builders import registered, submitted
 
 pytestmark = pytest.mark.integration
 
 
 async def test_matches_over_the_registered_fleet_and_stores_every_match(fresh_settings: Settings) -> None:
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(registered("n1", "H100"), registered("n2", "A10", 4))
         fits = submitted("T-fit", gpus=1, min_vram_gb=20)
         too_big = submitted("T-big", gpus=1, min_vram_gb=200)
@@ -48,7 +48,7 @@ async def test_matches_over_the_registered_fleet_and_stores_every_match(fresh_se
 
 
 async def test_waiting_tasks_are_matched_when_a_fitting_card_type_registers(fresh_settings: Settings) -> None:
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(submitted("T-early"))
         (early,) = await running.wait_for_events("task.unmatchable", 1)
         assert early.data.reason is UnmatchableReason.NO_FLEET
@@ -74,7 +74,7 @@ async def test_waiting_tasks_are_matched_when_a_fitting_card_type_registers(fres
 
 async def test_a_redelivered_submission_is_matched_once(fresh_settings: Settings) -> None:
     event = submitted("T-dup", gpus=1)
-    async with Running(fresh_settings, build_spec()) as running:
+    async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(registered("n1", "L40S"), event, event)
         await running.wait_for_events("task.matched", 1)
         await running.publish(submitted("T-after", gpus=1))
