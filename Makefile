@@ -32,6 +32,7 @@ test: install-dev
 bench: install-dev
 	$(BIN)/python bench/policies.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) .cardflow .pytest_cache .hypothesis
