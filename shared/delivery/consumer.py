@@ -41,7 +41,7 @@ import socket
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from faststream import AckPolicy, Context
 from faststream.redis import RedisBroker, StreamSub
@@ -202,21 +202,23 @@ def entries_of(message: Any) -> list[Entry]:
     return [Entry(i.decode(), dict(d or {})) for i, d in zip(raw["message_ids"], rows, strict=True)]
 
 
+class SubscriptionOptions(TypedDict, total=False):
+    """The optional keywords of both subscribers; omitted ones take `Subscription`'s defaults
+    (`consumer`: `default_consumer_name()`)."""
+
+    consumer: str | None
+    max_deliveries: int
+    min_idle_ms: int
+    claim_interval_ms: int
+    start_id: str
+    body_field: str
+    deadletter_stream: str
+    max_records: int
+    parse_entry: bool
+
+
 def reliable_subscriber(
-    broker: RedisBroker,
-    *,
-    stream: str,
-    group: str,
-    parse: Callable[[Any], E],
-    consumer: str | None = None,
-    max_deliveries: int = 5,
-    min_idle_ms: int = 30_000,
-    claim_interval_ms: int = 1_000,
-    start_id: str = "0",
-    body_field: str = BODY_FIELD,
-    deadletter_stream: str = DEADLETTER_STREAM,
-    max_records: int = 100,
-    parse_entry: bool = False,
+    broker: RedisBroker, *, stream: str, group: str, parse: Callable[[Any], E], **options: Unpack[SubscriptionOptions]
 ) -> Callable[[Handler[E]], Handler[E]]:
     """Decorate `async def handler(event) -> None` to consume `stream` in `group` reliably.
 
@@ -224,7 +226,7 @@ def reliable_subscriber(
     consumer while still running (harmless for idempotent handlers, but wasted work).
     `parse` gets the entry's body (bytes), or the whole `Entry` when `parse_entry` is True.
     """
-    sub = _subscription(locals())
+    sub = _subscription(stream, group, options)
 
     def decorate(handler: Handler[E]) -> Handler[E]:
         pipeline = DeliveryPipeline(broker, sub, parse)
@@ -241,23 +243,10 @@ def reliable_subscriber(
 
 
 def reliable_batch_subscriber(
-    broker: RedisBroker,
-    *,
-    stream: str,
-    group: str,
-    parse: Callable[[Any], E],
-    consumer: str | None = None,
-    max_deliveries: int = 5,
-    min_idle_ms: int = 30_000,
-    claim_interval_ms: int = 1_000,
-    start_id: str = "0",
-    body_field: str = BODY_FIELD,
-    deadletter_stream: str = DEADLETTER_STREAM,
-    max_records: int = 100,
-    parse_entry: bool = False,
+    broker: RedisBroker, *, stream: str, group: str, parse: Callable[[Any], E], **options: Unpack[SubscriptionOptions]
 ) -> Callable[[BatchHandler[E]], BatchHandler[E]]:
     """Like `reliable_subscriber`, but `async def handler(events: list[Event])` gets up to `max_records`."""
-    sub = _subscription(locals())
+    sub = _subscription(stream, group, options)
 
     def decorate(handler: BatchHandler[E]) -> BatchHandler[E]:
         pipeline = DeliveryPipeline(broker, sub, parse)
@@ -276,14 +265,15 @@ def reliable_batch_subscriber(
     return decorate
 
 
-def _subscription(arguments: dict[str, Any]) -> Subscription:
-    if arguments["max_deliveries"] < 1:
+def _subscription(stream: str, group: str, options: SubscriptionOptions) -> Subscription:
+    unknown = set(options) - set(SubscriptionOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"unexpected subscriber options: {sorted(unknown)}")
+    if options.get("max_deliveries", 1) < 1:
         raise ValueError("max_deliveries must be >= 1")
-    names = set(Subscription.__dataclass_fields__) - {"consumer"}
-    return Subscription(
-        consumer=arguments["consumer"] or default_consumer_name(),
-        **{name: arguments[name] for name in names},
-    )
+    settings = {name: value for name, value in options.items() if name != "consumer"}
+    consumer = options.get("consumer") or default_consumer_name()
+    return Subscription(stream=stream, group=group, consumer=consumer, **settings)  # type: ignore[arg-type]
 
 
 def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: Handler[Any]) -> None:
