@@ -15,16 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
+from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
+from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.cards import Catalog, load_catalog
-from shared.delivery.consumer import reliable_batch_subscriber
-from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope
 from shared.logging import get_logger
-from shared.names import EVENTS_STREAM, LEDGER_GROUP
+from shared.names import LEDGER_GROUP
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
@@ -37,12 +36,11 @@ async def handle_batch(
     ctx: ServiceContext, catalog: Catalog, events: Sequence[Envelope | SkippedEntry]
 ) -> None:
     """The numbered recipe of the module docstring, for one batch."""
-    relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
+    relevant = once_per_id(events, RELEVANT_TYPES)
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
-        todo = [event for event in relevant if event.event_id in fresh]
+        todo = await not_yet_handled(conn, ctx, relevant)
         if not todo:
             return
         leases = await load_leases(conn, lease_ids_of(todo))
@@ -63,13 +61,10 @@ def build_spec(
     async def setup(ctx: ServiceContext) -> None:
         prices = catalog or load_catalog()
 
-        @reliable_batch_subscriber(
-            ctx.broker, stream=EVENTS_STREAM, group=LEDGER_GROUP, parse=parse_events_of(*RELEVANT_TYPES),
-            parse_entry=True, max_records=batch_size,
-        )  # fmt: skip
         async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, prices, events)
 
+        subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
 
     return ServiceSpec(name="ledger", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)

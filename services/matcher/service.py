@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
+from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
+from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry
 from services.matcher.batch import (
     CLOSING_TYPES,
-    DECISION_TYPES,
     FLEET_TYPES,
     RELEVANT_TYPES,
     MatcherConfig,
@@ -28,11 +28,9 @@ from services.matcher.batch import (
 from services.matcher.decide import catalog_fingerprint
 from services.matcher.store import SCHEMA, load_nodes, load_pending, lock_fleet, save_effects
 from shared.cards import Catalog, load_catalog
-from shared.delivery.consumer import reliable_batch_subscriber
-from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope, NodeRegistered
 from shared.logging import get_logger
-from shared.names import EVENTS_STREAM, MATCHER_GROUP
+from shared.names import MATCHER_GROUP
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
@@ -44,13 +42,11 @@ async def handle_batch(
     ctx: ServiceContext, config: MatcherConfig, events: Sequence[Envelope | SkippedEntry]
 ) -> None:
     """The numbered recipe of the module docstring, for one batch."""
-    relevant = list({e.event_id: e for e in events if isinstance(e, RELEVANT_TYPES)}.values())  # once per id
+    relevant = once_per_id(events, RELEVANT_TYPES)
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        decisions = [e.event_id for e in relevant if isinstance(e, DECISION_TYPES)]
-        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, decisions) if decisions else set()
-        todo = [event for event in relevant if isinstance(event, CLOSING_TYPES) or event.event_id in fresh]
+        todo = await not_yet_handled(conn, ctx, relevant, always=CLOSING_TYPES)
         if not todo:
             return
         await lock_fleet(conn, exclusive=any(isinstance(e, FLEET_TYPES) for e in todo))
@@ -68,12 +64,10 @@ def build_spec(catalog: Catalog | None = None, *, batch_size: int = BATCH_SIZE) 
         chosen = catalog or load_catalog()
         config = MatcherConfig(chosen, catalog_fingerprint(chosen))
 
-        @reliable_batch_subscriber(
-            ctx.broker, stream=EVENTS_STREAM, group=MATCHER_GROUP, parse=parse_events_of(*RELEVANT_TYPES),
-            parse_entry=True, max_records=batch_size,
-        )  # fmt: skip
         async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, config, events)
+
+        subscribe_event_batches(ctx, group=MATCHER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
 
     return ServiceSpec(name="matcher", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)
 

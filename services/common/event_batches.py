@@ -1,0 +1,48 @@
+"""Batch consumers of `cf:events` that fold only some event types (matcher, ledger).
+
+- `subscribe_event_batches`: one reliable batch subscriber in the service's group; entries of
+  other types are skipped unparsed (`parse_events_of`);
+- `once_per_id`: the events of the wanted types, each event id once (a batch may hold a redelivery);
+- `not_yet_handled`: record events in the service's inbox, in the caller's transaction; the ones
+  seen for the first time (the others were handled already), plus those of idempotent types that
+  skip the inbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from services.common.runtime import ServiceContext, SkippedEntry, parse_events_of
+from shared.delivery.consumer import reliable_batch_subscriber
+from shared.delivery.inbox import record_consumed_many
+from shared.events import Envelope
+from shared.names import EVENTS_STREAM
+
+BatchHandler = Callable[[list[Envelope | SkippedEntry]], Awaitable[None]]
+
+
+def subscribe_event_batches(
+    ctx: ServiceContext, *, group: str, types: tuple[type[Envelope], ...], batch_size: int, handle: BatchHandler
+) -> None:
+    """Consume `cf:events` in `group`, up to `batch_size` entries at a time; only `types` are parsed."""
+    reliable_batch_subscriber(
+        ctx.broker, stream=EVENTS_STREAM, group=group, parse=parse_events_of(*types),
+        parse_entry=True, max_records=batch_size,
+    )(handle)  # fmt: skip
+
+
+def once_per_id(events: Sequence[Envelope | SkippedEntry], types: tuple[type[Envelope], ...]) -> list[Any]:
+    """The events of `types`, in batch order, each event id once."""
+    return list({e.event_id: e for e in events if isinstance(e, types)}.values())
+
+
+async def not_yet_handled(
+    conn: asyncpg.Connection, ctx: ServiceContext, events: Sequence[Any], *, always: tuple[type[Envelope], ...] = ()
+) -> list[Any]:
+    """`events` (in order) this service has not consumed before; events of `always` skip the inbox."""
+    recorded = [e.event_id for e in events if not isinstance(e, always)]
+    fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, recorded) if recorded else set()
+    return [e for e in events if isinstance(e, always) or e.event_id in fresh]
