@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import asyncpg
 
+from services.common.bulk import execute_bulk
 from shared.events import Envelope
 from shared.logging import get_logger
 from shared.projection import TaskView, evolve, task_id_of
@@ -63,22 +64,17 @@ async def load_views(conn: asyncpg.Connection, task_ids: Sequence[str]) -> dict[
 
 
 async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView]) -> None:
-    if not views:
-        return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.tasks (id, state, project, idempotency_key, name, updated_at, view)"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])"
         " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, project = EXCLUDED.project,"
         " idempotency_key = EXCLUDED.idempotency_key, name = EXCLUDED.name, updated_at = EXCLUDED.updated_at,"
         " view = EXCLUDED.view",
-        [v.id for v in views],
-        [v.state.value for v in views],
-        [v.project for v in views],
-        [v.idempotency_key for v in views],
-        [v.name for v in views],
-        [v.last_event_at for v in views],
-        [v.model_dump(mode="json") for v in views],
-    )
+        views,
+        ("id", "state.value", "project", "idempotency_key", "name", "last_event_at",
+         lambda v: v.model_dump(mode="json")),
+    )  # fmt: skip
 
 
 async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelope, TaskView]]) -> None:
@@ -141,21 +137,18 @@ async def _node_lost(conn: asyncpg.Connection, event: Envelope) -> None:
 
 
 async def _leases_granted(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
-    grants = [e.data for e in events]
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.leases (lease_id, task_id, node_id, card_type, gpu_indices, granted_at)"
         " SELECT lease_id, task_id, node_id, card_type, string_to_array(gpus, ',')::integer[], granted_at"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])"
         " AS t(lease_id, task_id, node_id, card_type, gpus, granted_at)"
         " ON CONFLICT (lease_id) DO UPDATE SET node_id = EXCLUDED.node_id, card_type = EXCLUDED.card_type,"
         " gpu_indices = EXCLUDED.gpu_indices, granted_at = EXCLUDED.granted_at",
-        [g.lease_id for g in grants],
-        [g.task_id for g in grants],
-        [g.node_id for g in grants],
-        [g.card_type for g in grants],
-        [",".join(map(str, g.gpu_indices)) for g in grants],
-        [e.occurred_at for e in events],
-    )
+        events,
+        ("data.lease_id", "data.task_id", "data.node_id", "data.card_type",
+         lambda e: ",".join(map(str, e.data.gpu_indices)), "occurred_at"),
+    )  # fmt: skip
 
 
 async def _leases_ended(conn: asyncpg.Connection, ends: Sequence[Envelope]) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
 from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo
@@ -16,6 +17,7 @@ _LEASE_COLUMNS = (
     "lease_id, task_id, project, card_type, gpus, price_per_gpu_hour, opened_at, accounted_until,"
     " gpu_seconds, cost, closed_at, close_reason"
 )
+_LEASE_FIELDS = tuple(name.strip() for name in _LEASE_COLUMNS.split(","))
 
 
 async def load_leases(conn: asyncpg.Connection, lease_ids: Iterable[str]) -> dict[str, LeaseAccount]:
@@ -45,12 +47,12 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
 async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
     if not tasks:
         return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.tasks (task_id, project, name, output_unit, submitted_at)"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])"
         " ON CONFLICT (task_id) DO NOTHING",
-        [t.task_id for t in tasks], [t.project for t in tasks], [t.name for t in tasks],
-        [t.output_unit for t in tasks], [t.submitted_at for t in tasks],
+        tasks, ("task_id", "project", "name", "output_unit", "submitted_at"),
     )  # fmt: skip
     for table in ("lease_usage", "usage_increments"):  # leases opened before their task was seen
         await conn.execute(
@@ -62,19 +64,15 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
 
 
 async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount]) -> None:
-    if not leases:
-        return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS})"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
         " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[])"
         " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
         " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
         " close_reason = EXCLUDED.close_reason",
-        [x.lease_id for x in leases], [x.task_id for x in leases], [x.project for x in leases],
-        [x.card_type for x in leases], [x.gpus for x in leases], [x.price_per_gpu_hour for x in leases],
-        [x.opened_at for x in leases], [x.accounted_until for x in leases], [x.gpu_seconds for x in leases],
-        [x.cost for x in leases], [x.closed_at for x in leases], [x.close_reason for x in leases],
+        leases, _LEASE_FIELDS,
     )  # fmt: skip
 
 
@@ -95,14 +93,12 @@ async def _save_increments(conn: asyncpg.Connection, effects: BatchEffects, even
 
 
 async def _save_outputs(conn: asyncpg.Connection, outputs: list[RunOutput]) -> None:
-    if not outputs:
-        return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.task_output AS o (task_id, lease_id, output_units, final, reported_at)"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::numeric[], $4::bool[], $5::timestamptz[])"
         " ON CONFLICT (task_id, lease_id) DO UPDATE SET"
         " output_units = GREATEST(o.output_units, EXCLUDED.output_units), final = o.final OR EXCLUDED.final,"
         " reported_at = GREATEST(o.reported_at, EXCLUDED.reported_at)",
-        [x.task_id for x in outputs], [x.lease_id for x in outputs], [x.output_units for x in outputs],
-        [x.final for x in outputs], [x.reported_at for x in outputs],
+        outputs, ("task_id", "lease_id", "output_units", "final", "reported_at"),
     )  # fmt: skip

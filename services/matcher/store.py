@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.matcher.batch import BatchEffects, NodeState, TaskRow
 from services.matcher.request import request_from_json, request_to_json
@@ -77,15 +78,13 @@ async def _close(conn: asyncpg.Connection, closed: dict[str, str]) -> None:
 
 
 async def _save_nodes(conn: asyncpg.Connection, nodes: list[NodeState]) -> None:
-    if not nodes:
-        return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.fleet AS f (node_id, agent_id, card_type, gpus, alive, changed_at)"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bool[], $6::timestamptz[])"
         " ON CONFLICT (node_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, card_type = EXCLUDED.card_type,"
         " gpus = EXCLUDED.gpus, alive = EXCLUDED.alive, changed_at = EXCLUDED.changed_at",
-        [n.node_id for n in nodes], [n.agent_id for n in nodes], [n.card_type for n in nodes],
-        [n.gpus for n in nodes], [n.alive for n in nodes], [n.changed_at for n in nodes],
+        nodes, ("node_id", "agent_id", "card_type", "gpus", "alive", "changed_at"),
     )  # fmt: skip
 
 
@@ -117,18 +116,16 @@ async def _save_matches(conn: asyncpg.Connection, effects: BatchEffects, event_i
 
 
 async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskRow]) -> None:
-    if not tasks:
-        return
-    await conn.execute(
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.tasks AS t (task_id, project, request, status, last_match_id, last_detail, last_ranked)"
         " SELECT t_id, project, request::jsonb, status, match_id, detail, ranked::jsonb"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])"
         " AS u(t_id, project, request, status, match_id, detail, ranked)"
         " ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, last_match_id = EXCLUDED.last_match_id,"
         " last_detail = EXCLUDED.last_detail, last_ranked = EXCLUDED.last_ranked, updated_at = now()",
-        [t.task_id for t in tasks], [t.project for t in tasks], [_json(request_to_json(t.request)) for t in tasks],
-        [t.status for t in tasks], [t.last_match_id for t in tasks], [t.last_detail for t in tasks],
-        [_json(list(t.last_ranked)) for t in tasks],
+        tasks, ("task_id", "project", lambda t: _json(request_to_json(t.request)), "status", "last_match_id",
+                "last_detail", lambda t: _json(list(t.last_ranked))),
     )  # fmt: skip
 
 
