@@ -1,62 +1,23 @@
-"""Run services in-process against `fresh_settings`, and read what they wrote.
+"""Helpers of the intake tests: write `cf:ingest` like upstream, read events and dead letters back.
 
-    async with ServicesRunning(settings, INTAKE) as services:
-        await redis.xadd(INGEST_STREAM, {...})
+Services run in-process with `tests.helpers.running_services.RunningServices`:
+
+    async with RunningServices(settings, INTAKE) as services:
+        await xadd_ingest(redis, "task.submit", a_submission())
         assert await services.wait_until(lambda: ...)
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from services.common.runtime import ServiceSpec, run_service
 from shared.delivery.deadletter import DeadLetter, read_deadletters
 from shared.events import Envelope, parse_event
 from shared.names import EVENTS_STREAM, INGEST_STREAM, INTAKE_GROUP
-from shared.settings import Settings
-from tests.helpers.delivery_support import WAIT_SECONDS
-
-
-class ServicesRunning:
-    """`async with`: the given services run as asyncio tasks until the block ends."""
-
-    def __init__(self, settings: Settings, *specs: ServiceSpec) -> None:
-        self.settings = settings
-        self.specs = specs
-        self.stop = asyncio.Event()
-        self.tasks: list[asyncio.Task[None]] = []
-
-    async def __aenter__(self) -> ServicesRunning:
-        self.tasks = [asyncio.create_task(run_service(spec, self.settings, self.stop)) for spec in self.specs]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        await asyncio.gather(*self.tasks)
-
-    def raise_if_crashed(self) -> None:
-        for task in self.tasks:
-            if task.done():
-                task.result()  # raises the service's exception
-                raise AssertionError(f"service task {task.get_name()} ended while the test ran")
-
-    async def wait_until(self, condition: Callable[[], Awaitable[bool]], timeout: float = WAIT_SECONDS) -> bool:
-        """Poll `condition` until it holds (True) or `timeout` passes (False); fail fast on a crash."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            self.raise_if_crashed()
-            if await condition():
-                return True
-            if loop.time() > deadline:
-                return False
-            await asyncio.sleep(0.05)
 
 
 async def published_events(redis: Redis, event_type: str | None = None) -> list[Envelope]:

@@ -19,7 +19,8 @@ from services.intake.service import SPEC as INTAKE
 from shared.names import INGEST_STREAM
 from shared.settings import Settings
 from tests.helpers.delivery_support import REPO_ROOT
-from tests.integration.intake.harness import ServicesRunning, a_submission, published_events
+from tests.helpers.running_services import RunningServices
+from tests.integration.intake.harness import a_submission, published_events
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ async def test_submitting_a_file_twice_creates_each_task_once(
 
     first = await cardflow(fresh_settings, "submit", str(file))
     again = await cardflow(fresh_settings, "submit", str(file))
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def all_read() -> bool:
             return len(await redis.xrange(INGEST_STREAM)) == 4 and len(await published_events(redis)) == 2
@@ -74,7 +75,7 @@ async def test_submitting_a_file_twice_creates_each_task_once(
 async def test_wait_reports_a_rejected_task_and_exits_non_zero(fresh_settings: Settings, tmp_path: Path) -> None:
     file = tmp_path / "bad.json"
     file.write_text(json.dumps(a_submission("bad", gpus=0)))
-    async with ServicesRunning(fresh_settings, INTAKE, VIEWS):
+    async with RunningServices(fresh_settings, INTAKE, VIEWS):
         code, output = await cardflow(fresh_settings, "submit", str(file), "--wait", "--timeout", "120")
 
     assert code == 1, output

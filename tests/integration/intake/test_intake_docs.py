@@ -16,7 +16,8 @@ from redis.asyncio import Redis
 from services.intake.service import SPEC as INTAKE
 from shared.settings import Settings
 from tests.helpers.delivery_support import REPO_ROOT
-from tests.integration.intake.harness import ServicesRunning, deadletters, published_events
+from tests.helpers.running_services import RunningServices
+from tests.integration.intake.harness import deadletters, published_events
 
 DOC = REPO_ROOT / "docs" / "ingest.md"
 REDIS_CLI = shutil.which("redis-cli") or str(Path(sys.executable).parent / "redis-cli")
@@ -46,7 +47,7 @@ async def test_the_documented_entries_do_what_the_doc_says(fresh_settings: Setti
         output, _ = await shell.communicate()
         assert shell.returncode == 0 and re.fullmatch(rb"\d+-\d+\n", output), output
 
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def settled() -> bool:
             return len(await published_events(redis)) == 2 and len(await deadletters(redis)) == 1

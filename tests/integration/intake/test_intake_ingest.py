@@ -20,8 +20,8 @@ from shared.delivery.consumer import Entry
 from shared.events import TaskRejected, TaskSubmitted
 from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP
 from shared.settings import Settings
+from tests.helpers.running_services import RunningServices
 from tests.integration.intake.harness import (
-    ServicesRunning,
     a_submission,
     deadletters,
     ingest_pending,
@@ -51,7 +51,7 @@ async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settin
     )
     await xadd_ingest(redis, "task.submit", a_submission("second"))
 
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def settled() -> bool:
             return len(await published_events(redis)) == 3 and len(await deadletters(redis)) == 1
@@ -86,7 +86,7 @@ async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settin
 async def test_a_repeated_idempotency_key_creates_one_task(fresh_settings: Settings, redis: Redis, db: asyncpg.Connection) -> None:
     await xadd_ingest(redis, "task.submit", a_submission("once", idempotency_key="k-1"))
     await xadd_ingest(redis, "task.submit", a_submission("once again", idempotency_key="k-1"))  # same batch
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def first_batch_done() -> bool:
             return await ingest_pending(redis) == 0 and bool(await published_events(redis))
@@ -116,7 +116,7 @@ async def test_unreadable_entries_are_dead_lettered_with_the_reason(fresh_settin
     unknown_task = await xadd_ingest(redis, "task.cancel", {"task_id": "NO-SUCH-TASK"})
     await xadd_ingest(redis, "task.submit", a_submission("fine"))
 
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def settled() -> bool:
             return len(await deadletters(redis)) == 7 and len(await published_events(redis)) == 1
@@ -139,7 +139,7 @@ async def test_unreadable_entries_are_dead_lettered_with_the_reason(fresh_settin
 
 async def test_cancel_and_data_ready_entries_become_events(fresh_settings: Settings, redis: Redis) -> None:
     await xadd_ingest(redis, "task.submit", a_submission("to-cancel"))
-    async with ServicesRunning(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def submitted() -> list[TaskSubmitted]:
             return await published_events(redis, "task.submitted")  # type: ignore[return-value]

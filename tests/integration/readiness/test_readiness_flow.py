@@ -19,7 +19,8 @@ from shared.names import EVENTS_STREAM
 from shared.settings import Settings
 from shared.storage import ObjectStore, open_object_store
 from tests.helpers.delivery_support import unique
-from tests.integration.intake.harness import ServicesRunning, a_submission, published_events, xadd_ingest
+from tests.helpers.running_services import RunningServices
+from tests.integration.intake.harness import a_submission, published_events, xadd_ingest
 
 READINESS = make_spec(ReadinessSettings(sweep_seconds=0.2))
 
@@ -64,7 +65,7 @@ async def committed_reports(pool: asyncpg.Pool, task_id: str) -> list[bool]:
     return [parse_event(row["body"]).data.ready for row in rows]
 
 
-async def submitted_task(services: ServicesRunning, redis: Redis, name: str) -> TaskSubmitted:
+async def submitted_task(services: RunningServices, redis: Redis, name: str) -> TaskSubmitted:
     async def found() -> bool:
         return any(e.data.submission.name == name for e in await published_events(redis, "task.submitted"))
 
@@ -72,7 +73,7 @@ async def submitted_task(services: ServicesRunning, redis: Redis, name: str) -> 
     return next(e for e in await published_events(redis, "task.submitted") if e.data.submission.name == name)  # type: ignore[return-value]
 
 
-async def swept_after(pool: asyncpg.Pool, task_id: str, services: ServicesRunning) -> None:
+async def swept_after(pool: asyncpg.Pool, task_id: str, services: RunningServices) -> None:
     """Wait until a check of `task_id` started after now has completed."""
     since = await pool.fetchval("SELECT now()")
 
@@ -87,7 +88,7 @@ async def test_an_object_that_appears_later_makes_the_task_ready_via_the_sweep(
 ) -> None:
     uri = f"s3://{bucket}/day/2024-06-01.parquet"
     await xadd_ingest(redis, "task.submit", a_submission("needs-object", inputs=[uri]))
-    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services:
         task = await submitted_task(services, redis, "needs-object")
 
         async def first_check() -> bool:
@@ -113,7 +114,7 @@ async def test_a_prefix_is_ready_only_once_its_ready_marker_exists(
     fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, store: ObjectStore, bucket: str
 ) -> None:
     await xadd_ingest(redis, "task.submit", a_submission("needs-prefix", inputs=[f"s3://{bucket}/shards/"]))
-    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services:
         task = await submitted_task(services, redis, "needs-prefix")
         await store.put(bucket, "shards/part-0000", b"data")
         await swept_after(pool, task.data.task_id, services)
@@ -136,7 +137,7 @@ async def test_a_dataset_signalled_through_cf_ingest_makes_waiting_tasks_ready(
     inputs = [{"dataset": "clicks", "version": 7}, f"s3://{bucket}/vocab.json"]
     await xadd_ingest(redis, "task.submit", a_submission("needs-dataset", inputs=inputs))
     await xadd_ingest(redis, "task.submit", a_submission("no-inputs"))
-    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services:
         task = await submitted_task(services, redis, "needs-dataset")
         plain = await submitted_task(services, redis, "no-inputs")
 
@@ -172,7 +173,7 @@ async def test_a_redelivered_event_is_applied_once(fresh_settings: Settings, red
         TaskSubmitted, subject=task_subject("T-marker"), subject_seq=1, producer="intake/test", actor="user:a",
         data={"task_id": "T-marker", "idempotency_key": "m", "submission": a_submission()},
     )  # fmt: skip
-    async with ServicesRunning(fresh_settings, READINESS) as services:
+    async with RunningServices(fresh_settings, READINESS) as services:
         await redis.xadd(EVENTS_STREAM, wire_fields(submitted))  # a later batch too
         await redis.xadd(EVENTS_STREAM, wire_fields(marker))
 
@@ -190,7 +191,7 @@ async def test_a_cancelled_task_is_no_longer_checked(
 ) -> None:
     await xadd_ingest(redis, "task.submit", a_submission("doomed", inputs=[f"s3://{bucket}/late.bin"]))
     await xadd_ingest(redis, "task.submit", a_submission("witness", inputs=[f"s3://{bucket}/never.bin"]))
-    async with ServicesRunning(fresh_settings, INTAKE, READINESS) as services:
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services:
         doomed = await submitted_task(services, redis, "doomed")
         witness = await submitted_task(services, redis, "witness")
 
