@@ -18,8 +18,9 @@ class DispatcherConfig(BaseSettings):
     tick_s: float = Field(1.0, gt=0, description="cycle + expiry sweep at least this often")
     debounce_s: float = Field(0.1, ge=0, description="collect relevant events this long before a cycle")
     capacity_reason_every_s: float = Field(
-        10.0, ge=0, description="a queued task's capacity reason (no capacity, headroom, reservation) is updated"
-        " and republished (`task.held`) at most this often: a busy queue's reasons flip between cycles",
+        10.0, ge=0, description="a queued task's capacity reason (no capacity, headroom, reservation) is stored and"
+        " published (`task.held`) only once its row has not changed for this long: a busy queue's reasons flip"
+        " between cycles, and most tasks start before any of them would mean anything",
     )
     preempt_grace_s: float = Field(60.0, ge=0, description="time an agent gets to checkpoint and yield")
     revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")

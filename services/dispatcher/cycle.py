@@ -34,20 +34,22 @@ class CycleReport:
 
 async def run_cycle(dc: Dispatcher) -> CycleReport:
     """One scheduling cycle (steps 1-3)."""
-    now = utcnow()
+    now, started = utcnow(), time.perf_counter()
     # 1. Load the snapshot and the queue in one read-only transaction.
     given = await load_cycle_input(dc.pool, dc.schema, now)
     if not given.queue:
         return CycleReport(0, Persisted(), 0.0)
     # 2. Decide: the pure core, the same function the simulator runs.
-    started = time.perf_counter()
+    loaded = time.perf_counter()
     decided = plan(given.snapshot, given.queue, dc.policy, now.timestamp())
-    plan_ms = (time.perf_counter() - started) * 1000
+    planned = time.perf_counter()
+    plan_ms = (planned - loaded) * 1000
     # 3. Persist in one transaction, after re-checking that this instance is still the leader.
     persisted = await persist_plan(dc, given, decided, now)
     if persisted.leases or persisted.preempted:
         log.info("cycle", queued=len(given.queue), leases=persisted.leases, preempted=persisted.preempted,
-                 held=persisted.held, plan_ms=round(plan_ms, 1))
+                 held=persisted.held, load_ms=round((loaded - started) * 1000, 1), plan_ms=round(plan_ms, 1),
+                 persist_ms=round((time.perf_counter() - planned) * 1000, 1))
     return CycleReport(len(given.queue), persisted, plan_ms)
 
 

@@ -65,7 +65,8 @@ async def handle_events(dc: Dispatcher, events: Sequence[Envelope]) -> None:
         for request in of[TaskCancelRequested]:
             await cancel_task(conn, dc, batch, request)
         await batch.flush(conn)
-    dc.request_cycle()
+    if any(not isinstance(event, UsageRecorded) for event in todo):
+        dc.request_cycle()  # usage alone only lowers quotas: it can start nothing
 
 
 def _by_type(events: Sequence[Envelope]) -> dict[type, list[Any]]:

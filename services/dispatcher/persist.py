@@ -11,7 +11,7 @@ task's state and reason (`transitions.decide_waiting`); preemptions send `Preemp
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +21,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
 from services.dispatcher.leases import preempt
 from services.dispatcher.store import CycleInput
-from services.dispatcher.transitions import decide_waiting, is_capacity_reason
+from services.dispatcher.transitions import WaitingChange, decide_waiting, is_capacity_reason
 from shared.delivery.db import quote_schema
 from shared.events import LeaseGranted, TaskHeld, TaskQueued, new_event_id
 from shared.events.reports import LeaseGrantCommand
@@ -158,34 +158,30 @@ def _queued_data(task: QueuedTask) -> dict[str, Any]:
 
 def _deferral_changes(
     given: CycleInput, deferrals: tuple[Deferral, ...], settled_before: datetime
-) -> list[tuple[Deferral, Any]]:
-    """Deferrals that change a task's row (state, reason or announcement), with the decided change.
+) -> list[tuple[Deferral, WaitingChange, str | None]]:
+    """Deferrals that change a task's row, with the decided change and the reason to store.
 
-    One capacity reason replacing another (no capacity -> behind a reservation -> headroom ...) is
-    coalesced: it is kept back while the row changed after `settled_before`. In a busy queue those
-    reasons flip from cycle to cycle; the task stays queued with a capacity reason either way.
+    A capacity reason (no capacity, headroom, a reservation, ...) is only published once the
+    task's row has not changed since `settled_before`: a task that just became eligible is
+    announced (`task.queued`: it waits for GPUs) with no specific reason stored yet, and one capacity
+    reason replacing another is kept back meanwhile. In a busy queue those reasons flip from cycle
+    to cycle, and most tasks start before any of them would mean anything to a reader.
     """
     changes = []
     for deferral in deferrals:
         row = given.tasks[deferral.task_id]
         change = decide_waiting(deferral.reason, row["deferral_reason"], row["queued_announced"])
-        if (change.state, deferral.reason.value, change.queued_announced) == (
-            row["state"], row["deferral_reason"], row["queued_announced"]
+        reason: str | None = deferral.reason.value
+        if (change.state, reason, change.queued_announced) == (row["state"], row["deferral_reason"], row["queued_announced"]):
+            continue
+        if change.publish_held and is_capacity_reason(reason) and (
+            change.announce_queued or row["updated_at"] > settled_before
         ):
-            continue
-        if _capacity_flip(deferral, row, change) and row["updated_at"] > settled_before:
-            continue
-        changes.append((deferral, change))
+            if not change.announce_queued:
+                continue  # not settled yet: a later cycle publishes the reason it has then
+            change, reason = replace(change, publish_held=False), None
+        changes.append((deferral, change, reason))
     return changes
-
-
-def _capacity_flip(deferral: Deferral, row: Any, change: Any) -> bool:
-    """A queued, announced task whose capacity reason is replaced by another capacity reason."""
-    previous = row["deferral_reason"]
-    return (
-        change.state == row["state"] == "queued" and row["queued_announced"] and not change.announce_queued
-        and previous is not None and is_capacity_reason(previous) and is_capacity_reason(deferral.reason.value)
-    )
 
 
 async def save_deferrals(conn: asyncpg.Connection, batch: EventBatch, given: CycleInput, changes: list) -> int:
@@ -197,13 +193,13 @@ async def save_deferrals(conn: asyncpg.Connection, batch: EventBatch, given: Cyc
         " deferral_detail = v.detail, queued_announced = v.announced, updated_at = now()"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[]) AS v(task_id, state, reason, detail, announced)"
         " WHERE t.task_id = v.task_id AND t.state IN ('queued', 'held') AND NOT t.cancel_requested RETURNING t.task_id",
-        [d.task_id for d, _ in changes], [c.state for _, c in changes], [d.reason.value for d, _ in changes],
-        [d.detail for d, _ in changes], [c.queued_announced for _, c in changes],
+        [d.task_id for d, _, _ in changes], [c.state for _, c, _ in changes], [r for _, _, r in changes],
+        [d.detail if r else None for d, _, r in changes], [c.queued_announced for _, c, _ in changes],
     )
     still_waiting = {row["task_id"] for row in rows}
     queue = {task.task_id: task for task in given.queue}
     held = 0
-    for deferral, change in changes:
+    for deferral, change, _ in changes:
         if deferral.task_id not in still_waiting:
             continue
         subject = task_subject(deferral.task_id)
