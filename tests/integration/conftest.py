@@ -3,6 +3,7 @@
 `fresh_settings`: a `Settings` pointing at a NEW PostgreSQL database and a freshly flushed Redis
 logical database, so a test can run whole services (fixed schema and stream names) without
 seeing another test's tables or streams. S3 is shared: use unique bucket names or keys.
+`redis`: a client on that Redis database (closed after the test).
 """
 
 from __future__ import annotations
@@ -48,3 +49,10 @@ async def fresh_settings(backends: Endpoints) -> AsyncIterator[Settings]:
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
+    client = Redis.from_url(fresh_settings.redis_url or "")
+    yield client
+    await client.aclose()

@@ -7,10 +7,8 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import yaml
 from redis.asyncio import Redis
 
@@ -21,13 +19,6 @@ from shared.settings import Settings
 from tests.helpers.delivery_support import REPO_ROOT
 from tests.helpers.running_services import RunningServices
 from tests.integration.intake.harness import a_submission, published_events
-
-
-@pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
 
 
 async def cardflow(settings: Settings, *args: str) -> tuple[int, str]:

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,13 +26,6 @@ def xadd_examples() -> list[str]:
     """Every shell command of the doc that XADDs to cf:ingest (continuation lines joined)."""
     commands = re.findall(r"^(redis-cli [^\n]*XADD cf:ingest(?:[^\n]*\\\n)*[^\n]*)$", DOC.read_text(), re.M)
     return [command.replace("\\\n", " ") for command in commands]
-
-
-@pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.mark.skipif(not Path(REDIS_CLI).exists(), reason="no redis-cli binary")

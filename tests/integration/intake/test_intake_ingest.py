@@ -31,13 +31,6 @@ from tests.integration.intake.harness import (
 
 
 @pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
 async def db(fresh_settings: Settings) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(fresh_settings.database_dsn)
     yield conn

@@ -26,13 +26,6 @@ READINESS = make_spec(ReadinessSettings(sweep_seconds=0.2))
 
 
 @pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
 async def pool(fresh_settings: Settings) -> AsyncIterator[asyncpg.Pool]:
     created = await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=3)
     yield created
