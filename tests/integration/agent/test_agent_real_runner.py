@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from redis.asyncio import Redis
 
 from agent_support import Dispatcher, finished, of_type, running_agent, wait_for_reports
@@ -53,13 +51,6 @@ SIGTERM_TASK = textwrap.dedent(
         time.sleep(0.05)
     """
 )
-
-
-@pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
 
 
 def real_options(tmp_path: Path, **overrides: object) -> AgentOptions:

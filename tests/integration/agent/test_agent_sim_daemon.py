@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -20,13 +19,6 @@ from shared.names import AGENT_GROUP, agent_inbox
 from shared.settings import Settings
 
 AGENT = "sim-a1"
-
-
-@pytest.fixture
-async def redis(fresh_settings: Settings) -> AsyncIterator[Redis]:
-    client = Redis.from_url(fresh_settings.redis_url)
-    yield client
-    await client.aclose()
 
 
 def sim_options(**overrides: object) -> AgentOptions:
