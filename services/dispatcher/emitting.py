@@ -5,7 +5,9 @@ per event would dominate. `flush` hands out every subject's next sequence number
 (`next_subject_seqs`: subjects locked in sorted order, so concurrent writers cannot deadlock on
 them), then appends everything — events to `cf:events`, commands to many agent inboxes — with ONE
 multi-row insert (`append_routed`), in the order added, so per subject sequence order and outbox
-order agree.
+order agree — except that agent commands go first: the relay publishes the outbox in batches, and
+a grant's command is what the freed GPU waits for. Commands and events never share a subject
+(`agent/<id>` is only used on agent inboxes), so every subject keeps its order.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class EventBatch:
         require_transaction(conn)
         if not self._pending:
             return []
-        seqs = await next_subject_seqs(conn, self.schema, [p.subject for p in self._pending])
+        pending = sorted(self._pending, key=lambda p: p.stream == EVENTS_STREAM)  # stable: commands first
+        seqs = await next_subject_seqs(conn, self.schema, [p.subject for p in pending])
         routed = [
             (
                 make_event(
@@ -71,7 +74,7 @@ class EventBatch:
                 ),
                 p.stream,
             )
-            for p, seq in zip(self._pending, seqs, strict=True)
+            for p, seq in zip(pending, seqs, strict=True)
         ]
         await append_routed(conn, self.schema, routed)
         self._pending.clear()
