@@ -102,7 +102,8 @@ def reservation_scenarios(draw):
     rest = [QueuedTask(f"t{i}", "p", PriorityClass.OPPORTUNISTIC, 0, draw(st.integers(1, 3)), float(i),
                        (CardOption("H100", draw(st.floats(60, 8 * 3600)), 1.0),), heavy=draw(st.booleans()))
             for i in range(draw(st.integers(1, 8)))]
-    policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "easy-backfill")))], preemption=False)
+    policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "easy-backfill")))], preemption=False,
+                     headroom=draw(st.sampled_from((0.0, 0.1, 0.3))))
     return Snapshot(tuple(nodes), tuple(leases)), [head, *rest], policy
 
 
@@ -253,7 +254,8 @@ def test_heavy_tasks_respect_the_per_node_limit(scenario):
 @given(st.one_of(scenarios(), reservation_scenarios()))
 def test_backfill_never_delays_the_reservation(scenario):
     """At the reservation's start, its nodes have the GPUs it needs once leases and grants that
-    are expected to end by then have ended (grants of this plan included)."""
+    are expected to end by then have ended (grants of this plan included); for standard work, its
+    card type then also has the headroom free."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
     for reservation in result.reservations:
@@ -271,6 +273,10 @@ def test_backfill_never_delays_the_reservation(scenario):
             assert available[0] >= task.gpus
         else:
             assert sum(available) >= task.gpus
+        if task.priority_class == PriorityClass.STANDARD:
+            nodes = [node for node in snapshot.nodes if node.card_type == reservation.card_type]
+            headroom = headroom_gpus(policy, reservation.card_type, sum(max(n.gpus, len(n.free)) for n in nodes))
+            assert sum(free[node.node_id] for node in nodes) >= task.gpus + headroom
         assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
 
 
