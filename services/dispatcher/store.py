@@ -4,7 +4,7 @@ read-only transaction (a consistent view), turned into `plan()` inputs by `snaps
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import asyncpg
 
@@ -53,10 +53,3 @@ async def load_cycle_input(pool: asyncpg.Pool, schema: str, now: datetime) -> Cy
     )
 
 
-async def silent_nodes(conn: asyncpg.Connection, schema: str, now: datetime, after_s: float) -> list[asyncpg.Record]:
-    """Alive nodes not heard from for `after_s` seconds, locked."""
-    return await conn.fetch(
-        f"SELECT node_id, agent_id FROM {quote_schema(schema)}.nodes WHERE alive AND last_seen < $1"
-        " ORDER BY node_id FOR UPDATE",
-        now - timedelta(seconds=after_s),
-    )

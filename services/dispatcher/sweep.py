@@ -9,16 +9,16 @@ own TTL) and leaves the snapshot, so a requeued task is not granted straight bac
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.leases import LeaseEnder, lock_leases
-from services.dispatcher.store import silent_nodes
 from services.dispatcher.transitions import Trigger
 from shared.delivery.db import quote_schema
 from shared.events import NodeLost, utcnow
+from shared.events.reasons import ReleaseReason
 from shared.events.subjects import node_subject
 from shared.logging import get_logger
 
@@ -36,7 +36,7 @@ async def sweep(dc: Dispatcher) -> int:
         for lease in expired:
             await ender.end(lease, Trigger.EXPIRED)
         await ender.flush()
-        lost = await lost_nodes(conn, dc, now, expired_on={lease["node_id"] for lease in expired})
+        lost = await lost_nodes(conn, dc, now)
         for node, silence_s in lost:
             await conn.execute(f"UPDATE {s}.nodes SET alive = false WHERE node_id = $1", node["node_id"])
             lease_ids = await conn.fetch(
@@ -54,18 +54,23 @@ async def sweep(dc: Dispatcher) -> int:
     return len(expired) + len(lost)
 
 
-async def lost_nodes(
-    conn: asyncpg.Connection, dc: Dispatcher, now: datetime, expired_on: set[str]
-) -> list[tuple[asyncpg.Record, float]]:
-    """Nodes to mark lost now, each with the silence that condemns it.
+async def lost_nodes(conn: asyncpg.Connection, dc: Dispatcher, now: datetime) -> list[tuple[asyncpg.Record, float]]:
+    """Alive nodes to mark lost now (locked), each with the silence that condemns it.
 
-    A node silent for `node_lost_after_s` is lost. So is a node whose lease just expired and that
-    has not been heard from for a whole lease TTL either: the expiry already proves the agent gone,
-    and waiting longer would let the next cycle grant the requeued task straight back to it.
+    A node silent for `node_lost_after_s` is lost. So is a node silent for a lease TTL that has not
+    been heard from since one of its leases expired: the expiry already proves the agent gone, and
+    waiting longer would let the next cycle grant the requeued task straight back to it. (Stateless,
+    so a node whose last report came just after the renewal is still caught by a later sweep.)
     """
-    lost = [(node, dc.config.node_lost_after_s) for node in await silent_nodes(conn, dc.schema, now, dc.config.node_lost_after_s)]
-    seen = {node["node_id"] for node, _ in lost}
-    if expired_on - seen:
-        quiet = await silent_nodes(conn, dc.schema, now, dc.config.lease_ttl_s)
-        lost += [(node, dc.config.lease_ttl_s) for node in quiet if node["node_id"] in expired_on - seen]
-    return lost
+    long_quiet = now - timedelta(seconds=dc.config.node_lost_after_s)
+    ttl_quiet = now - timedelta(seconds=dc.config.lease_ttl_s)
+    s = quote_schema(dc.schema)
+    rows = await conn.fetch(
+        f"SELECT n.node_id, n.agent_id, n.last_seen < $1 AS long_silent FROM {s}.nodes n"
+        " WHERE n.alive AND (n.last_seen < $1 OR (n.last_seen < $2 AND EXISTS ("
+        f"  SELECT 1 FROM {s}.leases l WHERE l.node_id = n.node_id AND l.end_reason = $3"
+        "   AND l.ended_at > n.last_seen)))"
+        " ORDER BY n.node_id FOR UPDATE OF n",
+        long_quiet, ttl_quiet, ReleaseReason.EXPIRED.value,
+    )
+    return [(row, dc.config.node_lost_after_s if row["long_silent"] else dc.config.lease_ttl_s) for row in rows]
