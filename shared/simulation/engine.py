@@ -23,7 +23,7 @@ from shared.simulation.cluster import Cluster
 from shared.simulation.fleet import Fleet
 from shared.simulation.metrics import Recorder
 from shared.simulation.state import EventKind, TaskRun
-from shared.simulation.transitions import Transitions
+from shared.simulation.transitions import PREEMPT_CHECKPOINT_COST_S, Transitions
 from shared.simulation.workload import SimTask
 
 PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]
@@ -57,8 +57,10 @@ class Simulation(Transitions):
 
     def __init__(self, tasks: Sequence[SimTask], cluster: Cluster, policy: Policy, *,
                  plan_fn: PlanFn | None = None, card_model: CardModel | None = None,
-                 quotas: Mapping[str, QuotaAccount] | None = None) -> None:
+                 quotas: Mapping[str, QuotaAccount] | None = None,
+                 preempt_checkpoint_cost_s: float = PREEMPT_CHECKPOINT_COST_S) -> None:
         self.policy = policy
+        self.preempt_checkpoint_cost_s = preempt_checkpoint_cost_s
         self.plan_fn = plan_fn or default_plan_fn()
         self.cards = card_model or FlatCardModel()
         self.fleet = Fleet(cluster)

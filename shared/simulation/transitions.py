@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from shared.simulation.metrics import Recorder
 
 MIN_REMAINING_ESTIMATE_S = 60.0  # a resumed task whose estimate ran out still claims a minute
+# A preempted task that checkpoints writes a checkpoint on the PreemptCommand (ARCHITECTURE §5/§7,
+# docs/agent.md): it keeps its progress up to the preemption except this much, the write's cost.
+PREEMPT_CHECKPOINT_COST_S = 60.0
 
 
 class Transitions:
@@ -39,6 +42,7 @@ class Transitions:
     _running_by_class: Counter[PriorityClass]
     _quotas: dict[str, QuotaAccount]
     _completed: int
+    preempt_checkpoint_cost_s: float = PREEMPT_CHECKPOINT_COST_S
 
     def _push(self, at: float, kind: EventKind, key: str) -> None:  # provided by Simulation
         raise NotImplementedError
@@ -157,28 +161,33 @@ class Transitions:
         return True
 
     def _on_preempt(self, lease_id: str, now: float) -> bool:
-        """Stop the task, keep its progress up to the last checkpoint, queue the rest again."""
+        """Stop the task, keep its progress (checkpointed now, if it can), queue the rest again."""
         run = self._current(lease_id)
         if run is None:
             return False
-        self._stop_early(run, now)
+        self._stop_early(run, now, checkpoint_now=run.task.checkpoint_interval_s is not None)
         self.recorder.preemptions += 1
         self._enqueue(run)
         return True
 
     def _on_quota_expiry(self, project: str, now: float) -> bool:
-        """The project's quota ends: its running tasks are cut off (and not requeued)."""
+        """The project's quota ends: its running tasks are cut off without warning (and not requeued)."""
         victims = [run for run in self._runs.values() if run.lease is not None and run.task.project == project]
         for run in victims:
-            self._stop_early(run, now)
+            self._stop_early(run, now, checkpoint_now=False)
             run.cut_off = True
             self.recorder.quota_cutoffs += 1
         return True
 
-    def _stop_early(self, run: TaskRun, now: float) -> None:
+    def _stop_early(self, run: TaskRun, now: float, *, checkpoint_now: bool) -> None:
+        """Close the lease early; progress is kept up to the last checkpoint, or — `checkpoint_now`, a
+        warned task that checkpoints — up to `now` minus the checkpoint write (`preempt_checkpoint_cost_s`)."""
         lease = run.lease
         assert lease is not None
-        kept_until = min(now, max(lease.last_checkpoint_s or lease.work_start_s, lease.work_start_s))
+        kept_until = max(lease.last_checkpoint_s or lease.work_start_s, lease.work_start_s)
+        if checkpoint_now:
+            kept_until = max(kept_until, now - self.preempt_checkpoint_cost_s)
+        kept_until = min(now, kept_until)
         progress = max(0.0, kept_until - lease.work_start_s) / lease.speed if lease.speed > 0 else 0.0
         self._close(run, now, kept_until=kept_until)
         run.remaining_work_s = max(0.0, run.remaining_work_s - progress)

@@ -88,6 +88,40 @@ def test_preemption_loses_progress_since_last_checkpoint_and_requeues_the_rest()
     assert rec.lost_gpu_hours() == pytest.approx(40 / 3600)
 
 
+def test_preempted_task_that_checkpoints_writes_a_checkpoint_and_loses_only_the_write() -> None:
+    """No periodic checkpoint before 400 (interval 600): on the PreemptCommand at 400 it checkpoints,
+    losing the default 60 s write x 4 GPUs (340..400); it resumes at 410 with 1000 - 340 = 660 s left."""
+    tasks = [a_task("opp", 0, 4, 1000, klass=OPPORTUNISTIC, checkpoint=600), a_task("core", 400, 4, 10, klass=CORE)]
+    rec = simulate(tasks).recorder
+    assert rec.preemptions == 1
+    assert rec.useful[0] == (0, 340, 4) and rec.lost == [(340, 400, 4)]
+    assert rec.jcts == {"core": 10, "opp": 1070}
+    assert rec.lost_gpu_hours() == pytest.approx(240 / 3600)
+
+
+def test_checkpoint_write_cost_is_a_parameter() -> None:
+    tasks = [a_task("opp", 0, 4, 1000, klass=OPPORTUNISTIC, checkpoint=600), a_task("core", 400, 4, 10, klass=CORE)]
+    free_write = simulate(tasks, preempt_checkpoint_cost_s=0.0).recorder
+    assert free_write.lost == [] and free_write.jcts == {"core": 10, "opp": 1010}  # resumes at 410, 600 s left
+    slow_write = simulate(tasks, preempt_checkpoint_cost_s=500.0).recorder
+    assert slow_write.lost == [(0, 400, 4)] and slow_write.jcts["opp"] == 1410  # the write outlasts the progress
+
+
+def test_preempted_task_without_checkpoints_loses_everything_since_its_start() -> None:
+    tasks = [a_task("opp", 0, 4, 1000, klass=OPPORTUNISTIC), a_task("core", 400, 4, 10, klass=CORE)]
+    rec = simulate(tasks).recorder
+    assert rec.preemptions == 1
+    assert rec.lost == [(0, 400, 4)]
+    assert rec.jcts == {"core": 10, "opp": 1410}  # starts over at 410
+
+
+def test_quota_cut_off_gets_no_warning_checkpoint() -> None:
+    """Cut off at 50 with a 5 s write cost: a preemption would keep 0..45; the cut-off keeps 0..40."""
+    quotas = {"p": QuotaAccount("p", 100.0, 0.0, 50.0)}
+    outcome = simulate([a_task("a", 0, 4, 100, checkpoint=20)], quotas=quotas, preempt_checkpoint_cost_s=5.0)
+    assert outcome.recorder.lost == [(40, 50, 4)]
+
+
 def test_quota_expiry_cuts_off_running_tasks() -> None:
     quotas = {"p": QuotaAccount("p", 100.0, 0.0, 50.0)}
     outcome = simulate([a_task("a", 0, 4, 100, checkpoint=20)], quotas=quotas)

@@ -77,3 +77,17 @@ def test_easy_backfill_makes_core_work_wait_instead() -> None:
     recorder = Simulation(PREEMPTION_TRACE, parse_cluster_spec("X:1x2"), POLICIES["easy-backfill"]).run().recorder
     assert recorder.waits == {"O": 0, "K": 50}
     assert recorder.preemptions == 0
+
+
+@pytest.mark.parametrize(("checkpoint", "lost", "o_jct"), [
+    (600, [(340, 400, 2)], 1070),  # checkpoints on the PreemptCommand: loses the 60 s write; 660 s left
+    (None, [(0, 400, 2)], 1410),  # cannot checkpoint: starts over at 410
+])
+def test_cardflow_preemption_keeps_what_the_victim_could_checkpoint(checkpoint, lost, o_jct) -> None:
+    """O (2 GPUs, 1000 s) runs from 0; core K arrives at 400 and preempts it, runs 400-410; O resumes
+    at 410 with what it kept."""
+    trace = [task("O", 0, 2, 1000, OPPORTUNISTIC, checkpoint=checkpoint), task("K", 400, 2, 10, CORE)]
+    recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
+    assert recorder.preemptions == 1
+    assert recorder.lost == lost
+    assert recorder.jcts == {"K": 10, "O": o_jct}
