@@ -33,18 +33,6 @@ LEDGER_GROUP = "ledger"
 CONSOLE_GROUP = "console"
 AGENT_GROUP = "agent"
 
-# ---- keys ------------------------------------------------------------------
-DISPATCHER_LEADER_KEY = "cf:lock:dispatcher"
-"""Leader lock of the single active dispatcher (value = holder; fencing token kept in PostgreSQL)."""
-
-DELIVERY_COUNT_PREFIX = "cf:deliveries:"
-"""Hash per stream+group counting deliveries of pending entries (field = entry id)."""
-
-
-def delivery_count_key(stream: str, group: str) -> str:
-    return f"{DELIVERY_COUNT_PREFIX}{stream}:{group}"
-
-
 # ---- object storage ----------------------------------------------------------
 CONFIG_BUCKET = "cardflow-config"
 """Versioned bucket: policy.yaml, cards.yaml, templates/*.yaml."""

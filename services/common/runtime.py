@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +30,7 @@ from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from shared.delivery.consumer import Entry
+from shared.delivery.consumer import default_consumer_name
 from shared.delivery.db import create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
@@ -68,7 +68,7 @@ class ServiceContext:
     redis: Redis
     broker: RedisBroker
     stop: asyncio.Event
-    instance: str = field(default_factory=lambda: f"{socket.gethostname()}-{id(object()):x}")
+    instance: str = field(default_factory=default_consumer_name)
     loops: list[tuple[str, float, Loop]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
     resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
