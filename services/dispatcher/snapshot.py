@@ -37,7 +37,7 @@ def build_snapshot(
 
     nodes: alive nodes (node_id, card_type, gpus). leases: every ACTIVE lease (lease_id, task_id,
     node_id, card_type, gpu_indices, granted_at, estimated_end, last_checkpoint_at, preempting,
-    revoke_reason, project, priority_class, heavy). A lease being preempted or revoked still holds
+    revoke_reason, project, priority_class, heavy, checkpoint_interval_s). A lease being preempted or revoked still holds
     its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
     """
     used: dict[str, set[int]] = defaultdict(set)
@@ -62,7 +62,7 @@ def running_lease(row: Row) -> RunningLease:
         priority_class=PriorityClass(row["priority_class"]), node_id=row["node_id"], card_type=row["card_type"],
         gpu_indices=tuple(row["gpu_indices"]), started_at=row["granted_at"].timestamp(),
         estimated_end=row["estimated_end"].timestamp(), last_checkpoint_at=epoch(row["last_checkpoint_at"]),
-        heavy=bool(row["heavy"]),
+        heavy=bool(row["heavy"]), checkpoints_on_preempt=row.get("checkpoint_interval_s") is not None,
     )
 
 

@@ -35,7 +35,8 @@ async def load_cycle_input(pool: asyncpg.Pool, schema: str, now: datetime) -> Cy
         nodes = await conn.fetch(f"SELECT node_id, agent_id, card_type, gpus FROM {s}.nodes WHERE alive ORDER BY node_id")
         leases = await conn.fetch(
             f"SELECT l.lease_id, l.task_id, l.node_id, l.card_type, l.gpu_indices, l.granted_at, l.estimated_end,"
-            f" l.last_checkpoint_at, l.preempting, l.preempted_for, l.revoke_reason, t.project, t.priority_class, t.heavy"
+            f" l.last_checkpoint_at, l.preempting, l.preempted_for, l.revoke_reason, t.project, t.priority_class, t.heavy,"
+            f" t.checkpoint_interval_s"
             f" FROM {s}.leases l JOIN {s}.tasks t USING (task_id) WHERE l.state = 'active'"
         )
         accounts = await conn.fetch(f"SELECT project, gpu_hours, valid_from, valid_to FROM {s}.quota_accounts")

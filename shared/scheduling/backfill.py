@@ -4,14 +4,16 @@ When the highest-priority eligible task cannot start, `find_reservation` sweeps 
 availability map of its card types (Slurm's one good idea): starting from the free GPUs left after this
 cycle's grants, it releases the GPUs of running leases (and of this cycle's grants) at their estimated
 ends, in time order, until the task fits — on one node, or across nodes if it must span, with room for
-a heavy task and, for standard work, above the headroom. That instant is the reservation's start; the
-nodes it would use are the reservation's nodes.
+a heavy task and, for standard work, with the headroom kept: free GPUs plus GPUs still held by
+(preemptible) opportunistic work at least the headroom once the task has its GPUs (headroom.py). That
+instant is the reservation's start; the nodes it would use are the reservation's nodes.
 
 `ReservationGuard` then polices backfill: a later task that ends before the start is free to go; one
 that runs past it may only take GPUs the reservation does not need — on a reserved node at most the
 GPUs that will be spare there at the start, and on the card type at most the GPUs spare at the start.
-Both conditions only depend on quantities that backfill itself reduces, so the reservation's start can
-never move later because of backfill.
+GPUs the reserved task needs only as headroom are spare for opportunistic backfill: it keeps holding
+them as borrowed headroom, so the headroom stays covered. Every condition only depends on quantities
+that backfill itself reduces, so the reservation's start can never move later because of backfill.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Release(NamedTuple):
     rank: int
     gpus: int
     heavy: bool
+    borrowed: bool = False  # held by opportunistic work until then (they count as headroom)
 
 
 @dataclass(slots=True)
@@ -43,6 +46,9 @@ class ReservationGuard:
     allocation: Allocation  # (rank, GPUs) the reserved task would get at start_at
     node_room: dict[int, int]  # reserved node rank -> GPUs long backfill may still take there
     total_room: int  # GPUs of the type long backfill may still take in total
+    # GPUs of the type long backfill that is not opportunistic may still take: it would hold them
+    # past the start, so they no longer cover the headroom a reserved standard task needs then.
+    headroom_room: int
     heavy: bool  # the reserved task is heavy: long heavy backfill stays off its nodes
     heavy_limit: dict[int, int] = field(default_factory=dict)
     # Smallest GPU count a long backfill task failed to place, per (card type, heavy, spans): room
@@ -59,12 +65,21 @@ class ReservationGuard:
             return self.heavy_limit
         return self.node_room
 
-    def charge(self, allocation: Allocation) -> None:
-        """A long backfill task took these GPUs: less room is left for the next one."""
+    def room(self, priority_class: PriorityClass) -> int:
+        """GPUs of the type a long backfill task of this class may still take in total."""
+        if priority_class == PriorityClass.OPPORTUNISTIC:
+            return self.total_room  # what it takes still covers the headroom: borrowed
+        return min(self.total_room, self.headroom_room)
+
+    def charge(self, allocation: Allocation, priority_class: PriorityClass) -> None:
+        """A long backfill task of this class took these GPUs: less room is left for the next one."""
         for rank, count in allocation:
             if rank in self.node_room:
                 self.node_room[rank] -= count
-        self.total_room -= sum(count for _, count in allocation)
+        taken = sum(count for _, count in allocation)
+        self.total_room -= taken
+        if priority_class != PriorityClass.OPPORTUNISTIC:
+            self.headroom_room -= taken
 
 
 def find_reservation(task: QueuedTask, options: Sequence[CardOption], fleet: Fleet,
@@ -89,6 +104,7 @@ class _Availability:
         self.free: dict[int, int] = {}
         self.loaded: dict[int, int] = {}
         self.total = pool.free_total
+        self.borrowed = 0  # GPUs held by opportunistic work at `at` (set by the caller)
         self.usable_sum = 0  # GPUs usable by the task over all nodes (for spanning tasks)
 
     def free_at(self, rank: int) -> int:
@@ -106,6 +122,8 @@ class _Availability:
         if item.heavy:
             self.loaded[item.rank] = self.loaded.get(item.rank, self.fleet.heavy[item.rank]) - 1
         self.total += item.gpus
+        if item.borrowed:
+            self.borrowed -= item.gpus
         self.usable_sum += self.usable_at(item.rank) - before
 
     def rooms(self) -> list[tuple[int, int]]:
@@ -121,13 +139,14 @@ def _earliest_start(task: QueuedTask, pool: Pool, fleet: Fleet, releases: list[R
     spans = gpus > pool.max_node_gpus
     need_total = gpus + (pool.headroom if task.priority_class == PriorityClass.STANDARD else 0)
     state = _Availability(fleet, pool, task.heavy)
+    state.borrowed = sum(item.gpus for item in releases if item.borrowed)
     if spans:
         state.usable_sum = sum(fleet.usable_free(rank, task.heavy) for rank in pool.ranks)
     fits = state.usable_sum >= gpus if spans else fleet.place(pool, gpus, task.heavy) is not None
     at = now
     events = sorted(releases)  # by time, then node rank
     index = 0
-    while not (fits and state.total >= need_total):
+    while not (fits and state.total + state.borrowed >= need_total):
         if index == len(events):
             return None
         at = max(now, events[index].at)
@@ -157,7 +176,8 @@ def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, nee
         start_at=at,
         allocation=allocation,
         node_room=node_room,
-        total_room=state.total - need_total,
+        total_room=state.total - task.gpus,
+        headroom_room=state.total + state.borrowed - need_total,
         heavy=task.heavy,
         heavy_limit={rank: 0 for rank, _ in allocation},
     )

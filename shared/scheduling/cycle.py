@@ -6,7 +6,8 @@ was given. For each task: eligibility (data, match, approval), quota per card op
 card option in matcher order — headroom, the reservation (if the task would still run at its start),
 best-fit placement. A task that fits nowhere is, in this order: the blocked head of a strict-order
 baseline, a core task that preempts opportunistic work, the holder of the cycle's one reservation, or
-simply deferred with the most telling reason.
+simply deferred with the most telling reason. Standard work counts GPUs held by opportunistic work as
+headroom (`Borrowed`), so this cycle's opportunistic grants and preemptions update that count.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from shared.scheduling import reasons
 from shared.scheduling.backfill import Release, ReservationGuard, find_reservation, releases_by_card
 from shared.scheduling.eligibility import readiness_deferral
 from shared.scheduling.explain import Explainer, Miss, most_telling
-from shared.scheduling.headroom import blocked_by_headroom, headroom_gpus
+from shared.scheduling.headroom import Borrowed, blocked_by_headroom, headroom_gpus
 from shared.scheduling.model import (
     CardOption,
     Deferral,
@@ -47,8 +48,9 @@ class Cycle:
         self.now = now
         self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, partial(headroom_gpus, policy))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
-        self.explain = Explainer(self.fleet, policy, now)
         self.leases = snapshot.leases
+        self.borrowed = Borrowed(snapshot.leases, self._card_of_node)
+        self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
         self.deferrals: list[Deferral] = []
         self.preemptions: list[Preemption] = []
@@ -56,8 +58,10 @@ class Cycle:
         self.guard: ReservationGuard | None = None
         self.reservation_settled = False  # the cycle's reservation was made (or could not be)
         self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
+        self.revisit_at: float | None = None  # when a waiting core task's preemption grace ends
         self._victims: VictimIndex | None = None
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
+        self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -92,7 +96,7 @@ class Cycle:
             pool = pools.get(option.card_type)
             if pool is not None and (fleet.may_fit(pool, task.gpus, task.heavy) or fleet.may_fit(pool, task.gpus, False)):
                 return True
-        return task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preemption_may_help(task)
+        return self._may_preempt(task) and self._preemption_may_help(task)
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
@@ -102,16 +106,30 @@ class Cycle:
         blocked = self.blocked or Deferral("", R.NO_CAPACITY, reasons.NO_FREE_GPUS_TEXT)
         reason, detail = blocked.reason, blocked.detail
         for task in tasks:
-            if may_preempt and task.priority_class == core:
+            # The readiness checks of `readiness_deferral`, inlined: this loop may see 100,000 tasks.
+            if (gate and not task.data_ready) or not task.options or not task.approved:
+                append(readiness_deferral(task, self.policy))
+                continue
+            if may_preempt and task.priority_class == core and self._may_preempt(task):
                 may_preempt = self._victim_index().has_victims()
                 if may_preempt and self._preemption_may_help(task):
                     self.consider(task)
                     continue
-            # The readiness checks of `readiness_deferral`, inlined: this loop may see 100,000 tasks.
-            if (gate and not task.data_ready) or not task.options or not task.approved:
-                append(readiness_deferral(task, self.policy))
-            else:
-                append(Deferral(task.task_id, reason, detail))
+            append(Deferral(task.task_id, reason, detail))
+
+    def _may_preempt(self, task: QueuedTask) -> bool:
+        """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
+        submission. A core task still inside that grace may not preempt yet: GPUs often come free by
+        themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
+        be revisited when the earliest grace ends (`Plan.revisit_at`)."""
+        if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
+            return False
+        grace_ends = task.submitted_at + self.policy.preempt_after_s
+        if self.now >= grace_ends:
+            return True
+        if self.revisit_at is None or grace_ends < self.revisit_at:
+            self.revisit_at = grace_ends
+        return False
 
     def _preemption_may_help(self, task: QueuedTask) -> bool:
         pools = self.fleet.pools
@@ -125,6 +143,7 @@ class Cycle:
             preemptions=tuple(self.preemptions),
             reservations=tuple(self.reservations),
             deferrals=tuple(self.deferrals),
+            revisit_at=self.revisit_at,
         )
 
     # -- starting ------------------------------------------------------------------------------
@@ -137,7 +156,7 @@ class Cycle:
             if pool is None:
                 misses.append(Miss(R.NO_CAPACITY, option, None))
                 continue
-            if blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom):
+            if self._eats_headroom(task, pool):
                 misses.append(Miss(R.HEADROOM, option, pool))
                 continue
             guard = self.guard
@@ -150,11 +169,18 @@ class Cycle:
             misses.append(Miss(self._why_not(task, pool, guard), option, pool))
         return misses
 
+    def _eats_headroom(self, task: QueuedTask, pool: Pool) -> bool:
+        """True if the task (standard) would leave less than the headroom free or borrowed."""
+        if not blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom):
+            return False  # the free GPUs alone cover it: no need to count the borrowed ones
+        borrowed = self.borrowed.of(pool.card_type)
+        return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom, borrowed)
+
     def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> Allocation | None:
         if guard is None:
             return self.fleet.place(pool, task.gpus, task.heavy)
         key = (pool.card_type, task.heavy, task.gpus > pool.max_node_gpus)
-        if task.gpus > guard.total_room or task.gpus >= guard.failed_at.get(key, task.gpus + 1):
+        if task.gpus > guard.room(task.priority_class) or task.gpus >= guard.failed_at.get(key, task.gpus + 1):
             return None
         allocation = self.fleet.place(pool, task.gpus, task.heavy, guard.limit(task.heavy))
         if allocation is None:
@@ -172,12 +198,15 @@ class Cycle:
                guard: ReservationGuard | None) -> None:
         placements = self.fleet.take(allocation, task.heavy)
         if guard is not None:
-            guard.charge(allocation)
+            guard.charge(allocation, task.priority_class)
         self.quota.charge(task, option)
         end = self.now + option.runtime_s
         self.grants.append(Grant(task.task_id, option.card_type, placements, end))
+        borrowing = task.priority_class == PriorityClass.OPPORTUNISTIC
+        if borrowing:
+            self.borrowed.change(option.card_type, task.gpus)
         for rank, count in allocation:
-            self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
+            self._releases.append((option.card_type, Release(end, rank, count, task.heavy, borrowing)))
 
     # -- when it does not fit ------------------------------------------------------------------
 
@@ -190,12 +219,23 @@ class Cycle:
         elif self.policy.head_of_line_blocking:
             self.deferrals.append(self._deferral(task, miss, misses))
             self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
-        elif task.priority_class == PriorityClass.CORE and self.policy.preemption and self._preempt(task, options):
+        elif self._may_preempt(task) and self._preempt(task, options):
             return
         elif not self.reservation_settled:
             self._reserve(task, options, self._deferral(task, miss, misses))
+            self._mention_grace(task)
         else:
             self.deferrals.append(self._deferral(task, miss, misses))
+            self._mention_grace(task)
+
+    def _mention_grace(self, task: QueuedTask) -> None:
+        """A core task waiting out its preemption grace is told when it may preempt (last deferral)."""
+        if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
+            return
+        grace_left = task.submitted_at + self.policy.preempt_after_s - self.now
+        if grace_left > 0 and self._victim_index().has_victims():
+            last = self.deferrals[-1]
+            self.deferrals[-1] = Deferral(last.task_id, last.reason, reasons.preemption_grace(last.detail, grace_left))
 
     def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
         return self.explain.deferral(task, miss, misses, self.guard)
@@ -214,6 +254,8 @@ class Cycle:
             index.commit(choice, self.fleet)
             for victim in choice.victims:
                 lease = victim.lease
+                self._preempted.add(lease.lease_id)
+                self.borrowed.change(victim.card_type, -lease.gpus)
                 self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
             node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
             detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
@@ -244,15 +286,23 @@ class Cycle:
 
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
-            self._victims = VictimIndex(self.leases, self.fleet, self.now)
+            self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours)
         return self._victims
 
+    def _card_of_node(self, node_id: str) -> str | None:
+        rank = self.fleet.rank_of.get(node_id)
+        return None if rank is None else self.fleet.card_of[rank]
+
     def _lease_releases(self, card_types: set[str]) -> list[tuple[str, Release]]:
-        """When the running leases on nodes of these card types are expected to free their GPUs."""
+        """When the running leases on nodes of these card types are expected to free their GPUs
+        (and whether they borrow headroom until then: opportunistic leases not being preempted)."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
+        opportunistic, preempted = PriorityClass.OPPORTUNISTIC, self._preempted
         releases = []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             if rank is not None and card_of[rank] in card_types:
-                releases.append((card_of[rank], Release(lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy)))
+                borrowing = lease.priority_class == opportunistic and lease.lease_id not in preempted
+                release = Release(lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrowing)
+                releases.append((card_of[rank], release))
         return releases

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
-from shared.scheduling.headroom import headroom_share
+from shared.scheduling.headroom import Borrowed, headroom_share
 from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, PriorityClass, QueuedTask
 from shared.scheduling.placement import Fleet, Pool
 
@@ -42,8 +42,8 @@ def most_telling(misses: Sequence[Miss]) -> Miss:
 class Explainer:
     """Deferral sentences for one cycle, with a cache keyed by the fleet's free capacity."""
 
-    def __init__(self, fleet: Fleet, policy: Policy, now: float) -> None:
-        self._fleet, self._policy, self._now = fleet, policy, now
+    def __init__(self, fleet: Fleet, policy: Policy, now: float, borrowed: Borrowed) -> None:
+        self._fleet, self._policy, self._now, self._borrowed = fleet, policy, now, borrowed
         self._cache: dict[tuple, tuple[int, str]] = {}
 
     def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None) -> Deferral:
@@ -78,7 +78,9 @@ class Explainer:
         option, pool = miss.option, miss.pool
         if miss.reason == R.HEADROOM:
             share = headroom_share(self._policy, option.card_type)
-            return reasons.headroom(task.gpus, option.card_type, pool.free_total - pool.headroom, share)
+            # Standard work may take the free GPUs beyond the headroom not covered by borrowed ones.
+            covered = min(pool.headroom, self._borrowed.of(pool.card_type))
+            return reasons.headroom(task.gpus, option.card_type, pool.free_total - (pool.headroom - covered), share)
         if miss.reason == R.BEHIND_RESERVATION:
             start_in = guard.start_at - self._now
             return reasons.behind_reservation(guard.holder, guard.card_type, start_in, option.runtime_s)

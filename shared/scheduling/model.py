@@ -62,6 +62,7 @@ class RunningLease:
     estimated_end: float
     last_checkpoint_at: float | None = None  # None = no checkpoint yet (progress since start is at risk)
     heavy: bool = False
+    checkpoints_on_preempt: bool = False  # the task checkpoints: preempting it loses only the write
 
     @property
     def gpus(self) -> int:
@@ -127,6 +128,8 @@ class Policy:
     head_of_line_blocking: bool = False  # fifo/priority baselines: stop at the first task that does not fit
     readiness_gate: bool = True  # False only for readiness-blind baselines
     preemption: bool = True  # opportunistic work yields to core work
+    preempt_after_s: float = 600.0  # a core task preempts only once it has waited this long
+    preempt_max_lost_gpu_hours: float = 0.25  # never preempt a lease that would lose more than this
     quota_expiry_gate: bool = True  # False: start tasks even if their quota expires before they end
 
 
@@ -191,3 +194,6 @@ class Plan:
     preemptions: tuple[Preemption, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     deferrals: tuple[Deferral, ...] = ()
+    # Plan again at this time even if nothing else happens: a waiting core task's preemption grace
+    # (`Policy.preempt_after_s`) ends then. None = no such deadline.
+    revisit_at: float | None = None

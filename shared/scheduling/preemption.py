@@ -22,6 +22,8 @@ from shared.scheduling.model import PriorityClass, RunningLease
 from shared.scheduling.placement import Fleet, Pool
 
 _SECONDS_PER_HOUR = 3600.0
+# A victim that checkpoints writes a checkpoint on the PreemptCommand and loses only the write.
+PREEMPT_CHECKPOINT_COST_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +46,31 @@ class VictimChoice:
 
 
 def lost_gpu_hours(lease: RunningLease, now: float) -> float:
-    """GPU-hours of progress since the lease's last checkpoint (or its start, if none)."""
+    """GPU-hours preemption throws away: the checkpoint write for a lease that checkpoints on
+    preemption (at most its progress since the last checkpoint), otherwise all its progress since
+    its last checkpoint (or its start, if none)."""
     since = lease.last_checkpoint_at if lease.last_checkpoint_at is not None else lease.started_at
-    return lease.gpus * max(0.0, now - since) / _SECONDS_PER_HOUR
+    at_risk_s = max(0.0, now - since)
+    if lease.checkpoints_on_preempt:
+        at_risk_s = min(at_risk_s, PREEMPT_CHECKPOINT_COST_S)
+    return lease.gpus * at_risk_s / _SECONDS_PER_HOUR
 
 
 class VictimIndex:
     """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first."""
 
-    def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float) -> None:
+    def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
+                 max_lost_gpu_hours: float = float("inf")) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         for lease in leases:
             rank = fleet.rank_of.get(lease.node_id)
             if lease.priority_class != PriorityClass.OPPORTUNISTIC or rank is None:
                 continue
+            lost = lost_gpu_hours(lease, now)
+            if lost > max_lost_gpu_hours:
+                continue  # protected: preempting it would throw away too much work
             nodes = self._by_card.setdefault(fleet.card_of[rank], {})
-            victim = Victim(lease, rank, fleet.card_of[rank], lost_gpu_hours(lease, now))
+            victim = Victim(lease, rank, fleet.card_of[rank], lost)
             nodes.setdefault(rank, []).append(victim)
         for nodes in self._by_card.values():
             for victims in nodes.values():

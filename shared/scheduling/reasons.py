@@ -138,3 +138,7 @@ def awaiting_preemption(victims: int, gpus: int, card_type: str, node_ids: Seque
         f"preempting {leases} to free {gpus_text(gpus)} of {card_type} on {', '.join(node_ids)}; "
         "starts when they have checkpointed and released the GPUs"
     )
+
+
+def preemption_grace(detail: str, grace_left_s: float) -> str:
+    return f"{detail}; if still waiting in {format_duration(grace_left_s)}, it may preempt opportunistic work"

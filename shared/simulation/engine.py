@@ -1,6 +1,7 @@
 """The discrete-event engine: replay a workload on a fleet under one policy.
 
-Events (arrival, data ready, finish, checkpoint, preemption, quota start/expiry) wait in a heap
+Events (arrival, data ready, finish, checkpoint, preemption, quota start/expiry, and the revisit a
+plan asks for when a core task's preemption grace ends) wait in a heap
 ordered by simulated time; nothing sleeps. All events of one instant are applied together, then —
 if any of them could change a decision — the pure scheduling core is asked for a plan over an
 immutable snapshot, and its grants and preemptions are applied. Tasks run for their TRUE duration
@@ -86,7 +87,9 @@ class Simulation(Transitions):
             EventKind.PREEMPT: self._on_preempt,
             EventKind.QUOTA_EXPIRY: self._on_quota_expiry,
             EventKind.QUOTA_START: self._on_quota_start,
+            EventKind.REVISIT: self._on_revisit,
         }
+        self._revisits: set[float] = set()  # times a REVISIT event is already scheduled for
 
     # --- set-up -----------------------------------------------------------------------------
     def _admit(self, tasks: Sequence[SimTask], fleet_gpus: Mapping[str, int]) -> tuple[str, ...]:
@@ -168,6 +171,14 @@ class Simulation(Transitions):
             self._start(grant, now)
         for preemption in plan.preemptions:
             self._push(now, EventKind.PREEMPT, preemption.lease_id)
+        at = plan.revisit_at
+        if at is not None and at > now and at not in self._revisits:
+            self._revisits.add(at)
+            self._push(at, EventKind.REVISIT, "")
+
+    def _on_revisit(self, _key: str, now: float) -> bool:
+        self._revisits.discard(now)
+        return True  # plan again: a waiting core task may now preempt
 
     def _sample(self, now: float) -> None:
         queue, sample = self.recorder.queue, (len(self._queue), self._ready_queued)

@@ -19,6 +19,7 @@ class EventKind(IntEnum):
     READY = 4
     ARRIVAL = 5
     QUOTA_START = 6
+    REVISIT = 7  # the last plan asked to be revisited (a core task's preemption grace ends)
 
 
 @dataclass(slots=True)

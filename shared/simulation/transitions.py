@@ -123,6 +123,7 @@ class Transitions:
                 priority_class=task.priority_class, node_id=placement.node_id, card_type=lease.card_type,
                 gpu_indices=placement.gpu_indices, started_at=lease.started_s,
                 estimated_end=lease.estimated_end, last_checkpoint_at=lease.last_checkpoint_s, heavy=task.heavy,
+                checkpoints_on_preempt=task.checkpoint_interval_s is not None,
             )
             self._lease_task[lease_id] = task.task_id
         self._lease_cache = None

@@ -53,6 +53,14 @@ def test_a_lease_being_stopped_holds_its_gpus_but_is_no_running_lease(stopping: 
     assert running.started_at == (NOW - timedelta(hours=1)).timestamp() and running.last_checkpoint_at is None
 
 
+@pytest.mark.parametrize(("interval", "checkpoints"), [(600.0, True), (None, False)])
+def test_a_lease_checkpoints_on_preemption_when_its_task_has_a_checkpoint_interval(
+    interval: float | None, checkpoints: bool
+) -> None:
+    snapshot = build_snapshot(NODES, [a_lease("L1", "n1", [0], checkpoint_interval_s=interval)], [], [], NOW.timestamp())
+    assert snapshot.leases[0].checkpoints_on_preempt is checkpoints
+
+
 def test_quota_left_subtracts_recorded_usage_and_the_rest_of_running_estimates() -> None:
     accounts = [
         {"project": "p", "gpu_hours": 10.0, "valid_from": NOW - timedelta(days=1), "valid_to": NOW + timedelta(days=9)},

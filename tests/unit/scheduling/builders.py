@@ -148,6 +148,9 @@ class LeaseBuilder:
     def started(self, at: float) -> LeaseBuilder:
         return self._set(started_at=at)
 
+    def checkpoints_on_preempt(self) -> LeaseBuilder:
+        return self._set(checkpoints_on_preempt=True)
+
     def ends(self, at: float) -> LeaseBuilder:
         return self._set(estimated_end=at)
 
@@ -180,6 +183,11 @@ def a_quota(project: str = "p", gpu_hours: float = 100.0, valid_from: float = 0.
 
 def built(item):
     return item.build() if hasattr(item, "build") else item
+
+
+# Preemption at once and whatever it costs: for tests of the preemption mechanics themselves (the
+# cardflow defaults wait `preempt_after_s` and protect leases that would lose much; tested separately).
+IMMEDIATE_PREEMPTION = dict(preempt_after_s=0.0, preempt_max_lost_gpu_hours=float("inf"))
 
 
 def run(nodes: Iterable, tasks: Iterable, leases: Iterable = (), quotas: Iterable[QuotaAccount] = (),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shared.scheduling.model import DeferralReason as R
 
-from .builders import HOUR, NOW, a_lease, a_node, a_task, deferrals, grants, nodes_of, reason_of, run
+from .builders import HOUR, IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, nodes_of, reason_of, run
 
 # Node b has 2 free GPUs; its other 6 are leased until NOW + 1h.
 B_BUSY_1H = [a_node("b").free(2)]
@@ -113,3 +115,69 @@ def test_a_task_that_can_never_fit_neither_blocks_the_line_nor_takes_the_reserva
     assert deferrals(strict)["huge"].detail == "can never start: needs 64 GPUs, but at most H100 8 can ever be used by it"
     easy = plan_with(huge)
     assert [r.task_id for r in easy.reservations] == ["head"]
+
+
+# -- A standard reservation needs its headroom covered at its start: free or borrowed GPUs ----------------
+
+# 16 H100 GPUs, headroom 4 at 25%. Node a: 4 free, GPUs 0-3 leased for 5h; node b: 2 free, 6 leased for 1h.
+# The standard head (8 GPUs) starts on b in 1h: then 12 GPUs are free, 8 for itself and 4 as headroom.
+HEADROOM_NODES = [a_node("a").free(4), *B_BUSY_1H]
+
+
+def lease_a_5h(*gpus: int):
+    """A lease on node a's `gpus` (standard work unless made otherwise) that ends in 5h."""
+    return a_lease("La").on("a").gpus(*gpus).ends(NOW + 5 * HOUR)
+
+
+def plan_with_headroom(*tasks):
+    return run(HEADROOM_NODES, [HEAD, *tasks], leases=[*B_LEASE, lease_a_5h(0, 1, 2, 3)], headroom=0.25)
+
+
+@pytest.mark.parametrize(
+    ("priority_class", "started"),
+    [("opportunistic", True), ("standard", False)],
+)
+def test_long_opportunistic_backfill_may_borrow_the_headroom_the_reservation_needs(priority_class, started):
+    long = getattr(a_task("long").gpus(2).runs(10 * HOUR), priority_class)()
+    result = plan_with_headroom(long)
+    assert result.reservations[0].start_at == NOW + HOUR
+    assert ("long" in grants(result)) == started
+    if started:
+        assert nodes_of(grants(result)["long"]) == ["a"]
+    else:  # it would hold 2 of the 4 headroom GPUs past the start, and cannot be preempted
+        assert reason_of(result, "long") == R.BEHIND_RESERVATION
+
+
+def test_long_opportunistic_backfill_never_takes_the_gpus_the_reserved_task_needs_itself():
+    first = a_task("o1").opportunistic().gpus(4).runs(10 * HOUR).submitted(1)
+    second = a_task("o2").opportunistic().gpus(2).runs(10 * HOUR).submitted(2)
+    result = plan_with_headroom(first, second)
+    assert set(grants(result)) == {"o1"}  # the 4 headroom GPUs on a; b's 2 free GPUs are the head's
+    assert reason_of(result, "o2") == R.BEHIND_RESERVATION
+
+
+@pytest.mark.parametrize(("opportunistic", "start_in"), [(True, HOUR), (False, 5 * HOUR)])
+def test_a_standard_reservation_starts_once_free_and_borrowed_gpus_cover_the_headroom(opportunistic, start_in):
+    nodes = [a_node("a").free(0), *B_BUSY_1H]  # at 1h: b's 8 GPUs free for the head, a still leased
+    full_a = lease_a_5h(*range(8))
+    full_a = full_a.opportunistic() if opportunistic else full_a
+    result = run(nodes, [HEAD], leases=[*B_LEASE, full_a], headroom=0.25)
+    assert result.reservations[0].start_at == NOW + start_in
+
+
+def test_opportunistic_gpus_count_as_headroom_only_while_they_are_held():
+    # 24 H100 GPUs, headroom 6. At 1h: 12 free (a 4, b 8), nothing borrowed any more: the opportunistic
+    # lease on a ended after 30 min and its GPUs are among the free ones. 12 < 8 + 6 until a is free.
+    nodes = [a_node("a").free(0), *B_BUSY_1H, a_node("c").free(0)]
+    leases = [*B_LEASE, a_lease("Lo").on("a").gpus(0, 1, 2, 3).opportunistic().ends(NOW + HOUR / 2),
+              lease_a_5h(4, 5, 6, 7), a_lease("Lc").on("c").gpus(*range(8)).ends(NOW + 10 * HOUR)]
+    result = run(nodes, [HEAD], leases=leases, headroom=0.25)
+    assert result.reservations[0].start_at == NOW + 5 * HOUR
+
+
+def test_an_opportunistic_lease_preempted_in_the_same_cycle_does_not_cover_the_reservations_headroom():
+    nodes = [a_node("a").free(0), *B_BUSY_1H]
+    leases = [*B_LEASE, lease_a_5h(*range(8)).opportunistic()]
+    result = run(nodes, [a_task("c").core().gpus(8), HEAD], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
+    assert [p.lease_id for p in result.preemptions] == ["La"]
+    assert result.reservations[0].start_at == NOW + 5 * HOUR  # not in 1h, as if La still covered it

@@ -8,7 +8,7 @@ from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Policy
 
-from .builders import a_node, a_task, deferrals, grants, reason_of, run
+from .builders import IMMEDIATE_PREEMPTION, a_lease, a_node, a_task, deferrals, grants, reason_of, run
 
 TWO_NODES = [a_node("a").free(8), a_node("b").free(8)]  # 16 H100 GPUs, all free
 
@@ -68,3 +68,61 @@ def test_a_task_larger_than_the_free_gpus_is_blocked_by_capacity_not_headroom():
 def test_a_small_pool_keeps_no_headroom_so_a_full_node_standard_task_can_start():
     result = run([a_node("a").free(8)], [a_task("s").gpus(8)], headroom=0.1)  # 0.8 GPU -> none kept
     assert set(grants(result)) == {"s"}
+
+
+# -- GPUs held by opportunistic work count as headroom (it may borrow it, and is preempted first) ----
+
+def _half_busy_fleet(opportunistic_gpus: int):
+    """16 H100 GPUs, headroom 4 at 25%: node a has 4 free GPUs, its GPUs 0-3 are leased (the first
+    `opportunistic_gpus` of them to opportunistic work, the rest to standard work); b is full."""
+    busy = range(4)
+    leases = [a_lease(f"L{i}").on("a").gpus(i) for i in busy]
+    leases = [lease.opportunistic() if i < opportunistic_gpus else lease for i, lease in enumerate(leases)]
+    leases.append(a_lease("Lb").on("b").gpus(*range(8)))
+    return [a_node("a").free(4), a_node("b").free(0)], leases
+
+
+HEAD = a_task("head").gpus(8).priority(9)  # blocked: holds the reservation, so others say why they wait
+
+
+@pytest.mark.parametrize(
+    ("opportunistic_gpus", "task_gpus", "started"),
+    [
+        (4, 4, True),   # 0 free + 4 borrowed afterwards: the headroom is covered
+        (0, 4, False),  # 0 free, nothing borrowed
+        (2, 4, False),  # 0 free + 2 borrowed < 4
+        (2, 2, True),   # 2 free + 2 borrowed = 4
+        (0, 2, False),  # 2 free < 4
+    ],
+)
+def test_gpus_borrowed_by_opportunistic_work_count_as_headroom_for_standard_work(opportunistic_gpus, task_gpus, started):
+    nodes, leases = _half_busy_fleet(opportunistic_gpus)
+    result = run(nodes, [HEAD, a_task("s").gpus(task_gpus)], leases=leases, headroom=0.25)
+    assert ("s" in grants(result)) == started
+    if started:  # it takes only free GPUs, never borrowed ones
+        assert set(grants(result)["s"].placements[0].gpu_indices) <= {4, 5, 6, 7}
+    else:
+        assert reason_of(result, "s") == R.HEADROOM
+
+
+def test_the_headroom_sentence_counts_borrowed_gpus():
+    nodes, leases = _half_busy_fleet(opportunistic_gpus=2)
+    result = run(nodes, [HEAD, a_task("s").gpus(4)], leases=leases, headroom=0.25)
+    assert deferrals(result)["s"].detail == "needs 4 GPUs of H100; 2 free after headroom (25% kept for core work)"
+
+
+def test_opportunistic_grants_of_the_same_cycle_count_as_borrowed_headroom():
+    nodes = [a_node("a").free(8), a_node("b").free(0)]
+    tasks = [a_task("o").opportunistic().gpus(4).submitted(0), a_task("s").gpus(4).submitted(1)]
+    result = run(nodes, tasks, leases=[a_lease("Lb").on("b").gpus(*range(8))], headroom=0.25, order="fifo")
+    assert set(grants(result)) == {"o", "s"}  # s leaves 0 free, but o's 4 GPUs cover the headroom
+
+
+@pytest.mark.parametrize(("core_task_waits", "started"), [(False, True), (True, False)])
+def test_opportunistic_leases_preempted_in_the_same_cycle_no_longer_count_as_headroom(core_task_waits, started):
+    nodes = [a_node("a").free(0), a_node("b").free(4)]
+    leases = [a_lease("La").on("a").gpus(*range(8)).opportunistic(), a_lease("Lb").on("b").gpus(0, 1, 2, 3)]
+    core = [a_task("c").core().gpus(8)] if core_task_waits else []
+    result = run(nodes, [*core, a_task("s").gpus(4)], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
+    assert [p.lease_id for p in result.preemptions] == (["La"] if core_task_waits else [])
+    assert ("s" in grants(result)) == started

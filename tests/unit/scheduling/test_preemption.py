@@ -7,7 +7,13 @@ import pytest
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Preemption
 
-from .builders import HOUR, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of, run
+from . import builders
+from .builders import HOUR, IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of
+
+
+def run(*args, **kwargs):
+    """Plan with immediate preemption (no grace, no loss cap) unless a test says otherwise."""
+    return builders.run(*args, **{**IMMEDIATE_PREEMPTION, **kwargs})
 
 FULL = [a_node("a").free(0)]
 
@@ -25,6 +31,19 @@ def test_core_task_preempts_the_victim_losing_the_fewest_gpu_hours():
     assert not result.grants  # never grant and preempt in the same plan
     assert reason_of(result, "c") == R.AWAITING_PREEMPTION
     assert deferrals(result)["c"].detail.startswith("preempting 1 opportunistic lease to free 4 GPUs of H100 on a")
+
+
+def test_a_victim_that_checkpoints_on_preemption_loses_only_the_write():
+    leases = [opp("long-ckpt", 0, 1, 2, 3, started=NOW - 5 * HOUR).checkpoints_on_preempt(),  # 4 GPUs x 60 s
+              opp("young", 4, 5, 6, 7, started=NOW - HOUR)]  # no checkpoints: loses 4 GPU-h
+    result = run(FULL, [a_task("c").core().gpus(4)], leases=leases)
+    assert result.preemptions == (Preemption("long-ckpt", "run-long-ckpt", "c", pytest.approx(4 * 60 / 3600)),)
+
+
+def test_a_checkpointing_victim_never_loses_more_than_its_progress_since_its_last_checkpoint():
+    leases = [opp("fresh", 0, 1, 2, 3, 4, 5, 6, 7, started=NOW - 5 * HOUR, checkpoint=NOW - 30).checkpoints_on_preempt()]
+    result = run(FULL, [a_task("c").core().gpus(8)], leases=leases)
+    assert result.preemptions == (Preemption("fresh", "run-fresh", "c", pytest.approx(8 * 30 / 3600)),)
 
 
 def test_equal_loss_prefers_the_most_recently_started_victim():
@@ -92,3 +111,47 @@ def test_a_spanning_core_task_preempts_across_nodes():
     result = run(nodes, [a_task("c").core().gpus(12)], leases=leases)
     assert sorted(p.lease_id for p in result.preemptions) == ["cheap", "dear"]
     assert reason_of(result, "c") == R.AWAITING_PREEMPTION
+
+
+# -- when: the grace before preempting, and the most a victim may lose ------------------------
+
+def test_a_core_task_inside_its_grace_waits_and_asks_to_be_revisited_when_it_ends():
+    leases = [opp("o", *range(8), started=NOW - 60).checkpoints_on_preempt()]
+    task = a_task("c").core().gpus(4).submitted(NOW - 100)
+    result = builders.run(FULL, [task], leases=leases, preempt_after_s=600)
+    assert not result.preemptions
+    assert result.revisit_at == NOW + 500
+    assert reason_of(result, "c") != R.AWAITING_PREEMPTION
+    assert deferrals(result)["c"].detail.endswith("; if still waiting in 8m, it may preempt opportunistic work")
+
+
+def test_a_core_task_whose_grace_is_over_preempts():
+    leases = [opp("o", *range(8), started=NOW - 60).checkpoints_on_preempt()]
+    task = a_task("c").core().gpus(4).submitted(NOW - 600)
+    result = builders.run(FULL, [task], leases=leases, preempt_after_s=600)
+    assert [p.lease_id for p in result.preemptions] == ["o"]
+    assert result.revisit_at is None
+
+
+def test_the_revisit_time_is_the_earliest_grace_end_among_waiting_core_tasks():
+    leases = [opp("o", *range(8), started=NOW - 60).checkpoints_on_preempt()]
+    tasks = [a_task(f"c{i}").core().gpus(8).submitted(NOW - age) for i, age in enumerate((10, 300, 50))]
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600)
+    assert result.revisit_at == NOW + 300
+
+
+def test_a_lease_that_would_lose_more_than_the_cap_is_never_a_victim():
+    leases = [opp("no-ckpt", 0, 1, 2, 3, started=NOW - HOUR),  # would lose 4 GPU-h
+              opp("ckpt", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]  # 4 GPUs x 60 s
+    capped = dict(preempt_after_s=0.0, preempt_max_lost_gpu_hours=0.25)
+    result = builders.run(FULL, [a_task("c").core().gpus(8)], leases=leases, **capped)
+    assert not result.preemptions  # only 4 GPUs can be freed within the cap
+    result = builders.run(FULL, [a_task("c").core().gpus(4)], leases=leases, **capped)
+    assert [p.lease_id for p in result.preemptions] == ["ckpt"]
+
+
+def test_the_cardflow_preset_waits_ten_minutes_and_protects_victims_losing_over_a_quarter_gpu_hour():
+    from shared.scheduling.policies import POLICIES
+
+    cardflow = POLICIES["cardflow"]
+    assert (cardflow.preempt_after_s, cardflow.preempt_max_lost_gpu_hours) == (600.0, 0.25)

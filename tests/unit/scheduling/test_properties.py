@@ -22,6 +22,7 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 
@@ -129,7 +130,9 @@ def preemption_scenarios(draw):
     queue = [draw(_tasks(f"t{index}")) for index in range(draw(st.integers(1, 8)))]
     queue = [replace(task, priority_class=PriorityClass.CORE, data_ready=True, approved=True) if i % 2 else task
              for i, task in enumerate(queue)]
-    return Snapshot(tuple(nodes), tuple(leases)), queue, POLICIES["cardflow"]
+    policy = replace(POLICIES["cardflow"], preempt_after_s=draw(st.sampled_from((0.0, 600.0, 6 * 3600.0))),
+                     preempt_max_lost_gpu_hours=draw(st.sampled_from((math.inf, 0.25, 4.0))))
+    return Snapshot(tuple(nodes), tuple(leases)), queue, policy
 
 
 ANY_SCENARIO = st.one_of(scenarios(), reservation_scenarios(), quota_scenarios(), preemption_scenarios())
@@ -187,17 +190,33 @@ def test_plan_is_deterministic_and_independent_of_input_order(scenario, rng: ran
 @PROPERTY
 @given(ANY_SCENARIO)
 def test_standard_work_never_takes_the_headroom(scenario):
+    """Replayed in queue order: after every standard grant, the free GPUs of its card type plus the
+    GPUs held by opportunistic work (which may borrow the headroom) still cover the headroom."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
-    free, total = Counter(), Counter()
+    card_of = {node.node_id: node.card_type for node in snapshot.nodes}
+    free, total, borrowed = Counter(), Counter(), Counter()
     for node in snapshot.nodes:
         free[node.card_type] += len(node.free)
         total[node.card_type] += max(node.gpus, len(node.free))
-    classes = {task.task_id: task.priority_class for task in queue}
-    for grant in result.grants:
+    leases = {lease.lease_id: lease for lease in snapshot.leases}
+    for lease in snapshot.leases:
+        if lease.priority_class == PriorityClass.OPPORTUNISTIC:
+            borrowed[card_of[lease.node_id]] += lease.gpus
+    grants = {grant.task_id: grant for grant in result.grants}
+    for task in order_queue(queue, policy, NOW):
+        for preemption in (p for p in result.preemptions if p.for_task_id == task.task_id):
+            victim = leases[preemption.lease_id]
+            borrowed[card_of[victim.node_id]] -= victim.gpus
+        grant = grants.get(task.task_id)
+        if grant is None:
+            continue
         free[grant.card_type] -= sum(len(p.gpu_indices) for p in grant.placements)
-        if classes[grant.task_id] == PriorityClass.STANDARD:
-            assert free[grant.card_type] >= headroom_gpus(policy, grant.card_type, total[grant.card_type])
+        if task.priority_class == PriorityClass.OPPORTUNISTIC:
+            borrowed[grant.card_type] += task.gpus
+        if task.priority_class == PriorityClass.STANDARD:
+            headroom = headroom_gpus(policy, grant.card_type, total[grant.card_type])
+            assert free[grant.card_type] + borrowed[grant.card_type] >= headroom
 
 
 @PROPERTY
@@ -234,6 +253,12 @@ def test_only_opportunistic_leases_are_preempted_once_for_waiting_core_tasks(sce
         assert leases[preemption.lease_id].priority_class == PriorityClass.OPPORTUNISTIC
         assert tasks[preemption.for_task_id].priority_class == PriorityClass.CORE
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
+        # ... only once the core task's grace is over, and never a victim that would lose much.
+        assert NOW - tasks[preemption.for_task_id].submitted_at >= policy.preempt_after_s
+        assert preemption.lost_gpu_hours <= policy.preempt_max_lost_gpu_hours
+    if result.revisit_at is not None:  # the earliest end of a waiting core task's grace
+        graces = [t.submitted_at + policy.preempt_after_s for t in queue if t.priority_class == PriorityClass.CORE]
+        assert result.revisit_at > NOW and result.revisit_at in graces
 
 
 @PROPERTY
@@ -254,20 +279,29 @@ def test_heavy_tasks_respect_the_per_node_limit(scenario):
 @given(st.one_of(scenarios(), reservation_scenarios()))
 def test_backfill_never_delays_the_reservation(scenario):
     """At the reservation's start, its nodes have the GPUs it needs once leases and grants that
-    are expected to end by then have ended (grants of this plan included); for standard work, its
-    card type then also has the headroom free."""
+    are expected to end by then have ended (grants of this plan included); for standard work, the
+    free GPUs of its card type plus those opportunistic work still holds then cover the headroom."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
+    tasks = {task.task_id: task for task in queue}
+    card_of = {node.node_id: node.card_type for node in snapshot.nodes}
+    preempted = {p.lease_id for p in result.preemptions}
     for reservation in result.reservations:
-        task = next(task for task in queue if task.task_id == reservation.task_id)
+        task = tasks[reservation.task_id]
         free = {node.node_id: len(node.free) for node in snapshot.nodes}
+        borrowed = 0  # GPUs of the reserved card type opportunistic work holds at the start
         for lease in snapshot.leases:
             if max(lease.estimated_end, NOW) <= reservation.start_at:
                 free[lease.node_id] += lease.gpus
+            elif lease.priority_class == PriorityClass.OPPORTUNISTIC and lease.lease_id not in preempted:
+                borrowed += lease.gpus if card_of[lease.node_id] == reservation.card_type else 0
         for grant in result.grants:
             if grant.estimated_end > reservation.start_at:
                 for placement in grant.placements:
                     free[placement.node_id] -= len(placement.gpu_indices)
+                granted = tasks[grant.task_id]
+                if granted.priority_class == PriorityClass.OPPORTUNISTIC and grant.card_type == reservation.card_type:
+                    borrowed += granted.gpus
         available = [free[node_id] for node_id in reservation.node_ids]
         if len(available) == 1:
             assert available[0] >= task.gpus
@@ -276,7 +310,7 @@ def test_backfill_never_delays_the_reservation(scenario):
         if task.priority_class == PriorityClass.STANDARD:
             nodes = [node for node in snapshot.nodes if node.card_type == reservation.card_type]
             headroom = headroom_gpus(policy, reservation.card_type, sum(max(n.gpus, len(n.free)) for n in nodes))
-            assert sum(free[node.node_id] for node in nodes) >= task.gpus + headroom
+            assert sum(free[node.node_id] for node in nodes) + borrowed >= task.gpus + headroom
         assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
 
 

@@ -115,6 +115,19 @@ def test_preempted_task_without_checkpoints_loses_everything_since_its_start() -
     assert rec.jcts == {"core": 10, "opp": 1410}  # starts over at 410
 
 
+def test_leases_of_tasks_that_checkpoint_are_shown_to_the_plan_as_checkpointing_on_preemption() -> None:
+    seen: dict[str, bool] = {}
+
+    def recording_plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
+        seen.update((lease.task_id, lease.checkpoints_on_preempt) for lease in snapshot.leases)
+        return stub_plan(snapshot, queue, policy, now)
+
+    tasks = [a_task("ckpt", 0, 2, 100, klass=OPPORTUNISTIC, checkpoint=600),
+             a_task("plain", 0, 2, 100, klass=OPPORTUNISTIC), a_task("core", 50, 1, 10, klass=CORE)]
+    Simulation(tasks, parse_cluster_spec("X:1x4"), Policy(), plan_fn=recording_plan).run()
+    assert seen["ckpt"] is True and seen["plain"] is False
+
+
 def test_quota_cut_off_gets_no_warning_checkpoint() -> None:
     """Cut off at 50 with a 5 s write cost: a preemption would keep 0..45; the cut-off keeps 0..40."""
     quotas = {"p": QuotaAccount("p", 100.0, 0.0, 50.0)}

@@ -19,6 +19,8 @@ cardflow: as easy-backfill, but E is not started before its data is ready (start
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from shared.scheduling.model import PriorityClass, Profile
@@ -61,12 +63,14 @@ def test_waits_match_the_hand_computation(name: str) -> None:
 
 
 PREEMPTION_TRACE = [task("O", 0, 2, 100, OPPORTUNISTIC, checkpoint=30), task("K", 50, 2, 10, CORE)]
+# cardflow, but preempting at once and whatever the victim loses (the mechanics under test below).
+IMMEDIATE = replace(POLICIES["cardflow"], preempt_after_s=0.0, preempt_max_lost_gpu_hours=float("inf"))
 
 
 def test_cardflow_preempts_opportunistic_work_for_core_work() -> None:
     """O checkpoints at 30; K preempts it at 50 (20 s x 2 GPUs lost), runs 50-60; O resumes at 60
     with 70 s left and ends at 130."""
-    recorder = Simulation(PREEMPTION_TRACE, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
+    recorder = Simulation(PREEMPTION_TRACE, parse_cluster_spec("X:1x2"), IMMEDIATE).run().recorder
     assert recorder.waits == {"O": 0, "K": 0}
     assert recorder.jcts == {"K": 10, "O": 130}
     assert recorder.preemptions == 1
@@ -87,7 +91,30 @@ def test_cardflow_preemption_keeps_what_the_victim_could_checkpoint(checkpoint, 
     """O (2 GPUs, 1000 s) runs from 0; core K arrives at 400 and preempts it, runs 400-410; O resumes
     at 410 with what it kept."""
     trace = [task("O", 0, 2, 1000, OPPORTUNISTIC, checkpoint=checkpoint), task("K", 400, 2, 10, CORE)]
-    recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
+    recorder = Simulation(trace, parse_cluster_spec("X:1x2"), IMMEDIATE).run().recorder
     assert recorder.preemptions == 1
     assert recorder.lost == lost
     assert recorder.jcts == {"K": 10, "O": o_jct}
+
+
+def test_cardflow_core_work_preempts_only_once_its_grace_is_over() -> None:
+    """O (2 GPUs, 3000 s, checkpoints every 600 s) runs from 0; core K arrives at 400. The cardflow
+    preset lets K wait `preempt_after_s` = 600 s first: at 1000 (nothing else happens then, the
+    plan's revisit time wakes the simulator) K preempts O, which writes a checkpoint (loses the 60 s
+    write: 940-1000), K runs 1000-1010, O resumes at 1010 with 2060 s left and ends at 3070."""
+    assert POLICIES["cardflow"].preempt_after_s == 600
+    trace = [task("O", 0, 2, 3000, OPPORTUNISTIC, checkpoint=600), task("K", 400, 2, 10, CORE)]
+    recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
+    assert recorder.waits == {"O": 0, "K": 600}
+    assert recorder.preemptions == 1
+    assert recorder.lost == [(940, 1000, 2)]
+    assert recorder.jcts == {"K": 610, "O": 3070}
+
+
+def test_cardflow_never_preempts_a_victim_that_would_lose_much_work() -> None:
+    """Same, but O cannot checkpoint: at 1000 preempting it would throw away 1000 s x 2 GPUs = 0.56
+    GPU-h, more than the preset's `preempt_max_lost_gpu_hours` (0.25), so K waits until O ends."""
+    trace = [task("O", 0, 2, 3000, OPPORTUNISTIC), task("K", 400, 2, 10, CORE)]
+    recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
+    assert recorder.preemptions == 0
+    assert recorder.waits == {"O": 0, "K": 2600}
