@@ -27,6 +27,7 @@ from shared.cards import load_catalog
 from shared.embedded import Endpoints
 from shared.embedded.processes import free_ports
 from shared.events import new_event_id
+from shared.scheduling.policies import POLICIES
 
 SERVICE_NAMES = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views")
 CONSOLE_HOST = "127.0.0.1"
@@ -38,8 +39,18 @@ def cardflow_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "services.cli.main", *args]
 
 
-def service_children(names: Sequence[str] = SERVICE_NAMES) -> list[ChildSpec]:
-    return [ChildSpec(name, cardflow_argv("service", name)) for name in names]
+def service_children(names: Sequence[str] = SERVICE_NAMES, env: dict[str, dict[str, str]] | None = None) -> list[ChildSpec]:
+    """One `cardflow service NAME` per service; `env` adds environment variables per service name."""
+    env = env or {}
+    return [ChildSpec(name, cardflow_argv("service", name), env.get(name, {})) for name in names]
+
+
+def demo_dispatcher_env(time_scale: float) -> dict[str, str]:
+    """The demo's agents run `time_scale` times faster than the wall clock the dispatcher plans by, so
+    the preset's preemption grace (600 s) shrinks by the same factor: core work still waits a
+    moment for GPUs to come free before it preempts, as it would in production."""
+    grace_s = POLICIES["cardflow"].preempt_after_s / max(time_scale, 1.0)
+    return {"CARDFLOW_DISPATCHER_PREEMPT_AFTER_S": f"{grace_s:.3g}"}
 
 
 def console_child(port: int, host: str = CONSOLE_HOST) -> ChildSpec:
@@ -76,14 +87,15 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     data_dir = Path(endpoints.data_dir or ".cardflow")
     port = console_port()
     url = f"http://{CONSOLE_HOST}:{port}"
+    workload = build_workload(new_event_id()[-6:].lower()) if demo else None
+    scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
+    service_env = {"dispatcher": demo_dispatcher_env(scale)} if demo else {}
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
-        supervisor.start([*service_children(), console_child(port)])
+        supervisor.start([*service_children(env=service_env), console_child(port)])
         console.print(f"Services and console started (logs: {supervisor.log_dir}). Console: [bold]{url}[/bold]")
-        if not demo:
+        if workload is None:
             yield supervisor
             return
-        workload = build_workload(new_event_id()[-6:].lower())
-        scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog())
         supervisor.start(agent_children(DEMO_FLEET, scale))
         options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir),
                               fleet=tuple(agent.agent_id for agent in DEMO_FLEET))

@@ -22,6 +22,14 @@ class DispatcherConfig(BaseSettings):
         " published (`task.held`) only once its row has not changed for this long: a busy queue's reasons flip"
         " between cycles, and most tasks start before any of them would mean anything",
     )
+    preempt_after_s: float | None = Field(
+        None, ge=0, description="a core task preempts opportunistic work only after waiting this long since its"
+        " submission (None: the policy preset's, 600 s for cardflow)",
+    )
+    preempt_max_lost_gpu_hours: float | None = Field(
+        None, ge=0, description="never preempt a lease that would lose more GPU-hours of work than this (None: the"
+        " policy preset's, 0.25 for cardflow)",
+    )
     preempt_grace_s: float = Field(60.0, ge=0, description="time an agent gets to checkpoint and yield")
     revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")
     leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import asyncpg
@@ -36,7 +36,13 @@ class Dispatcher:
 
     @property
     def policy(self) -> Policy:
-        return get_policy(self.config.policy)
+        """The configured preset, with the preemption knobs the configuration overrides."""
+        config, changes = self.config, {}
+        if config.preempt_after_s is not None:
+            changes["preempt_after_s"] = config.preempt_after_s
+        if config.preempt_max_lost_gpu_hours is not None:
+            changes["preempt_max_lost_gpu_hours"] = config.preempt_max_lost_gpu_hours
+        return replace(get_policy(config.policy), **changes)
 
     def batch(self, now: datetime | None = None) -> EventBatch:
         """An empty batch of events stamped `now` (default: the current time)."""

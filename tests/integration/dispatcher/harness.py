@@ -21,7 +21,9 @@ from shared.events import Envelope, parse_command
 from shared.names import REPORTS_STREAM, agent_inbox
 from tests.helpers.running_services import RunningServices
 
-FAST = DispatcherConfig(lease_ttl_s=30.0, tick_s=0.2, debounce_s=0.02, renewal_event_every_s=5.0, leader_poll_s=0.1)
+# Preempting at once, whatever the victim loses: the tests check the mechanics (one test checks the grace).
+FAST = DispatcherConfig(lease_ttl_s=30.0, tick_s=0.2, debounce_s=0.02, renewal_event_every_s=5.0, leader_poll_s=0.1,
+                        preempt_after_s=0.0, preempt_max_lost_gpu_hours=1e9)
 
 
 class DispatcherHarness(RunningServices):

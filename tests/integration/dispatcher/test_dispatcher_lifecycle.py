@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from shared.events import utcnow
 from shared.settings import Settings
-from tests.integration.dispatcher.harness import DispatcherHarness
+from tests.integration.dispatcher.harness import FAST, DispatcherHarness
 from tests.unit.dispatcher.builders import (
     a_ready_task,
     checkpointed,
@@ -120,3 +120,20 @@ async def test_a_task_spanning_nodes_succeeds_with_its_last_part_and_fails_with_
 
 async def _released(h: DispatcherHarness, count: int) -> bool:
     return len(await h.events("lease.released")) >= count
+
+
+async def test_core_work_waits_out_its_preemption_grace_before_it_preempts(fresh_settings: Settings) -> None:
+    """With `preempt_after_s` = 2 s, the core task is held (the GPUs are busy) for about 2 s after its
+    submission; only then is the opportunistic lease preempted."""
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start(config=FAST.model_copy(update={"preempt_after_s": 2.0}))
+        await h.report(registered("a1", "n1", gpus=2))
+        await h.publish(*a_ready_task("O1", gpus=2, priority_class="opportunistic"))
+        await h.wait_for_commands("a1")
+        core = a_ready_task("C1", gpus=2, priority_class="core")
+        await h.publish(*core)
+        preempt = (await h.wait_for_commands("a1", 2))[1]
+
+    assert preempt.type == "command.preempt"
+    waited = preempt.occurred_at - core[0].occurred_at
+    assert timedelta(seconds=2.0) <= waited < timedelta(seconds=10.0)
