@@ -10,7 +10,8 @@
 2. Alibaba openb gpuspec33 (2023): the trace's own node list (1,213 nodes, 6,212 GPUs) as the fleet;
    the snapshot's time load is light, so every GPU pod arrives once, in a seeded random order at
    random times within `--openb-window-h` hours (durations unchanged): pods requesting ~106% of
-   the fleet's GPUs — the "inflation to 100-130% of capacity" its README describes.
+   the fleet's GPUs — the "inflation to 100-130% of capacity" its README describes. Then the same
+   inflated to 130% (every pod plus seeded copies of randomly drawn pods), the top of that range.
 
 Both traces get classes (Philly only; openb keeps its QoS mapping), estimates, readiness delays,
 checkpoints and quota accounts from `--synthesize` defaults (seed 42). Every policy decision is the
@@ -118,27 +119,48 @@ def spread_arrivals(trace: Trace, window_s: float, seed: int) -> Trace:
     return trace.with_tasks(replace(task, submit_s=at) for task, at in zip(tasks, times))
 
 
-def openb_case(window_h: float, card_model: CatalogCardModel) -> Case:
-    """openb gpuspec33 on its own node list, every pod arriving at a random time within `window_h` hours."""
+def inflate(trace: Trace, target_gpus: float, seed: int) -> tuple[Trace, int]:
+    """Every pod once, plus seeded copies of randomly drawn pods (ids `<id>-copy<N>`) until the pods
+    request at least `target_gpus` GPUs: the openb authors' way of inflating the workload."""
+    rng = random.Random(seed)
+    tasks = sorted(trace.tasks, key=lambda task: task.task_id)
+    missing, copies = target_gpus - sum(task.gpus for task in tasks), []
+    while missing > 0:
+        drawn = rng.choice(tasks)
+        copies.append(replace(drawn, task_id=f"{drawn.task_id}-copy{len(copies) + 1}"))
+        missing -= drawn.gpus
+    return trace.with_tasks(tasks + copies), len(copies)
+
+
+def openb_case(window_h: float, card_model: CatalogCardModel, target_share: float | None = None) -> Case:
+    """openb gpuspec33 on its own node list, every pod (and, with `target_share`, seeded copies up to
+    that share of the fleet's GPUs) arriving at a random time within `window_h` hours."""
     trace = load_trace(OPENB, "openb")
     fleet = nodes_from_rows(trace.cluster_nodes, "openb node list (1,213 GPU nodes)")
-    inflated = spread_arrivals(trace, window_h * 3600, DEFAULT_SEED)
-    inflated = inflated.with_tasks(inflated.tasks, arrivals=f"all pods, random order and times within {window_h:g} h")
+    workload, copies = inflate(trace, target_share * fleet.capacity, DEFAULT_SEED) if target_share else (trace, 0)
+    inflated = spread_arrivals(workload, window_h * 3600, DEFAULT_SEED)
+    which = f"all pods plus {copies:,} seeded copies" if copies else "all pods"
+    inflated = inflated.with_tasks(inflated.tasks, arrivals=f"{which}, random order and times within {window_h:g} h")
     scenario = prepare_scenario(inflated, card_model, cluster=fleet, synthesize_seed=DEFAULT_SEED)
     requested = sum(task.gpus for task in scenario.tasks)
     notes = trace.notes
+    arrivals = (f"every GPU pod arrives once, plus {copies:,} copies of randomly drawn pods (seeded) until the pods "
+                f"request {target_share:.0%} of the fleet," if copies else "every GPU pod arrives once,")
     setup = [
-        f"Pods: {len(scenario.tasks):,} GPU pods; {notes['skipped_cpu_only']:,} CPU-only pods and "
+        f"Pods: {len(trace.tasks):,} GPU pods; {notes['skipped_cpu_only']:,} CPU-only pods and "
         f"{notes['skipped_never_scheduled']:,} never-scheduled pods (no run time) skipped; "
         f"{notes['fractional_rounded_up']:,} fractional-GPU pods rounded up to one GPU.",
         f"Fleet: the node list, {fleet.summary()} ({fleet.capacity:,} GPUs).",
         f"Inflation: the pod list is a 149-day snapshot with a light time load, which its authors use as a workload "
-        f"distribution inflated to 100-130% of capacity. Here every GPU pod arrives once, in a seeded random order "
-        f"at uniform random times within {window_h:g} h (durations unchanged): pods requesting {requested:,} GPUs "
-        f"= {requested / fleet.capacity:.0%} of the fleet. 90% of the trace's GPU-time is in 81 pods that run "
-        "longer than a day (up to 145 days), so the window's bound is well below 100% and the makespan is long.",
+        f"distribution inflated to 100-130% of capacity. Here {arrivals} in a seeded random order "
+        f"at uniform random times within {window_h:g} h (durations unchanged): {len(scenario.tasks):,} pods requesting "
+        f"{requested:,} GPUs = {requested / fleet.capacity:.0%} of the fleet. 90% of the trace's GPU-time is in 81 pods "
+        "that run longer than a day (up to 145 days), so the window's bound is well below 100% and the makespan is long.",
         "QoS mapping: LS/Guaranteed = core, Burstable = standard, BE = opportunistic (docs/traces.md).",
     ]
+    if target_share:
+        return Case("openb-130", f"Alibaba openb gpuspec33, inflated to {target_share:.0%}, within {window_h:g} h",
+                    scenario, setup)
     return Case("openb", f"Alibaba openb gpuspec33, all pods within {window_h:g} h", scenario, setup)
 
 
@@ -238,14 +260,16 @@ def main() -> None:
                         help="no window starts on or after this day")
     parser.add_argument("--openb-window-h", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (policies run in parallel)")
-    parser.add_argument("--only", choices=("philly", "windows", "openb"), help="run one part only (docs not written)")
+    parser.add_argument("--only", choices=("philly", "windows", "openb", "openb-130"),
+                        help="run one part only (docs not written)")
     parser.add_argument("--json-dir", type=Path, help="also write each case's JSON report here")
     args = parser.parse_args()
     console, card_model, started = Console(), CatalogCardModel(), time.perf_counter()
     builders = {"philly": lambda: philly_case(args.philly_start, args.philly_days, card_model),
-                "openb": lambda: openb_case(args.openb_window_h, card_model)}
+                "openb": lambda: openb_case(args.openb_window_h, card_model),
+                "openb-130": lambda: openb_case(args.openb_window_h, card_model, target_share=1.3)}
     results, window_lines = [], []
-    for key in ("philly", "windows", "openb"):
+    for key in ("philly", "windows", "openb", "openb-130"):
         if args.only not in (None, key):
             continue
         if key == "windows":
