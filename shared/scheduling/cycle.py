@@ -49,7 +49,7 @@ class Cycle:
         self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, partial(headroom_gpus, policy))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
-        self.borrowed = Borrowed(snapshot.leases, self._card_of_node)
+        self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node)
         self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
         self.deferrals: list[Deferral] = []
@@ -288,10 +288,6 @@ class Cycle:
         if self._victims is None:
             self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours)
         return self._victims
-
-    def _card_of_node(self, node_id: str) -> str | None:
-        rank = self.fleet.rank_of.get(node_id)
-        return None if rank is None else self.fleet.card_of[rank]
 
     def _lease_releases(self, card_types: set[str]) -> list[tuple[str, Release]]:
         """When the running leases on nodes of these card types are expected to free their GPUs

@@ -105,6 +105,11 @@ class Fleet:
                 return count
         return 0
 
+    def card_of_node(self, node_id: str) -> str | None:
+        """The card type of a node of the snapshot (None for a node it does not have)."""
+        rank = self.rank_of.get(node_id)
+        return None if rank is None else self.card_of[rank]
+
     def usable_free(self, rank: int, heavy: bool) -> int:
         """Free GPUs of a node that a task may use (0 for a heavy task on a node full of heavy work)."""
         if heavy and self.heavy[rank] >= self.max_heavy:

@@ -60,7 +60,8 @@ def _leases_on(draw, node: Node):
         leases.append(RunningLease(
             f"L-{node.node_id}-{start}", f"run-{node.node_id}-{start}", "p0", draw(st.sampled_from(CLASSES)),
             node.node_id, node.card_type, tuple(busy[start:start + size]), started,
-            NOW + draw(st.floats(-60, 8 * 3600)), checkpoint, draw(st.booleans())))
+            NOW + draw(st.floats(-60, 8 * 3600)), checkpoint, draw(st.booleans()),
+            checkpoints_on_preempt=draw(st.booleans())))
         start += size
     return leases
 
@@ -128,10 +129,13 @@ def preemption_scenarios(draw):
         nodes.append(node)
         leases += draw(_leases_on(node))
     queue = [draw(_tasks(f"t{index}")) for index in range(draw(st.integers(1, 8)))]
-    queue = [replace(task, priority_class=PriorityClass.CORE, data_ready=True, approved=True) if i % 2 else task
+    queue = [replace(task, priority_class=PriorityClass.CORE, data_ready=True, approved=True,
+                     submitted_at=NOW - draw(st.sampled_from((0.0, 300.0, 3600.0, 36_000.0)))) if i % 2 else task
              for i, task in enumerate(queue)]
-    policy = replace(POLICIES["cardflow"], preempt_after_s=draw(st.sampled_from((0.0, 600.0, 6 * 3600.0))),
-                     preempt_max_lost_gpu_hours=draw(st.sampled_from((math.inf, 0.25, 4.0))))
+    # Mostly preempting at once and at any cost (so preemptions are common), sometimes the preset's
+    # grace and loss cap, sometimes a grace longer than any task has waited.
+    policy = replace(POLICIES["cardflow"], preempt_after_s=draw(st.sampled_from((0.0, 0.0, 600.0, 30 * 3600.0))),
+                     preempt_max_lost_gpu_hours=draw(st.sampled_from((math.inf, math.inf, 0.25, 4.0))))
     return Snapshot(tuple(nodes), tuple(leases)), queue, policy
 
 
@@ -315,15 +319,22 @@ def test_backfill_never_delays_the_reservation(scenario):
 
 
 def test_the_generated_scenarios_exercise_every_outcome():
-    """Guard against a strategy that never produces grants, preemptions or reservations."""
+    """Guard against a strategy that never produces grants, preemptions, reservations or revisits.
+    Derandomized (a fixed seed): it checks the strategies, so it must not depend on luck."""
     seen = Counter()
 
-    @settings(max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(ANY_SCENARIO)
-    def collect(scenario):
-        result: Plan = plan(*scenario[:2], scenario[2], NOW)
-        seen.update(grants=bool(result.grants), preemptions=bool(result.preemptions),
-                    reservations=bool(result.reservations), deferrals=bool(result.deferrals))
+    def collect_from(strategy, examples: int) -> None:
+        @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=[HealthCheck.too_slow])
+        @given(strategy)
+        def collect(scenario):
+            result: Plan = plan(*scenario[:2], scenario[2], NOW)
+            seen.update(grants=bool(result.grants), preemptions=bool(result.preemptions),
+                        reservations=bool(result.reservations), deferrals=bool(result.deferrals),
+                        revisits=result.revisit_at is not None)
 
-    collect()
-    assert all(seen[key] > 0 for key in ("grants", "preemptions", "reservations", "deferrals")), seen
+        collect()
+
+    collect_from(ANY_SCENARIO, 250)
+    collect_from(preemption_scenarios(), 150)
+    assert all(seen[key] > 0 for key in ("grants", "preemptions", "reservations", "deferrals", "revisits")), seen

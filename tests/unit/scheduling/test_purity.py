@@ -7,9 +7,16 @@ dispatcher, the simulator and an auditor replaying history all get the same answ
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 
 import pytest
+
+from shared.scheduling.model import Snapshot
+from shared.scheduling.plan import plan
+from shared.scheduling.policies import POLICIES
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, built
 
 ROOT = Path(__file__).resolve().parents[3]
 PURE_PATHS = [*sorted((ROOT / "shared" / "scheduling").glob("*.py")), ROOT / "shared" / "cards" / "matching.py",
@@ -52,3 +59,23 @@ def test_the_check_itself_catches_an_impure_import(tmp_path: Path):
     bad.write_text("import asyncio\nfrom datetime import datetime\n")
     assert imported_modules(bad) == ["asyncio", "datetime"]
     assert not {"asyncio", "datetime"} & ALLOWED_STDLIB
+
+
+
+def test_plan_leaves_no_reference_cycles_behind():
+    """plan() pauses the cyclic garbage collector (plan.py): that is only free if it creates no
+    cycles, so everything it allocates must be freed by reference counting alone."""
+    nodes = [built(a_node(f"n{i}").free(2)) for i in range(4)]
+    leases = [built(a_lease(f"L{i}").on(f"n{i}").gpus(2, 3, 4, 5, 6, 7).opportunistic().started(NOW - HOUR))
+              for i in range(4)]
+    tasks = [built(a_task(f"t{i}").gpus(1 + i % 4).submitted(NOW - i * 100)) for i in range(12)]
+    tasks.append(built(a_task("c").core().gpus(8).submitted(NOW - 2 * HOUR)))
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        plan(Snapshot(tuple(nodes), tuple(leases)), tasks, POLICIES["cardflow"], NOW)
+        assert gc.collect() == 0
+    finally:
+        if was_enabled:
+            gc.enable()
