@@ -297,6 +297,7 @@ def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, cons
     build = lambda start: philly_case(start.isoformat(), days, card_model).scenario  # noqa: E731
     results, elapsed = windows.run_windows(starts, build, args.jobs, console)
     console.print(windows.table(results))
+    windows.plot(results, IMAGES / "policies-philly-windows.png")
     console.print(f"cardflow vs easy-backfill, all windows: {windows.verdict(windows.pooled(results))}")
     if args.json_dir:
         args.json_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,8 +160,41 @@ def section_lines(results: Sequence[WindowResult], elapsed_s: float, days: int) 
         "is why the verdict is pooled.", "",
         "| " + " | ".join(header) + " |", "|" + "---:|" * len(header),
         *["| " + " | ".join(row) + " |" for row in markdown_rows(results)], "",
+        f"![Philly, every {days}-day window](img/policies-philly-windows.png)", "",
     ]
     return lines
+
+
+def plot(results: Sequence[WindowResult], path: Path) -> None:
+    """Per window: cardflow's utilisation minus easy-backfill's (points), and both policies' core p95
+    wait (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r.start.strftime("%m-%d") for r in results]
+    x = np.arange(len(results))
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6), constrained_layout=True)
+    gains = [100 * (r.utilisation["cardflow"] - r.utilisation["easy-backfill"]) for r in results]
+    top.bar(x, gains, width=0.6, color=["tab:green" if gain >= 0 else "tab:red" for gain in gains])
+    summary = pooled(results)
+    top.axhline(100 * (summary["cardflow"]["utilisation"] - summary["easy-backfill"]["utilisation"]),
+                color="black", linestyle="--", linewidth=1, label="pooled over all windows")
+    top.axhline(0, color="grey", linewidth=0.5)
+    top.set_ylabel("utilisation gain\n(points, cardflow − easy)")
+    top.legend(loc="upper left", fontsize="small")
+    top.set_title("Philly, every 4-day window (own fleet each, offered load ~100%)")
+    for offset, name in ((-0.2, "cardflow"), (0.2, "easy-backfill")):
+        bottom.bar(x + offset, [max(_p95_min(r.core_waits_s[name]), 0.1) for r in results], width=0.4, label=name)
+    bottom.legend(loc="upper right", fontsize="small")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("core p95 wait (min, log)")
+    bottom.set_xticks(x, labels, rotation=60, fontsize="small")
+    bottom.set_xlabel("window start (2017)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def as_json(results: Sequence[WindowResult]) -> dict[str, Any]:
