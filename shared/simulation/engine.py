@@ -24,7 +24,8 @@ from shared.simulation.cluster import Cluster
 from shared.simulation.fleet import Fleet
 from shared.simulation.metrics import Recorder
 from shared.simulation.state import EventKind, TaskRun
-from shared.simulation.transitions import PREEMPT_CHECKPOINT_COST_S, Transitions
+from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
+from shared.simulation.transitions import Transitions
 from shared.simulation.workload import SimTask
 
 PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]

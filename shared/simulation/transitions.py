@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from shared.scheduling.model import Grant, PriorityClass, QueuedTask, QuotaAccount, RunningLease
+from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.state import EventKind, LeaseRun, TaskRun
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 
 MIN_REMAINING_ESTIMATE_S = 60.0  # a resumed task whose estimate ran out still claims a minute
 # A preempted task that checkpoints writes a checkpoint on the PreemptCommand (ARCHITECTURE §5/§7,
-# docs/agent.md): it keeps its progress up to the preemption except this much, the write's cost.
-PREEMPT_CHECKPOINT_COST_S = 60.0
+# docs/agent.md): it keeps its progress up to the preemption except the write's cost — by default the
+# cost the scheduling core assumes when it ranks victims (`shared.scheduling.preemption`).
 
 
 class Transitions:
