@@ -19,12 +19,12 @@ from typing import Callable, Mapping, Sequence
 from shared.scheduling.model import (
     Plan, Policy, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot,
 )
+from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.cardmodel import CardModel, FlatCardModel
 from shared.simulation.cluster import Cluster
 from shared.simulation.fleet import Fleet
 from shared.simulation.metrics import Recorder
 from shared.simulation.state import EventKind, TaskRun
-from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.transitions import Transitions
 from shared.simulation.workload import SimTask
 
