@@ -81,13 +81,14 @@ def philly_trace() -> Trace:
     return load_trace(PHILLY, "philly")
 
 
-def philly_case(start: str, days: float, card_model: CatalogCardModel) -> Case:
-    """A time window of the Philly trace on a V100 fleet sized for 100% offered load."""
+def philly_case(start: str, days: float, card_model: CatalogCardModel, seed: int = DEFAULT_SEED) -> Case:
+    """A time window of the Philly trace on a V100 fleet sized for 100% offered load (fields the trace
+    lacks synthesized with `seed`)."""
     trace = philly_trace()
     lo = datetime.fromisoformat(start).replace(tzinfo=timezone.utc).timestamp()
     hi = lo + days * 86400
     sliced = trace.with_tasks([t for t in trace.tasks if lo <= t.submit_s < hi], window=f"{start} + {days:g} d")
-    scenario = prepare_scenario(sliced, card_model, synthesize_seed=DEFAULT_SEED)
+    scenario = prepare_scenario(sliced, card_model, synthesize_seed=seed)
     first, last = window(scenario.tasks)
     demand = demand_gpu_s(scenario.tasks, first, last)
     setup = [
@@ -258,6 +259,8 @@ def main() -> None:
                         help="first day of the all-windows comparison (Philly)")
     parser.add_argument("--windows-to", type=date.fromisoformat, default=date(2017, 12, 23),
                         help="no window starts on or after this day")
+    parser.add_argument("--windows-seeds", type=int, nargs="*", default=[1, 2, 3],
+                        help="also run every window with these synthesis seeds (robustness of the verdict)")
     parser.add_argument("--openb-window-h", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (policies run in parallel)")
     parser.add_argument("--only", choices=("philly", "windows", "openb", "openb-130"),
@@ -299,10 +302,20 @@ def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, cons
     console.print(windows.table(results))
     windows.plot(results, IMAGES / "policies-philly-windows.png")
     console.print(f"cardflow vs easy-backfill, all windows: {windows.verdict(windows.pooled(results))}")
+    by_seed = {DEFAULT_SEED: results}
+    for seed in args.windows_seeds:
+        if seed not in by_seed:
+            console.print(f"same windows, synthesized with seed {seed}")
+            by_seed[seed], more = windows.run_windows(
+                starts, lambda start, seed=seed: philly_case(start.isoformat(), days, card_model, seed).scenario,
+                args.jobs, console)
+            elapsed += more
+    console.print(windows.seeds_table(by_seed))
     if args.json_dir:
         args.json_dir.mkdir(parents=True, exist_ok=True)
-        (args.json_dir / "policies-philly-windows.json").write_text(json.dumps(windows.as_json(results), indent=2))
-    return windows.section_lines(results, elapsed, days)
+        document = {**windows.as_json(results), "by_seed": {seed: windows.pooled(r) for seed, r in by_seed.items()}}
+        (args.json_dir / "policies-philly-windows.json").write_text(json.dumps(document, indent=2))
+    return windows.section_lines(results, elapsed, days, by_seed)
 
 
 if __name__ == "__main__":

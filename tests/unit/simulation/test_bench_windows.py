@@ -48,3 +48,12 @@ def test_the_section_names_the_verdict_and_a_row_per_window():
     assert "Verdict, pooled over all windows: pooled core p95 wait 1 min vs 2 min (better)" in text
     assert "| 2017-01-01 | 10 | 8 | 100% | 90.0% | 80.0% | 1m | 2m |" in text
     assert "img/policies-philly-windows.png" in text
+
+
+def test_the_seed_verdict_counts_the_seeds_where_each_goal_holds():
+    by_seed = {42: [result(date(2017, 1, 1), 100.0, 0.70, 0.69, [60.0], [120.0])],
+               1: [result(date(2017, 1, 1), 100.0, 0.70, 0.72, [60.0], [120.0])]}
+    assert windows.seeds_verdict(by_seed) == (
+        "over 2 synthesis seeds, cardflow's pooled core p95 wait is lower in 2 of 2; its pooled utilisation "
+        "matches or beats easy-backfill's in 1 of 2 (mean difference -0.50 points, from -2.00 to +1.00).")
+    assert windows.seed_rows(by_seed)[1] == ["1", "70.00%", "72.00%", "-2.00", "1m", "2m"]
