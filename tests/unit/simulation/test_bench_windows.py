@@ -45,7 +45,7 @@ def test_pooled_utilisation_is_weighted_by_capacity_and_waits_are_pooled():
 def test_the_section_names_the_verdict_and_a_row_per_window():
     results = [result(date(2017, 1, 1), 100.0, 0.9, 0.8, [60.0], [120.0])]
     text = "\n".join(windows.section_lines(results, elapsed_s=90.0, days=4))
-    assert "Verdict, pooled over all windows: pooled core p95 wait 1 min vs 2 min (better)" in text
+    assert "Verdict with the default synthesis seed, pooled over all windows: pooled core p95 wait 1 min vs 2 min (better)" in text
     assert "| 2017-01-01 | 10 | 8 | 100% | 90.0% | 80.0% | 1m | 2m |" in text
     assert "img/policies-philly-windows.png" in text
 
