@@ -124,12 +124,15 @@ class Cycle:
         be revisited when the earliest grace ends (`Plan.revisit_at`)."""
         if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
             return False
-        grace_ends = task.submitted_at + self.policy.preempt_after_s
+        grace_ends = self._grace_ends(task)
         if self.now >= grace_ends:
             return True
         if self.revisit_at is None or grace_ends < self.revisit_at:
             self.revisit_at = grace_ends
         return False
+
+    def _grace_ends(self, task: QueuedTask) -> float:
+        return task.submitted_at + self.policy.preempt_after_s
 
     def _preemption_may_help(self, task: QueuedTask) -> bool:
         pools = self.fleet.pools
@@ -232,7 +235,7 @@ class Cycle:
         """A core task waiting out its preemption grace is told when it may preempt (last deferral)."""
         if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
             return
-        grace_left = task.submitted_at + self.policy.preempt_after_s - self.now
+        grace_left = self._grace_ends(task) - self.now
         if grace_left > 0 and self._victim_index().has_victims():
             last = self.deferrals[-1]
             self.deferrals[-1] = Deferral(last.task_id, last.reason, reasons.preemption_grace(last.detail, grace_left))
