@@ -297,19 +297,18 @@ def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, cons
     days = int(args.philly_days)
     starts = windows.window_starts(args.windows_from, args.windows_to, days)
     console.rule(f"Philly, every {days}-day window from {starts[0]} ({len(starts)} windows)")
-    build = lambda start: philly_case(start.isoformat(), days, card_model).scenario  # noqa: E731
-    results, elapsed = windows.run_windows(starts, build, args.jobs, console)
+    by_seed, elapsed = {}, 0.0
+    for seed in dict.fromkeys([DEFAULT_SEED, *args.windows_seeds]):  # the default seed first, no repeats
+        if seed != DEFAULT_SEED:
+            console.print(f"same windows, synthesized with seed {seed}")
+        by_seed[seed], took = windows.run_windows(
+            starts, lambda start, seed=seed: philly_case(start.isoformat(), days, card_model, seed).scenario,
+            args.jobs, console)
+        elapsed += took
+    results = by_seed[DEFAULT_SEED]
     console.print(windows.table(results))
     windows.plot(results, IMAGES / "policies-philly-windows.png")
     console.print(f"cardflow vs easy-backfill, all windows: {windows.verdict(windows.pooled(results))}")
-    by_seed = {DEFAULT_SEED: results}
-    for seed in args.windows_seeds:
-        if seed not in by_seed:
-            console.print(f"same windows, synthesized with seed {seed}")
-            by_seed[seed], more = windows.run_windows(
-                starts, lambda start, seed=seed: philly_case(start.isoformat(), days, card_model, seed).scenario,
-                args.jobs, console)
-            elapsed += more
     console.print(windows.seeds_table(by_seed))
     if args.json_dir:
         args.json_dir.mkdir(parents=True, exist_ok=True)

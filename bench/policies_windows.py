@@ -185,7 +185,7 @@ def section_lines(results: Sequence[WindowResult], elapsed_s: float, days: int,
         f"### Philly, every {days}-day window (the whole trace)", "",
         f"- {len(results)} consecutive {days}-day windows from {results[0].start} ({sum(r.jobs for r in results):,} "
         "jobs; the few dozen sparse jobs before the first window are left out), each on its own V100 fleet sized "
-        "like the headline case (offered load ~100%); cardflow and easy-backfill only; simulated in "
+        "like the headline case (offered load ~100%); cardflow and easy-backfill only; simulated (every seed below) in "
         f"{elapsed_s / 60:,.1f} min.",
         f"- Verdict with the default synthesis seed, pooled over all windows: {verdict(summary)} Core wait mean {ours['core_wait_mean_min']:,.0f} vs "
         f"{theirs['core_wait_mean_min']:,.0f} min, p99 {ours['core_wait_p99_min']:,.0f} vs "
