@@ -14,6 +14,14 @@ GPUs that will be spare there at the start, and on the card type at most the GPU
 GPUs the reserved task needs only as headroom are spare for opportunistic backfill: it keeps holding
 them as borrowed headroom, so the headroom stays covered. Every condition only depends on quantities
 that backfill itself reduces, so the reservation's start can never move later because of backfill.
+
+Filling the drain (`policy.fill_reservations`): while the reservation waits for GPUs to come free, the
+GPUs already free for it would idle. Opportunistic work that checkpoints (`fills_reservation`) ignores
+the guard and may run on them; it yields them back: for the reservation's holder, such leases
+(`yields_to_reservation`) count as released once the holder's preemption grace is over, so the start
+is unchanged, and when the holder fits only thanks to them, it preempts them (cycle.py). Such a lease
+loses only its checkpoint write; one that would lose more than the preemption cap neither fills nor
+yields.
 """
 
 from __future__ import annotations
@@ -22,8 +30,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
+from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S, lost_gpu_hours
+
+_SECONDS_PER_HOUR = 3600.0
+
+
+def fills_reservation(task: QueuedTask, policy: Policy) -> bool:
+    """True if the task may run on GPUs a reservation needs (it will yield them when it is due):
+    opportunistic, checkpoints, and preempting it (the checkpoint write) stays within the cap."""
+    return (policy.fill_reservations and task.priority_class == PriorityClass.OPPORTUNISTIC
+            and task.checkpoint_interval_s is not None
+            and task.gpus * PREEMPT_CHECKPOINT_COST_S / _SECONDS_PER_HOUR <= policy.preempt_max_lost_gpu_hours)
+
+
+def yields_to_reservation(lease: RunningLease, policy: Policy, now: float) -> bool:
+    """True if the reservation holder may count on this lease's GPUs once its grace is over (it would
+    preempt the lease): opportunistic, checkpoints on preemption, and loses no more than the cap."""
+    return (policy.fill_reservations and lease.priority_class == PriorityClass.OPPORTUNISTIC
+            and lease.checkpoints_on_preempt
+            and lost_gpu_hours(lease, now) <= policy.preempt_max_lost_gpu_hours)
 
 
 class Release(NamedTuple):

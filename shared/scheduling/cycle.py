@@ -5,8 +5,9 @@
 was given. For each task: eligibility (data, match, approval), quota per card option, then each
 card option in matcher order — headroom, the reservation (if the task would still run at its start),
 best-fit placement. A task that fits nowhere is, in this order: the blocked head of a strict-order
-baseline, a core task that preempts opportunistic work, the holder of the cycle's one reservation, or
-simply deferred with the most telling reason. Standard work counts GPUs held by opportunistic work as
+baseline, a core task that preempts opportunistic work, the holder of the cycle's one reservation (which
+preempts the opportunistic work filling its GPUs once it is due), or simply deferred with the most
+telling reason. Standard work counts GPUs held by opportunistic work as
 headroom (`Borrowed`), so this cycle's opportunistic grants and preemptions update that count.
 """
 
@@ -16,7 +17,14 @@ from collections.abc import Sequence
 from functools import partial
 
 from shared.scheduling import reasons
-from shared.scheduling.backfill import Release, ReservationGuard, find_reservation, releases_by_card
+from shared.scheduling.backfill import (
+    Release,
+    ReservationGuard,
+    fills_reservation,
+    find_reservation,
+    releases_by_card,
+    yields_to_reservation,
+)
 from shared.scheduling.eligibility import readiness_deferral
 from shared.scheduling.explain import Explainer, Miss, most_telling
 from shared.scheduling.headroom import Borrowed, blocked_by_headroom, headroom_gpus
@@ -127,9 +135,13 @@ class Cycle:
         grace_ends = self._grace_ends(task)
         if self.now >= grace_ends:
             return True
-        if self.revisit_at is None or grace_ends < self.revisit_at:
-            self.revisit_at = grace_ends
+        self._revisit(grace_ends)
         return False
+
+    def _revisit(self, at: float) -> None:
+        """Ask to be planned again at `at` (the earliest such moment wins)."""
+        if self.revisit_at is None or at < self.revisit_at:
+            self.revisit_at = at
 
     def _grace_ends(self, task: QueuedTask) -> float:
         return task.submitted_at + self.policy.preempt_after_s
@@ -154,6 +166,7 @@ class Cycle:
     def _try_start(self, task: QueuedTask, options: Sequence[CardOption]) -> list[Miss]:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []
+        fills = self.guard is not None and fills_reservation(task, self.policy)  # may ignore the guard
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -163,7 +176,7 @@ class Cycle:
                 misses.append(Miss(R.HEADROOM, option, pool))
                 continue
             guard = self.guard
-            if guard is not None and not guard.applies(option.card_type, self.now + option.runtime_s):
+            if guard is not None and (fills or not guard.applies(option.card_type, self.now + option.runtime_s)):
                 guard = None
             allocation = self._place(task, pool, guard)
             if allocation is not None:
@@ -268,9 +281,14 @@ class Cycle:
 
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
         cards = {option.card_type for option in options}
-        releases = releases_by_card(self._lease_releases(cards) + [item for item in self._releases if item[0] in cards])
-        guard = find_reservation(task, options, self.fleet, releases, self.now)
+        yield_at = self._fillers_yield_at(task)
+        guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at), self.now)
         self.reservation_settled = True  # one sweep per cycle, successful or not
+        if guard is not None and yield_at is not None:
+            if self._reclaim_from_fillers(task, options, cards, guard):
+                return
+            if guard.start_at == yield_at > self.now:
+                self._revisit(yield_at)  # the fillers yield when the holder's grace ends
         if guard is None:
             self.deferrals.append(fallback)
             if not self.policy.backfill:
@@ -279,11 +297,34 @@ class Cycle:
         self.guard = guard
         node_ids = tuple(sorted(self.fleet.node_ids[rank] for rank, _ in guard.allocation))
         self.reservations.append(Reservation(task.task_id, guard.card_type, guard.start_at, node_ids))
-        detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids)
+        yielding = yield_at is not None and guard.start_at == yield_at > self.now
+        detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids, yielding)
         self.deferrals.append(Deferral(task.task_id, R.RESERVED, detail))
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
             self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)
+
+    def _fillers_yield_at(self, task: QueuedTask) -> float | None:
+        """When opportunistic work filling the reservation yields its GPUs to this task, should it
+        hold the reservation: once the task's preemption grace is over. None: never (policy off, or
+        the task is opportunistic itself)."""
+        if not self.policy.fill_reservations or task.priority_class == PriorityClass.OPPORTUNISTIC:
+            return None
+        return max(self.now, self._grace_ends(task))
+
+    def _reclaim_from_fillers(self, task: QueuedTask, options: Sequence[CardOption], cards: set[str],
+                              guard: ReservationGuard) -> bool:
+        """The reservation is due now, but only because fillers yield: preempt them (True if done)."""
+        if guard.start_at > self.now:
+            return False
+        plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now)
+        if plain is not None and plain.start_at <= self.now:
+            return False  # due anyway: leases past their estimated end count as ending now
+        return self._preempt(task, options)
+
+    def _releases_for(self, card_types: set[str], yield_at: float | None) -> dict[str, list[Release]]:
+        own = [item for item in self._releases if item[0] in card_types]
+        return releases_by_card(self._lease_releases(card_types, yield_at) + own)
 
     # -- lazily built indexes ------------------------------------------------------------------
 
@@ -292,16 +333,21 @@ class Cycle:
             self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours)
         return self._victims
 
-    def _lease_releases(self, card_types: set[str]) -> list[tuple[str, Release]]:
+    def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> list[tuple[str, Release]]:
         """When the running leases on nodes of these card types are expected to free their GPUs
-        (and whether they borrow headroom until then: opportunistic leases not being preempted)."""
+        (and whether they borrow headroom until then: opportunistic leases not being preempted).
+        With `yield_at`, leases that yield to the reservation free their GPUs by then at the latest."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         opportunistic, preempted = PriorityClass.OPPORTUNISTIC, self._preempted
+        policy, now = self.policy, self.now
         releases = []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             if rank is not None and card_of[rank] in card_types:
                 borrowing = lease.priority_class == opportunistic and lease.lease_id not in preempted
-                release = Release(lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrowing)
+                at = lease.estimated_end
+                if yield_at is not None and borrowing and yield_at < at and yields_to_reservation(lease, policy, now):
+                    at = yield_at
+                release = Release(at, rank, len(lease.gpu_indices), lease.heavy, borrowing)
                 releases.append((card_of[rank], release))
         return releases

@@ -131,6 +131,9 @@ class Policy:
     preempt_after_s: float = 600.0  # a core task preempts only once it has waited this long
     preempt_max_lost_gpu_hours: float = 0.25  # never preempt a lease that would lose more than this
     quota_expiry_gate: bool = True  # False: start tasks even if their quota expires before they end
+    # Opportunistic work that checkpoints may run on GPUs the EASY reservation needs and yields them
+    # (preempted) once the reservation is due: the drain before a wide task starts is not left idle.
+    fill_reservations: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,6 @@ class Plan:
     preemptions: tuple[Preemption, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     deferrals: tuple[Deferral, ...] = ()
-    # Plan again at this time even if nothing else happens: a waiting core task's preemption grace
+    # Plan again at this time even if nothing else happens: a waiting task's preemption grace
     # (`Policy.preempt_after_s`) ends then. None = no such deadline.
     revisit_at: float | None = None

@@ -1,13 +1,14 @@
 """Named scheduling policies: cardflow and the baselines it is measured against.
 
 - "cardflow": everything on — class/priority/aging order, readiness gate, headroom for core work,
-  EASY reservation + backfill, preemption of opportunistic work, heavy-task spreading, quota expiry.
+  EASY reservation + backfill, opportunistic work filling the reservation's drain (and yielding when it
+  is due), preemption of opportunistic work, heavy-task spreading, quota expiry.
 - "fifo": strict submit order; the first task that does not fit blocks everything behind it.
 - "priority": strict (class, priority) order with head-of-line blocking, no backfill.
 - "easy-backfill": Slurm-style EASY backfill over priority order, the estimate as time limit.
 
 The baselines are readiness-blind (they start a task whose data is not ready; it then holds its GPUs
-idle), keep no headroom, never preempt, do not spread heavy tasks and do not look at quota expiry
+idle), keep no headroom, never preempt (so opportunistic work never fills a reservation), do not spread heavy tasks and do not look at quota expiry
 dates (a quota's remaining amount is still respected, as Slurm enforces association limits).
 """
 
@@ -23,6 +24,7 @@ _BASELINE = dict(
     max_heavy_per_node=NO_HEAVY_LIMIT,
     readiness_gate=False,
     preemption=False,
+    fill_reservations=False,
     quota_expiry_gate=False,
 )
 

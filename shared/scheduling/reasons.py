@@ -109,11 +109,14 @@ def heavy_spread(gpus: int, card_type: str, max_heavy: int) -> str:
 # -- reservation, baselines, preemption ----------------------------------------------------------
 
 
-def reserved(gpus: int, card_type: str, start_in_s: float, node_ids: Sequence[str]) -> str:
+def reserved(gpus: int, card_type: str, start_in_s: float, node_ids: Sequence[str],
+             fillers_yield: bool = False) -> str:
     nodes = ", ".join(node_ids[:3]) + (f" (+{len(node_ids) - 3} more)" if len(node_ids) > 3 else "")
+    when = ("when its preemption grace ends and opportunistic work yields the GPUs" if fillers_yield
+            else "when running tasks are expected to end")
     return (
         f"holds the reservation: {gpus_text(gpus)} of {card_type} on {nodes} in about "
-        f"{format_duration(start_in_s)}, when running tasks are expected to end"
+        f"{format_duration(start_in_s)}, {when}"
     )
 
 

@@ -148,13 +148,17 @@ class Simulation(Transitions):
         return self._handlers[kind](key, now)
 
     def _something_to_decide(self) -> bool:
-        """False when the queue is empty, or the fleet is full and no core task could preempt."""
+        """False when the queue is empty, or the fleet is full and no waiting task could preempt."""
         if not self._queue:
             return False
         if self.fleet.busy_gpus < self.fleet.capacity:
             return True
-        return (self.policy.preemption and self._queued_by_class[PriorityClass.CORE] > 0
-                and self._running_by_class[PriorityClass.OPPORTUNISTIC] > 0)
+        if self._running_by_class[PriorityClass.OPPORTUNISTIC] == 0:
+            return False
+        queued = self._queued_by_class
+        if self.policy.fill_reservations and queued[PriorityClass.CORE] + queued[PriorityClass.STANDARD] > 0:
+            return True  # a reservation holder may reclaim GPUs from opportunistic fillers
+        return self.policy.preemption and queued[PriorityClass.CORE] > 0
 
     def _decide(self, now: float) -> Plan:
         if self._lease_cache is None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.scheduling.backfill import fills_reservation, yields_to_reservation
 from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import (
     CardOption,
@@ -283,7 +284,8 @@ def test_heavy_tasks_respect_the_per_node_limit(scenario):
 @given(st.one_of(scenarios(), reservation_scenarios()))
 def test_backfill_never_delays_the_reservation(scenario):
     """At the reservation's start, its nodes have the GPUs it needs once leases and grants that
-    are expected to end by then have ended (grants of this plan included); for standard work, the
+    are expected to end by then have ended (grants of this plan included) and, once the holder's
+    grace is over, opportunistic work filling the reservation has yielded; for standard work, the
     free GPUs of its card type plus those opportunistic work still holds then cover the headroom."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
@@ -294,13 +296,17 @@ def test_backfill_never_delays_the_reservation(scenario):
         task = tasks[reservation.task_id]
         free = {node.node_id: len(node.free) for node in snapshot.nodes}
         borrowed = 0  # GPUs of the reserved card type opportunistic work holds at the start
+        grace_over = (task.priority_class != PriorityClass.OPPORTUNISTIC
+                      and task.submitted_at + policy.preempt_after_s <= reservation.start_at)
         for lease in snapshot.leases:
-            if max(lease.estimated_end, NOW) <= reservation.start_at:
+            if max(lease.estimated_end, NOW) <= reservation.start_at or (
+                    grace_over and yields_to_reservation(lease, policy, NOW)):
                 free[lease.node_id] += lease.gpus
             elif lease.priority_class == PriorityClass.OPPORTUNISTIC and lease.lease_id not in preempted:
                 borrowed += lease.gpus if card_of[lease.node_id] == reservation.card_type else 0
         for grant in result.grants:
-            if grant.estimated_end > reservation.start_at:
+            if grant.estimated_end > reservation.start_at and not (
+                    grace_over and fills_reservation(tasks[grant.task_id], policy)):
                 for placement in grant.placements:
                     free[placement.node_id] -= len(placement.gpu_indices)
                 granted = tasks[grant.task_id]
