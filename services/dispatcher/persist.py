@@ -48,10 +48,17 @@ async def persist_plan(dc: Dispatcher, given: CycleInput, decided: Plan, now: da
         batch = dc.batch(now)
         leases = await save_grants(conn, dc, batch, given, decided.grants)
         held = await save_deferrals(conn, batch, given, changes)
-        victims = [(p.lease_id, p.for_task_id, f"core task {p.for_task_id} needs the GPUs") for p in decided.preemptions]
+        victims = [(p.lease_id, p.for_task_id, _preemption_reason(given, p.for_task_id)) for p in decided.preemptions]
         preempted = await preempt(conn, batch, victims, dc.config.preempt_grace_s) if victims else []
         await batch.flush(conn)
     return Persisted(leases=leases, held=held, preempted=len(preempted))
+
+
+def _preemption_reason(given: CycleInput, for_task_id: str) -> str:
+    """Why a victim is preempted: a core task, or the task whose due reservation it filled."""
+    row = given.tasks.get(for_task_id)
+    klass = row["priority_class"] if row is not None else "queued"
+    return f"{klass} task {for_task_id} needs the GPUs"
 
 
 # -- grants --------------------------------------------------------------------------------------

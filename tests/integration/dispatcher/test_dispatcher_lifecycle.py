@@ -137,3 +137,32 @@ async def test_core_work_waits_out_its_preemption_grace_before_it_preempts(fresh
     assert preempt.type == "command.preempt"
     waited = preempt.occurred_at - core[0].occurred_at
     assert timedelta(seconds=2.0) <= waited < timedelta(seconds=10.0)
+
+
+async def test_opportunistic_work_fills_a_reservation_and_yields_when_it_is_due(fresh_settings: Settings) -> None:
+    """4 GPUs. Standard L (2 GPUs) runs; standard W (4 GPUs) cannot start and holds the reservation for
+    when L is expected to end; opportunistic F, which checkpoints, runs on the 2 idle GPUs meanwhile (a
+    baseline would keep them idle: F would run past W's start). When L ends, W's reservation is due:
+    F is preempted for W, and W starts."""
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=4))
+        await h.publish(*a_ready_task("L", gpus=2, priority_class="standard"))
+        running = (await h.wait_for_commands("a1"))[0].data
+        await h.publish(*a_ready_task("W", gpus=4, priority_class="standard"))
+        await h.publish(*a_ready_task("F", gpus=2, priority_class="opportunistic", checkpoint_minutes=10))
+        filler = (await h.wait_for_commands("a1", 2))[1].data
+        assert await h.task_state("W") == "queued"
+
+        await h.report(finished("a1", running.lease_id, "L", running.fencing_token))
+        preempt = (await h.wait_for_commands("a1", 3))[2]
+        await h.report(checkpointed("a1", filler.lease_id, "F", filler.fencing_token, "sim://F/0.1"),
+                       finished("a1", filler.lease_id, "F", filler.fencing_token, exit_code=None,
+                                error="preempted: standard task W needs the GPUs"))
+        grant = (await h.wait_for_commands("a1", 4))[3]
+        revoked = await h.wait_for_events("lease.revoked")
+
+    assert filler.task_id == "F"
+    assert preempt.type == "command.preempt" and preempt.data.lease_id == filler.lease_id
+    assert [(e.data.lease_id, e.data.reason) for e in revoked] == [(filler.lease_id, "preempted")]
+    assert grant.type == "command.lease_grant" and grant.data.task_id == "W"

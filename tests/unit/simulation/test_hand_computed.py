@@ -118,3 +118,30 @@ def test_cardflow_never_preempts_a_victim_that_would_lose_much_work() -> None:
     recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
     assert recorder.preemptions == 0
     assert recorder.waits == {"O": 0, "K": 2600}
+
+
+DRAIN_TRACE = [task("L", 0, 2, 1000), task("W", 10, 4, 100), task("F", 20, 2, 3000, OPPORTUNISTIC, checkpoint=600)]
+
+
+def test_cardflow_fills_the_drain_and_the_filler_yields_when_the_reservation_is_due() -> None:
+    """4 GPUs. L holds 2 until 1000; W (4 GPUs) reserves t=1000. Opportunistic F (checkpoints) fills
+    the 2 idle GPUs at 20 instead of waiting; at 1000 W's reservation is due (its grace ended at
+    610), so W preempts F, which writes a checkpoint (loses the 60 s write: 940-1000); W runs
+    1000-1100 as reserved; F resumes at 1100 with 3000 - 920 = 2080 s left and ends at 3180."""
+    recorder = Simulation(DRAIN_TRACE, parse_cluster_spec("X:1x4"), POLICIES["cardflow"]).run().recorder
+    assert recorder.waits == {"L": 0, "W": 990, "F": 0}
+    assert recorder.preemptions == 1
+    assert recorder.lost == [(940, 1000, 2)]
+    assert recorder.jcts == {"L": 1000, "W": 1090, "F": 3160}
+
+
+@pytest.mark.parametrize("name", ["easy-backfill", "cardflow-no-fill"])
+def test_without_filling_the_drain_idles_and_the_opportunistic_task_waits(name) -> None:
+    """F may not run past W's start on GPUs W needs: it waits for W to end (1100) and ends at 4100;
+    W starts at 1000 either way."""
+    policy = replace(POLICIES["cardflow"], name=name, fill_reservations=False) if name == "cardflow-no-fill" \
+        else POLICIES[name]
+    recorder = Simulation(DRAIN_TRACE, parse_cluster_spec("X:1x4"), policy).run().recorder
+    assert recorder.waits == {"L": 0, "W": 990, "F": 1080}
+    assert recorder.preemptions == 0
+    assert recorder.jcts == {"L": 1000, "W": 1090, "F": 4080}
