@@ -106,7 +106,8 @@ def ablations() -> tuple[Policy, ...]:
     """cardflow with one feature off, to show what each costs or buys."""
     cardflow = POLICIES["cardflow"]
     return (replace(cardflow, name="cardflow-no-headroom", headroom=0.0),
-            replace(cardflow, name="cardflow-no-preemption", preemption=False),
+            replace(cardflow, name="cardflow-no-fill", fill_reservations=False),
+            replace(cardflow, name="cardflow-no-preemption", preemption=False, fill_reservations=False),
             replace(cardflow, name="cardflow-preempt-at-once", preempt_after_s=0.0,
                     preempt_max_lost_gpu_hours=float("inf")))
 
@@ -211,7 +212,8 @@ def ablation_notes(document: dict[str, Any]) -> list[str]:
 
     notes = [
         f"cardflow: {described('cardflow')}. Ablations — without headroom: {described('cardflow-no-headroom')}; "
-        f"without preemption: {described('cardflow-no-preemption')}; preempting at once, whatever the victim "
+        f"without opportunistic work filling the reservation's drain: {described('cardflow-no-fill')}; "
+        f"without any preemption (and so without filling): {described('cardflow-no-preemption')}; preempting at once, whatever the victim "
         f"loses (no grace, no loss cap): {described('cardflow-preempt-at-once')}.",
         f"While data-ready tasks were queued, cardflow kept {base['utilisation_when_queued']:.1%} of the fleet doing "
         f"useful work, easy-backfill {easy['utilisation_when_queued']:.1%}.",
