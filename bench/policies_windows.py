@@ -173,6 +173,28 @@ def seeds_verdict(by_seed: dict[int, Sequence[WindowResult]]) -> str:
             f"{100 * min(diffs):+.2f} to {100 * max(diffs):+.2f}).")
 
 
+def all_seeds_difference(by_seed: dict[int, Sequence[WindowResult]], resamples: int = 2000,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """cardflow's pooled utilisation minus easy-backfill's over every (seed, window) pair, weighted by
+    capacity, with a 95% bootstrap interval (the pairs resampled with replacement; fixed RNG seed)."""
+    pairs = [(r.capacity_gpu_h, r.utilisation["cardflow"] - r.utilisation["easy-backfill"])
+             for results in by_seed.values() for r in results]
+    capacity = np.asarray([c for c, _ in pairs], dtype=float)
+    diff = np.asarray([d for _, d in pairs], dtype=float)
+    point = float((capacity * diff).sum() / capacity.sum())
+    picks = np.random.default_rng(seed).integers(0, len(pairs), size=(resamples, len(pairs)))
+    samples = (capacity[picks] * diff[picks]).sum(axis=1) / capacity[picks].sum(axis=1)
+    low, high = np.percentile(samples, [2.5, 97.5])
+    return point, float(low), float(high)
+
+
+def all_seeds_line(by_seed: dict[int, Sequence[WindowResult]]) -> str:
+    point, low, high = all_seeds_difference(by_seed)
+    pairs = sum(len(results) for results in by_seed.values())
+    return (f"Every seed and window together ({pairs} pairs): cardflow's utilisation minus easy-backfill's, "
+            f"pooled, {100 * point:+.2f} points (95% bootstrap interval {100 * low:+.2f} to {100 * high:+.2f}).")
+
+
 def section_lines(results: Sequence[WindowResult], elapsed_s: float, days: int,
                   by_seed: dict[int, Sequence[WindowResult]] | None = None) -> list[str]:
     """The Markdown of this part, inside the policies section of docs/BENCHMARKS.md."""
@@ -206,6 +228,7 @@ def section_lines(results: Sequence[WindowResult], elapsed_s: float, days: int,
             f"windows were run with other synthesis seeds too. Verdict: {seeds_verdict(by_seed)}", "",
             "| " + " | ".join(SEED_HEADER) + " |", "|" + "---:|" * len(SEED_HEADER),
             *["| " + " | ".join(row) + " |" for row in seed_rows(by_seed)], "",
+            all_seeds_line(by_seed), "",
         ]
     return lines
 

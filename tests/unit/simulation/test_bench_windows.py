@@ -57,3 +57,15 @@ def test_the_seed_verdict_counts_the_seeds_where_each_goal_holds():
         "over 2 synthesis seeds, cardflow's pooled core p95 wait is lower in 2 of 2; its pooled utilisation "
         "matches or beats easy-backfill's in 1 of 2 (mean difference -0.50 points, from -2.00 to +1.00).")
     assert windows.seed_rows(by_seed)[1] == ["1", "70.00%", "72.00%", "-2.00", "1m", "2m"]
+
+
+def test_the_all_seeds_difference_is_capacity_weighted_with_an_interval_around_it():
+    by_seed = {42: [result(date(2017, 1, 1), 100.0, 0.70, 0.69, [60.0], [120.0]),
+                    result(date(2017, 1, 5), 300.0, 0.70, 0.70, [60.0], [120.0])],
+               1: [result(date(2017, 1, 1), 100.0, 0.70, 0.72, [60.0], [120.0])]}
+    point, low, high = windows.all_seeds_difference(by_seed)
+    assert point == pytest.approx((100 * 0.01 + 300 * 0.0 + 100 * -0.02) / 500)  # -0.2 points
+    assert -0.02 - 1e-9 <= low <= point <= high <= 0.01 + 1e-9  # resampled means stay within the pairs' range
+    assert windows.all_seeds_difference(by_seed) == (point, low, high)  # fixed RNG seed: reproducible
+    assert windows.all_seeds_line(by_seed).startswith(
+        "Every seed and window together (3 pairs): cardflow's utilisation minus easy-backfill's, pooled, -0.20 points")
