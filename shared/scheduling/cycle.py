@@ -42,7 +42,7 @@ from shared.scheduling.model import (
     Snapshot,
 )
 from shared.scheduling.placement import Allocation, Fleet, Pool
-from shared.scheduling.preemption import VictimIndex
+from shared.scheduling.preemption import VictimChoice, VictimIndex
 from shared.scheduling.quota import QuotaBook
 
 R = DeferralReason
@@ -64,6 +64,7 @@ class Cycle:
         self.preemptions: list[Preemption] = []
         self.reservations: list[Reservation] = []
         self.guard: ReservationGuard | None = None
+        self.guard_reclaims = False  # the holder can take GPUs back from fillers by its start
         self.reservation_settled = False  # the cycle's reservation was made (or could not be)
         self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
         self.revisit_at: float | None = None  # when a waiting core task's preemption grace ends
@@ -166,7 +167,7 @@ class Cycle:
     def _try_start(self, task: QueuedTask, options: Sequence[CardOption]) -> list[Miss]:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []
-        fills = self.guard is not None and fills_reservation(task, self.policy)  # may ignore the guard
+        fills = self.guard_reclaims and fills_reservation(task, self.policy)  # may ignore the guard
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -264,10 +265,13 @@ class Cycle:
             if choice is None:
                 continue
             end = self.now + option.runtime_s
+            held = 0
             for rank, count in choice.holds:
                 self.fleet.hold(rank, count)
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
+                held += count
             index.commit(choice, self.fleet)
+            self._release_victims(choice, task, end, task.gpus - held)
             for victim in choice.victims:
                 lease = victim.lease
                 self._preempted.add(lease.lease_id)
@@ -278,6 +282,18 @@ class Cycle:
             self.deferrals.append(Deferral(task.task_id, R.AWAITING_PREEMPTION, detail))
             return True
         return False
+
+    def _release_victims(self, choice: VictimChoice, task: QueuedTask, end: float, taken: int) -> None:
+        """For later reservations this cycle: the victims' GPUs come free now, except the `taken` ones
+        the preempting task will run on until `end` (victims in order, as the choice counted them)."""
+        for victim in choice.victims:
+            gpus = victim.lease.gpus
+            used = min(gpus, max(0, taken))
+            taken -= used
+            if used:
+                self._releases.append((victim.card_type, Release(end, victim.rank, used, task.heavy)))
+            if gpus > used:
+                self._releases.append((victim.card_type, Release(self.now, victim.rank, gpus - used, False)))
 
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
         cards = {option.card_type for option in options}
@@ -294,7 +310,8 @@ class Cycle:
             if not self.policy.backfill:
                 self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
             return
-        self.guard = guard
+        # Fillers may ignore the guard only if the holder can take their GPUs back by its start.
+        self.guard, self.guard_reclaims = guard, yield_at is not None and yield_at <= guard.start_at
         node_ids = tuple(sorted(self.fleet.node_ids[rank] for rank, _ in guard.allocation))
         self.reservations.append(Reservation(task.task_id, guard.card_type, guard.start_at, node_ids))
         yielding = yield_at is not None and guard.start_at == yield_at > self.now
@@ -343,8 +360,8 @@ class Cycle:
         releases = []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
-            if rank is not None and card_of[rank] in card_types:
-                borrowing = lease.priority_class == opportunistic and lease.lease_id not in preempted
+            if rank is not None and card_of[rank] in card_types and lease.lease_id not in preempted:
+                borrowing = lease.priority_class == opportunistic  # (victims: see `_release_victims`)
                 at = lease.estimated_end
                 if yield_at is not None and borrowing and yield_at < at and yields_to_reservation(lease, policy, now):
                     at = yield_at

@@ -178,6 +178,18 @@ def test_opportunistic_gpus_count_as_headroom_only_while_they_are_held():
 def test_an_opportunistic_lease_preempted_in_the_same_cycle_does_not_cover_the_reservations_headroom():
     nodes = [a_node("a").free(0), *B_BUSY_1H]
     leases = [*B_LEASE, lease_a_5h(*range(8)).opportunistic()]
-    result = run(nodes, [a_task("c").core().gpus(8), HEAD], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
+    core = a_task("c").core().gpus(8).runs(10 * HOUR)  # runs on a's 8 GPUs, La's, for 10h
+    result = run(nodes, [core, HEAD], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
     assert [p.lease_id for p in result.preemptions] == ["La"]
-    assert result.reservations[0].start_at == NOW + 5 * HOUR  # not in 1h, as if La still covered it
+    # At 1h b's 8 GPUs are free, but nothing is borrowed any more: 8 < 8 + 4 headroom until c ends.
+    assert result.reservations[0].start_at == NOW + 10 * HOUR  # not in 1h, as if La still covered it
+
+
+def test_a_later_reservation_sees_the_victims_gpus_taken_by_the_preempting_task_until_it_ends():
+    # a: one opportunistic lease on all 8 GPUs; core c needs 2 of them for 1h, so 6 come free now.
+    nodes = [a_node("a").free(0)]
+    leases = [a_lease("La").on("a").gpus(*range(8)).opportunistic().ends(NOW + 5 * HOUR)]
+    tasks = [a_task("c").core().gpus(2).runs(HOUR), a_task("wide").core().gpus(8).submitted(NOW)]
+    result = run(nodes, tasks, leases=leases, headroom=0.0, **IMMEDIATE_PREEMPTION)
+    assert [p.for_task_id for p in result.preemptions] == ["c"]
+    assert result.reservations[0].start_at == NOW + HOUR  # when c ends, not when La was expected to

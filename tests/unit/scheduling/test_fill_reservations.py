@@ -12,12 +12,16 @@ from .builders import HOUR, NOW, a_lease, a_node, a_task, deferrals, grants, nod
 # Node b has 2 free GPUs; its other 6 are leased until NOW + 1h. The head needs all 8.
 B_BUSY_1H = [a_node("b").free(2)]
 B_LEASE = [a_lease("Lb").on("b").gpus(0, 1, 2, 3, 4, 5).ends(NOW + HOUR)]
-HEAD = a_task("head").gpus(8).priority(9)
 
 
-def plan_with(*tasks, head=HEAD, nodes=B_BUSY_1H, leases=B_LEASE, **policy):
+def head_task():
+    """The head (standard, 8 GPUs, submitted long ago: its grace is over); a fresh builder each time."""
+    return a_task("head").gpus(8).priority(9)
+
+
+def plan_with(*tasks, head=None, nodes=B_BUSY_1H, leases=B_LEASE, **policy):
     policy.setdefault("headroom", 0.0)
-    return run(nodes, [head, *tasks], leases=leases, **policy)
+    return run(nodes, [head or head_task(), *tasks], leases=leases, **policy)
 
 
 def filler(task_id: str = "fill", gpus: int = 2):
@@ -62,7 +66,7 @@ def test_the_holder_preempts_the_fillers_once_its_reservation_is_due():
 
 
 def test_a_holder_inside_its_grace_reserves_for_the_grace_end_and_asks_to_be_revisited():
-    head = HEAD.submitted(NOW - 60)  # the grace (600 s) ends in 540 s
+    head = head_task().submitted(NOW - 60)  # the grace (600 s) ends in 540 s
     result = plan_with(head=head, nodes=B_FILLED, leases=[FILLER_LEASE])
     assert not result.preemptions
     assert result.reservations[0].start_at == NOW + 540
@@ -81,7 +85,14 @@ def test_no_filler_is_preempted_when_the_reservation_is_due_anyway():
 
 
 def test_an_opportunistic_holder_never_takes_gpus_back_from_other_opportunistic_work():
-    head = HEAD.opportunistic()
+    head = head_task().opportunistic()
     result = plan_with(head=head, nodes=B_FILLED, leases=[FILLER_LEASE])
     assert not result.preemptions
     assert result.reservations[0].start_at == NOW + 10 * HOUR
+
+
+def test_nothing_fills_an_opportunistic_tasks_reservation():
+    """It could not take the GPUs back when due, so the usual backfill limits apply."""
+    result = plan_with(filler(), head=head_task().opportunistic())
+    assert reason_of(result, "fill") == R.BEHIND_RESERVATION
+    assert result.reservations[0].start_at == NOW + HOUR

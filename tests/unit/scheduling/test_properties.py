@@ -76,6 +76,7 @@ def _tasks(draw, task_id: str):
         priority=draw(st.integers(0, 3)), gpus=draw(st.sampled_from((1, 1, 2, 3, 4, 8, 12))),
         submitted_at=NOW - draw(st.floats(0, 20 * 3600)), options=options, data_ready=draw(st.booleans()),
         approved=draw(st.booleans()) or draw(st.booleans()), heavy=draw(st.booleans()),
+        checkpoint_interval_s=draw(st.sampled_from((None, 1800.0))),
     )
 
 
@@ -87,12 +88,14 @@ def _policies(draw):
     headroom = draw(st.one_of(st.sampled_from((0.0, 0.1, 0.3)), st.just({"H100": 0.25})))
     return replace(base, headroom=headroom, max_heavy_per_node=draw(st.integers(1, 3)),
                    backfill=draw(st.booleans()), preemption=draw(st.booleans()),
-                   quota_expiry_gate=draw(st.booleans()))
+                   fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()))
 
 
 @st.composite
 def reservation_scenarios(draw):
-    """One card type, a blocked big head task and many small, often long, tasks behind it."""
+    """One card type, a blocked big head task and many small, often long, tasks behind it (often
+    opportunistic work that checkpoints, which may fill the head's reservation; the head may be inside
+    or past its preemption grace)."""
     nodes, leases = [], []
     for index in range(draw(st.integers(1, 4))):
         size = draw(st.sampled_from((4, 8)))
@@ -100,12 +103,14 @@ def reservation_scenarios(draw):
         nodes.append(node)
         leases += draw(_leases_on(node))
     head_gpus = draw(st.sampled_from((4, 8, 12)))
-    head = QueuedTask("head", "p", draw(st.sampled_from(CLASSES)), 10, head_gpus, 0.0,
+    head = QueuedTask("head", "p", draw(st.sampled_from(CLASSES)), 10, head_gpus,
+                      NOW - draw(st.sampled_from((0.0, 300.0, 3600.0))),
                       (CardOption("H100", draw(st.floats(60, 3600)), 1.0),))
     rest = [QueuedTask(f"t{i}", "p", PriorityClass.OPPORTUNISTIC, 0, draw(st.integers(1, 3)), float(i),
-                       (CardOption("H100", draw(st.floats(60, 8 * 3600)), 1.0),), heavy=draw(st.booleans()))
+                       (CardOption("H100", draw(st.floats(60, 8 * 3600)), 1.0),), heavy=draw(st.booleans()),
+                       checkpoint_interval_s=draw(st.sampled_from((None, 1800.0, 1800.0))))
             for i in range(draw(st.integers(1, 8)))]
-    policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "easy-backfill")))], preemption=False,
+    policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "cardflow", "easy-backfill")))], preemption=False,
                      headroom=draw(st.sampled_from((0.0, 0.1, 0.3))))
     return Snapshot(tuple(nodes), tuple(leases)), [head, *rest], policy
 
@@ -246,7 +251,10 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 
 @PROPERTY
 @given(st.one_of(scenarios(), preemption_scenarios()))
-def test_only_opportunistic_leases_are_preempted_once_for_waiting_core_tasks(scenario):
+def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
+    """Victims are opportunistic, each preempted once, for a core task (policy.preemption) or for the
+    cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
+    after the preemptor's grace, never beyond the loss cap."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
     leases = {lease.lease_id: lease for lease in snapshot.leases}
@@ -254,15 +262,24 @@ def test_only_opportunistic_leases_are_preempted_once_for_waiting_core_tasks(sce
     reasons = {d.task_id: d.reason for d in result.deferrals}
     assert len({p.lease_id for p in result.preemptions}) == len(result.preemptions)
     for preemption in result.preemptions:
-        assert policy.preemption
+        task = tasks[preemption.for_task_id]
         assert leases[preemption.lease_id].priority_class == PriorityClass.OPPORTUNISTIC
-        assert tasks[preemption.for_task_id].priority_class == PriorityClass.CORE
+        assert task.priority_class != PriorityClass.OPPORTUNISTIC
+        assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
-        # ... only once the core task's grace is over, and never a victim that would lose much.
-        assert NOW - tasks[preemption.for_task_id].submitted_at >= policy.preempt_after_s
+        # ... only once the preempting task's grace is over, and never a victim that would lose much.
+        assert NOW - task.submitted_at >= policy.preempt_after_s
         assert preemption.lost_gpu_hours <= policy.preempt_max_lost_gpu_hours
-    if result.revisit_at is not None:  # the earliest end of a waiting core task's grace
-        graces = [t.submitted_at + policy.preempt_after_s for t in queue if t.priority_class == PriorityClass.CORE]
+    # Anything but core work under policy.preemption preempts only as the reservation holder: one task,
+    # which then holds no reservation.
+    holders = {p.for_task_id for p in result.preemptions
+               if not (policy.preemption and tasks[p.for_task_id].priority_class == PriorityClass.CORE)}
+    assert len(holders) <= 1
+    if holders:
+        assert policy.fill_reservations and not result.reservations
+    if result.revisit_at is not None:  # the earliest end of a waiting core task's (or the holder's) grace
+        may_wait = (PriorityClass.CORE, PriorityClass.STANDARD) if policy.fill_reservations else (PriorityClass.CORE,)
+        graces = [t.submitted_at + policy.preempt_after_s for t in queue if t.priority_class in may_wait]
         assert result.revisit_at > NOW and result.revisit_at in graces
 
 
