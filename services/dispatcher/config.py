@@ -30,6 +30,10 @@ class DispatcherConfig(BaseSettings):
         None, ge=0, description="never preempt a lease that would lose more GPU-hours of work than this (None: the"
         " policy preset's, 0.25 for cardflow)",
     )
+    fill_reservations: bool | None = Field(
+        None, description="opportunistic work that checkpoints may run on GPUs a reservation waits for and is"
+        " preempted when the reservation is due (None: the policy preset's, on for cardflow)",
+    )
     preempt_grace_s: float = Field(60.0, ge=0, description="time an agent gets to checkpoint and yield")
     revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")
     leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")

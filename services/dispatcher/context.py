@@ -36,12 +36,14 @@ class Dispatcher:
 
     @property
     def policy(self) -> Policy:
-        """The configured preset, with the preemption knobs the configuration overrides."""
+        """The configured preset, with the preemption and filling knobs the configuration overrides."""
         config, changes = self.config, {}
         if config.preempt_after_s is not None:
             changes["preempt_after_s"] = config.preempt_after_s
         if config.preempt_max_lost_gpu_hours is not None:
             changes["preempt_max_lost_gpu_hours"] = config.preempt_max_lost_gpu_hours
+        if config.fill_reservations is not None:
+            changes["fill_reservations"] = config.fill_reservations
         return replace(get_policy(config.policy), **changes)
 
     def batch(self, now: datetime | None = None) -> EventBatch:
