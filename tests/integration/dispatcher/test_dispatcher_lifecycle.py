@@ -17,6 +17,13 @@ from tests.unit.dispatcher.builders import (
 )
 
 
+def yielded(agent_id: str, grant, checkpoint_uri: str, preemptor: str) -> tuple:
+    """What an agent reports for a preempted lease: a checkpoint, then the end of the run."""
+    lease, task, token = grant.lease_id, grant.task_id, grant.fencing_token
+    return (checkpointed(agent_id, lease, task, token, checkpoint_uri),
+            finished(agent_id, lease, task, token, exit_code=None, error=f"preempted: {preemptor} needs the GPUs"))
+
+
 async def consumed(h: DispatcherHarness, event_id: str) -> bool:
     return bool(await h.fetch("SELECT 1 FROM dispatcher.inbox WHERE event_id = $1", event_id))
 
@@ -31,9 +38,7 @@ async def test_core_work_preempts_opportunistic_work_which_resumes_from_its_chec
         preempt = (await h.wait_for_commands("a1", 2))[1]
         revoked = await h.wait_for_events("lease.revoked")
 
-        await h.report(checkpointed("a1", victim.lease_id, "O1", victim.fencing_token, "sim://O1/0.4"),
-                       finished("a1", victim.lease_id, "O1", victim.fencing_token, exit_code=None,
-                                error="preempted: core task C1 needs the GPUs"))
+        await h.report(*yielded("a1", victim, "sim://O1/0.4", "core task C1"))
         grant = (await h.wait_for_commands("a1", 3))[2]
         requeued = await h.wait_for_events("task.requeued")
         released = await h.wait_for_events("lease.released")
@@ -156,9 +161,7 @@ async def test_opportunistic_work_fills_a_reservation_and_yields_when_it_is_due(
 
         await h.report(finished("a1", running.lease_id, "L", running.fencing_token))
         preempt = (await h.wait_for_commands("a1", 3))[2]
-        await h.report(checkpointed("a1", filler.lease_id, "F", filler.fencing_token, "sim://F/0.1"),
-                       finished("a1", filler.lease_id, "F", filler.fencing_token, exit_code=None,
-                                error="preempted: standard task W needs the GPUs"))
+        await h.report(*yielded("a1", filler, "sim://F/0.1", "standard task W"))
         grant = (await h.wait_for_commands("a1", 4))[3]
         revoked = await h.wait_for_events("lease.revoked")
 
