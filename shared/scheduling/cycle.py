@@ -352,8 +352,9 @@ class Cycle:
 
     def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> list[tuple[str, Release]]:
         """When the running leases on nodes of these card types are expected to free their GPUs
-        (and whether they borrow headroom until then: opportunistic leases not being preempted).
-        With `yield_at`, leases that yield to the reservation free their GPUs by then at the latest."""
+        (and whether they borrow headroom until then: opportunistic leases). Leases preempted this
+        cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases that
+        yield to the reservation free their GPUs by then at the latest."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         opportunistic, preempted = PriorityClass.OPPORTUNISTIC, self._preempted
         policy, now = self.policy, self.now
@@ -361,7 +362,7 @@ class Cycle:
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             if rank is not None and card_of[rank] in card_types and lease.lease_id not in preempted:
-                borrowing = lease.priority_class == opportunistic  # (victims: see `_release_victims`)
+                borrowing = lease.priority_class == opportunistic
                 at = lease.estimated_end
                 if yield_at is not None and borrowing and yield_at < at and yields_to_reservation(lease, policy, now):
                     at = yield_at
