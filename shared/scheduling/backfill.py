@@ -32,9 +32,7 @@ from typing import NamedTuple
 
 from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
-from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S, lost_gpu_hours
-
-_SECONDS_PER_HOUR = 3600.0
+from shared.scheduling.preemption import checkpoint_write_gpu_hours, lost_gpu_hours
 
 
 def fills_reservation(task: QueuedTask, policy: Policy) -> bool:
@@ -42,7 +40,7 @@ def fills_reservation(task: QueuedTask, policy: Policy) -> bool:
     opportunistic, checkpoints, and preempting it (the checkpoint write) stays within the cap."""
     return (policy.fill_reservations and task.priority_class == PriorityClass.OPPORTUNISTIC
             and task.checkpoint_interval_s is not None
-            and task.gpus * PREEMPT_CHECKPOINT_COST_S / _SECONDS_PER_HOUR <= policy.preempt_max_lost_gpu_hours)
+            and checkpoint_write_gpu_hours(task.gpus) <= policy.preempt_max_lost_gpu_hours)
 
 
 def yields_to_reservation(lease: RunningLease, policy: Policy, now: float) -> bool:

@@ -300,11 +300,13 @@ class Cycle:
         yield_at = self._fillers_yield_at(task)
         guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at), self.now)
         self.reservation_settled = True  # one sweep per cycle, successful or not
+        fillers_yield_then = False  # the reservation starts when the holder's grace ends
         if guard is not None and yield_at is not None:
             if self._reclaim_from_fillers(task, options, cards, guard):
                 return
-            if guard.start_at == yield_at > self.now:
-                self._revisit(yield_at)  # the fillers yield when the holder's grace ends
+            fillers_yield_then = guard.start_at == yield_at > self.now
+            if fillers_yield_then:
+                self._revisit(yield_at)
         if guard is None:
             self.deferrals.append(fallback)
             if not self.policy.backfill:
@@ -314,8 +316,7 @@ class Cycle:
         self.guard, self.guard_reclaims = guard, yield_at is not None and yield_at <= guard.start_at
         node_ids = tuple(sorted(self.fleet.node_ids[rank] for rank, _ in guard.allocation))
         self.reservations.append(Reservation(task.task_id, guard.card_type, guard.start_at, node_ids))
-        yielding = yield_at is not None and guard.start_at == yield_at > self.now
-        detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids, yielding)
+        detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids, fillers_yield_then)
         self.deferrals.append(Deferral(task.task_id, R.RESERVED, detail))
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)

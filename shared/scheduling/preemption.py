@@ -45,6 +45,11 @@ class VictimChoice:
     holds: tuple[tuple[int, int], ...]  # (rank, free GPUs to hold back for the preempting task)
 
 
+def checkpoint_write_gpu_hours(gpus: int) -> float:
+    """What preempting a task of `gpus` GPUs that checkpoints on preemption costs at most: the write."""
+    return gpus * PREEMPT_CHECKPOINT_COST_S / _SECONDS_PER_HOUR
+
+
 def lost_gpu_hours(lease: RunningLease, now: float) -> float:
     """GPU-hours preemption throws away: the checkpoint write for a lease that checkpoints on
     preemption (at most its progress since the last checkpoint), otherwise all its progress since
