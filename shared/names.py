@@ -37,8 +37,11 @@ AGENT_GROUP = "agent"
 CONFIG_BUCKET = "cardflow-config"
 """Versioned bucket: policy.yaml, cards.yaml, templates/*.yaml."""
 
+REPORTS_BUCKET = "cardflow-reports"
+"""Versioned bucket: daily task-list exports, readiness-board snapshots, round reports."""
+
 ARCHIVE_BUCKET = "cardflow-archive"
-"""Versioned bucket: task manifests, board snapshots, reports, audit segments."""
+"""Versioned bucket: the audit archive's event segments and their manifests."""
 
 # ---- PostgreSQL schemas (one per owning service) ------------------------------
-SCHEMAS = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "audit")
+SCHEMAS = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "audit", "identity", "config")
