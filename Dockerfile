@@ -1,7 +1,8 @@
 # One image for every cardflow process; the compose file / manifests choose the command:
 #   cardflow service intake|readiness|matcher|dispatcher|ledger|views
 #   cardflow agent --id ID --sim H100x8      cardflow console      cardflow doctor
-# The image also carries the embedded servers' packages, so `cardflow up` works in it as well.
+# The image also carries the embedded servers' packages, so `cardflow up` works in it as well, and
+# nvidia-ml-py (the `gpu` extra) for `cardflow agent --real` on GPU nodes (deploy/kubernetes).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,7 +17,7 @@ WORKDIR /app
 COPY pyproject.toml README.m[d] ./
 RUN mkdir -p shared services \
     && touch shared/__init__.py services/__init__.py \
-    && pip install . \
+    && pip install '.[gpu]' \
     && pip uninstall --yes cardflow
 COPY shared ./shared
 COPY services ./services

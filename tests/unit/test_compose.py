@@ -83,6 +83,8 @@ def test_every_cardflow_container_is_built_from_the_one_dockerfile() -> None:
     builds = [spec["build"] for spec in APP_CONTAINERS.values()]
 
     assert len(images) == 1
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert images == {f"cardflow:{version}"}  # pinned to the project's version, like deploy/kubernetes
     assert all(build == {"context": ".", "dockerfile": "Dockerfile"} for build in builds)
     assert (REPO / "Dockerfile").is_file()
     assert all(spec.get("image") for spec in SERVICES.values())
@@ -145,6 +147,14 @@ def test_backend_data_lives_in_declared_volumes() -> None:
     assert used <= declared
     agents = [name for name, spec in APP_CONTAINERS.items() if subcommand(spec) == "agent"]
     assert all(mounts[name] for name in agents)  # checkpoints survive a container restart
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_backend_images_are_pinned_to_a_version(name: str) -> None:
+    image = SERVICES[name]["image"]
+    repository, _, tag = image.rpartition(":")
+
+    assert repository and re.fullmatch(r"\d+(\.\d+)*(-[a-z0-9.]+)?", tag), f"{name}: {image} is not pinned to a version"
 
 
 def test_redis_keeps_an_append_only_file() -> None:
