@@ -30,8 +30,14 @@ Handlers must be idempotent (`record_consumed` in the effect's transaction): an 
 delivered again after a crash, or when a handler runs longer than `min_idle_ms`.
 
 `reliable_batch_subscriber` is the same with FastStream's batch reads (`StreamSub(batch=True)`):
-the handler gets a list of events. If it raises, the whole batch stays pending and the claimer
-redelivers the entries one at a time (as batches of one), which isolates a poison entry.
+the handler gets a list of events. If it raises, the entries are applied again one at a time
+(as batches of one) at once, so a poison entry never holds back the rest of its batch: the ones
+that succeed are acked, the failing ones stay pending for the claimer (which counts their
+deliveries and dead-letters them after `max_deliveries`). When the first few fail in a row too,
+the cause is taken to be shared (a backend down) and the whole rest stays pending.
+
+Entries are read undecoded (`parse_undecoded`): whatever bytes an entry holds, it reaches step 2
+and, if unreadable, is dead-lettered with the reason instead of failing inside FastStream forever.
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ Handler = Callable[[E], Awaitable[None]]
 BatchHandler = Callable[[list[E]], Awaitable[None]]
 
 log = get_logger(__name__)
+
+OUTAGE_AFTER_FAILURES = 3
+"""Entries of a failed batch that may fail in a row, one by one, before the rest is left pending."""
 
 
 def default_consumer_name() -> str:
@@ -136,13 +145,43 @@ class DeliveryPipeline:
         try:
             await handler([event for _, event in accepted])
         except Exception as exc:
-            if self.sub.max_deliveries > 1:
-                log.warning("batch handler failed; entries left pending for the claimer", error=repr(exc))
-                raise
-            for entry, _ in accepted:
-                await self.dead(entry, DeadReason.FAILED, 1, exc)
+            if len(accepted) == 1:
+                await self.failed_first_delivery(accepted[0][0], exc)
+                return
+            log.warning("batch handler failed; applying its entries one at a time", error=repr(exc))
+            await self.process_one_by_one(accepted, handler)
             return
         await self.ack([entry for entry, _ in accepted])
+
+    async def process_one_by_one(self, accepted: list[tuple[Entry, Envelope]], handler: BatchHandler[Any]) -> None:
+        """A failed batch, entry by entry (batches of one): one poison entry never holds back the
+        rest. After `OUTAGE_AFTER_FAILURES` failures in a row with no success the cause is taken to
+        be shared (a backend down), and the rest is left pending for the claimer as it is."""
+        failures_in_a_row, first_error = 0, None
+        for index, (entry, event) in enumerate(accepted):
+            if failures_in_a_row >= OUTAGE_AFTER_FAILURES:
+                log.warning("entries keep failing; the rest of the batch is left for the claimer", left=len(accepted) - index)
+                break
+            try:
+                await handler([event])
+            except Exception as exc:
+                failures_in_a_row, first_error = failures_in_a_row + 1, first_error or exc
+                await self.failed_first_delivery(entry, exc, reraise=False)
+                continue
+            failures_in_a_row = 0
+            await self.ack([entry])
+        if first_error is not None and self.sub.max_deliveries > 1:
+            raise first_error  # FastStream logs it; the failed entries stay pending for the claimer
+
+    async def failed_first_delivery(self, entry: Entry, exc: Exception, *, reraise: bool = True) -> None:
+        """The handler failed on an entry's first delivery: leave it pending, or dead-letter it when
+        one delivery is all it may have."""
+        if self.sub.max_deliveries > 1:
+            log.warning("handler failed; entry left pending for the claimer", entry_id=entry.entry_id, error=repr(exc))
+            if reraise:
+                raise exc
+            return
+        await self.dead(entry, DeadReason.FAILED, 1, exc)
 
     async def parse_or_dead(self, entry: Entry, deliveries: int) -> Envelope | None:
         """The parsed event, or None after dead-lettering an entry that can never be processed."""
@@ -313,4 +352,19 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
 
 
 def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:
-    return {"ack_policy": AckPolicy.MANUAL, "title": f"{sub.stream}:{sub.group}:{role}"}
+    return {"ack_policy": AckPolicy.MANUAL, "title": f"{sub.stream}:{sub.group}:{role}", "parser": parse_undecoded}
+
+
+async def parse_undecoded(message: Any, original_parser: Callable[[Any], Awaitable[Any]]) -> Any:
+    """FastStream's message with the fields left undecoded (`entries_of` reads them raw).
+
+    FastStream's own parser turns every field into JSON text before a handler runs: an entry
+    holding bytes that are not UTF-8 made it raise before our steps, so such an entry was never
+    acked nor dead-lettered, only claimed again and again. Here it parses an empty stand-in and
+    keeps the raw entry, so every entry reaches `parse_or_dead` whatever its bytes.
+    """
+    data = message["data"]
+    stand_in = {} if isinstance(data, dict) else [{} for _ in data]
+    parsed = await original_parser({**message, "data": stand_in})
+    parsed.raw_message = message
+    return parsed
