@@ -31,9 +31,8 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from shared.events.envelope import Envelope
-from shared.events.reasons import HoldReason
 from shared.events.states import TaskState
-from shared.scheduling.model import PriorityClass
+from shared.scheduling.model import PriorityClass, WaitKind
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ACTIVE_RUN = frozenset({TaskState.LEASED, TaskState.RUNNING})
@@ -41,7 +40,7 @@ _ACTIVE_RUN = frozenset({TaskState.LEASED, TaskState.RUNNING})
 
 class ViewReason(StrEnum):
     """Machine reasons the projection itself gives; held/unmatchable/requeued tasks carry the
-    owning service's reason value instead (`HoldReason`, `UnmatchableReason`, `RequeueReason`)."""
+    owning service's reason value instead (`DeferralReason`, `UnmatchableReason`, `RequeueReason`)."""
 
     AWAITING_READINESS = "awaiting_readiness"  # submitted; readiness has not checked its inputs yet
     AWAITING_MATCH = "awaiting_match"  # inputs ready; the matcher has not chosen a card type yet
@@ -343,23 +342,8 @@ def _queued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     )
 
 
-HOLDING_REASONS = frozenset(
-    {
-        HoldReason.QUOTA_EXHAUSTED,
-        HoldReason.QUOTA_EXPIRES,
-        HoldReason.QUOTA_NOT_YET_VALID,
-        HoldReason.NO_QUOTA_ACCOUNT,
-        HoldReason.NOT_APPROVED,
-        HoldReason.DEADLINE_UNREACHABLE,
-        HoldReason.OPERATOR,
-    }
-)
-"""`task.held` reasons that need someone or something to act; any other reason (capacity,
-headroom, reservation…) only says why a still-queued task waits."""
-
-
 def _held(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
-    state = TaskState.HELD if data.reason in HOLDING_REASONS else TaskState.QUEUED
+    state = TaskState.HELD if data.reason.kind is WaitKind.HOLD else TaskState.QUEUED  # else: why a queued task waits
     return _status_update(state, data.reason.value, data.detail)
 
 

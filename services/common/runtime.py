@@ -11,7 +11,7 @@ same recipe for all of them:
 4. stop everything in reverse order and close the connections.
 
 Handlers stay thin: parse (done by the subscriber) -> `async with ctx.transaction() as conn` ->
-`if not await ctx.consume_once(conn, event): return` -> load, decide (pure), write + `ctx.emit`.
+`if not await ctx.consume_once(conn, event): return` -> load, decide (pure), write + `ctx.emitter.emit`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,12 @@ from shared.delivery.consumer import default_consumer_name
 from shared.delivery.db import create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
-from shared.delivery.outbox import append_events, next_subject_seq, next_subject_seqs
+from shared.delivery.outbox import append_routed, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, make_event, parse_event
+from shared.events.emission import Emission
 from shared.logging import get_logger
-from shared.names import EVENTS_STREAM
 from shared.settings import Settings
 
 log = get_logger(__name__)
@@ -104,90 +103,40 @@ class ServiceContext:
 
     @property
     def emitter(self) -> Emitter:
+        """This service's `Emitter` (its schema's outbox, its producer and actor)."""
         return Emitter(self.schema, self.producer, self.actor)
-
-    async def emit(self, conn: asyncpg.Connection, event_type: type[Envelope] | str, **kwargs: Any) -> Envelope:
-        """`Emitter.emit` for this service's schema (see there)."""
-        return await self.emitter.emit(conn, event_type, **kwargs)
 
 
 @dataclass(frozen=True)
 class Emitter:
-    """Appends events of one schema's outbox. Also used by processes that run a service's commands
-    outside the service (the HTTP API runs intake's commands with an intake `Emitter`)."""
+    """Appends events to one schema's outbox: the one way cardflow code emits.
+
+    Also used by processes that run a service's commands outside the service (the HTTP API runs
+    intake's commands with an intake `Emitter`).
+    """
 
     schema: str
     producer: str
     actor: str
 
-    async def emit(
-        self,
-        conn: asyncpg.Connection,
-        event_type: type[Envelope] | str,
-        *,
-        subject: str,
-        data: Any,
-        actor: str | None = None,
-        cause: Envelope | None = None,
-        occurred_at: datetime | None = None,
-        stream: str = EVENTS_STREAM,
-    ) -> Envelope:
-        """Build the next event of `subject` and append it to the outbox, in the caller's transaction.
+    async def emit(self, conn: asyncpg.Connection, emissions: Sequence[Emission]) -> list[Envelope]:
+        """Number `emissions` per subject and append them to the outbox, in the caller's transaction.
 
-        `cause` links the event to what caused it (correlation and causation ids, and by default
-        the same actor); `stream` sends it elsewhere than `cf:events` (e.g. an agent's inbox).
+        Two statements whatever the count (sequence numbers, then the outbox rows with a NOTIFY);
+        rows are published in the order given, each to its emission's stream.
         """
-        event = make_event(
-            event_type,
-            subject=subject,
-            subject_seq=await next_subject_seq(conn, self.schema, subject),
-            producer=self.producer,
-            actor=actor or (cause.actor if cause else self.actor),
-            data=data,
-            correlation_id=(cause.correlation_id or cause.event_id) if cause else None,
-            causation_id=cause.event_id if cause else None,
-            occurred_at=occurred_at,
-        )
-        await append_events(conn, self.schema, [event], stream=stream)
-        return event
-
-    async def emit_many(
-        self, conn: asyncpg.Connection, emissions: Sequence[Emission], *, stream: str = EVENTS_STREAM
-    ) -> list[Envelope]:
-        """`emit` for a batch in three statements (sequence numbers, outbox rows, NOTIFY), in order."""
+        if not emissions:
+            return []
         seqs = await next_subject_seqs(conn, self.schema, [item.subject for item in emissions])
         events = [self._build(item, seq) for item, seq in zip(emissions, seqs, strict=True)]
-        await append_events(conn, self.schema, events, stream=stream)
+        await append_routed(conn, self.schema, [(event, item.stream) for event, item in zip(events, emissions)])
         return events
 
     def _build(self, item: Emission, subject_seq: int) -> Envelope:
-        cause = item.cause
         return make_event(
-            item.event_type,
-            subject=item.subject,
-            subject_seq=subject_seq,
-            producer=self.producer,
-            actor=item.actor or (cause.actor if cause else self.actor),
-            data=item.data,
-            correlation_id=item.correlation_id or ((cause.correlation_id or cause.event_id) if cause else None),
-            causation_id=item.causation_id or (cause.event_id if cause else None),
-            occurred_at=item.occurred_at,
+            item.event_type, subject=item.subject, subject_seq=subject_seq, producer=self.producer,
+            actor=item.actor_or(self.actor), data=item.data, occurred_at=item.occurred_at, **item.links(),
         )
-
-
-@dataclass(frozen=True)
-class Emission:
-    """One event for `Emitter.emit_many`: the same arguments as `Emitter.emit`, plus explicit
-    correlation/causation ids for callers that kept the ids but not the causing event."""
-
-    event_type: type[Envelope] | str
-    subject: str
-    data: Any
-    actor: str | None = None
-    cause: Envelope | None = None
-    correlation_id: str | None = None
-    causation_id: str | None = None
-    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Every lease ends exactly once, in `LeaseEnder.end`, with `lease.released` (and `lease.expired`
 before it when the TTL ran out): the rows are locked FOR UPDATE and only an active lease can end.
-What the end does to the task is decided by the pure `transitions.decide_lease_end`.
+What the end does to the task is decided by the pure `shared.leasing.lease_end.decide_lease_end`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from typing import Any
 import asyncpg
 
 from services.dispatcher.emitting import EventBatch
-from services.dispatcher.transitions import EndingLease, LeaseEnd, TaskEffect, Trigger, decide_lease_end
+from shared.leasing.lease_end import (
+    NEW_TASK_STATE,
+    REQUEUE_DETAIL,
+    EndingLease,
+    LeaseEnd,
+    TaskEffect,
+    Trigger,
+    decide_lease_end,
+)
 from shared.delivery.db import quote_schema
 from shared.events import (
     Envelope,
@@ -28,6 +36,7 @@ from shared.events import (
     TaskSucceeded,
 )
 from shared.events.reasons import RevokeReason
+from shared.events.states import TaskState
 from shared.events.reports import PreemptCommand, RevokeCommand
 from shared.events.subjects import agent_subject, lease_subject, task_subject
 from shared.names import agent_inbox
@@ -91,7 +100,7 @@ class LeaseEnder:
         _emit_lease_end(self.batch, lease, trigger, decision, cause)
         if decision.effect is not TaskEffect.NONE:
             _emit_task_effect(self.batch, lease, decision, outcome, cause)
-            self.task_states[lease["task_id"]] = _NEW_STATE[decision.effect]
+            self.task_states[lease["task_id"]] = NEW_TASK_STATE[decision.effect].value
         if decision.revoke_other_parts and others:
             await self._revoke_other_parts(lease, decision, cause)
         return decision
@@ -141,7 +150,7 @@ def _ending(lease: Row, others: int) -> EndingLease:
         preempting=lease["preempting"],
         revoke_reason=RevokeReason(lease["revoke_reason"]) if lease["revoke_reason"] else None,
         current_run=lease["run"] == lease["task_run"],
-        task_state=lease["task_state"],
+        task_state=TaskState(lease["task_state"]),
         cancel_requested=lease["cancel_requested"],
         other_parts_active=others,
     )
@@ -180,20 +189,8 @@ def _emit_task_effect(
     else:
         batch.add(TaskRequeued, subject=subject, cause=cause, data={
             "task_id": task_id, "lease_id": lease_id, "reason": decision.requeue_reason,
-            "resume_from": lease["task_resume_from"], "detail": _REQUEUE_DETAIL[decision.requeue_reason],
+            "resume_from": lease["task_resume_from"], "detail": REQUEUE_DETAIL[decision.requeue_reason],
         })
-
-
-_NEW_STATE = {
-    TaskEffect.SUCCEED: "succeeded", TaskEffect.FAIL: "failed", TaskEffect.CANCEL: "cancelled",
-    TaskEffect.REQUEUE: "queued",
-}
-_REQUEUE_DETAIL = {
-    "preempted": "the task checkpointed and yielded its GPUs to higher-class work",
-    "lease_expired": "the agent did not renew the lease within its TTL",
-    "reclaimed_idle": "its GPUs stayed idle too long",
-    "agent_failed": "the agent lost the task (it restarted, or stopped it on the dispatcher's request)",
-}
 
 
 def started_data(lease: Row) -> dict[str, Any]:

@@ -5,13 +5,13 @@ only tasks still queued or held (not cancelled meanwhile) are granted, and the d
 partial unique index on active lease GPUs refuses any double booking. For each grant: one lease
 per node (fencing token from the sequence), its GPUs, `task.queued` if the task was never
 announced, `lease.granted`, and a `LeaseGrantCommand` to the agent's inbox. Deferrals update the
-task's state and reason (`transitions.decide_waiting`); preemptions send `PreemptCommand`s.
+task's state and reason (`shared.leasing.waiting.update_waiting`); preemptions send `PreemptCommand`s.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,13 +21,14 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
 from services.dispatcher.leases import preempt
 from services.dispatcher.store import CycleInput
-from services.dispatcher.transitions import WaitingChange, decide_waiting, is_capacity_reason
+from shared.leasing.waiting import Waiting, WaitingUpdate, update_waiting
 from shared.delivery.db import quote_schema
 from shared.events import LeaseGranted, TaskHeld, TaskQueued, new_event_id
 from shared.events.reports import LeaseGrantCommand
 from shared.events.subjects import agent_subject, lease_subject, task_subject
 from shared.names import agent_inbox
-from shared.scheduling.model import Deferral, Grant, Plan, QueuedTask
+from shared.events.states import TaskState
+from shared.scheduling.model import Deferral, DeferralReason, Grant, Plan, QueuedTask
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Persisted:
 
 async def persist_plan(dc: Dispatcher, given: CycleInput, decided: Plan, now: datetime) -> Persisted:
     """Write the plan's grants, deferral changes and preemptions in one transaction."""
-    changes = _deferral_changes(given, decided.deferrals, now - timedelta(seconds=dc.config.capacity_reason_every_s))
+    changes = _deferral_changes(given, decided.deferrals, now, dc.config.capacity_reason_every_s)
     if not decided.grants and not changes and not decided.preemptions:
         return Persisted()
     async with dc.writing() as conn:
@@ -164,30 +165,17 @@ def _queued_data(task: QueuedTask) -> dict[str, Any]:
 
 
 def _deferral_changes(
-    given: CycleInput, deferrals: tuple[Deferral, ...], settled_before: datetime
-) -> list[tuple[Deferral, WaitingChange, str | None]]:
-    """Deferrals that change a task's row, with the decided change and the reason to store.
-
-    A capacity reason (no capacity, headroom, a reservation, ...) is only published once the
-    task's row has not changed since `settled_before`: a task that just became eligible is
-    announced (`task.queued`: it waits for GPUs) with no specific reason stored yet, and one capacity
-    reason replacing another is kept back meanwhile. In a busy queue those reasons flip from cycle
-    to cycle, and most tasks start before any of them would mean anything to a reader.
-    """
+    given: CycleInput, deferrals: tuple[Deferral, ...], now: datetime, settle_s: float
+) -> list[tuple[Deferral, WaitingUpdate]]:
+    """Deferrals that change a task's row (`shared.leasing.waiting.update_waiting`), with the change."""
     changes = []
     for deferral in deferrals:
         row = given.tasks[deferral.task_id]
-        change = decide_waiting(deferral.reason, row["deferral_reason"], row["queued_announced"])
-        reason: str | None = deferral.reason.value
-        if (change.state, reason, change.queued_announced) == (row["state"], row["deferral_reason"], row["queued_announced"]):
-            continue
-        if change.publish_held and is_capacity_reason(reason) and (
-            change.announce_queued or row["updated_at"] > settled_before
-        ):
-            if not change.announce_queued:
-                continue  # not settled yet: a later cycle publishes the reason it has then
-            change, reason = replace(change, publish_held=False), None
-        changes.append((deferral, change, reason))
+        waiting = Waiting(TaskState(row["state"]), DeferralReason(row["deferral_reason"]) if row["deferral_reason"] else None,
+                          row["queued_announced"], row["updated_at"])
+        update = update_waiting(deferral.reason, waiting, now, settle_s)
+        if update is not None:
+            changes.append((deferral, update))
     return changes
 
 
@@ -200,13 +188,14 @@ async def save_deferrals(conn: asyncpg.Connection, batch: EventBatch, given: Cyc
         " deferral_detail = v.detail, queued_announced = v.announced, updated_at = now()"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[]) AS v(task_id, state, reason, detail, announced)"
         " WHERE t.task_id = v.task_id AND t.state IN ('queued', 'held') AND NOT t.cancel_requested RETURNING t.task_id",
-        [d.task_id for d, _, _ in changes], [c.state for _, c, _ in changes], [r for _, _, r in changes],
-        [d.detail if r else None for d, _, r in changes], [c.queued_announced for _, c, _ in changes],
+        [d.task_id for d, _ in changes], [c.state.value for _, c in changes],
+        [c.reason.value if c.reason else None for _, c in changes], [d.detail if c.reason else None for d, c in changes],
+        [c.queued_announced for _, c in changes],
     )
     still_waiting = {row["task_id"] for row in rows}
     queue = {task.task_id: task for task in given.queue}
     held = 0
-    for deferral, change, _ in changes:
+    for deferral, change in changes:
         if deferral.task_id not in still_waiting:
             continue
         subject = task_subject(deferral.task_id)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from services.dispatcher.fencing import LeaseClaim, check_claim, lease_facts
-from services.dispatcher.transitions import Trigger
+from shared.leasing.fencing import LeaseClaim, check_claim, lease_facts
+from shared.leasing.lease_end import Trigger
 from shared.events import NodeRegistered
 from shared.events.reports import AgentRegistered
 from shared.events.subjects import node_subject

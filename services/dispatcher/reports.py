@@ -11,7 +11,7 @@ One batch of reports = one transaction. EVERY report that names a lease is check
   `renewal_event_every_s`, counting the heartbeats it stands for);
 - `report.progress` / `report.checkpointed`: the run has started (`task.started` once); a
   checkpoint becomes the task's `resume_from` (`task.checkpointed`);
-- `report.finished`: the lease ends and the task moves (see `transitions.decide_lease_end`).
+- `report.finished`: the lease ends and the task moves (see `shared.leasing.lease_end.decide_lease_end`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import asyncpg
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.emitting import EventBatch
-from services.dispatcher.fencing import LeaseClaim, Refusal, Rejection, check_claim, lease_facts
+from shared.leasing.fencing import LeaseClaim, Refusal, Rejection, check_claim, lease_facts
 from services.dispatcher.leases import LeaseEnder, RunOutcome, lock_leases, started_data, stop_zombies
 from services.dispatcher.registration import register_agent
-from services.dispatcher.transitions import Trigger
+from shared.leasing.lease_end import Trigger
 from shared.delivery.db import quote_schema
 from shared.delivery.inbox import record_consumed_many
 from shared.events import LeaseRenewed, NodeRegistered, TaskCheckpointed, TaskStarted

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import asyncpg
 
-from services.dispatcher.snapshot import Row, build_queue, build_snapshot
+from shared.leasing.snapshot import Row, build_queue, build_snapshot
 from shared.delivery.db import quote_schema
 from shared.scheduling.model import QueuedTask, Snapshot
 

@@ -15,7 +15,7 @@ import asyncpg
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.leases import LeaseEnder, lock_leases
-from services.dispatcher.transitions import Trigger
+from shared.leasing.lease_end import Trigger
 from shared.delivery.db import quote_schema
 from shared.events import NodeLost, utcnow
 from shared.events.reasons import ReleaseReason

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from services.common.runtime import Emission, Emitter
+from services.common.runtime import Emitter
+from shared.events.emission import Emission
 from services.intake.ingest import DataReadyPayload
 from services.intake.screening import Accepted, Rejected, Repeated, Screened, SubmitRequest, screen
 from shared.delivery.db import quote_schema
@@ -91,7 +92,7 @@ async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
     outcomes = [_outcome(d, created, existing) for d in decisions]
     emissions = [e for d in decisions if (e := _emission(d, created)) is not None]
     if emissions:
-        await emitter.emit_many(conn, emissions)
+        await emitter.emit(conn, emissions)
     return outcomes
 
 
@@ -111,7 +112,7 @@ async def cancel_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
         if request.task_id in known
     ]
     if emissions:
-        await emitter.emit_many(conn, emissions)
+        await emitter.emit(conn, emissions)
     return [request.task_id in known for request in requests]
 
 
@@ -131,7 +132,7 @@ async def signal_data_ready_many(conn: asyncpg.Connection, emitter: Emitter, sig
         for signal in signals
     ]
     if emissions:
-        await emitter.emit_many(conn, emissions)
+        await emitter.emit(conn, emissions)
 
 
 async def _insert_tasks(

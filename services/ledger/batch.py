@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
-from services.common.runtime import Emission
+from shared.events.emission import Emission
 from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of
 from shared.cards import Catalog
 from shared.events import (

@@ -19,7 +19,8 @@ from decimal import Decimal
 
 import asyncpg
 
-from services.common.runtime import Emission, Emitter, ServiceContext
+from services.common.runtime import Emitter, ServiceContext
+from shared.events.emission import Emission
 from shared.delivery.migrations import advisory_key
 from shared.events import (
     Envelope,
@@ -104,7 +105,7 @@ async def grant_quota(
         alert_lead_days=alert_lead_days,
         thresholds=tuple(sorted(thresholds)),
     )  # validates: positive hours, forward window, thresholds within 0..1
-    event = await emitter.emit(conn, QuotaGranted, subject=quota_subject(data.account_id), data=data, actor=actor)
+    [event] = await emitter.emit(conn, [Emission(QuotaGranted, quota_subject(data.account_id), data, actor=actor)])
     await conn.execute(
         f"INSERT INTO {SCHEMA}.quotas (account_id, project, gpu_hours, card_type, valid_from, valid_to,"
         " alert_lead_days, thresholds, granted_at, granted_by, event_id)"
@@ -171,7 +172,7 @@ async def raise_due_alerts(conn: asyncpg.Connection, emitter: Emitter, now: date
     due = [a for s in await load_quota_status(conn, active_at=now) for a in alerts_due(s, now, raised.get(s.account_id, set()))]
     if not due:
         return []
-    events = await emitter.emit_many(conn, [alert_emission(alert) for alert in due])
+    events = await emitter.emit(conn, [alert_emission(alert) for alert in due])
     await conn.executemany(
         f"INSERT INTO {SCHEMA}.quota_alerts (account_id, kind, threshold, used_gpu_hours, event_id)"
         " VALUES ($1, $2, $3, $4, $5)",

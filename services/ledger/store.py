@@ -39,7 +39,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     """Write tasks, leases, increments (with their usage.recorded ids) and outputs; append the events."""
     await _save_tasks(conn, list(effects.tasks.values()))
     await _save_leases(conn, list(effects.leases.values()))
-    events = await emitter.emit_many(conn, effects.emissions) if effects.emissions else []
+    events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_increments(conn, effects, [event.event_id for event in events])
     await _save_outputs(conn, list(effects.outputs.values()))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from services.common.runtime import Emission
+from shared.events.emission import Emission
 from services.matcher.decide import Fleet, MatchDecision, decide
 from services.matcher.request import build_request, request_to_json
 from shared.cards import Catalog, MatchRequest

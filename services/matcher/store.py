@@ -52,7 +52,7 @@ async def load_pending(conn: asyncpg.Connection) -> list[TaskRow]:
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
     """Write nodes, matches (with their events' ids), tasks and cancellations; append the events."""
     await _save_nodes(conn, list(effects.nodes.values()))
-    events = await emitter.emit_many(conn, effects.emissions) if effects.emissions else []
+    events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_matches(conn, effects, [event.event_id for event in events])
     await _save_tasks(conn, list(effects.tasks.values()))
     if effects.cancelled:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from services.common.runtime import Emission, Emitter
+from services.common.runtime import Emitter
+from shared.events.emission import Emission
 from services.readiness.checks import InputKind, Probe, Readiness, ref_to_json, review
 from services.readiness.probing import HeadsObjects, ProbeResult, probe_keys
 from services.readiness.store import (
@@ -81,7 +82,7 @@ class Checker:
         await save_checks(conn, self.schema, input_updates, reported, [t.task_id for t in tracked])
         by_id = {t.task_id: t for t in tracked}
         emissions = [self._emission(u, by_id[u.task_id], causes.get(u.task_id)) for u in reported]
-        return await self.emitter.emit_many(conn, emissions) if emissions else []
+        return await self.emitter.emit(conn, emissions) if emissions else []
 
     def _emission(self, update: ReadinessUpdate, task: TrackedTask, cause_id: str | None) -> Emission:
         """The report; the first one is caused by the submission unless something else prompted it."""

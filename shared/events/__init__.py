@@ -96,10 +96,10 @@ from shared.events.matching import (
     TaskUnmatchable,
     TaskUnmatchableData,
 )
+from shared.events.emission import Emission
 from shared.events.parsing import EventParseError, parse_command, parse_event, parse_report
 from shared.events.reports import AgentCommand, AgentReport
 from shared.events.reasons import (
-    HoldReason,
     NodeMode,
     ReleaseReason,
     RequeueReason,

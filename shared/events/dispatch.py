@@ -7,9 +7,9 @@ from typing import Literal
 from pydantic import Field
 
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import HoldReason, RequeueReason
+from shared.events.reasons import RequeueReason
 from shared.events.values import Detail, EntityId, Fraction, NonNegative
-from shared.scheduling.model import PriorityClass
+from shared.scheduling.model import DeferralReason, PriorityClass
 
 
 class TaskQueuedData(Payload):
@@ -28,7 +28,7 @@ class TaskQueued(Envelope):
 
 class TaskHeldData(Payload):
     task_id: EntityId
-    reason: HoldReason
+    reason: DeferralReason
     detail: Detail
 
 

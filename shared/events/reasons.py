@@ -1,41 +1,13 @@
 """Machine reasons carried by events, commands and reports: one `StrEnum` per decision.
 
 Each reason travels with a human sentence (`detail`) that the console and `audit why` print
-verbatim. Values that mean the same as a `DeferralReason` of the scheduling core use the same
-string, so a deferral maps to a hold without translation.
+verbatim. Why a task waits (`task.held`) is the scheduling core's `DeferralReason`
+(`shared.scheduling.model`), the same enum `plan()` returns, so a deferral is published as it is.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-
-
-class HoldReason(StrEnum):
-    """Why a task waits (`task.held`).
-
-    The first group needs someone or something to act (quota, approval, an operator). The
-    second repeats every `DeferralReason` of the scheduling core with the same value, so
-    `HoldReason(deferral.reason.value)` always works; the dispatcher decides which deferrals it
-    publishes (only when a task's reason changes).
-    """
-
-    QUOTA_EXHAUSTED = "quota_exhausted"  # the project's quota does not cover the estimate
-    QUOTA_EXPIRES = "quota_expires"  # the quota expires before the task's estimated end (+ margin)
-    QUOTA_NOT_YET_VALID = "quota_not_yet_valid"  # the quota's validity window has not started
-    NO_QUOTA_ACCOUNT = "no_quota_account"  # policy requires an account and the project has none
-    NOT_APPROVED = "not_approved"  # policy requires an operator's approval for a task this big
-    DEADLINE_UNREACHABLE = "deadline_unreachable"  # cannot finish before the task's deadline
-    OPERATOR = "operator"  # an operator put the task on hold
-    # the remaining scheduling-core deferral reasons (see shared.scheduling.model.DeferralReason)
-    DATA_NOT_READY = "data_not_ready"
-    UNMATCHED = "unmatched"
-    NO_CAPACITY = "no_capacity"
-    HEADROOM = "headroom"
-    RESERVED = "reserved"
-    BEHIND_RESERVATION = "behind_reservation"
-    HEAD_OF_LINE = "head_of_line"
-    AWAITING_PREEMPTION = "awaiting_preemption"
-    HEAVY_SPREAD = "heavy_spread"
 
 
 class UnmatchableReason(StrEnum):

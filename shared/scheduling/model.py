@@ -166,15 +166,27 @@ class Reservation:
     node_ids: tuple[str, ...]
 
 
+class WaitKind(StrEnum):
+    """What a `DeferralReason` says about the waiting task (the dispatcher and the projection both use it)."""
+
+    NOT_ELIGIBLE = "not_eligible"  # its data or its match is missing: readiness / the matcher publish that
+    HOLD = "hold"  # someone or something must act (quota, approval, deadline, operator): the task is held
+    CAPACITY = "capacity"  # eligible, and waits for GPUs (no capacity, headroom, a reservation, ...)
+
+
 class DeferralReason(StrEnum):
-    """Why a queued task did not start this cycle (machine reason; the detail is the sentence)."""
+    """Why a task waits: the one machine reason of `plan()`'s deferrals and of `task.held`.
+
+    The detail sentence travels beside it. `kind` groups the reasons (`WaitKind`); the last three
+    hold reasons come from outside the core (policy, deadlines, operators), never from `plan()`.
+    """
 
     DATA_NOT_READY = "data_not_ready"
     UNMATCHED = "unmatched"
-    NOT_APPROVED = "not_approved"
-    QUOTA_EXHAUSTED = "quota_exhausted"
-    QUOTA_EXPIRES = "quota_expires"
-    QUOTA_NOT_YET_VALID = "quota_not_yet_valid"
+    NOT_APPROVED = "not_approved"  # policy requires an operator's approval for a task this big
+    QUOTA_EXHAUSTED = "quota_exhausted"  # the project's quota does not cover the estimate
+    QUOTA_EXPIRES = "quota_expires"  # the quota expires before the task's estimated end (+ margin)
+    QUOTA_NOT_YET_VALID = "quota_not_yet_valid"  # the quota's validity window has not started
     NO_CAPACITY = "no_capacity"
     HEADROOM = "headroom"
     RESERVED = "reserved"  # this task holds the reservation and waits for it
@@ -182,6 +194,24 @@ class DeferralReason(StrEnum):
     HEAD_OF_LINE = "head_of_line"  # baselines: blocked behind an earlier task
     AWAITING_PREEMPTION = "awaiting_preemption"  # victims are being preempted for it
     HEAVY_SPREAD = "heavy_spread"  # every fitting node already holds max heavy tasks
+    NO_QUOTA_ACCOUNT = "no_quota_account"  # policy requires an account and the project has none
+    DEADLINE_UNREACHABLE = "deadline_unreachable"  # cannot finish before the task's deadline
+    OPERATOR = "operator"  # an operator put the task on hold
+
+    @property
+    def kind(self) -> WaitKind:
+        """Not eligible, held, or waiting for capacity."""
+        return _WAIT_KINDS.get(self, WaitKind.CAPACITY)
+
+
+_WAIT_KINDS = {
+    DeferralReason.DATA_NOT_READY: WaitKind.NOT_ELIGIBLE, DeferralReason.UNMATCHED: WaitKind.NOT_ELIGIBLE,
+    **dict.fromkeys((
+        DeferralReason.NOT_APPROVED, DeferralReason.QUOTA_EXHAUSTED, DeferralReason.QUOTA_EXPIRES,
+        DeferralReason.QUOTA_NOT_YET_VALID, DeferralReason.NO_QUOTA_ACCOUNT, DeferralReason.DEADLINE_UNREACHABLE,
+        DeferralReason.OPERATOR,
+    ), WaitKind.HOLD),
+}
 
 
 @dataclass(frozen=True, slots=True)

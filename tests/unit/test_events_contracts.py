@@ -33,8 +33,7 @@ from shared.events import (
 )
 from shared.events.reports import LeaseGrantCommand
 from shared.events.subjects import lease_subject, split_subject, task_subject
-from shared.events.reasons import HoldReason
-from shared.scheduling.model import DeferralReason, PriorityClass
+from shared.scheduling.model import DeferralReason, PriorityClass, WaitKind
 
 # The event types ARCHITECTURE section 3 names, by owning service.
 ARCHITECTURE_TYPES = {
@@ -196,8 +195,12 @@ def test_lease_renewed_is_written_at_schema_version_2() -> None:
     assert parse_event(canonical_json(event)) == event
 
 
-def test_every_deferral_reason_maps_to_a_hold_reason() -> None:
-    assert {HoldReason(reason.value) for reason in DeferralReason} <= set(HoldReason)
+def test_each_deferral_reason_says_whether_the_task_is_eligible_held_or_waiting_for_gpus() -> None:
+    by_kind = {kind: {r.value for r in DeferralReason if r.kind is kind} for kind in WaitKind}
+    assert by_kind[WaitKind.NOT_ELIGIBLE] == {"data_not_ready", "unmatched"}
+    assert by_kind[WaitKind.HOLD] == {"not_approved", "quota_exhausted", "quota_expires", "quota_not_yet_valid",
+                                      "no_quota_account", "deadline_unreachable", "operator"}
+    assert {"no_capacity", "headroom", "reserved", "behind_reservation"} <= by_kind[WaitKind.CAPACITY]
 
 
 def test_terminal_states() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.dispatcher.fencing import LeaseClaim, LeaseFacts, Rejection, check_claim, lease_facts
+from shared.leasing.fencing import LeaseClaim, LeaseFacts, Rejection, check_claim, lease_facts
 
 LEASE = LeaseFacts(agent_id="a1", task_id="T1", fencing_token=7, active=True)
 CLAIM = LeaseClaim(agent_id="a1", lease_id="L1", task_id="T1", fencing_token=7)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.dispatcher.snapshot import build_queue, build_snapshot, card_options, queued_task
+from shared.leasing.snapshot import build_queue, build_snapshot, card_options, queued_task
 from shared.scheduling.model import CardOption, PriorityClass
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

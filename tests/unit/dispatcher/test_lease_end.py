@@ -1,26 +1,24 @@
-"""State transitions: what a lease's end does to its task; which deferrals are published."""
+"""What a lease's end does to its task (`shared.leasing.lease_end`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.dispatcher.transitions import (
+from shared.leasing.lease_end import (
     AgentStop,
     EndingLease,
     LeaseEnd,
     TaskEffect,
     Trigger,
-    WaitingChange,
     agent_stop,
     decide_lease_end,
-    decide_waiting,
 )
 from shared.events.reasons import ReleaseReason as Rel
 from shared.events.reasons import RequeueReason as Req
 from shared.events.reasons import RevokeReason as Rev
-from shared.scheduling.model import DeferralReason as D
+from shared.events.states import TaskState
 
-RUNNING = EndingLease(preempting=False, revoke_reason=None, current_run=True, task_state="running",
+RUNNING = EndingLease(preempting=False, revoke_reason=None, current_run=True, task_state=TaskState.RUNNING,
                       cancel_requested=False, other_parts_active=0)
 
 
@@ -47,11 +45,11 @@ def lease(**changes: object) -> EndingLease:
          LeaseEnd(Rel.EXPIRED, TaskEffect.REQUEUE, Req.LEASE_EXPIRED, revoke_other_parts=True)),
         (lease(cancel_requested=True, revoke_reason=Rev.CANCELLED), Trigger.EXPIRED, None,
          LeaseEnd(Rel.EXPIRED, TaskEffect.CANCEL, revoke_other_parts=True)),
-        (lease(task_state="leased"), Trigger.AGENT_RESTARTED, None,
+        (lease(task_state=TaskState.LEASED), Trigger.AGENT_RESTARTED, None,
          LeaseEnd(Rel.REVOKED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
         # a lease of an earlier run, or of a task already final, only frees its GPUs
         (lease(current_run=False), Trigger.FINISHED, 1, LeaseEnd(Rel.FAILED, TaskEffect.NONE)),
-        (lease(task_state="cancelled"), Trigger.EXPIRED, None, LeaseEnd(Rel.EXPIRED, TaskEffect.NONE)),
+        (lease(task_state=TaskState.CANCELLED), Trigger.EXPIRED, None, LeaseEnd(Rel.EXPIRED, TaskEffect.NONE)),
         # a multi-node task succeeds when its last part does
         (lease(other_parts_active=1), Trigger.FINISHED, 0, LeaseEnd(Rel.SUCCEEDED, TaskEffect.NONE)),
     ],
@@ -66,7 +64,7 @@ def test_what_the_end_of_a_lease_does_to_its_task(
     ("ending", "exit_code", "error", "expected"),
     [
         # the agent refused the grant or shut down: the task did not fail, it goes back to the queue
-        (lease(task_state="leased"), None, "not started (gpus_busy): GPU 1 runs lease L0",
+        (lease(task_state=TaskState.LEASED), None, "not started (gpus_busy): GPU 1 runs lease L0",
          LeaseEnd(Rel.FAILED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
         (RUNNING, None, "agent_stopped: SIGTERM",
          LeaseEnd(Rel.FAILED, TaskEffect.REQUEUE, Req.AGENT_FAILED, revoke_other_parts=True)),
@@ -94,26 +92,3 @@ def test_the_agents_error_prefix_tells_a_stop_from_a_failure(
 )
 def test_agent_stop_reads_the_error_prefix(error: str | None, stop: AgentStop) -> None:
     assert agent_stop(error) is stop
-
-
-@pytest.mark.parametrize(
-    ("reason", "previous", "announced", "expected"),
-    [
-        # data and match: the owners already published it; the task is held, nothing announced
-        (D.DATA_NOT_READY, None, False, WaitingChange("held", False, False, False)),
-        (D.UNMATCHED, None, True, WaitingChange("held", False, False, False)),
-        # quota and approval: held, published when the reason changes
-        (D.QUOTA_EXHAUSTED, None, True, WaitingChange("held", False, True, False)),
-        (D.QUOTA_EXHAUSTED, "quota_exhausted", False, WaitingChange("held", False, False, False)),
-        (D.NOT_APPROVED, "quota_expires", False, WaitingChange("held", False, True, False)),
-        # capacity: queued (announced once), and why it waits when that changes
-        (D.NO_CAPACITY, None, False, WaitingChange("queued", True, True, True)),
-        (D.NO_CAPACITY, "no_capacity", True, WaitingChange("queued", False, False, True)),
-        (D.BEHIND_RESERVATION, "no_capacity", True, WaitingChange("queued", False, True, True)),
-        (D.HEADROOM, "quota_exhausted", False, WaitingChange("queued", True, True, True)),
-    ],
-)
-def test_which_deferrals_change_a_task_and_what_is_published(
-    reason: D, previous: str | None, announced: bool, expected: WaitingChange
-) -> None:
-    assert decide_waiting(reason, previous, announced) == expected

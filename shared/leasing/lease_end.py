@@ -1,4 +1,4 @@
-"""Pure transition rules: what a lease's end does to its task, and which deferrals are published.
+"""What the end of a lease does to its task: the one rule the live dispatcher and the simulator share.
 
 A lease ends for one of three triggers: the agent reported the task's process finished, the lease
 was not renewed within its TTL, or the agent re-registered without it (it restarted and lost the
@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from shared.events.reasons import ReleaseReason, RequeueReason, RevokeReason
-from shared.scheduling.model import DeferralReason
+from shared.events.states import TaskState
 
 
 class Trigger(StrEnum):
+    """Why a lease ends now."""
+
     FINISHED = "finished"  # the agent reported the process ended (with an exit code)
     EXPIRED = "expired"  # no renewal within the TTL
     AGENT_RESTARTED = "agent_restarted"  # the agent registered again without this lease
 
 
 class TaskEffect(StrEnum):
+    """What the end of a lease does to its task."""
+
     NONE = "none"  # only the lease ends (older run, other parts still running, task already final)
     SUCCEED = "succeed"
     FAIL = "fail"
@@ -52,7 +56,8 @@ def agent_stop(error: str | None) -> AgentStop:
     return AgentStop.NONE
 
 
-ACTIVE_TASK_STATES = frozenset({"leased", "running"})
+ACTIVE_TASK_STATES = frozenset({TaskState.LEASED, TaskState.RUNNING})
+"""A task in one of these states has a run that a lease end can succeed, fail, requeue or cancel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +67,7 @@ class EndingLease:
     preempting: bool
     revoke_reason: RevokeReason | None
     current_run: bool  # the lease belongs to the task's latest grant
-    task_state: str
+    task_state: TaskState
     cancel_requested: bool
     other_parts_active: int  # other active leases of the same run (multi-node tasks)
 
@@ -133,47 +138,16 @@ def _requeue_reason(lease: EndingLease, trigger: Trigger, stop: AgentStop) -> Re
     return None
 
 
-# -- deferrals ---------------------------------------------------------------------------------
+NEW_TASK_STATE = {
+    TaskEffect.SUCCEED: TaskState.SUCCEEDED, TaskEffect.FAIL: TaskState.FAILED, TaskEffect.CANCEL: TaskState.CANCELLED,
+    TaskEffect.REQUEUE: TaskState.QUEUED,
+}
+"""The task's state after a lease end with this effect (`TaskEffect.NONE` leaves it as it is)."""
 
-NOT_ELIGIBLE = frozenset({DeferralReason.DATA_NOT_READY, DeferralReason.UNMATCHED})
-"""Reasons readiness and the matcher already publish (`task.readiness_changed`, `task.unmatchable`)."""
-
-HOLDS = frozenset({
-    DeferralReason.NOT_APPROVED, DeferralReason.QUOTA_EXHAUSTED, DeferralReason.QUOTA_EXPIRES,
-    DeferralReason.QUOTA_NOT_YET_VALID,
-})
-"""Reasons that need someone or something to act: the task is `held`, not merely queued."""
-
-
-
-
-def is_capacity_reason(reason: str) -> bool:
-    """No capacity, headroom, a reservation, ...: the task is eligible and queued, waiting for GPUs."""
-    return reason not in NOT_ELIGIBLE and reason not in HOLDS
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingChange:
-    """How one deferral changes a waiting task."""
-
-    state: str  # 'queued' or 'held'
-    announce_queued: bool  # emit task.queued: the task became eligible (again)
-    publish_held: bool  # emit task.held: the reason changed
-    queued_announced: bool  # the task's last announcement is now task.queued
-
-
-def decide_waiting(reason: DeferralReason, previous: str | None, queued_announced: bool) -> WaitingChange:
-    """A deferred task's new state and which events say so.
-
-    - data/match reasons: `held`, nothing published (readiness and the matcher already did);
-    - quota/approval reasons: `held`, `task.held` when the reason differs from the last (`previous`);
-    - capacity reasons (no capacity, headroom, reservation, ...): the task is eligible and `queued`;
-      `task.queued` once when it becomes eligible, then `task.held` with the reason when it changes,
-      so the board and `cardflow tasks` can show why it waits.
-    """
-    if reason in NOT_ELIGIBLE:
-        return WaitingChange("held", announce_queued=False, publish_held=False, queued_announced=False)
-    changed = reason.value != previous
-    if reason in HOLDS:
-        return WaitingChange("held", announce_queued=False, publish_held=changed, queued_announced=False)
-    return WaitingChange("queued", announce_queued=not queued_announced, publish_held=changed, queued_announced=True)
+REQUEUE_DETAIL = {
+    RequeueReason.PREEMPTED: "the task checkpointed and yielded its GPUs to higher-class work",
+    RequeueReason.LEASE_EXPIRED: "the agent did not renew the lease within its TTL",
+    RequeueReason.RECLAIMED_IDLE: "its GPUs stayed idle too long",
+    RequeueReason.AGENT_FAILED: "the agent lost the task (it restarted, or stopped it on the dispatcher's request)",
+}
+"""The sentence `task.requeued` carries beside its reason."""
