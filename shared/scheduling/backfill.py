@@ -5,7 +5,8 @@ availability map of its card types (Slurm's one good idea): starting from the fr
 cycle's grants, it releases the GPUs of running leases (and of this cycle's grants) at their estimated
 ends, in time order, until the task fits — on one node, or across nodes if it must span, with room for
 a heavy task and, for standard work, with the headroom kept: free GPUs plus GPUs still held by
-(preemptible) opportunistic work at least the headroom once the task has its GPUs (headroom.py). That
+(preemptible) opportunistic work at least the headroom once the task has its GPUs (for a task wider
+than total − headroom: at least everything else; `headroom_needed` in headroom.py). That
 instant is the reservation's start; the nodes it would use are the reservation's nodes.
 
 `ReservationGuard` then polices backfill: a later task that ends before the start is free to go; one
@@ -30,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from shared.scheduling.headroom import headroom_needed
 from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
 from shared.scheduling.preemption import checkpoint_write_gpu_hours, lost_gpu_hours
@@ -75,6 +77,7 @@ class ReservationGuard:
     # past the start, so they no longer cover the headroom a reserved standard task needs then.
     headroom_room: int
     heavy: bool  # the reserved task is heavy: long heavy backfill stays off its nodes
+    wide: bool  # a standard holder wider than total − headroom everywhere (needs only the rest free)
     heavy_limit: dict[int, int] = field(default_factory=dict)
     # Smallest GPU count a long backfill task failed to place, per (card type, heavy, spans): room
     # only shrinks during a cycle, so any larger request fails too.
@@ -108,14 +111,15 @@ class ReservationGuard:
 
 
 def find_reservation(task: QueuedTask, options: Sequence[CardOption], fleet: Fleet,
-                     releases: Mapping[str, list[Release]], now: float) -> ReservationGuard | None:
-    """The earliest start among the task's card options (ties: matcher order), or None if never."""
+                     releases: Mapping[str, list[Release]], now: float, wide: bool = False) -> ReservationGuard | None:
+    """The earliest start among the task's card options (ties: matcher order), or None if never.
+    `wide`: a standard task wider than total − headroom everywhere (`headroom.headroom_needed`)."""
     best: ReservationGuard | None = None
     for option in options:
         pool = fleet.pools.get(option.card_type)
         if pool is None:
             continue
-        guard = _earliest_start(task, pool, fleet, releases.get(option.card_type, []), now)
+        guard = _earliest_start(task, pool, fleet, releases.get(option.card_type, []), now, wide)
         if guard is not None and (best is None or guard.start_at < best.start_at):
             best = guard
     return best
@@ -158,11 +162,14 @@ class _Availability:
 
 
 def _earliest_start(task: QueuedTask, pool: Pool, fleet: Fleet, releases: list[Release],
-                    now: float) -> ReservationGuard | None:
+                    now: float, wide: bool) -> ReservationGuard | None:
     """Sweep releases in time order until the task fits this pool; build the guard for that time."""
     gpus = task.gpus
     spans = gpus > pool.max_node_gpus
-    need_total = gpus + (pool.headroom if task.priority_class == PriorityClass.STANDARD else 0)
+    standard = task.priority_class == PriorityClass.STANDARD
+    need_total = gpus + (headroom_needed(gpus, pool.headroom, pool.total_gpus, wide) if standard else 0)
+    if need_total > pool.total_gpus:
+        return None  # the headroom keeps it off this card type (it fits another one)
     state = _Availability(fleet, pool, task.heavy)
     state.borrowed = sum(item.gpus for item in releases if item.borrowed)
     if spans:
@@ -183,10 +190,11 @@ def _earliest_start(task: QueuedTask, pool: Pool, fleet: Fleet, releases: list[R
                 fits = True
         if spans:
             fits = state.usable_sum >= gpus
-    return _guard_at(task, pool, state, at, need_total)
+    return _guard_at(task, pool, state, at, need_total, wide)
 
 
-def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, need_total: int) -> ReservationGuard:
+def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, need_total: int,
+              wide: bool) -> ReservationGuard:
     rooms = state.rooms()
     if task.gpus > pool.max_node_gpus:
         allocation = span_allocation(rooms, task.gpus)
@@ -205,6 +213,7 @@ def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, nee
         headroom_room=state.total + state.borrowed - need_total,
         heavy=task.heavy,
         heavy_limit={rank: 0 for rank, _ in allocation},
+        wide=wide,
     )
 
 

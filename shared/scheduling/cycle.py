@@ -27,7 +27,14 @@ from shared.scheduling.backfill import (
 )
 from shared.scheduling.eligibility import readiness_deferral
 from shared.scheduling.explain import Explainer, Miss, most_telling
-from shared.scheduling.headroom import Borrowed, blocked_by_headroom, headroom_gpus
+from shared.scheduling.headroom import (
+    Borrowed,
+    blocked_by_headroom,
+    core_demand,
+    headroom_gpus,
+    headroom_needed,
+    wider_than_headroom_allows,
+)
 from shared.scheduling.model import (
     CardOption,
     Deferral,
@@ -51,10 +58,10 @@ R = DeferralReason
 class Cycle:
     """Working state of one `plan()` call."""
 
-    def __init__(self, snapshot: Snapshot, policy: Policy, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = ()) -> None:
         self.policy = policy
         self.now = now
-        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, partial(headroom_gpus, policy))
+        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
         self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node)
@@ -168,12 +175,13 @@ class Cycle:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []
         fills = self.guard_reclaims and fills_reservation(task, self.policy)  # may ignore the guard
+        wide = self.wide(task, options)
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
                 misses.append(Miss(R.NO_CAPACITY, option, None))
                 continue
-            if self._eats_headroom(task, pool):
+            if self._eats_headroom(task, pool, wide):
                 misses.append(Miss(R.HEADROOM, option, pool))
                 continue
             guard = self.guard
@@ -186,12 +194,23 @@ class Cycle:
             misses.append(Miss(self._why_not(task, pool, guard), option, pool))
         return misses
 
-    def _eats_headroom(self, task: QueuedTask, pool: Pool) -> bool:
-        """True if the task (standard) would leave less than the headroom free or borrowed."""
-        if not blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom):
+    def _eats_headroom(self, task: QueuedTask, pool: Pool, wide: bool) -> bool:
+        """True if the task (standard) would leave less than it must (`headroom_needed`) free or borrowed."""
+        needed = headroom_needed(task.gpus, pool.headroom, pool.total_gpus, wide)
+        if not blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed):
             return False  # the free GPUs alone cover it: no need to count the borrowed ones
         borrowed = self.borrowed.of(pool.card_type)
-        return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, pool.headroom, borrowed)
+        return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed, borrowed)
+
+    def wide(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
+        """True for a standard task that would hold the cycle's reservation (none is settled yet) and
+        asks for more than total − headroom on every card type it accepts: it need leave only the
+        rest of the type free (no task that fits the fleet is kept out for good by the headroom)."""
+        if task.priority_class != PriorityClass.STANDARD or self.reservation_settled:
+            return False
+        pools = self.fleet.pools
+        return wider_than_headroom_allows(task.gpus, ((pool.total_gpus, pool.headroom) for option in options
+                                                      if (pool := pools.get(option.card_type)) is not None))
 
     def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> Allocation | None:
         if guard is None:
@@ -255,7 +274,8 @@ class Cycle:
             self.deferrals[-1] = Deferral(last.task_id, last.reason, reasons.preemption_grace(last.detail, grace_left))
 
     def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
-        return self.explain.deferral(task, miss, misses, self.guard)
+        wide = miss.reason == R.HEADROOM and self.wide(task, [item.option for item in misses])
+        return self.explain.deferral(task, miss, misses, self.guard, wide)
 
     def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         index = self._victim_index()
@@ -298,7 +318,8 @@ class Cycle:
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
         cards = {option.card_type for option in options}
         yield_at = self._fillers_yield_at(task)
-        guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at), self.now)
+        wide = self.wide(task, options)
+        guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at), self.now, wide)
         self.reservation_settled = True  # one sweep per cycle, successful or not
         fillers_yield_then = False  # the reservation starts when the holder's grace ends
         if guard is not None and yield_at is not None:
@@ -335,7 +356,7 @@ class Cycle:
         """The reservation is due now, but only because fillers yield: preempt them (True if done)."""
         if guard.start_at > self.now:
             return False
-        plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now)
+        plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now, guard.wide)
         if plain is not None and plain.start_at <= self.now:
             return False  # due anyway: leases past their estimated end count as ending now
         return self._preempt(task, options)
@@ -370,3 +391,13 @@ class Cycle:
                 release = Release(at, rank, len(lease.gpu_indices), lease.heavy, borrowing)
                 releases.append((card_of[rank], release))
         return releases
+
+
+def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy):
+    """headroom(card type, total GPUs) for this cycle: the policy's share, capped by the GPUs core work
+    holds or waits for on the type when the policy tracks core demand (counted only if needed)."""
+    if not policy.headroom_tracks_core or not policy.headroom:
+        return partial(headroom_gpus, policy)
+    card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
+    demand = core_demand(snapshot.leases, queue, card_of_node)
+    return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))

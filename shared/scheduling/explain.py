@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
-from shared.scheduling.headroom import Borrowed, headroom_share
+from shared.scheduling.headroom import Borrowed, headroom_needed
 from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, PriorityClass, QueuedTask
 from shared.scheduling.placement import Fleet, Pool
 
@@ -46,8 +46,10 @@ class Explainer:
         self._fleet, self._policy, self._now, self._borrowed = fleet, policy, now, borrowed
         self._cache: dict[tuple, tuple[int, str]] = {}
 
-    def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None) -> Deferral:
-        return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses, guard))
+    def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
+                 wide: bool = False) -> Deferral:
+        """`wide`: the headroom asks the task to leave only the rest of the type free (headroom.py)."""
+        return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses, guard, wide))
 
     def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
         """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
@@ -65,22 +67,22 @@ class Explainer:
         return Deferral(task.task_id, R.NO_CAPACITY, cached[1])
 
     def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
-        """A deferral saying so if the task asks for more GPUs than it may ever get on any option."""
-        standard = task.priority_class == PriorityClass.STANDARD
+        """A deferral saying so if the task asks for more GPUs than any option's card type has (the
+        headroom never keeps a task out for good: see `headroom.headroom_needed`)."""
         pools = [pool for option in options if (pool := self._fleet.pools.get(option.card_type))]
-        limits = [(pool.card_type, pool.total_gpus - (pool.headroom if standard else 0)) for pool in pools]
+        limits = [(pool.card_type, pool.total_gpus) for pool in pools]
         if not limits or any(task.gpus <= limit for _, limit in limits):
             return None
-        headroom_kept = standard and any(pool.headroom for pool in pools)
-        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits, headroom_kept))
+        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits))
 
-    def _detail(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None) -> str:
+    def _detail(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
+                wide: bool) -> str:
         option, pool = miss.option, miss.pool
         if miss.reason == R.HEADROOM:
-            share = headroom_share(self._policy, option.card_type)
             # Standard work may take the free GPUs beyond the headroom not covered by borrowed ones.
-            covered = min(pool.headroom, self._borrowed.of(pool.card_type))
-            return reasons.headroom(task.gpus, option.card_type, pool.free_total - (pool.headroom - covered), share)
+            needed = headroom_needed(task.gpus, pool.headroom, pool.total_gpus, wide)
+            covered = min(needed, self._borrowed.of(pool.card_type))
+            return reasons.headroom(task.gpus, option.card_type, pool.free_total - (needed - covered), needed)
         if miss.reason == R.BEHIND_RESERVATION:
             start_in = guard.start_at - self._now
             return reasons.behind_reservation(guard.holder, guard.card_type, start_in, option.runtime_s)

@@ -1,19 +1,25 @@
 """Headroom: the share of each card type that `standard` work may never take.
 
 `policy.headroom` is a share (0..1) for every card type, or a mapping card type -> share (types not
-named have none). The headroom of a type is floor(share x its total GPUs). Core work uses the headroom
-at once; opportunistic work may borrow it (and is the first to be preempted when core work arrives).
-So the headroom is kept as long as its GPUs are free *or borrowed*: a standard task takes only free
-GPUs, and may start on a type only if the free GPUs plus the GPUs held by opportunistic work of that
-type stay at or above the headroom afterwards. `Borrowed` counts the latter during one cycle.
+named have none). The headroom of a type is floor(share x its total GPUs) — with
+`policy.headroom_tracks_core` (cardflow) at most the GPUs core work holds or waits for on that type
+right now (`core_demand`): headroom exists for core work, so where none is running or queued it costs
+nothing. Core work uses the headroom at once; opportunistic work may borrow it (and is the first to be
+preempted when core work arrives). So the headroom is kept as long as its GPUs are free *or borrowed*:
+a standard task takes only free GPUs, and may start on a type only if the free GPUs plus the GPUs held
+by opportunistic work of that type stay at or above the headroom afterwards. A task so wide that this
+could never hold (more GPUs than total − headroom on every card type it accepts) must leave only
+`total − its GPUs` once it would hold the cycle's reservation: it starts once every other GPU of the
+type is free or borrowed, so the headroom never starves a task that fits the fleet.
+`Borrowed` counts the borrowed GPUs during one cycle.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
-from shared.scheduling.model import Policy, PriorityClass, RunningLease
+from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 
 
 def headroom_share(policy: Policy, card_type: str) -> float:
@@ -24,21 +30,63 @@ def headroom_share(policy: Policy, card_type: str) -> float:
     return float(share.get(card_type, 0.0))
 
 
-def headroom_gpus(policy: Policy, card_type: str, total_gpus: int) -> int:
-    """How many GPUs of the type standard work must leave free: floor(share x total)."""
+def headroom_gpus(policy: Policy, card_type: str, total_gpus: int, core_gpus: int | None = None) -> int:
+    """How many GPUs of the type standard work must leave free: floor(share x total), and — when the
+    policy tracks core demand and `core_gpus` (what core work holds or waits for on the type) is
+    given — no more than that."""
     share = headroom_share(policy, card_type)
     if share <= 0:
         return 0
     # The small epsilon keeps exact products (0.7 x 10 = 6.999999999999999) from rounding down.
-    return min(total_gpus, math.floor(share * total_gpus + 1e-9))
+    kept = min(total_gpus, math.floor(share * total_gpus + 1e-9))
+    if policy.headroom_tracks_core and core_gpus is not None:
+        kept = min(kept, core_gpus)
+    return kept
+
+
+def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
+                card_of_node: Mapping[str, str]) -> dict[str, int]:
+    """GPUs per card type that core work holds (running leases) or waits for (queued core tasks, on
+    every card type they accept, whether or not their data is ready yet)."""
+    demand: dict[str, int] = {}
+    core = PriorityClass.CORE
+    for lease in leases:
+        card_type = card_of_node.get(lease.node_id)
+        if card_type is not None and lease.priority_class == core:
+            demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
+    for task in queue:
+        if task.priority_class == core:
+            for option in task.options:
+                demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
+    return demand
+
+
+def headroom_needed(gpus: int, headroom: int, total_gpus: int, wide: bool = False) -> int:
+    """GPUs a standard task of `gpus` must leave free or borrowed on a card type: the headroom — or,
+    for a `wide` task (one that would hold the cycle's reservation and asks for more than total −
+    headroom on every card type it accepts, so could otherwise never start), only `total − gpus`:
+    it may start once everything else is free or borrowed."""
+    return min(headroom, total_gpus - gpus) if wide else headroom
+
+
+def wider_than_headroom_allows(gpus: int, pools: Iterable[tuple[int, int]]) -> bool:
+    """True if `gpus` exceed total − headroom on every (total GPUs, headroom) pool given (and there
+    is at least one): the headroom alone would keep the task out for good."""
+    found = False
+    for total, headroom in pools:
+        if gpus <= total - headroom:
+            return False
+        found = True
+    return found
 
 
 def blocked_by_headroom(priority_class: PriorityClass, gpus: int, free_gpus: int, headroom: int,
                         borrowed: int = 0) -> bool:
     """True if the GPUs are free but taking them would eat into the headroom (standard work only).
 
-    The headroom is intact while free + `borrowed` (GPUs held by preemptible opportunistic work)
-    GPUs cover it. A task asking for more GPUs than are free is blocked by capacity, not headroom.
+    The headroom (here: what `headroom_needed` says the task must leave) is intact while free +
+    `borrowed` (GPUs held by preemptible opportunistic work) GPUs cover it. A task asking for more
+    GPUs than are free is blocked by capacity, not headroom.
     """
     if headroom <= 0 or priority_class != PriorityClass.STANDARD or gpus > free_gpus:
         return False

@@ -122,6 +122,8 @@ class Policy:
     order: str = "cardflow"  # "cardflow" (class, priority, aging) | "priority" | "fifo"
     aging_per_hour: float = 1.0  # effective-priority points gained per hour waited
     headroom: float | Mapping[str, float] = 0.1  # share of each card type standard work may not take
+    # ... but never more than the GPUs core work holds or waits for on the type (none: no headroom)
+    headroom_tracks_core: bool = True
     max_heavy_per_node: int = 2
     quota_expiry_margin_s: float = 3600.0
     backfill: bool = True  # EASY reservation + backfill

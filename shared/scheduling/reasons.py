@@ -83,19 +83,18 @@ def not_in_fleet(card_types: Sequence[str]) -> str:
     return f"none of its card types ({card_list(card_types)}) is in the fleet"
 
 
-def never_fits(gpus: int, limits: Sequence[tuple[str, int]], headroom_kept: bool) -> str:
+def never_fits(gpus: int, limits: Sequence[tuple[str, int]]) -> str:
     usable = ", ".join(f"{card} {limit}" for card, limit in limits)
-    kept = " (the rest is headroom kept for core work)" if headroom_kept else ""
-    return f"can never start: needs {gpus_text(gpus)}, but at most {usable} can ever be used by it{kept}"
+    return f"can never start: needs {gpus_text(gpus)}, but at most {usable} can ever be used by it"
 
 
 NO_FREE_GPUS_TEXT = "no GPU of any card type is free this cycle"
 
 
-def headroom(gpus: int, card_type: str, usable: int, share: float) -> str:
+def headroom(gpus: int, card_type: str, usable: int, kept: int) -> str:
     return (
         f"needs {gpus_text(gpus)} of {card_type}; {max(0, usable)} free after headroom "
-        f"({share:.0%} kept for core work)"
+        f"({gpus_text(kept)} kept for core work)"
     )
 
 

@@ -52,6 +52,7 @@ class Outcome:
     unplaceable: tuple[str, ...]  # no adequate card type with enough GPUs in the fleet
     unfinished: int
     recorder: Recorder
+    cut_off: tuple[str, ...] = ()  # stopped by their quota's expiry (not requeued)
 
 
 class Simulation(Transitions):
@@ -193,4 +194,5 @@ class Simulation(Transitions):
     def _outcome(self) -> Outcome:
         placed = tuple(run.task for run in self._runs.values())
         unfinished = sum(1 for run in self._runs.values() if run.task.task_id not in self.recorder.jcts)
-        return Outcome(self.policy.name, placed, self._unplaceable, unfinished, self.recorder)
+        cut_off = tuple(task_id for task_id, run in self._runs.items() if run.cut_off)
+        return Outcome(self.policy.name, placed, self._unplaceable, unfinished, self.recorder, cut_off)

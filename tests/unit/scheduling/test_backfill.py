@@ -130,7 +130,7 @@ def lease_a_5h(*gpus: int):
 
 
 def plan_with_headroom(*tasks):
-    return run(HEADROOM_NODES, [HEAD, *tasks], leases=[*B_LEASE, lease_a_5h(0, 1, 2, 3)], headroom=0.25)
+    return run(HEADROOM_NODES, [HEAD, *tasks], leases=[*B_LEASE, lease_a_5h(0, 1, 2, 3)], headroom=0.25, headroom_tracks_core=False)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_a_standard_reservation_starts_once_free_and_borrowed_gpus_cover_the_hea
     nodes = [a_node("a").free(0), *B_BUSY_1H]  # at 1h: b's 8 GPUs free for the head, a still leased
     full_a = lease_a_5h(*range(8))
     full_a = full_a.opportunistic() if opportunistic else full_a
-    result = run(nodes, [HEAD], leases=[*B_LEASE, full_a], headroom=0.25)
+    result = run(nodes, [HEAD], leases=[*B_LEASE, full_a], headroom=0.25, headroom_tracks_core=False)
     assert result.reservations[0].start_at == NOW + start_in
 
 
@@ -171,7 +171,7 @@ def test_opportunistic_gpus_count_as_headroom_only_while_they_are_held():
     nodes = [a_node("a").free(0), *B_BUSY_1H, a_node("c").free(0)]
     leases = [*B_LEASE, a_lease("Lo").on("a").gpus(0, 1, 2, 3).opportunistic().ends(NOW + HOUR / 2),
               lease_a_5h(4, 5, 6, 7), a_lease("Lc").on("c").gpus(*range(8)).ends(NOW + 10 * HOUR)]
-    result = run(nodes, [HEAD], leases=leases, headroom=0.25)
+    result = run(nodes, [HEAD], leases=leases, headroom=0.25, headroom_tracks_core=False)
     assert result.reservations[0].start_at == NOW + 5 * HOUR
 
 
@@ -179,7 +179,7 @@ def test_an_opportunistic_lease_preempted_in_the_same_cycle_does_not_cover_the_r
     nodes = [a_node("a").free(0), *B_BUSY_1H]
     leases = [*B_LEASE, lease_a_5h(*range(8)).opportunistic()]
     core = a_task("c").core().gpus(8).runs(10 * HOUR)  # runs on a's 8 GPUs, La's, for 10h
-    result = run(nodes, [core, HEAD], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
+    result = run(nodes, [core, HEAD], leases=leases, headroom=0.25, headroom_tracks_core=False, **IMMEDIATE_PREEMPTION)
     assert [p.lease_id for p in result.preemptions] == ["La"]
     # At 1h b's 8 GPUs are free, but nothing is borrowed any more: 8 < 8 + 4 headroom until c ends.
     assert result.reservations[0].start_at == NOW + 10 * HOUR  # not in 1h, as if La still covered it

@@ -8,9 +8,10 @@ from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Policy
 
-from .builders import IMMEDIATE_PREEMPTION, a_lease, a_node, a_task, deferrals, grants, reason_of, run
+from .builders import IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of, run
 
 TWO_NODES = [a_node("a").free(8), a_node("b").free(8)]  # 16 H100 GPUs, all free
+FIXED = dict(headroom_tracks_core=False)  # the share alone, whatever core work there is (mechanics tests)
 
 
 @pytest.mark.parametrize(
@@ -22,51 +23,51 @@ def test_headroom_is_the_floor_of_share_times_total(share, total, expected):
 
 
 def test_mapping_headroom_applies_per_card_type():
-    policy = Policy(headroom={"H100": 0.5})
+    policy = Policy(headroom={"H100": 0.5}, **FIXED)
     assert headroom_gpus(policy, "H100", 16) == 8
     assert headroom_gpus(policy, "A10", 16) == 0
 
 
 def test_standard_work_stops_at_the_headroom():
     tasks = [a_task(f"s{i}").gpus(4).submitted(i) for i in range(5)]
-    result = run(TWO_NODES, tasks, headroom=0.25)  # 4 of 16 kept free
+    result = run(TWO_NODES, tasks, headroom=0.25, **FIXED)  # 4 of 16 kept free
     assert set(grants(result)) == {"s0", "s1", "s2"}
     assert reason_of(result, "s3") == R.RESERVED  # the first blocked task waits for the grants to end
     assert reason_of(result, "s4") == R.HEADROOM
-    assert deferrals(result)["s4"].detail == "needs 4 GPUs of H100; 0 free after headroom (25% kept for core work)"
+    assert deferrals(result)["s4"].detail == "needs 4 GPUs of H100; 0 free after headroom (4 GPUs kept for core work)"
 
 
 def test_standard_work_may_take_up_to_the_headroom_exactly():
-    result = run(TWO_NODES, [a_task("s").gpus(8), a_task("t").gpus(6).submitted(1)], headroom=0.125)
+    result = run(TWO_NODES, [a_task("s").gpus(8), a_task("t").gpus(6).submitted(1)], headroom=0.125, **FIXED)
     assert set(grants(result)) == {"s", "t"}  # 16 - 14 = 2 = headroom
 
 
 def test_core_work_uses_the_headroom_at_once():
     filled_to_headroom = [a_node("a").free(0), a_node("b").free(4)]  # 4 of 16 free = the headroom
-    assert reason_of(run(filled_to_headroom, [a_task("s").gpus(4)], headroom=0.25), "s") == R.HEADROOM
-    assert "c" in grants(run(filled_to_headroom, [a_task("c").core().gpus(4)], headroom=0.25))
+    assert reason_of(run(filled_to_headroom, [a_task("s").gpus(4)], headroom=0.25, **FIXED), "s") == R.HEADROOM
+    assert "c" in grants(run(filled_to_headroom, [a_task("c").core().gpus(4)], headroom=0.25, **FIXED))
 
 
 def test_opportunistic_work_may_borrow_the_headroom():
     tasks = [a_task("s").gpus(8), a_task("s2").gpus(4).submitted(1), a_task("o").opportunistic().gpus(4)]
-    result = run(TWO_NODES, tasks, headroom=0.25)
+    result = run(TWO_NODES, tasks, headroom=0.25, **FIXED)
     assert set(grants(result)) == {"s", "s2", "o"}
 
 
 def test_headroom_is_per_card_type():
     nodes = [a_node("h").card("H100"), a_node("a").card("A10")]
     tasks = [a_task("s").gpus(8).on("H100", "A10")]
-    result = run(nodes, tasks, headroom={"H100": 0.5})
+    result = run(nodes, tasks, headroom={"H100": 0.5}, **FIXED)
     assert grants(result)["s"].card_type == "A10"
 
 
 def test_a_task_larger_than_the_free_gpus_is_blocked_by_capacity_not_headroom():
-    result = run([a_node("a").free(2)], [a_task("s").gpus(4)], headroom=0.1)
+    result = run([a_node("a").free(2)], [a_task("s").gpus(4)], headroom=0.1, **FIXED)
     assert reason_of(result, "s") == R.NO_CAPACITY
 
 
 def test_a_small_pool_keeps_no_headroom_so_a_full_node_standard_task_can_start():
-    result = run([a_node("a").free(8)], [a_task("s").gpus(8)], headroom=0.1)  # 0.8 GPU -> none kept
+    result = run([a_node("a").free(8)], [a_task("s").gpus(8)], headroom=0.1, **FIXED)  # 0.8 GPU -> none kept
     assert set(grants(result)) == {"s"}
 
 
@@ -97,7 +98,7 @@ HEAD = a_task("head").gpus(8).priority(9)  # blocked: holds the reservation, so 
 )
 def test_gpus_borrowed_by_opportunistic_work_count_as_headroom_for_standard_work(opportunistic_gpus, task_gpus, started):
     nodes, leases = _half_busy_fleet(opportunistic_gpus)
-    result = run(nodes, [HEAD, a_task("s").gpus(task_gpus)], leases=leases, headroom=0.25)
+    result = run(nodes, [HEAD, a_task("s").gpus(task_gpus)], leases=leases, headroom=0.25, **FIXED)
     assert ("s" in grants(result)) == started
     if started:  # it takes only free GPUs, never borrowed ones
         assert set(grants(result)["s"].placements[0].gpu_indices) <= {4, 5, 6, 7}
@@ -107,14 +108,14 @@ def test_gpus_borrowed_by_opportunistic_work_count_as_headroom_for_standard_work
 
 def test_the_headroom_sentence_counts_borrowed_gpus():
     nodes, leases = _half_busy_fleet(opportunistic_gpus=2)
-    result = run(nodes, [HEAD, a_task("s").gpus(4)], leases=leases, headroom=0.25)
-    assert deferrals(result)["s"].detail == "needs 4 GPUs of H100; 2 free after headroom (25% kept for core work)"
+    result = run(nodes, [HEAD, a_task("s").gpus(4)], leases=leases, headroom=0.25, **FIXED)
+    assert deferrals(result)["s"].detail == "needs 4 GPUs of H100; 2 free after headroom (4 GPUs kept for core work)"
 
 
 def test_opportunistic_grants_of_the_same_cycle_count_as_borrowed_headroom():
     nodes = [a_node("a").free(8), a_node("b").free(0)]
     tasks = [a_task("o").opportunistic().gpus(4).submitted(0), a_task("s").gpus(4).submitted(1)]
-    result = run(nodes, tasks, leases=[a_lease("Lb").on("b").gpus(*range(8))], headroom=0.25, order="fifo")
+    result = run(nodes, tasks, leases=[a_lease("Lb").on("b").gpus(*range(8))], headroom=0.25, order="fifo", **FIXED)
     assert set(grants(result)) == {"o", "s"}  # s leaves 0 free, but o's 4 GPUs cover the headroom
 
 
@@ -123,6 +124,77 @@ def test_opportunistic_leases_preempted_in_the_same_cycle_no_longer_count_as_hea
     nodes = [a_node("a").free(0), a_node("b").free(4)]
     leases = [a_lease("La").on("a").gpus(*range(8)).opportunistic(), a_lease("Lb").on("b").gpus(0, 1, 2, 3)]
     core = [a_task("c").core().gpus(8)] if core_task_waits else []
-    result = run(nodes, [*core, a_task("s").gpus(4)], leases=leases, headroom=0.25, **IMMEDIATE_PREEMPTION)
+    result = run(nodes, [*core, a_task("s").gpus(4)], leases=leases, headroom=0.25, **FIXED, **IMMEDIATE_PREEMPTION)
     assert [p.lease_id for p in result.preemptions] == (["La"] if core_task_waits else [])
     assert ("s" in grants(result)) == started
+
+
+# -- The headroom follows core demand (cardflow): no core work, no headroom --------------------------
+
+def test_without_core_work_the_headroom_costs_nothing():
+    tasks = [a_task(f"s{i}").gpus(4).submitted(i) for i in range(4)]
+    assert set(grants(run(TWO_NODES, tasks, headroom=0.25))) == {"s0", "s1", "s2", "s3"}
+
+
+@pytest.mark.parametrize(("core_gpus", "kept"), [(0, 0), (1, 1), (2, 2), (6, 6), (8, 6)])
+def test_the_headroom_is_at_most_what_core_work_holds_or_waits_for(core_gpus, kept):
+    """24 H100 GPUs at 25% = 6 at most; core work holds `core_gpus` of node c; 1-GPU standard tasks
+    take every free GPU but the `kept` ones."""
+    nodes = [*TWO_NODES, a_node("c").free(8 - core_gpus)]
+    leases = [a_lease("Lc").on("c").gpus(*range(8 - core_gpus, 8)).core()] if core_gpus else []
+    tasks = [a_task(f"s{i:02d}").gpus(1).submitted(i) for i in range(24)]
+    result = run(nodes, tasks, leases=leases, headroom=0.25, order="fifo")
+    assert len(grants(result)) == 24 - core_gpus - kept
+
+
+def test_core_work_on_another_card_type_keeps_no_headroom():
+    nodes = [*TWO_NODES, a_node("x").card("A10").free(0)]
+    leases = [a_lease("Lx").on("x").gpus(*range(8)).core()]
+    tasks = [a_task(f"s{i}").gpus(4).submitted(i) for i in range(4)]
+    assert len(grants(run(nodes, tasks, leases=leases, headroom=0.25))) == 4
+
+
+def test_a_queued_core_task_keeps_headroom_on_every_card_type_it_accepts_even_before_its_data_is_ready():
+    nodes = [a_node("h").card("H100").free(8), a_node("h2").card("H100").free(8)]
+    waiting = a_task("c").core().gpus(2).on("H100", "A10").not_ready()
+    standard = [a_task(f"s{i}").gpus(1).submitted(i) for i in range(16)]
+    result = run(nodes, [waiting, *standard], headroom=0.25, order="fifo")
+    assert len(grants(result)) == 14  # 2 of 16 kept: what the core task will need
+
+
+# -- No starvation: a standard task wider than total − headroom may start once the rest is free ---------
+
+def test_a_standard_task_wider_than_total_minus_headroom_starts_when_everything_else_is_free():
+    wide = a_task("wide").gpus(16)
+    core_elsewhere = [a_lease("Lc").on("c").gpus(0).core()]
+    nodes = [*TWO_NODES, a_node("c").card("A10").free(7)]
+    result = run(nodes, [wide], leases=core_elsewhere, headroom=0.25, **FIXED)
+    assert "wide" in grants(result)
+
+
+def test_a_standard_task_wider_than_total_minus_headroom_holds_the_reservation_until_the_rest_is_free():
+    nodes = [a_node("a").free(8), a_node("b").free(6)]
+    leases = [a_lease("Lb").on("b").gpus(6, 7).ends(NOW + 3600)]
+    for gpus in (14, 15):  # it must leave min(4, 16 - gpus) free: 2 or 1 — not possible before b's lease ends
+        result = run(nodes, [a_task("wide").gpus(gpus)], leases=leases, headroom=0.25, **FIXED)
+        assert reason_of(result, "wide") == R.RESERVED
+        assert result.reservations[0].start_at == NOW + 3600
+    assert "wide" in grants(run(TWO_NODES, [a_task("wide").gpus(14)], headroom=0.25, **FIXED))
+
+
+def test_only_the_task_that_would_hold_the_reservation_may_leave_less_than_the_headroom():
+    head = a_task("head").gpus(16).priority(9)  # blocked first: it holds the reservation
+    result = run(TWO_NODES, [head, a_task("wide").gpus(14)], headroom=0.25, **FIXED)
+    assert "head" in grants(result)  # the first task considered: it may leave 16 - 16 = 0 free
+    busy = [a_node("a").free(8), a_node("b").free(7)]
+    lease = [a_lease("Lb").on("b").gpus(7).ends(NOW + 3600)]
+    result = run(busy, [head, a_task("wide").gpus(14)], leases=lease, headroom=0.25, **FIXED)
+    assert reason_of(result, "head") == R.RESERVED
+    assert reason_of(result, "wide") == R.HEADROOM  # 15 free, but it is not the holder: 4 must stay free
+    assert deferrals(result)["wide"].detail == "needs 14 GPUs of H100; 11 free after headroom (4 GPUs kept for core work)"
+
+
+def test_a_task_wide_on_one_card_type_but_not_another_keeps_the_headroom_of_both():
+    nodes = [a_node("h").card("H100"), a_node("a").card("A10")]
+    result = run(nodes, [a_task("s").gpus(8).on("H100", "A10")], headroom={"H100": 0.5}, **FIXED)
+    assert grants(result)["s"].card_type == "A10"

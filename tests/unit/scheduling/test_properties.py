@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.backfill import fills_reservation, yields_to_reservation
-from shared.scheduling.headroom import headroom_gpus
+from shared.scheduling.headroom import core_demand, headroom_gpus, headroom_needed
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
@@ -86,8 +86,8 @@ def _policies(draw):
     if draw(st.booleans()):
         return base
     headroom = draw(st.one_of(st.sampled_from((0.0, 0.1, 0.3)), st.just({"H100": 0.25})))
-    return replace(base, headroom=headroom, max_heavy_per_node=draw(st.integers(1, 3)),
-                   backfill=draw(st.booleans()), preemption=draw(st.booleans()),
+    return replace(base, headroom=headroom, headroom_tracks_core=draw(st.booleans()),
+                   max_heavy_per_node=draw(st.integers(1, 3)), backfill=draw(st.booleans()), preemption=draw(st.booleans()),
                    fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()))
 
 
@@ -111,7 +111,7 @@ def reservation_scenarios(draw):
                        checkpoint_interval_s=draw(st.sampled_from((None, 1800.0, 1800.0))))
             for i in range(draw(st.integers(1, 8)))]
     policy = replace(POLICIES[draw(st.sampled_from(("cardflow", "cardflow", "easy-backfill")))], preemption=False,
-                     headroom=draw(st.sampled_from((0.0, 0.1, 0.3))))
+                     headroom=draw(st.sampled_from((0.0, 0.1, 0.3))), headroom_tracks_core=draw(st.booleans()))
     return Snapshot(tuple(nodes), tuple(leases)), [head, *rest], policy
 
 
@@ -197,11 +197,19 @@ def test_plan_is_deterministic_and_independent_of_input_order(scenario, rng: ran
     assert again == first
 
 
+def kept_headroom(snapshot, queue, policy, card_type, total, gpus):
+    """What a standard task of `gpus` must leave free or borrowed on the card type: the policy's share
+    (capped by the core demand when it tracks it), and never more than total − gpus."""
+    demand = core_demand(snapshot.leases, queue, {node.node_id: node.card_type for node in snapshot.nodes})
+    return headroom_needed(gpus, headroom_gpus(policy, card_type, total, demand.get(card_type, 0)), total)
+
+
 @PROPERTY
 @given(ANY_SCENARIO)
 def test_standard_work_never_takes_the_headroom(scenario):
     """Replayed in queue order: after every standard grant, the free GPUs of its card type plus the
-    GPUs held by opportunistic work (which may borrow the headroom) still cover the headroom."""
+    GPUs held by opportunistic work (which may borrow the headroom) still cover the headroom (for a
+    task wider than total − headroom: everything but its own GPUs)."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
     card_of = {node.node_id: node.card_type for node in snapshot.nodes}
@@ -225,7 +233,7 @@ def test_standard_work_never_takes_the_headroom(scenario):
         if task.priority_class == PriorityClass.OPPORTUNISTIC:
             borrowed[grant.card_type] += task.gpus
         if task.priority_class == PriorityClass.STANDARD:
-            headroom = headroom_gpus(policy, grant.card_type, total[grant.card_type])
+            headroom = kept_headroom(snapshot, queue, policy, grant.card_type, total[grant.card_type], task.gpus)
             assert free[grant.card_type] + borrowed[grant.card_type] >= headroom
 
 
@@ -336,7 +344,8 @@ def test_backfill_never_delays_the_reservation(scenario):
             assert sum(available) >= task.gpus
         if task.priority_class == PriorityClass.STANDARD:
             nodes = [node for node in snapshot.nodes if node.card_type == reservation.card_type]
-            headroom = headroom_gpus(policy, reservation.card_type, sum(max(n.gpus, len(n.free)) for n in nodes))
+            total = sum(max(n.gpus, len(n.free)) for n in nodes)
+            headroom = kept_headroom(snapshot, queue, policy, reservation.card_type, total, task.gpus)
             assert sum(free[node.node_id] for node in nodes) + borrowed >= task.gpus + headroom
         assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
 
