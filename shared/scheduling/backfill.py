@@ -34,7 +34,7 @@ from typing import NamedTuple
 from shared.scheduling.headroom import headroom_needed
 from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
-from shared.scheduling.preemption import checkpoint_write_gpu_hours, lost_gpu_hours
+from shared.scheduling.preemption import checkpoint_write_gpu_hours, loss_cap_gpu_hours, may_be_victim
 
 
 def fills_reservation(task: QueuedTask, policy: Policy) -> bool:
@@ -42,7 +42,7 @@ def fills_reservation(task: QueuedTask, policy: Policy) -> bool:
     opportunistic, checkpoints, and preempting it (the checkpoint write) stays within the cap."""
     return (policy.fill_reservations and task.priority_class == PriorityClass.OPPORTUNISTIC
             and task.checkpoint_interval_s is not None
-            and checkpoint_write_gpu_hours(task.gpus) <= policy.preempt_max_lost_gpu_hours)
+            and checkpoint_write_gpu_hours(task.gpus) <= loss_cap_gpu_hours(task.gpus, policy.preempt_max_lost_gpu_hours))
 
 
 def yields_to_reservation(lease: RunningLease, policy: Policy, now: float) -> bool:
@@ -50,7 +50,7 @@ def yields_to_reservation(lease: RunningLease, policy: Policy, now: float) -> bo
     preempt the lease): opportunistic, checkpoints on preemption, and loses no more than the cap."""
     return (policy.fill_reservations and lease.priority_class == PriorityClass.OPPORTUNISTIC
             and lease.checkpoints_on_preempt
-            and lost_gpu_hours(lease, now) <= policy.preempt_max_lost_gpu_hours)
+            and may_be_victim(lease, now, policy.preempt_max_lost_gpu_hours))
 
 
 class Release(NamedTuple):

@@ -131,7 +131,9 @@ class Policy:
     readiness_gate: bool = True  # False only for readiness-blind baselines
     preemption: bool = True  # opportunistic work yields to core work
     preempt_after_s: float = 600.0  # a core task preempts only once it has waited this long
-    preempt_max_lost_gpu_hours: float = 0.25  # never preempt a lease that would lose more than this
+    # Never preempt a lease that would lose more than this; None: more than its own checkpoint write
+    # (gpus x 60 s) — only work that checkpoints on preemption, or has just started, is a victim.
+    preempt_max_lost_gpu_hours: float | None = None
     quota_expiry_gate: bool = True  # False: start tasks even if their quota expires before they end
     # Opportunistic work that checkpoints may run on GPUs the EASY reservation needs and yields them
     # (preempted) once the reservation is due: the drain before a wide task starts is not left idle.

@@ -50,6 +50,18 @@ def checkpoint_write_gpu_hours(gpus: int) -> float:
     return gpus * PREEMPT_CHECKPOINT_COST_S / _SECONDS_PER_HOUR
 
 
+def loss_cap_gpu_hours(gpus: int, max_lost_gpu_hours: float | None) -> float:
+    """The most a preemption may throw away for a lease of `gpus` GPUs: the policy's cap, or — None —
+    the lease's own checkpoint write (a preemption then costs what the write costs anyway: only
+    leases that checkpoint on preemption, or started less than the write's time ago, are victims)."""
+    return checkpoint_write_gpu_hours(gpus) if max_lost_gpu_hours is None else max_lost_gpu_hours
+
+
+def may_be_victim(lease: RunningLease, now: float, max_lost_gpu_hours: float | None) -> bool:
+    """True if preempting the lease throws away no more than the cap (`loss_cap_gpu_hours`)."""
+    return lost_gpu_hours(lease, now) <= loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12
+
+
 def lost_gpu_hours(lease: RunningLease, now: float) -> float:
     """GPU-hours preemption throws away: the checkpoint write for a lease that checkpoints on
     preemption (at most its progress since the last checkpoint), otherwise all its progress since
@@ -65,14 +77,14 @@ class VictimIndex:
     """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
-                 max_lost_gpu_hours: float = float("inf")) -> None:
+                 max_lost_gpu_hours: float | None = float("inf")) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         for lease in leases:
             rank = fleet.rank_of.get(lease.node_id)
             if lease.priority_class != PriorityClass.OPPORTUNISTIC or rank is None:
                 continue
             lost = lost_gpu_hours(lease, now)
-            if lost > max_lost_gpu_hours:
+            if lost > loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12:
                 continue  # protected: preempting it would throw away too much work
             nodes = self._by_card.setdefault(fleet.card_of[rank], {})
             victim = Victim(lease, rank, fleet.card_of[rank], lost)

@@ -150,8 +150,21 @@ def test_a_lease_that_would_lose_more_than_the_cap_is_never_a_victim():
     assert [p.lease_id for p in result.preemptions] == ["ckpt"]
 
 
-def test_the_cardflow_preset_waits_ten_minutes_and_protects_victims_losing_over_a_quarter_gpu_hour():
+def test_the_cardflow_preset_waits_ten_minutes_and_preempts_only_victims_losing_no_more_than_their_write():
     from shared.scheduling.policies import POLICIES
 
     cardflow = POLICIES["cardflow"]
-    assert (cardflow.preempt_after_s, cardflow.preempt_max_lost_gpu_hours) == (600.0, 0.25)
+    assert (cardflow.preempt_after_s, cardflow.preempt_max_lost_gpu_hours) == (600.0, None)
+
+
+def test_by_default_a_victim_may_lose_only_its_own_checkpoint_write():
+    """4 GPUs x 60 s = 1/15 GPU-hour: a lease that checkpoints on preemption is a victim whatever its
+    size or age; one that does not only within its first minute."""
+    leases = [opp("old", 0, 1, started=NOW - 120),  # 2 GPUs x 120 s > its write (2 x 60 s)
+              opp("fresh", 2, 3, started=NOW - 30),  # 2 GPUs x 30 s: less than its write
+              opp("ckpt", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]
+    immediate = dict(preempt_after_s=0.0)
+    result = builders.run(FULL, [a_task("c").core().gpus(6)], leases=leases, **immediate)
+    assert sorted(p.lease_id for p in result.preemptions) == ["ckpt", "fresh"]
+    result = builders.run(FULL, [a_task("c").core().gpus(8)], leases=leases, **immediate)
+    assert not result.preemptions  # "old" would lose more than its write

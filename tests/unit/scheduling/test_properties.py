@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.backfill import fills_reservation, yields_to_reservation
+from shared.scheduling.preemption import loss_cap_gpu_hours
 from shared.scheduling.headroom import core_demand, headroom_gpus, headroom_needed
 from shared.scheduling.model import (
     CardOption,
@@ -141,7 +142,7 @@ def preemption_scenarios(draw):
     # Mostly preempting at once and at any cost (so preemptions are common), sometimes the preset's
     # grace and loss cap, sometimes a grace longer than any task has waited.
     policy = replace(POLICIES["cardflow"], preempt_after_s=draw(st.sampled_from((0.0, 0.0, 600.0, 30 * 3600.0))),
-                     preempt_max_lost_gpu_hours=draw(st.sampled_from((math.inf, math.inf, 0.25, 4.0))))
+                     preempt_max_lost_gpu_hours=draw(st.sampled_from((math.inf, math.inf, 0.25, 4.0, None))))
     return Snapshot(tuple(nodes), tuple(leases)), queue, policy
 
 
@@ -277,7 +278,8 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
         # ... only once the preempting task's grace is over, and never a victim that would lose much.
         assert NOW - task.submitted_at >= policy.preempt_after_s
-        assert preemption.lost_gpu_hours <= policy.preempt_max_lost_gpu_hours
+        victim = leases[preemption.lease_id]
+        assert preemption.lost_gpu_hours <= loss_cap_gpu_hours(victim.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
     # Anything but core work under policy.preemption preempts only as the reservation holder: one task,
     # which then holds no reservation.
     holders = {p.for_task_id for p in result.preemptions

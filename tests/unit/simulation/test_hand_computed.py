@@ -113,7 +113,8 @@ def test_cardflow_core_work_preempts_only_once_its_grace_is_over() -> None:
 
 def test_cardflow_never_preempts_a_victim_that_would_lose_much_work() -> None:
     """Same, but O cannot checkpoint: at 1000 preempting it would throw away 1000 s x 2 GPUs = 0.56
-    GPU-h, more than the preset's `preempt_max_lost_gpu_hours` (0.25), so K waits until O ends."""
+    GPU-h, more than its own checkpoint write would cost (2 GPUs x 60 s, the preset's loss cap), so K
+    waits until O ends."""
     trace = [task("O", 0, 2, 3000, OPPORTUNISTIC), task("K", 400, 2, 10, CORE)]
     recorder = Simulation(trace, parse_cluster_spec("X:1x2"), POLICIES["cardflow"]).run().recorder
     assert recorder.preemptions == 0
