@@ -18,14 +18,24 @@ checkpoints and quota accounts from `--synthesize` defaults (seed 42). Every pol
 production `plan()`. Results: printed tables, `docs/BENCHMARKS.md` (section between the
 `<!-- policies:start -->` / `<!-- policies:end -->` markers) and plots under `docs/img/`.
 
+3. `--grid`: the same comparison over a grid of synthesis settings (checkpoint share, data-delay share,
+   estimate noise, class mix), every Philly window and openb, several seeds, per cell and pooled with
+   95% intervals (bench/policies_grid.py). Runs are cached under bench/out/grid/ (a rerun simulates
+   only what a code change can affect); `--grid-part K/N` runs a part, `--grid-report` aggregates the
+   cache and writes the `<!-- grid:start -->` section of docs/BENCHMARKS.md and docs/img/grid-*.png.
+
     .venv/bin/python bench/policies.py [--jobs 2] [--philly-days 4] [--openb-window-h 0.1] [--json-dir DIR]
                                        [--only philly|windows|openb]
+    nice -n 15 .venv/bin/python bench/policies.py --grid [--grid-cells checkpoint=0,0.5 mix=default ...]
+                                       [--grid-seeds 42 1] [--grid-window-step 1] [--grid-part 1/4] [--jobs 2]
+    .venv/bin/python bench/policies.py --grid-report [same selection]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -54,9 +64,23 @@ from shared.simulation.synthesize import DEFAULT_SEED, SynthesisParams  # noqa: 
 from shared.simulation.traces import load_trace  # noqa: E402
 from shared.simulation.workload import Trace, resolve  # noqa: E402
 
-import policies_windows as windows  # noqa: E402  (bench/ is on sys.path when run as a script)
+import policies_grid as grid  # noqa: E402  (bench/ is on sys.path when run as a script)
+import policies_windows as windows  # noqa: E402
 
-TRACES = (REPO / ".." / "shared" / "traces").resolve()
+
+
+def _traces_dir() -> Path:
+    """`$CARDFLOW_TRACES_DIR`, else the nearest `shared/traces` beside the repository or a parent of
+    it (a clone sits next to shared/; a worktree may sit one level deeper)."""
+    if os.environ.get("CARDFLOW_TRACES_DIR"):
+        return Path(os.environ["CARDFLOW_TRACES_DIR"])
+    for parent in REPO.parents:
+        if (parent / "shared" / "traces").is_dir():
+            return parent / "shared" / "traces"
+    return (REPO / ".." / "shared" / "traces").resolve()
+
+
+TRACES = _traces_dir()
 PHILLY = TRACES / "philly" / "philly_jobs_3vc.csv"
 OPENB = TRACES / "alibaba-gpu-2023" / "openb_pod_list_gpuspec33.csv"
 BENCHMARKS = REPO / "docs" / "BENCHMARKS.md"
@@ -81,14 +105,15 @@ def philly_trace() -> Trace:
     return load_trace(PHILLY, "philly")
 
 
-def philly_case(start: str, days: float, card_model: CatalogCardModel, seed: int = DEFAULT_SEED) -> Case:
+def philly_case(start: str, days: float, card_model: CatalogCardModel, seed: int = DEFAULT_SEED,
+                params: SynthesisParams | None = None) -> Case:
     """A time window of the Philly trace on a V100 fleet sized for 100% offered load (fields the trace
-    lacks synthesized with `seed`)."""
+    lacks synthesized with `seed` and `params`, default: the documented defaults)."""
     trace = philly_trace()
     lo = datetime.fromisoformat(start).replace(tzinfo=timezone.utc).timestamp()
     hi = lo + days * 86400
     sliced = trace.with_tasks([t for t in trace.tasks if lo <= t.submit_s < hi], window=f"{start} + {days:g} d")
-    scenario = prepare_scenario(sliced, card_model, synthesize_seed=seed)
+    scenario = prepare_scenario(sliced, card_model, synthesize_seed=seed, params=params)
     first, last = window(scenario.tasks)
     demand = demand_gpu_s(scenario.tasks, first, last)
     setup = [
@@ -134,16 +159,23 @@ def inflate(trace: Trace, target_gpus: float, seed: int) -> tuple[Trace, int]:
     return trace.with_tasks(tasks + copies), len(copies)
 
 
-def openb_case(window_h: float, card_model: CatalogCardModel, target_share: float | None = None) -> Case:
+@lru_cache(maxsize=1)
+def openb_trace() -> Trace:
+    return load_trace(OPENB, "openb")
+
+
+def openb_case(window_h: float, card_model: CatalogCardModel, target_share: float | None = None,
+               seed: int = DEFAULT_SEED, params: SynthesisParams | None = None) -> Case:
     """openb gpuspec33 on its own node list, every pod (and, with `target_share`, seeded copies up to
-    that share of the fleet's GPUs) arriving at a random time within `window_h` hours."""
-    trace = load_trace(OPENB, "openb")
+    that share of the fleet's GPUs) arriving at a random time within `window_h` hours; open fields
+    synthesized with `seed` and `params` (arrivals and copies always use the default seed)."""
+    trace = openb_trace()
     fleet = nodes_from_rows(trace.cluster_nodes, "openb node list (1,213 GPU nodes)")
     workload, copies = inflate(trace, target_share * fleet.capacity, DEFAULT_SEED) if target_share else (trace, 0)
     inflated = spread_arrivals(workload, window_h * 3600, DEFAULT_SEED)
     which = f"all pods plus {copies:,} seeded copies" if copies else "all pods"
     inflated = inflated.with_tasks(inflated.tasks, arrivals=f"{which}, random order and times within {window_h:g} h")
-    scenario = prepare_scenario(inflated, card_model, cluster=fleet, synthesize_seed=DEFAULT_SEED)
+    scenario = prepare_scenario(inflated, card_model, cluster=fleet, synthesize_seed=seed, params=params)
     requested = sum(task.gpus for task in scenario.tasks)
     notes = trace.notes
     arrivals = (f"every GPU pod arrives once, plus {copies:,} copies of randomly drawn pods (seeded) until the pods "
@@ -268,7 +300,20 @@ def main() -> None:
     parser.add_argument("--only", choices=("philly", "windows", "openb", "openb-130"),
                         help="run one part only (docs not written)")
     parser.add_argument("--json-dir", type=Path, help="also write each case's JSON report here")
+    parser.add_argument("--grid", action="store_true", help="run the grid of synthesis settings (cached)")
+    parser.add_argument("--grid-report", action="store_true", help="aggregate the cached grid runs, write the docs")
+    parser.add_argument("--grid-cells", nargs="*", default=[], metavar="FIELD=V1,V2",
+                        help="only cells matching (fields: checkpoint, delay, sigma, mix)")
+    parser.add_argument("--grid-seeds", type=int, nargs="*", default=[DEFAULT_SEED, 1])
+    parser.add_argument("--grid-window-step", type=int, default=1, help="every K-th Philly window only")
+    parser.add_argument("--grid-window-offset", type=int, default=0, help="... starting with this one (0-based)")
+    parser.add_argument("--grid-code", help="look cached runs up under this code digest (default: the code's own)")
+    parser.add_argument("--grid-part", help="K/N: run every N-th run from the K-th (spread the grid over sittings)")
+    parser.add_argument("--grid-no-openb", action="store_true", help="Philly windows only")
     args = parser.parse_args()
+    if args.grid or args.grid_report:
+        run_grid(args, Console())
+        return
     console, card_model, started = Console(), CatalogCardModel(), time.perf_counter()
     builders = {"philly": lambda: philly_case(args.philly_start, args.philly_days, card_model),
                 "openb": lambda: openb_case(args.openb_window_h, card_model),
@@ -317,6 +362,70 @@ def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, cons
         document = {**windows.as_json(results), "by_seed": {seed: windows.pooled(r) for seed, r in by_seed.items()}}
         (args.json_dir / "policies-philly-windows.json").write_text(json.dumps(document, indent=2))
     return windows.section_lines(results, elapsed, days, by_seed)
+
+
+
+def grid_scenario(run: grid.Run) -> Scenario:
+    """The scenario of one grid run: a Philly window or openb, synthesized with the cell's settings."""
+    card_model, params = CatalogCardModel(), run.cell.params()
+    if run.workload == grid.OPENB:
+        return openb_case(0.1, card_model, seed=run.seed, params=params).scenario
+    return philly_case(run.workload, 4.0, card_model, run.seed, params).scenario
+
+
+def run_grid(args: argparse.Namespace, console: Console) -> None:
+    """Run (or, with --grid-report, only aggregate) the selected grid; print and maybe write the results."""
+    cells = grid.select_cells(grid.all_cells(), args.grid_cells)
+    starts = windows.window_starts(args.windows_from, args.windows_to, 4)[args.grid_window_offset::max(1, args.grid_window_step)]
+    policies = [POLICIES[name] for name in grid.COMPARED]
+    runs = grid.plan_runs(cells, starts, args.grid_seeds, policies, openb=not args.grid_no_openb)
+    if args.grid_report:
+        code = args.grid_code or grid.code_digest()
+        results = {run: hit for run in runs if (hit := grid.cached(run, code)) is not None}
+        console.print(f"grid report: {len(results):,} of {len(runs):,} selected runs are cached for code {code}")
+    else:
+        results = grid.run_grid(grid.part_of(runs, args.grid_part), grid_scenario, args.jobs, console)
+    families = {"Philly, every window": lambda w: w != grid.OPENB, "openb gpuspec33": lambda w: w == grid.OPENB}
+    tables = {}
+    for title, family in families.items():
+        rows = grid.summary_rows(grid.units_by_cell(results, family))
+        if rows:
+            console.print(grid.table(rows, f"grid — {title}"))
+            tables[title] = rows
+    if args.grid_report and tables:
+        write_grid_section(tables, cells, starts, args.grid_seeds, len(results), len(runs), code)
+
+
+GRID_START, GRID_END = "<!-- grid:start -->", "<!-- grid:end -->"
+
+
+def write_grid_section(tables: dict[str, list[dict[str, Any]]], cells: list[grid.Cell], starts: list[date],
+                       seeds: list[int], cached_runs: int, selected_runs: int, code: str) -> None:
+    """The grid's section of docs/BENCHMARKS.md and one plot per metric (Philly)."""
+    lines = [GRID_START, "## The grid: cardflow vs easy-backfill across synthesis settings (`bench/policies.py --grid`)", "",
+             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from {cached_runs:,} cached runs "
+             f"(of {selected_runs:,} selected; code digest {code}): {len(cells)} cells, {len(starts)} Philly windows "
+             f"from {starts[0]} (every {(starts[1] - starts[0]).days if len(starts) > 1 else 4} days), synthesis seeds "
+             f"{', '.join(map(str, seeds))}. A unit is one (workload, seed) of a cell; intervals are 95% "
+             "bootstrap intervals over units. Goal per cell: core p95 wait ≤ 0.5× easy-backfill's where tasks "
+             "checkpoint, ≤ 0.8× where none do; utilisation ≥ easy-backfill's; no unfinished task; ≥ 95% of the "
+             "fleet busy while ready work waits.", ""]
+    for title, rows in tables.items():
+        lines += [f"### {title}", "", *grid.markdown(rows), ""]
+    philly = tables.get("Philly, every window")
+    if philly:
+        for key, title in grid.PLOTS.items():
+            grid.plot(philly, key, f"Philly, every window: {title}", IMAGES / f"grid-{key}.png")
+            lines += [f"![{title}](img/grid-{key}.png)", ""]
+    lines.append(GRID_END)
+    text = "\n".join(lines)
+    current = BENCHMARKS.read_text()
+    if GRID_START in current and GRID_END in current:
+        head, rest = current.split(GRID_START, 1)
+        current = head + text + rest.split(GRID_END, 1)[1]
+    else:
+        current = current.replace(END, END + "\n\n" + text, 1)
+    BENCHMARKS.write_text(current)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,13 @@ def _gpu_seconds(segments: Iterable[tuple[float, float, int]], lo: float = -np.i
 def utilisation_when_queued(recorder: Recorder, capacity: int, lo: float, hi: float) -> float:
     """Share of the fleet doing useful work while at least one task whose data is ready was queued
     (a backlog the scheduler could serve), inside [lo, hi]."""
+    busy, offered = busy_while_queued(recorder, capacity, lo, hi)
+    return busy / offered if offered > 0 else 0.0
+
+
+def busy_while_queued(recorder: Recorder, capacity: int, lo: float, hi: float) -> tuple[float, float]:
+    """(useful GPU-seconds, capacity x seconds) over the time inside [lo, hi] while at least one task
+    whose data is ready was queued: the two sums behind `utilisation_when_queued`, for pooling."""
     segments = np.asarray(recorder.useful, dtype=float).reshape(-1, 3)
     times = np.concatenate([segments[:, 0], segments[:, 1]])
     order = np.argsort(times, kind="stable")
@@ -72,7 +79,7 @@ def utilisation_when_queued(recorder: Recorder, capacity: int, lo: float, hi: fl
     qi = np.searchsorted(queue_times, starts, side="right") - 1
     queued = np.where(qi >= 0, queue_sizes[np.clip(qi, 0, None)], 0.0) if len(queue_sizes) else np.zeros(len(starts))
     backlog = lengths * (queued > 0)
-    return float((busy * backlog).sum() / (capacity * backlog.sum())) if backlog.sum() > 0 else 0.0
+    return float((busy * backlog).sum()), float(capacity * backlog.sum())
 
 
 def window(tasks: Iterable[SimTask]) -> tuple[float, float]:

@@ -99,14 +99,15 @@ def run_policies(scenario: Scenario, policies: Sequence[Policy], *, plan_fn: Pla
     outcomes: dict[str, Outcome] = {}
     for policy in policies:
         report = _reporter(progress, bars.get(policy.name))
-        outcomes[policy.name] = _simulate(scenario, policy, plan_fn, report)
+        outcomes[policy.name] = simulate_policy(scenario, policy, plan_fn, report)
         if progress is not None:
             progress.update(bars[policy.name], completed=len(scenario.tasks))
     return outcomes
 
 
-def _simulate(scenario: Scenario, policy: Policy, plan_fn: PlanFn | None,
-              report: Callable[[int, float], None] | None) -> Outcome:
+def simulate_policy(scenario: Scenario, policy: Policy, plan_fn: PlanFn | None = None,
+                    report: Callable[[int, float], None] | None = None) -> Outcome:
+    """One policy on the scenario (the production plan unless `plan_fn`), reporting progress."""
     simulation = Simulation(scenario.tasks, scenario.cluster, policy, plan_fn=plan_fn,
                             card_model=scenario.card_model, quotas=scenario.quotas)
     return simulation.run(report)
@@ -119,7 +120,7 @@ def _reporter(progress: Progress | None, bar: TaskID | None) -> Callable[[int, f
 
 
 def _worker(scenario: Scenario, policy: Policy, updates: Any) -> Outcome:
-    return _simulate(scenario, policy, None, lambda done, _now: updates.put((policy.name, done)))
+    return simulate_policy(scenario, policy, None, lambda done, _now: updates.put((policy.name, done)))
 
 
 def _run_in_processes(scenario: Scenario, policies: Sequence[Policy], jobs: int, progress: Progress | None,
