@@ -307,7 +307,9 @@ def main() -> None:
     parser.add_argument("--grid-seeds", type=int, nargs="*", default=[DEFAULT_SEED, 1])
     parser.add_argument("--grid-window-step", type=int, default=1, help="every K-th Philly window only")
     parser.add_argument("--grid-window-offset", type=int, default=0, help="... starting with this one (0-based)")
-    parser.add_argument("--grid-code", help="look cached runs up under this code digest (default: the code's own)")
+    parser.add_argument("--grid-code", metavar="DIGEST[,DIGEST]",
+                        help="with --grid-report: look cached runs up under these code digests, first hit wins "
+                             "(default: the code's own; for changes shown not to alter any decision)")
     parser.add_argument("--grid-part", help="K/N: run every N-th run from the K-th (spread the grid over sittings)")
     parser.add_argument("--grid-no-openb", action="store_true", help="Philly windows only")
     args = parser.parse_args()
@@ -381,7 +383,7 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
     runs = grid.plan_runs(cells, starts, args.grid_seeds, policies, openb=not args.grid_no_openb)
     if args.grid_report:
         code = args.grid_code or grid.code_digest()
-        results = {run: hit for run in runs if (hit := grid.cached(run, code)) is not None}
+        results = {run: hit for run in runs if (hit := grid.cached_any(run, code.split(","))) is not None}
         console.print(f"grid report: {len(results):,} of {len(runs):,} selected runs are cached for code {code}")
     else:
         results = grid.run_grid(grid.part_of(runs, args.grid_part), grid_scenario, args.jobs, console)

@@ -167,6 +167,15 @@ def cached(run: Run, code: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def cached_any(run: Run, codes: Sequence[str]) -> dict[str, Any] | None:
+    """The run's cached result under the first of `codes` that has one."""
+    for code in codes:
+        hit = cached(run, code)
+        if hit is not None:
+            return hit
+    return None
+
+
 def measure(scenario: Scenario, policy: Policy) -> dict[str, Any]:
     """Simulate one policy on one scenario; the numbers the grid pools."""
     started = time.perf_counter()

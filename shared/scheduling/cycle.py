@@ -395,9 +395,11 @@ class Cycle:
 
 def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy):
     """headroom(card type, total GPUs) for this cycle: the policy's share, capped by the GPUs core work
-    holds or waits for on the type when the policy tracks core demand (counted only if needed)."""
+    holds or waits for on the type when the policy tracks core demand (counted only if needed).
+    `queue` is in the policy's order (as `plan()` walks it)."""
     if not policy.headroom_tracks_core or not policy.headroom:
         return partial(headroom_gpus, policy)
     card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
-    demand = core_demand(snapshot.leases, queue, card_of_node)
+    # `plan()` passes the ordered queue: every order but fifo puts the core class first.
+    demand = core_demand(snapshot.leases, queue, card_of_node, core_first=policy.order != "fifo")
     return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))

@@ -45,9 +45,10 @@ def headroom_gpus(policy: Policy, card_type: str, total_gpus: int, core_gpus: in
 
 
 def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
-                card_of_node: Mapping[str, str]) -> dict[str, int]:
+                card_of_node: Mapping[str, str], core_first: bool = False) -> dict[str, int]:
     """GPUs per card type that core work holds (running leases) or waits for (queued core tasks, on
-    every card type they accept, whether or not their data is ready yet)."""
+    every card type they accept, whether or not their data is ready yet). `core_first`: the queue is
+    ordered by class, so counting stops at its first task that is not core."""
     demand: dict[str, int] = {}
     core = PriorityClass.CORE
     for lease in leases:
@@ -55,9 +56,12 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
         if card_type is not None and lease.priority_class == core:
             demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
     for task in queue:
-        if task.priority_class == core:
-            for option in task.options:
-                demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
+        if task.priority_class != core:
+            if core_first:
+                break
+            continue
+        for option in task.options:
+            demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
     return demand
 
 

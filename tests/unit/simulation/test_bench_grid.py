@@ -1,0 +1,98 @@
+"""The grid part of the policy benchmark: cell selection, cache keys, parts, pooling and verdicts
+(hand-computed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared.scheduling.policies import POLICIES
+
+_PATH = Path(__file__).resolve().parents[3] / "bench" / "policies_grid.py"
+_SPEC = importlib.util.spec_from_file_location("policies_grid", _PATH)
+grid = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("policies_grid", grid)  # dataclasses look their module up there
+_SPEC.loader.exec_module(grid)
+
+CELL = grid.Cell(0.8, 0.25, 0.6, "default")
+NONE_CHECKPOINT = grid.Cell(0.0, 0.25, 0.6, "default")
+
+
+def result(useful: float, capacity: float, waits, busy=90.0, offered=100.0, unfinished=0, preemptions=0):
+    return {"useful_gpu_s": useful, "capacity_gpu_s": capacity, "busy_queued_gpu_s": busy,
+            "offered_queued_gpu_s": offered, "core_waits_s": list(waits), "unfinished": unfinished,
+            "preemptions": preemptions}
+
+
+def test_the_grid_has_36_cells_and_filters_select_by_value():
+    cells = grid.all_cells()
+    assert len(cells) == 36 and len(set(cells)) == 36
+    chosen = grid.select_cells(cells, ["checkpoint=0,0.8", "mix=core-heavy", "sigma=0.6"])
+    assert {(c.checkpoint_share, c.noise_sigma, c.class_mix) for c in chosen} == {
+        (0.0, 0.6, "core-heavy"), (0.8, 0.6, "core-heavy")}
+    assert len(chosen) == 4  # x 2 delay shares
+    with pytest.raises(ValueError, match="bad cell filter"):
+        grid.select_cells(cells, ["ckpt=0"])
+
+
+def test_a_cell_sets_the_synthesis_and_its_goal():
+    params = CELL.params()
+    assert (params.checkpoint_share, params.ready_share, params.estimate_sigma) == (0.8, 0.25, 0.6)
+    assert params.class_mix == {"core": 0.2, "standard": 0.5, "opportunistic": 0.3}
+    assert (CELL.goal_ratio, NONE_CHECKPOINT.goal_ratio) == (0.5, 0.8)
+
+
+def test_cache_keys_leave_out_what_a_run_provably_ignores():
+    easy, cardflow = POLICIES["easy-backfill"], POLICIES["cardflow"]
+    other_checkpoints = grid.Cell(0.5, 0.25, 0.6, "default")
+    assert grid.Run(CELL, "2017-10-03", 42, easy).key("c") == grid.Run(other_checkpoints, "2017-10-03", 42, easy).key("c")
+    assert grid.Run(CELL, "2017-10-03", 42, cardflow).key("c") != grid.Run(other_checkpoints, "2017-10-03", 42, cardflow).key("c")
+    core_heavy = grid.Cell(0.8, 0.25, 0.6, "core-heavy")
+    assert grid.Run(CELL, "openb", 42, cardflow).key("c") == grid.Run(core_heavy, "openb", 42, cardflow).key("c")
+    assert grid.Run(CELL, "2017-10-03", 42, cardflow).key("c") != grid.Run(core_heavy, "2017-10-03", 42, cardflow).key("c")
+    assert grid.Run(CELL, "openb", 42, cardflow).key("c") != grid.Run(CELL, "openb", 42, cardflow).key("d")
+    assert grid.Run(CELL, "openb", 42, cardflow).key("c") != grid.Run(CELL, "openb", 1, cardflow).key("c")
+
+
+def test_parts_split_the_runs_without_overlap():
+    runs = grid.plan_runs([CELL, NONE_CHECKPOINT], [], [42, 1], [POLICIES["cardflow"], POLICIES["easy-backfill"]])
+    assert len(runs) == 8  # 2 cells x openb x 2 seeds x 2 policies
+    parts = [grid.part_of(runs, f"{k}/3") for k in (1, 2, 3)]
+    assert sorted(map(len, parts)) == [2, 3, 3]
+    assert sum(parts, []) and set(map(id, sum(parts, []))) == set(map(id, runs))
+    with pytest.raises(ValueError):
+        grid.part_of(runs, "4/3")
+
+
+def test_pooled_numbers_sum_gpu_seconds_and_pool_every_core_wait():
+    units = [grid.Unit(result(80, 100, [10, 20], busy=95), result(70, 100, [40, 80])),
+             grid.Unit(result(30, 100, [30], busy=45, offered=50, unfinished=1), result(50, 100, [60]))]
+    numbers = grid.pooled(units)
+    assert numbers["cardflow.utilisation"] == pytest.approx(0.55)
+    assert numbers["easy-backfill.utilisation"] == pytest.approx(0.60)
+    assert numbers["utilisation_diff"] == pytest.approx(-0.05)
+    assert numbers["cardflow.busy_when_queued"] == pytest.approx(140 / 150)
+    assert numbers["cardflow.core_p95_s"] == pytest.approx(29.0)  # numpy's linear percentile of 10, 20, 30
+    assert numbers["easy-backfill.core_p95_s"] == pytest.approx(78.0)  # of 40, 60, 80
+    assert numbers["core_p95_ratio"] == pytest.approx(29 / 78)
+    assert grid.verdict(CELL, numbers) == ["utilisation -5.00 points", "1 unfinished", "busy while queued 93.3%"]
+
+
+def test_a_cell_meeting_every_goal_has_no_miss_and_the_ratio_goal_depends_on_checkpoints():
+    numbers = grid.pooled([grid.Unit(result(80, 100, [60], busy=96, offered=100), result(80, 100, [100]))])
+    assert numbers["core_p95_ratio"] == pytest.approx(0.6)
+    assert grid.verdict(NONE_CHECKPOINT, numbers) == []
+    assert grid.verdict(CELL, numbers) == ["core p95 ratio 0.60 > 0.5"]
+
+
+def test_bootstrap_intervals_are_reproducible_and_bracket_a_steady_difference():
+    units = [grid.Unit(result(80 + i, 100, [10 + i]), result(78 + i, 100, [20 + i])) for i in range(6)]
+    first, again = grid.bootstrap(units, resamples=200), grid.bootstrap(units, resamples=200)
+    assert first == again
+    low, high = first["utilisation_diff"]
+    assert low == pytest.approx(0.02) and high == pytest.approx(0.02)
+    low, high = first["core_p95_ratio"]
+    assert 0 < low <= high < 1
