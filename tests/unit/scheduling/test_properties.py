@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from shared.scheduling.backfill import fills_reservation, yields_to_reservation
 from shared.scheduling.preemption import loss_cap_gpu_hours
-from shared.scheduling.headroom import core_demand, headroom_gpus, headroom_needed
+from shared.scheduling.headroom import core_demand, headroom_gpus, headroom_needed, wider_than_headroom_allows
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
@@ -198,11 +198,18 @@ def test_plan_is_deterministic_and_independent_of_input_order(scenario, rng: ran
     assert again == first
 
 
-def kept_headroom(snapshot, queue, policy, card_type, total, gpus):
-    """What a standard task of `gpus` must leave free or borrowed on the card type: the policy's share
-    (capped by the core demand when it tracks it), and never more than total − gpus."""
+def kept_headroom(snapshot, queue, policy, card_type, task):
+    """What a standard task must leave free or borrowed on the card type: the policy's share (capped by
+    the core demand when it tracks it) — or, if it asks for more than total − headroom on every card
+    type it accepts (then it may be the wide reservation holder), at least total − its GPUs."""
     demand = core_demand(snapshot.leases, queue, {node.node_id: node.card_type for node in snapshot.nodes})
-    return headroom_needed(gpus, headroom_gpus(policy, card_type, total, demand.get(card_type, 0)), total)
+    totals = Counter()
+    for node in snapshot.nodes:
+        totals[node.card_type] += max(node.gpus, len(node.free))
+    kept = {card: headroom_gpus(policy, card, total, demand.get(card, 0)) for card, total in totals.items()}
+    pools = [(totals[o.card_type], kept[o.card_type]) for o in task.options if o.card_type in totals]
+    wide = wider_than_headroom_allows(task.gpus, pools)
+    return headroom_needed(task.gpus, kept[card_type], totals[card_type], wide)
 
 
 @PROPERTY
@@ -234,7 +241,7 @@ def test_standard_work_never_takes_the_headroom(scenario):
         if task.priority_class == PriorityClass.OPPORTUNISTIC:
             borrowed[grant.card_type] += task.gpus
         if task.priority_class == PriorityClass.STANDARD:
-            headroom = kept_headroom(snapshot, queue, policy, grant.card_type, total[grant.card_type], task.gpus)
+            headroom = kept_headroom(snapshot, queue, policy, grant.card_type, task)
             assert free[grant.card_type] + borrowed[grant.card_type] >= headroom
 
 
@@ -346,8 +353,7 @@ def test_backfill_never_delays_the_reservation(scenario):
             assert sum(available) >= task.gpus
         if task.priority_class == PriorityClass.STANDARD:
             nodes = [node for node in snapshot.nodes if node.card_type == reservation.card_type]
-            total = sum(max(n.gpus, len(n.free)) for n in nodes)
-            headroom = kept_headroom(snapshot, queue, policy, reservation.card_type, total, task.gpus)
+            headroom = kept_headroom(snapshot, queue, policy, reservation.card_type, task)
             assert sum(free[node.node_id] for node in nodes) + borrowed >= task.gpus + headroom
         assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
 
