@@ -185,6 +185,15 @@ class ObjectStore:
     async def exists(self, bucket: str, key: str) -> bool:
         return await self.head(bucket, key) is not None
 
+    async def list_keys(self, bucket: str, prefix: str) -> list[ObjectVersion]:
+        """The latest version of every key under `prefix`, in key order."""
+        found: list[ObjectVersion] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        async for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            found += [ObjectVersion(item["Key"], None, item["ETag"], item.get("Size"), item.get("LastModified"))
+                      for item in page.get("Contents", [])]  # fmt: skip
+        return found
+
     async def list_versions(self, bucket: str, key: str) -> list[ObjectVersion]:
         """Every version of exactly `key`, newest first as the store lists them (no delete markers)."""
         versions: list[ObjectVersion] = []

@@ -3,18 +3,22 @@
     app = create_app(settings)        # serve with uvicorn; tests use httpx's ASGI transport
 
 - `/v1/...`: the API (`services.console.api`); OpenAPI at `/openapi.json`, Swagger UI at `/docs`.
-- `/`: one self-contained HTML page (no build step, no CDN) polling the API: tasks with their
-  state and reason, the readiness board, the fleet; English / 中文.
+- `/board`, `/queue`, `/fleet`, `/quotas`, `/ledger`, `/tasks`, `/tasks/{id}`: the web console,
+  server-rendered pages in English / 中文 (`services.console.pages`; no build step, no CDN);
+  `/static/`: its stylesheet and script.
 - `/healthz`: 200 when PostgreSQL answers, else 503.
 
 At start-up the process applies the `views` and `intake` schema migrations (idempotent and
 serialised, like every service start), so the API works before those services first ran; the
-views fill once the views service (`cardflow service views`) runs.
+views fill once the views service (`cardflow service views`) runs. With an object store configured
+it also writes the readiness board to the reports bucket once a day
+(`services.console.snapshots.run_daily_board_snapshots`; `board_snapshots=False` turns that off).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,22 +27,25 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from services.common.runtime import prepare_schema
 from services.console.api import router
 from services.console.labels import all_labels
+from services.console.pages.routes import router as pages_router
 from services.console.projector import SPEC as VIEWS_SPEC
+from services.console.routes import routes_router
+from services.console.snapshots import run_daily_board_snapshots
 from services.intake.service import SPEC as INTAKE_SPEC
 from shared.delivery.db import create_pool
 from shared.settings import Settings
 from shared.submission import TaskSubmission
 
-PAGE = Path(__file__).parent / "static" / "index.html"
-LABELS_PLACEHOLDER = "/*CARDFLOW_LABELS*/null"
+STATIC = Path(__file__).parent / "static"
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     """The console's ASGI app; connections open in its lifespan (never at import time)."""
     if not settings.database_dsn:
         raise RuntimeError("CARDFLOW_DATABASE_URL is not set (see `cardflow endpoints`)")
@@ -50,8 +57,16 @@ def create_app(settings: Settings) -> FastAPI:
             for spec in (VIEWS_SPEC, INTAKE_SPEC):
                 await prepare_schema(pool, spec)
             app.state.pool = pool
+            app.state.settings = settings
             app.state.producer = f"console/{settings.instance}-{os.getpid()}"
+            daily = None
+            if board_snapshots and settings.s3_endpoint:
+                daily = asyncio.create_task(run_daily_board_snapshots(pool, settings), name="board-snapshots")
             yield
+            if daily is not None:
+                daily.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await daily
         finally:
             await pool.close()
 
@@ -62,20 +77,13 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(router)
-    app.add_api_route("/", page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
+    app.include_router(routes_router)
+    app.include_router(pages_router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_api_route("/healthz", healthz, methods=["GET"], summary="200 when the database answers")
     app.add_api_route("/v1/labels", labels, methods=["GET"], summary="Console labels in English and Chinese")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
-
-
-def render_page() -> str:
-    """The web console with its labels inlined (the page needs no extra request to show text)."""
-    return PAGE.read_text(encoding="utf-8").replace(LABELS_PLACEHOLDER, json.dumps(all_labels(), ensure_ascii=False))
-
-
-async def page() -> HTMLResponse:
-    return HTMLResponse(render_page())
 
 
 async def healthz(request: Request) -> JSONResponse:

@@ -62,6 +62,7 @@ REASON_LABELS_ZH: dict[str, str] = {
     "lease_expired": "租约过期，重新排队",
     "reclaimed_idle": "空闲回收，重新排队",
     "agent_failed": "节点代理失败，重新排队",
+    "no_fleet": "尚无 GPU 节点注册",
 }
 """Chinese names of machine reasons; the English console shows the machine value itself."""
 
@@ -104,6 +105,115 @@ STATE_STYLES: dict[TaskState, str] = {
     TaskState.REJECTED: "red",
 }
 """Rich styles per state, for `cardflow tasks/status`."""
+
+
+PAGE_LABELS: dict[Language, dict[str, str]] = {
+    "en": {
+        "nav_board": "Readiness board", "nav_queue": "Queue", "nav_fleet": "Fleet", "nav_quotas": "Quotas",
+        "nav_ledger": "Ledger", "nav_tasks": "Tasks", "skip": "Skip to content", "switch_lang": "中文",
+        "switch_lang_title": "切换到中文", "refresh_pause": "Pause refresh", "refresh_resume": "Resume refresh",
+        "updated_at": "Shown at", "board_title": "Readiness board: what can run, what waits for what",
+        "board_intro": "Open tasks grouped by what they wait for. Each group lists the oldest first.",
+        "open_tasks": "open tasks", "waits_since": "Waiting since", "waited": "Waited", "inputs_missing": "Missing inputs",
+        "sentence": "Why", "original": "Original", "history_link": "Last N days", "history_title": "How long tasks waited for data",
+        "history_intro": "Tasks submitted in the last {days} days: time from submission until their last input was ready (still waiting: until now). A task's wait counts under each of its inputs.",
+        "days": "days", "by_input": "By project and input", "by_day": "By day of submission", "input": "Input",
+        "tasks_n": "Tasks", "median_wait": "Median wait", "max_wait": "Longest wait", "still_waiting": "Still waiting",
+        "ended_unready": "Ended before ready", "day": "Day (UTC)", "snapshots": "Daily snapshots",
+        "snapshots_intro": "The board is written to the reports bucket every day and on demand (`cardflow board --snapshot`).",
+        "key": "Object key", "size": "Bytes", "versions": "Versions", "modified": "Last written",
+        "queue_title": "Queue: in the order the dispatcher considers tasks",
+        "queue_intro": "Ready and matched tasks that wait for GPUs or for quota, approval or an operator. Order: class, priority with aging, submit time.",
+        "position": "#", "class": "Class", "estimate": "Estimate", "est_start": "Est. start", "preflight": "Pre-flight",
+        "not_estimated": "not estimated yet", "check_data": "data", "check_card": "card", "check_approval": "approval",
+        "check_quota": "quota", "check_deadline": "deadline", "check_gpus": "GPUs", "passed": "ok", "failed_check": "blocks",
+        "unknown_check": "not yet", "queue_plot": "Tasks queued or held per class",
+        "fleet_title": "Fleet: every GPU, what holds it and how busy it is",
+        "fleet_intro": "One row per node, one cell per GPU: the class of the task holding it (or idle, reclaimed, lost) and its last reported utilisation.",
+        "legend": "Legend", "util": "util", "online": "online", "lost_node": "lost", "util_plot": "GPU utilisation per card type (share of GPUs leased)",
+        "quotas_title": "Quotas: used, left and when they expire", "account": "Account", "amount": "GPU-hours",
+        "used": "Used", "left": "Left", "burn": "Used / left", "valid_to": "Valid to", "countdown": "Expires in",
+        "alerts": "Alerts", "any_card": "any", "expired": "expired", "in_days": "{n} days", "expiring_soon": "expiring soon",
+        "alert_expiring": "Quota {account} ({project}) expires in {days} days", "alert_low": "Quota {account} ({project}) has {left} GPU-hours left ({used} used)",
+        "ledger_title": "Ledger: what the GPUs cost and what they produced", "period": "Last {days} days",
+        "all_time": "All time", "by_project": "By project", "by_card": "By card type", "gpu_hours": "GPU-hours",
+        "cost": "Cost", "output": "Output", "unit": "Unit", "cost_per_unit": "Cost per unit", "leases": "Leases",
+        "spend_plot": "Spend per project per day (UTC)", "task_title": "Task", "story": "Story", "submitted_by": "Submitted by",
+        "submitted_at": "Submitted", "match": "Card-type matches", "rank": "Rank", "runtime": "Est. runtime",
+        "fleet_gpus": "GPUs in fleet", "why_not": "Why not", "chosen": "chosen", "trigger": "Trigger",
+        "catalog": "Catalog", "cancel": "Cancel this task", "cancel_reason": "Reason", "cancel_submit": "Request cancel",
+        "cancel_sent": "Cancel requested.", "login": "Sign in", "logout": "Sign out", "token": "API token",
+        "signed_in_as": "Signed in as", "not_signed_in": "not signed in", "unavailable": "Not available yet",
+        "nothing": "Nothing here.", "all_tasks": "All tasks", "blocker": "Waits for", "none": "none",
+        "gpus": "GPUs", "node_col": "Node", "output_units": "Output", "error": "Error", "back": "Back",
+        "no_plot": "No data for this plot yet.", "time": "Time (UTC)", "share": "share", "tasks_axis": "tasks",
+        "cost_axis": "cost", "reason_code": "Machine reason",
+    },
+    "zh": {
+        "nav_board": "数据就绪看板", "nav_queue": "队列", "nav_fleet": "算力集群", "nav_quotas": "配额",
+        "nav_ledger": "账本", "nav_tasks": "任务", "skip": "跳到正文", "switch_lang": "English",
+        "switch_lang_title": "Switch to English", "refresh_pause": "暂停刷新", "refresh_resume": "恢复刷新",
+        "updated_at": "显示时间", "board_title": "数据就绪看板：哪些任务可以运行，哪些在等待什么",
+        "board_intro": "未结束的任务按等待原因分组，每组最早的排在前面。",
+        "open_tasks": "个未结束任务", "waits_since": "等待起始", "waited": "已等待", "inputs_missing": "缺失输入",
+        "sentence": "原因说明", "original": "原文", "history_link": "近 N 天", "history_title": "任务等待数据的时长",
+        "history_intro": "近 {days} 天提交的任务：从提交到最后一个输入就绪的时间（仍在等待的计到现在）。一个任务的等待时间计入它的每个输入。",
+        "days": "天", "by_input": "按项目和输入", "by_day": "按提交日期", "input": "输入",
+        "tasks_n": "任务数", "median_wait": "等待时长中位数", "max_wait": "最长等待", "still_waiting": "仍在等待",
+        "ended_unready": "未就绪即结束", "day": "日期 (UTC)", "snapshots": "每日快照",
+        "snapshots_intro": "看板每天以及按需（`cardflow board --snapshot`）写入报表存储桶。",
+        "key": "对象键", "size": "字节", "versions": "版本数", "modified": "最后写入",
+        "queue_title": "队列：按调度器考虑的顺序", "queue_intro": "数据就绪且已匹配卡型、正在等待 GPU 或配额、审批、运维的任务。顺序：优先级类别、带老化的优先级、提交时间。",
+        "position": "序号", "class": "类别", "estimate": "预估", "est_start": "预计开始", "preflight": "启动前检查",
+        "not_estimated": "暂无预估", "check_data": "数据", "check_card": "卡型", "check_approval": "审批",
+        "check_quota": "配额", "check_deadline": "截止时间", "check_gpus": "GPU", "passed": "通过", "failed_check": "阻塞",
+        "unknown_check": "未检查", "queue_plot": "各类别排队或暂缓的任务数",
+        "fleet_title": "算力集群：每张 GPU 被谁占用、有多忙",
+        "fleet_intro": "每个节点一行，每张 GPU 一格：占用它的任务类别（或空闲、已回收、失联）以及最近上报的利用率。",
+        "legend": "图例", "util": "利用率", "online": "在线", "lost_node": "失联", "util_plot": "各卡型 GPU 利用率（被占用的比例）",
+        "quotas_title": "配额：已用、剩余和到期时间", "account": "账户", "amount": "GPU 小时",
+        "used": "已用", "left": "剩余", "burn": "已用 / 剩余", "valid_to": "有效期至", "countdown": "剩余天数",
+        "alerts": "告警", "any_card": "任意", "expired": "已过期", "in_days": "{n} 天", "expiring_soon": "即将到期",
+        "alert_expiring": "配额 {account}（{project}）将在 {days} 天后到期", "alert_low": "配额 {account}（{project}）仅剩 {left} GPU 小时（已用 {used}）",
+        "ledger_title": "账本：GPU 花费与产出", "period": "近 {days} 天",
+        "all_time": "全部", "by_project": "按项目", "by_card": "按卡型", "gpu_hours": "GPU 小时",
+        "cost": "成本", "output": "产出", "unit": "单位", "cost_per_unit": "单位产出成本", "leases": "租约数",
+        "spend_plot": "各项目每日花费 (UTC)", "task_title": "任务", "story": "经过", "submitted_by": "提交者",
+        "submitted_at": "提交时间", "match": "卡型匹配", "rank": "排名", "runtime": "预估运行时间",
+        "fleet_gpus": "集群 GPU 数", "why_not": "不选原因", "chosen": "已选", "trigger": "触发",
+        "catalog": "卡型目录", "cancel": "取消此任务", "cancel_reason": "原因", "cancel_submit": "请求取消",
+        "cancel_sent": "已请求取消。", "login": "登录", "logout": "退出", "token": "API 令牌",
+        "signed_in_as": "当前用户", "not_signed_in": "未登录", "unavailable": "暂不可用",
+        "nothing": "暂无数据。", "all_tasks": "全部任务", "blocker": "等待", "none": "无",
+        "gpus": "GPU 数", "node_col": "节点", "output_units": "产出", "error": "错误", "back": "返回",
+        "no_plot": "此图暂无数据。", "time": "时间 (UTC)", "share": "比例", "tasks_axis": "任务数",
+        "cost_axis": "成本", "reason_code": "机器原因",
+    },
+}
+"""Labels of the web pages (services.console.pages)."""
+
+BLOCKER_LABELS: dict[Language, dict[str, str]] = {
+    "en": {
+        "running": "running", "runnable": "can run now", "data": "waiting for data", "quota": "quota",
+        "approval": "approval", "deadline": "deadline at risk", "capacity": "no free GPUs", "reservation": "reservation",
+        "no_card": "no card fits", "operator": "held by an operator", "checking": "being checked",
+        "cancelling": "cancel requested",
+    },
+    "zh": {
+        "running": "运行中", "runnable": "可立即运行", "data": "等待数据", "quota": "配额",
+        "approval": "等待审批", "deadline": "截止时间有风险", "capacity": "GPU 不足", "reservation": "预留",
+        "no_card": "无可用卡型", "operator": "运维暂缓", "checking": "检查中", "cancelling": "已请求取消",
+    },
+}
+"""Names of the readiness board's groups (`services.console.blockers.BlockerKind`)."""
+
+GPU_STATUS_LABELS: dict[Language, dict[str, str]] = {
+    "en": {"core": "core", "standard": "standard", "opportunistic": "opportunistic", "idle": "idle",
+           "reclaimed": "reclaimed", "lost": "lost"},
+    "zh": {"core": "核心", "standard": "标准", "opportunistic": "机会型", "idle": "空闲",
+           "reclaimed": "已回收", "lost": "失联"},
+}  # fmt: skip
+"""Words beside the colours of the fleet grid (`services.console.fleet_grid.GpuStatus`); also class names."""
 
 
 def state_label(state: TaskState | str, lang: Language = "en") -> str:

@@ -101,13 +101,17 @@ async def test_board_fleet_health_openapi_and_page(fresh_settings: Settings) -> 
         assert "DatasetRef" in openapi["components"]["schemas"]
         assert (await client.get("/docs")).status_code == 200
 
-        page = await client.get("/")
-        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-        html = page.text
-        assert "/*CARDFLOW_LABELS*/null" not in html
-        for label in ("任务", "状态", "原因", "数据就绪", "等待数据", "排队", "运行中", "已完成", "失败", "已取消", "已拒绝", "卡型", "节点", "成本"):
-            assert label in html, label
-        assert "http://" not in html.replace("http://www.w3.org", ""), "no external resources (no CDN)"
+        home = await client.get("/")
+        assert home.status_code == 307 and home.headers["location"] == "/board"
+        assert (await client.get("/?task=T1&lang=zh")).headers["location"] == "/tasks/T1?lang=zh"
+        for path in ("/board", "/queue", "/fleet", "/quotas", "/ledger", "/tasks", "/board/history"):
+            page = await client.get(path, params={"lang": "zh"})
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), path
+            html = page.text
+            assert 'lang="zh-CN"' in html and "数据就绪看板" in html and "队列" in html and "算力集群" in html, path
+            assert "http://" not in html.replace("http://www.w3.org", ""), f"{path}: no external resources (no CDN)"
+        assert page.cookies.get("cardflow_lang") == "zh"
+        assert "text/css" in (await client.get("/static/console.css")).headers["content-type"]
 
 
 async def test_board_lists_tasks_waiting_on_data(fresh_settings: Settings) -> None:

@@ -1,0 +1,194 @@
+"""Page handlers: each page reads the console's own `/v1` endpoints in-process and renders a template.
+
+Reading the API (not the tables) keeps one source for what the console shows and who may see it:
+the page forwards the reader's token (kept in an HttpOnly cookie by /login) as `Authorization`, so
+the API's role checks apply to pages unchanged. An endpoint that answers an error is shown as
+"not available yet" with its detail, never as an empty table.
+
+Language: `?lang=zh|en` (remembered in a cookie), else the cookie, else the browser's
+Accept-Language, else English. Every page is linkable: its state is in its path and query.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import httpx
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from services.console.labels import LANGUAGES, Language
+from services.console.pages.charts import line_chart, stacked_bars
+from services.console.pages.templating import Unavailable, environment, labels_for, parse_time
+
+router = APIRouter(include_in_schema=False)
+LANG_COOKIE = "cardflow_lang"
+TOKEN_COOKIE = "cardflow_token"
+NAV = ("board", "queue", "fleet", "quotas", "ledger", "tasks")
+LEDGER_DAYS = 7
+
+
+def choose_lang(request: Request) -> Language:
+    asked = request.query_params.get("lang") or request.cookies.get(LANG_COOKIE)
+    if asked in LANGUAGES:
+        return asked  # type: ignore[return-value]
+    return "zh" if request.headers.get("accept-language", "").lower().startswith("zh") else "en"
+
+
+def _auth_headers(request: Request) -> dict[str, str]:
+    token = request.cookies.get(TOKEN_COOKIE)
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+async def call_api(request: Request, method: str, path: str, **kwargs: Any) -> Any:
+    """The JSON of `method path` on this app (in-process), or `Unavailable` with the API's detail."""
+    transport = httpx.ASGITransport(app=request.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console", headers=_auth_headers(request)) as client:
+        response = await client.request(method, path, **kwargs)
+    if response.is_success:
+        return response.json() if response.content else {}
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        detail = response.text
+    return Unavailable(response.status_code, detail if isinstance(detail, str) else str(detail))
+
+
+async def render(request: Request, template: str, *, title: str, page: str, **context: Any) -> HTMLResponse:
+    """The page in the reader's language, with the nav, the language switch and the quota banner."""
+    lang = choose_lang(request)
+    alerts = await call_api(request, "GET", "/v1/alerts")
+    other = "en" if lang == "zh" else "zh"
+    query = {**request.query_params, "lang": other}
+    html = environment.get_template(template).render(
+        title=title, page=page, nav=NAV, now=datetime.now(UTC), alerts=[] if isinstance(alerts, Unavailable) else alerts,
+        switch_href=f"{request.url.path}?{urlencode(query)}", path=request.url.path,
+        signed_in=bool(request.cookies.get(TOKEN_COOKIE)), **labels_for(lang), **context,
+    )  # fmt: skip
+    response = HTMLResponse(html)
+    if request.query_params.get("lang") in LANGUAGES:
+        response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="lax")
+    return response
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    """The board; the old single page's `/?task=ID` links go to the task's page."""
+    task = request.query_params.get("task")
+    lang = request.query_params.get("lang")
+    target = f"/tasks/{task}" if task else "/board"
+    return RedirectResponse(target + (f"?lang={lang}" if lang in LANGUAGES else ""), status_code=307)
+
+
+@router.get("/board")
+async def board_page(request: Request) -> HTMLResponse:
+    lang = choose_lang(request)
+    board = await call_api(request, "GET", "/v1/board/groups", params={"lang": lang})
+    return await render(request, "board.html", title="nav_board", page="board", board=board)
+
+
+@router.get("/board/history")
+async def board_history_page(request: Request, days: int = 7) -> HTMLResponse:
+    history = await call_api(request, "GET", "/v1/board/history", params={"days": days})
+    return await render(request, "board_history.html", title="history_title", page="board", history=history, days=days)
+
+
+@router.get("/board/snapshots")
+async def board_snapshots_page(request: Request) -> HTMLResponse:
+    snapshots = await call_api(request, "GET", "/v1/board/snapshots")
+    return await render(request, "board_snapshots.html", title="snapshots", page="board", snapshots=snapshots)
+
+
+@router.get("/queue")
+async def queue_page(request: Request) -> HTMLResponse:
+    lang = choose_lang(request)
+    queue = await call_api(request, "GET", "/v1/queue", params={"lang": lang})
+    series = await call_api(request, "GET", "/v1/series/queue")
+    plot = _line_plot(series, y_label=labels_for(lang)["L"]["tasks_axis"])
+    return await render(request, "queue.html", title="nav_queue", page="queue", queue=queue, plot=plot)
+
+
+@router.get("/fleet")
+async def fleet_page(request: Request) -> HTMLResponse:
+    lang = choose_lang(request)
+    grid = await call_api(request, "GET", "/v1/fleet/grid")
+    series = await call_api(request, "GET", "/v1/series/utilisation")
+    plot = _line_plot(series, y_label=labels_for(lang)["L"]["share"], percent=True)
+    return await render(request, "fleet.html", title="nav_fleet", page="fleet", grid=grid, plot=plot)
+
+
+@router.get("/quotas")
+async def quotas_page(request: Request) -> HTMLResponse:
+    quotas = await call_api(request, "GET", "/v1/quotas")
+    return await render(request, "quotas.html", title="nav_quotas", page="quotas", quotas=quotas)
+
+
+@router.get("/ledger")
+async def ledger_page(request: Request, days: int = LEDGER_DAYS) -> HTMLResponse:
+    lang = choose_lang(request)
+    by_project = await call_api(request, "GET", "/v1/ledger", params={"by": "project"})
+    by_card = await call_api(request, "GET", "/v1/ledger", params={"by": "card"})
+    period = await call_api(request, "GET", "/v1/ledger/period", params={"days": days})
+    spend = await call_api(request, "GET", "/v1/series/spend", params={"days": max(days, 14)})
+    plot = None
+    if not isinstance(spend, Unavailable) and spend["days"]:
+        plot = stacked_bars(spend["days"], spend["series"], y_label=labels_for(lang)["L"]["cost_axis"])
+    return await render(request, "ledger.html", title="nav_ledger", page="ledger", by_project=by_project,
+                        by_card=by_card, period=period, plot=plot, days=days)  # fmt: skip
+
+
+@router.get("/tasks")
+async def tasks_page(request: Request, state: str | None = None) -> HTMLResponse:
+    params = {"limit": 500} | ({"state": state} if state else {})
+    tasks = await call_api(request, "GET", "/v1/tasks", params=params)
+    return await render(request, "tasks.html", title="nav_tasks", page="tasks", tasks=tasks, state=state)
+
+
+@router.get("/tasks/{task_id}")
+async def task_page(request: Request, task_id: str, notice: str | None = None) -> HTMLResponse:
+    lang = choose_lang(request)
+    story = await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang})
+    return await render(request, "task.html", title="task_title", page="tasks", story=story, task_id=task_id, notice=notice)
+
+
+@router.post("/tasks/{task_id}/cancel")
+async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "") -> Response:
+    """Forward the cancel to the API with the reader's token; show the API's refusal if any."""
+    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/cancel", json={"reason": reason or None})
+    if isinstance(answer, Unavailable):
+        lang = choose_lang(request)
+        story = await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang})
+        page = await render(request, "task.html", title="task_title", page="tasks", story=story, task_id=task_id,
+                            refused=answer)  # fmt: skip
+        page.status_code = answer.status
+        return page
+    return RedirectResponse(f"/tasks/{task_id}?notice=cancel_sent", status_code=303)
+
+
+@router.get("/login")
+async def login_page(request: Request) -> HTMLResponse:
+    return await render(request, "login.html", title="login", page="login", request_back=request.query_params.get("back"))
+
+
+@router.post("/login")
+async def login(token: Annotated[str, Form()], back: Annotated[str, Form()] = "/board") -> Response:
+    """Keep the token in an HttpOnly, same-site cookie; the API checks it on every call."""
+    response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/board", status_code=303)
+    response.set_cookie(TOKEN_COOKIE, token.strip(), httponly=True, samesite="strict", max_age=12 * 3600)
+    return response
+
+
+@router.post("/logout")
+async def logout() -> Response:
+    response = RedirectResponse("/board", status_code=303)
+    response.delete_cookie(TOKEN_COOKIE)
+    return response
+
+
+def _line_plot(series: Any, *, y_label: str, percent: bool = False) -> str | None:
+    if isinstance(series, Unavailable) or not series.get("times") or not any(any(v) for v in series["series"].values()):
+        return None
+    times = [parse_time(t) for t in series["times"]]
+    return line_chart(times, series["series"], y_label=y_label, percent=percent)

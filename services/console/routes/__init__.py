@@ -1,0 +1,11 @@
+"""The console's read endpoints beyond tasks (one router module per area) and the board snapshot."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from services.console.routes import board, fleet, ledger, series, story
+
+routes_router = APIRouter(prefix="/v1")
+for module in (board, fleet, ledger, series, story):
+    routes_router.include_router(module.router)

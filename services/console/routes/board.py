@@ -1,0 +1,63 @@
+"""Readiness board endpoints: the board now (grouped by what tasks wait for), its last N days, the
+queue in dispatch order, and the daily snapshot to the reports bucket."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+
+from services.console.blockers import preflight, queue_order
+from services.console.boards import load_board_groups, load_board_history, load_open_views
+from services.console.routes.common import Lang, Pool, now_utc
+from services.console.sentences import needs_original, reason_sentence
+from services.console.snapshots import SnapshotWritten, list_snapshots, write_board_snapshot
+
+router = APIRouter(tags=["board"])
+
+
+@router.get("/board/groups", summary="Open tasks grouped by what they wait for (data, quota, approval, capacity...)")
+async def get_board_groups(pool: Pool, lang: Lang = "en") -> dict[str, Any]:
+    return await load_board_groups(pool, lang)
+
+
+@router.get("/board/history", summary="How long tasks of the last N days waited for data, by project and input")
+async def get_board_history(pool: Pool, days: Annotated[int, Query(ge=1, le=366)] = 7) -> dict[str, Any]:
+    return await load_board_history(pool, days, now_utc())
+
+
+@router.get("/queue", summary="Queued and held tasks in the order the dispatcher considers them")
+async def get_queue(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
+    ordered = queue_order(await load_open_views(pool), now_utc())
+    return [
+        {
+            "position": position, "id": view.id, "name": view.name, "project": view.project,
+            "priority_class": view.priority_class.value if view.priority_class else None, "priority": view.priority,
+            "gpus": view.gpus, "card_type": view.card_type, "state": view.state.value, "reason": view.reason,
+            "sentence": reason_sentence(view, lang), "reason_detail": view.reason_detail,
+            "original_needed": needs_original(view, lang),
+            "est_runtime_s": view.match.est_runtime_s if view.match else None,
+            "est_cost": view.match.est_cost if view.match else None,
+            "submitted_at": view.submitted_at.isoformat() if view.submitted_at else None,
+            "estimated_start": None,
+            "preflight": {check.value: passed for check, passed in preflight(view).items()},
+        }
+        for position, view in enumerate(ordered, start=1)
+    ]  # fmt: skip
+
+
+@router.post("/board/snapshot", status_code=201, response_model=SnapshotWritten,
+             summary="Write the board now to the reports bucket as HTML and CSV (versioned)")  # fmt: skip
+async def post_board_snapshot(request: Request, pool: Pool) -> SnapshotWritten:
+    settings = request.app.state.settings
+    if not settings.s3_endpoint:
+        raise HTTPException(503, "no object store configured (CARDFLOW_S3_ENDPOINT); board snapshots need the reports bucket")
+    return await write_board_snapshot(pool, settings, now_utc())
+
+
+@router.get("/board/snapshots", summary="Board snapshots in the reports bucket, newest first")
+async def get_board_snapshots(request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 60) -> list[dict[str, Any]]:
+    settings = request.app.state.settings
+    if not settings.s3_endpoint:
+        raise HTTPException(503, "no object store configured (CARDFLOW_S3_ENDPOINT)")
+    return await list_snapshots(settings, limit)

@@ -1,0 +1,119 @@
+"""A task's reason as a sentence in the reader's language (pure).
+
+English: the sentence the owning service wrote (`TaskView.reason_detail`), verbatim. 中文: a
+template keyed by the machine reason's value (`ViewReason`, `HoldReason`, `UnmatchableReason`,
+`RequeueReason`), filled from the view's structured fields — never by translating the English
+text, so the templates survive other services rewording their sentences. A unit test checks that
+every value of those enums has a template. Where a sentence carries numbers the view does not hold
+(quota amounts, VRAM sizes), the page shows the service's English sentence beside it as 原文.
+
+    reason_sentence(view, "zh")   # "等待 2 个输入（已就绪 33%）：s3://lake/corpus/2025-06/, tokens@3"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from string import Formatter
+from typing import Any
+
+from services.console.labels import Language
+from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.projection import TaskView, ViewReason
+
+MISSING = "?"
+MAX_INPUTS_SHOWN = 5
+
+ZH_TEMPLATES: Mapping[str, str] = {
+    ViewReason.AWAITING_READINESS: "等待检查输入数据是否就绪",
+    ViewReason.AWAITING_MATCH: "输入数据已就绪，等待匹配卡型",
+    ViewReason.AWAITING_DISPATCH: "数据就绪且已匹配卡型，等待调度器排队",
+    ViewReason.DATA_NOT_READY: "等待 {missing_count} 个输入（已就绪 {ready_pct}）：{missing_inputs}",
+    ViewReason.QUEUED: "在 GPU 队列中等待（{priority_class}，优先级 {priority}）",
+    ViewReason.LEASED: "已分配节点 {node_id}（{card_type}）的 GPU {gpu_indices}，等待节点代理启动",
+    ViewReason.RUNNING: "正在节点 {node_id} 上运行（{card_type}，GPU {gpu_indices}）",
+    ViewReason.CANCEL_REQUESTED: "已请求取消（{cancel_reason}），等待调度器结束任务",
+    ViewReason.SUCCEEDED: "已成功完成，产出 {output_units} 单位",
+    ViewReason.FAILED: "运行失败（错误信息见原文）",
+    ViewReason.CANCELLED: "已按请求取消",
+    ViewReason.REJECTED: "提交被拒绝，问题字段：{problem_fields}",
+    HoldReason.QUOTA_EXHAUSTED: "项目 {project} 的配额不足以支付此任务的预估用量（约 {est_gpu_hours} GPU 小时）",
+    HoldReason.QUOTA_EXPIRES: "项目 {project} 的配额会在此任务预计结束之前到期",
+    HoldReason.QUOTA_NOT_YET_VALID: "项目 {project} 的配额尚未生效",
+    HoldReason.NO_QUOTA_ACCOUNT: "项目 {project} 没有配额账户，策略要求先授予配额",
+    HoldReason.NOT_APPROVED: "此任务规模较大（{gpus} 张 GPU），需要审批人批准后才能启动",
+    HoldReason.DEADLINE_UNREACHABLE: "无法在截止时间之前完成",
+    HoldReason.OPERATOR: "运维人员暂缓了此任务",
+    HoldReason.UNMATCHED: "尚未匹配卡型",
+    HoldReason.NO_CAPACITY: "当前没有足够的空闲 {card_type} GPU（需要 {gpus} 张），等待正在运行的任务释放",
+    HoldReason.HEADROOM: "{card_type} 的保留余量不供 standard 任务使用，等待其他 GPU 空闲",
+    HoldReason.RESERVED: "已为此任务预留 {card_type} GPU，等待正在运行的任务结束后启动",
+    HoldReason.BEHIND_RESERVATION: "现在启动会推迟一个已预留 GPU 的更高优先级任务",
+    HoldReason.HEAD_OF_LINE: "排在一个无法启动的队首任务之后",
+    HoldReason.AWAITING_PREEMPTION: "正在抢占低优先级任务（先保存检查点），为它腾出 GPU",
+    HoldReason.HEAVY_SPREAD: "每个合适的节点上重负载任务都已达到上限",
+    UnmatchableReason.NO_ALLOWED_CARD_TYPE: "允许/禁止的卡型设置排除了所有卡型",
+    UnmatchableReason.INSUFFICIENT_VRAM: "没有任何允许的卡型有足够的单卡显存",
+    UnmatchableReason.TOO_MANY_GPUS: "需要 {gpus} 张 GPU，超过集群中任何允许卡型的数量",
+    UnmatchableReason.EMPTY_CATALOG: "卡型目录为空",
+    UnmatchableReason.NO_FLEET: "还没有 GPU 节点注册；节点注册后会重新匹配",
+    RequeueReason.PREEMPTED: "被更高优先级任务抢占，已重新排队{resume}",
+    RequeueReason.LEASE_EXPIRED: "节点代理未按时续租，租约过期，已重新排队{resume}",
+    RequeueReason.RECLAIMED_IDLE: "GPU 长时间空闲被回收，已重新排队{resume}",
+    RequeueReason.AGENT_FAILED: "节点代理无法运行此任务，已重新排队{resume}",
+}
+"""Chinese sentence per machine reason value; `{field}`s come from `sentence_fields`.
+(`HoldReason.DATA_NOT_READY` has the value of `ViewReason.DATA_NOT_READY`: one template serves both.)"""
+
+EXACT_IN_ZH = frozenset({
+    ViewReason.AWAITING_READINESS, ViewReason.AWAITING_MATCH, ViewReason.AWAITING_DISPATCH,
+    ViewReason.DATA_NOT_READY, ViewReason.QUEUED, ViewReason.LEASED, ViewReason.RUNNING,
+    ViewReason.SUCCEEDED, ViewReason.CANCELLED, UnmatchableReason.NO_FLEET,
+})  # fmt: skip
+"""Reasons whose Chinese sentence says everything the English one does (no 原文 needed)."""
+
+
+def sentence_fields(view: TaskView) -> dict[str, str]:
+    """The values a template may use, as text (unknown ones as `?`)."""
+    inputs = ", ".join(view.missing_inputs[:MAX_INPUTS_SHOWN])
+    if len(view.missing_inputs) > MAX_INPUTS_SHOWN:
+        inputs += f" 等 {len(view.missing_inputs)} 个"
+    est_hours = view.match.est_runtime_s * (view.gpus or 1) / 3600 if view.match else None
+    resume = f"，将从检查点 {view.last_checkpoint} 继续" if view.last_checkpoint else "，将从头开始"
+    values: dict[str, Any] = {
+        "missing_count": len(view.missing_inputs),
+        "ready_pct": f"{view.ready_fraction:.0%}" if view.ready_fraction is not None else None,
+        "missing_inputs": inputs or None,
+        "priority_class": view.priority_class.value if view.priority_class else None,
+        "priority": view.priority,
+        "node_id": view.node_id,
+        "card_type": view.card_type,
+        "gpu_indices": ",".join(map(str, view.gpu_indices)) or None,
+        "gpus": view.gpus,
+        "project": view.project,
+        "cancel_reason": view.cancel_reason or None,
+        "output_units": f"{view.output_units:g}" if view.output_units is not None else None,
+        "problem_fields": "、".join(p.field for p in view.problems) or None,
+        "est_gpu_hours": f"{est_hours:.1f}" if est_hours is not None else None,
+        "resume": resume,
+    }
+    return {key: MISSING if value is None else str(value) for key, value in values.items()}
+
+
+def reason_sentence(view: TaskView, lang: Language) -> str:
+    """The view's reason sentence in `lang` (English: the service's own sentence)."""
+    if lang != "zh":
+        return view.reason_detail
+    template = ZH_TEMPLATES.get(view.reason)
+    if template is None:
+        return view.reason_detail  # a reason added after this table: the English sentence, never nothing
+    return template.format_map(sentence_fields(view))
+
+
+def needs_original(view: TaskView, lang: Language) -> bool:
+    """True when the Chinese sentence leaves out details the service's English sentence has."""
+    return lang == "zh" and bool(view.reason_detail) and view.reason not in EXACT_IN_ZH
+
+
+def template_fields(template: str) -> set[str]:
+    """The `{field}` names a template uses (for the test that every one is provided)."""
+    return {name for _, name, _, _ in Formatter().parse(template) if name}

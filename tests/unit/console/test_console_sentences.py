@@ -1,0 +1,83 @@
+"""Reason sentences in Chinese: one template per machine reason, filled from the view (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.console.labels import REASON_LABELS_ZH
+from services.console.pages.templating import duration_text
+from services.console.quota_banner import quota_alerts
+from services.console.sentences import ZH_TEMPLATES, reason_sentence, sentence_fields, template_fields
+from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.projection import TaskView, ViewReason, evolve
+from tests.helpers.task_events import TaskStory
+
+ALL_REASONS = [*ViewReason, *HoldReason, *UnmatchableReason, *RequeueReason]
+
+
+def view_after(*steps: str, **kwargs: object) -> TaskView:
+    story = TaskStory("T1")
+    view = None
+    for step in steps:
+        view = evolve(view, getattr(story, step)(**kwargs.get(step, {})))  # type: ignore[arg-type]
+    assert view is not None
+    return view
+
+
+@pytest.mark.parametrize("reason", ALL_REASONS, ids=str)
+def test_every_reason_has_a_chinese_template_and_name(reason: str) -> None:
+    assert reason.value in ZH_TEMPLATES
+    assert reason.value in REASON_LABELS_ZH or reason.value in {"succeeded", "failed", "cancelled", "rejected"}
+
+
+def test_templates_use_only_fields_the_view_provides() -> None:
+    provided = set(sentence_fields(TaskView(id="T")))
+    for reason, template in ZH_TEMPLATES.items():
+        assert template_fields(template) <= provided, reason
+
+
+def test_waiting_for_data_names_each_input_and_the_share_ready() -> None:
+    view = view_after("submitted", "readiness",
+                      readiness={"ready": False, "missing": ("s3://lake/a.parquet", {"dataset": "tokens", "version": "3"}), "fraction": 1 / 3})  # fmt: skip
+    assert reason_sentence(view, "zh") == "等待 2 个输入（已就绪 33%）：s3://lake/a.parquet, tokens@3"
+    assert reason_sentence(view, "en") == view.reason_detail
+
+
+def test_running_and_capacity_sentences_use_the_lease_and_the_request() -> None:
+    running = view_after("submitted", "readiness", "matched", "granted", "started", readiness={"ready": True},
+                         granted={"node": "h100-a", "card": "H100", "gpus": (0, 1)}, started={"node": "h100-a"})  # fmt: skip
+    assert reason_sentence(running, "zh") == "正在节点 h100-a 上运行（H100，GPU 0,1）"
+    full = view_after("submitted", "readiness", "matched", "held", readiness={"ready": True},
+                      held={"reason": "no_capacity", "detail": "no node has 2 free A100"})  # fmt: skip
+    assert reason_sentence(full, "zh").startswith("当前没有足够的空闲 A100 GPU")
+
+
+def test_a_reason_added_later_falls_back_to_the_english_sentence() -> None:
+    view = TaskView(id="T", reason="brand_new_reason", reason_detail="something new happened")
+    assert reason_sentence(view, "zh") == "something new happened"
+
+
+@pytest.mark.parametrize(("seconds", "lang", "text"), [
+    (45, "en", "45 s"), (3 * 3600 + 20 * 60 + 5, "en", "3 h 20 min"), (2 * 86400 + 3600, "zh", "2 天 1 小时"),
+    (0, "zh", "0 秒"), (None, "en", "—"),
+])  # fmt: skip
+def test_durations_read_in_both_languages(seconds: float | None, lang: str, text: str) -> None:
+    assert duration_text(seconds, lang) == text
+
+
+def test_quota_alerts_for_accounts_expiring_within_their_lead_or_used_up() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def account(name: str, days: float, used: float, raised: list[str], lead: float = 15.0) -> dict:
+        return {"account_id": name, "project": "p", "card_type": None, "gpu_hours": 100.0, "used_gpu_hours": used,
+                "remaining_gpu_hours": 100.0 - used, "used_share": used / 100, "alert_lead_days": lead,
+                "valid_from": (now - timedelta(days=30)).isoformat(), "valid_to": (now + timedelta(days=days)).isoformat(),
+                "alerts_raised": raised}  # fmt: skip
+
+    rows = [account("soon", 10, 5, []), account("later", 40, 5, []), account("low", 40, 96, ["80%", "95%"]),
+            account("gone", -1, 5, []), account("short-lead", 10, 5, [], lead=3.0), account("empty", 50, 100, [])]
+    alerts = quota_alerts(rows, now)
+    assert [(a["account_id"], a["kind"]) for a in alerts] == [("soon", "expiring"), ("low", "low"), ("empty", "low")]
+    assert alerts[0]["days_left"] == 10.0
