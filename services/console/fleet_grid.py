@@ -33,6 +33,9 @@ class GpuStatus(StrEnum):
     LOST = "lost"
 
 
+_CLASSES = frozenset({GpuStatus.CORE.value, GpuStatus.STANDARD.value, GpuStatus.OPPORTUNISTIC.value})
+
+
 @dataclass(frozen=True, slots=True)
 class GpuCell:
     index: int
@@ -79,7 +82,7 @@ def _cell(node: asyncpg.Record, index: int, holders: dict, reclaimed: set, util:
         return GpuCell(index, GpuStatus.LOST)
     holder = holders.get(key)
     if holder is not None:
-        status = GpuStatus(holder["priority_class"]) if holder["priority_class"] in GpuStatus else GpuStatus.STANDARD
+        status = GpuStatus(holder["priority_class"]) if holder["priority_class"] in _CLASSES else GpuStatus.STANDARD
         return GpuCell(index, status, holder["task_id"], holder["name"], util.get(key))
     return GpuCell(index, GpuStatus.RECLAIMED if key in reclaimed else GpuStatus.IDLE, util_pct=util.get(key))
 

@@ -8,6 +8,7 @@ seeing another test's tables or streams. S3 is shared: use unique bucket names o
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
@@ -28,8 +29,9 @@ def with_path(url: str, path: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=path))
 
 
-@pytest.fixture
-async def fresh_settings(backends: Endpoints) -> AsyncIterator[Settings]:
+@contextlib.asynccontextmanager
+async def fresh_database_settings(backends: Endpoints) -> AsyncIterator[Settings]:
+    """Settings on a new PostgreSQL database and a flushed Redis db (dropped on exit), for any fixture scope."""
     database = f"t_{new_event_id().lower()}"
     admin = await asyncpg.connect(backends.database_url)
     try:
@@ -43,12 +45,20 @@ async def fresh_settings(backends: Endpoints) -> AsyncIterator[Settings]:
     settings = backends.settings().model_copy(
         update={"database_url": SecretStr(with_path(backends.database_url, f"/{database}")), "redis_url": redis_url}
     )
-    yield settings
-    admin = await asyncpg.connect(backends.database_url)
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        yield settings
     finally:
-        await admin.close()
+        admin = await asyncpg.connect(backends.database_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def fresh_settings(backends: Endpoints) -> AsyncIterator[Settings]:
+    async with fresh_database_settings(backends) as settings:
+        yield settings
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from tests.helpers.task_events import a_submission
 @asynccontextmanager
 async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The console app with its lifespan run, reached in-process through httpx."""
-    app = create_app(settings)
+    app = create_app(settings, board_snapshots=False)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:

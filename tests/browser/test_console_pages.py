@@ -1,0 +1,170 @@
+"""The web console in a real browser, against a running system with real data (`console_world`).
+
+Set CARDFLOW_CONSOLE_SCREENSHOTS=DIR to save a full-page PNG of every page in both languages
+(docs/img/ holds the ones docs/console.md shows).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.helpers.console_world import MISSING_PREFIX, ConsoleWorld
+
+WIDTH = 1280
+SCREENSHOTS = os.environ.get("CARDFLOW_CONSOLE_SCREENSHOTS")
+
+
+def pages_of(world: ConsoleWorld) -> dict[str, str]:
+    return {
+        "board": "/board", "board-history": "/board/history?days=7", "queue": "/queue", "fleet": "/fleet",
+        "quotas": "/quotas", "ledger": "/ledger", "tasks": "/tasks", "task": f"/tasks/{world.task_id('dedup-corpus')}",
+        "task-done": f"/tasks/{world.task_id('eval-1')}", "snapshots": "/board/snapshots",
+    }  # fmt: skip
+
+
+async def fits_the_width(page: Page) -> None:
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= WIDTH, f"{page.url} is {width} px wide at a {WIDTH} px window"
+
+
+def test_a_cjk_font_is_installed() -> None:
+    """Without one, Chromium draws the Chinese labels as boxes (`make browser` installs fonts-noto-cjk)."""
+    fonts = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, check=True).stdout
+    assert fonts.strip(), "no font covers Chinese: apt-get install fonts-noto-cjk"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_every_page_loads_fits_1280_px_and_speaks_the_language(world: ConsoleWorld, page: Page, lang: str) -> None:
+    for name, path in pages_of(world).items():
+        response = await page.goto(world.base_url + path + ("&" if "?" in path else "?") + f"lang={lang}")
+        assert response is not None and response.status == 200, f"{path}: {response and response.status}"
+        await expect(page.locator("h1")).to_be_visible()
+        await fits_the_width(page)
+        html_lang = await page.get_attribute("html", "lang")
+        assert html_lang == ("zh-CN" if lang == "zh" else "en"), path
+        nav = page.get_by_role("navigation")
+        await expect(nav).to_contain_text("数据就绪看板" if lang == "zh" else "Readiness board")
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=f"{SCREENSHOTS}/console-{name}-{lang}.png", full_page=True)
+
+
+async def test_board_groups_tasks_by_what_they_wait_for(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/board?lang=en")
+    data = page.locator("#group-data")
+    await expect(data.get_by_role("link", name="dedup-corpus")).to_be_visible()
+    await expect(data).to_contain_text(MISSING_PREFIX)
+    await expect(page.locator("#group-quota")).to_contain_text("asr-train")
+    await expect(page.locator("#group-quota")).to_contain_text("quota_exhausted")
+    await expect(page.locator("#group-quota")).to_contain_text("vision-embed")
+    await expect(page.locator("#group-no_card")).to_contain_text("giant-moe")
+    await expect(page.locator("#group-running")).to_contain_text("pretrain-70b")
+    for group in ("data", "quota", "running", "no_card"):  # each count says how many rows its table has
+        rows = await page.locator(f"#group-{group} tbody tr").count()
+        await expect(page.locator(f"#group-{group} h2 .count")).to_have_text(str(rows))
+
+    await page.get_by_role("link", name="中文").click()
+    await expect(page.locator("h1")).to_contain_text("数据就绪看板")
+    await expect(page.locator("#group-data")).to_contain_text(f"等待 1 个输入（已就绪 0%）：{MISSING_PREFIX}")
+    await expect(page.locator("#group-quota")).to_contain_text("项目 speech 的配额不足以支付此任务的预估用量")
+    await page.get_by_role("link", name="队列").click()  # the language is remembered across pages
+    await expect(page.locator("h1")).to_contain_text("队列")
+
+
+async def test_last_days_board_shows_how_long_tasks_waited_for_their_data(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/board/history?days=7")
+    row = page.locator("tr", has=page.locator("code", has_text="wiki@3"))
+    await expect(row).to_contain_text("research")
+    waited = await row.locator("td").nth(4).inner_text()  # the longest wait: the dataset came ~3 s late
+    assert re.fullmatch(r"\d+ s", waited) and int(waited.split()[0]) >= 2, waited
+    await expect(page.locator("tr", has=page.locator("code", has_text=MISSING_PREFIX))).to_contain_text("research")
+
+
+async def test_click_through_a_task_story(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/tasks?state=succeeded")
+    await page.get_by_role("link", name="eval-1", exact=True).click()
+    await expect(page).to_have_url(re.compile(f"/tasks/{world.task_id('eval-1')}$"))
+    story = page.locator("ol.story")
+    for event in ("task.submitted", "task.readiness_changed", "task.matched", "lease.granted", "task.started", "task.succeeded"):
+        await expect(story).to_contain_text(event)
+    chosen = page.locator("section.match tr.chosen")
+    await expect(chosen).to_contain_text("L40S")
+    await expect(page.locator("section.match tbody tr")).not_to_have_count(1)  # the alternatives are listed too
+    await expect(page.get_by_role("heading", name="Cancel this task")).to_have_count(0)  # finished: nothing to cancel
+
+    await page.goto(world.base_url + "/board")
+    await page.locator("#group-quota").get_by_role("link", name="asr-train").click()
+    await expect(page.locator("section.why")).to_contain_text("quota_exhausted")
+    await expect(page.locator(".checks .check.bad")).to_have_text(re.compile("quota"))
+
+
+async def test_cancel_a_waiting_task_from_its_page_with_a_reason(world: ConsoleWorld, page: Page) -> None:
+    task_id = world.task_id("dedup-corpus")
+    await page.goto(world.base_url + f"/tasks/{task_id}")
+    await page.get_by_label("Reason").fill("the corpus of November is not coming")
+    await page.get_by_label("Reason").press("Enter")  # the form is keyboard-operable
+    await expect(page.locator(".notice")).to_have_text("Cancel requested.")
+    await world.system.wait_for(lambda s: s.task_by_name("dedup-corpus").state.value == "cancelled",
+                                what="dedup-corpus cancelled")  # fmt: skip
+
+    async def shows_cancelled() -> bool:  # the console's views follow the event log a moment later
+        await page.reload()
+        return await page.locator("h1 .state").inner_text() == "cancelled"
+
+    await world.system.wait_for(lambda s: shows_cancelled(), timeout=30, what="the task page showing cancelled")
+    await expect(page.locator("ol.story")).to_contain_text("task.cancel_requested")
+    await expect(page.locator("ol.story")).to_contain_text("the corpus of November is not coming")
+
+
+async def test_fleet_grid_shows_classes_and_idle_gpus_with_words(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/fleet")
+    h100 = page.locator("tr", has=page.get_by_role("rowheader", name="h100-a"))
+    await expect(h100.locator("li.gpu")).to_have_count(8)
+    await expect(h100.locator("li.g-core .word")).to_have_count(8)
+    await expect(h100.locator("li.g-core .word").first).to_have_text("core")
+    l40s = page.locator("tr", has=page.get_by_role("rowheader", name="l40s-a"))
+    await expect(l40s.locator("li.g-opportunistic")).to_have_count(4)
+    await expect(l40s.locator("li.g-idle .word").first).to_have_text("idle")
+    await expect(page.locator("figure.plot svg")).to_have_count(1)
+    await h100.locator("li.g-core a").first.click()
+    await expect(page.locator("h1")).to_contain_text("pretrain-70b")
+
+
+async def test_quota_expiring_within_15_days_is_shown_and_bannered_on_every_page(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/quotas")
+    vision = page.locator("tr#vision-2026q4")
+    await expect(vision).to_contain_text("expiring soon")
+    await expect(page.locator("tr#llm-2026q4")).not_to_contain_text("expiring soon")
+    for path in ("/board", "/ledger", "/fleet"):
+        await page.goto(world.base_url + path)
+        await expect(page.get_by_role("alert")).to_contain_text("vision-2026q4")
+
+
+async def test_ledger_shows_spend_against_output_with_a_plot(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/ledger?days=7")
+    await expect(page.locator("h2").first).to_contain_text("Last 7 days")
+    period = page.locator("table").first
+    await expect(period).to_contain_text("llm")
+    await expect(period).to_contain_text("research")
+    await expect(page.locator("figure.plot svg")).to_have_count(1)
+
+
+async def test_keyboard_reaches_the_content_and_every_nav_link(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/board")
+    await page.keyboard.press("Tab")
+    await expect(page.locator("a.skip")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile("#main$"))
+    await page.goto(world.base_url + "/board")
+    for _ in range(3):  # skip link, brand, then the first nav link
+        await page.keyboard.press("Tab")
+    await expect(page.get_by_role("link", name="Readiness board")).to_be_focused()
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile("/queue$"))
