@@ -1,12 +1,12 @@
 # Two commands set everything up on a fresh machine:
 #   make run   - create .venv if missing, install, start the whole system with a demo workload
-#   make test  - create .venv if missing, install with dev extras, run the whole suite
+#   make test  - create .venv if missing, install with dev extras and the browser, run the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test install install-dev bench clean
+.PHONY: run test install install-dev browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,21 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
+# The console's browser tests drive Debian's Chromium (Playwright never downloads a browser) and need
+# a CJK font, or Chinese labels render as boxes. Installs both when missing (as root, like CI);
+# does nothing when they are there.
+BROWSER_PACKAGES := chromium fonts-noto-cjk
+browser:
+	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q .; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $(BROWSER_PACKAGES) for the console's browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; \
+	else echo "the browser tests need Chromium and a CJK font: apt-get install $(BROWSER_PACKAGES) (as root)" >&2; exit 1; fi
+
 run: install
 	$(BIN)/cardflow up --demo
 
-test: install-dev
+test: install-dev browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev

@@ -4,7 +4,7 @@
     board.counts[BlockerKind.DATA]             # how many wait for data
     board.groups[BlockerKind.DATA][0].inputs   # which inputs, since when
 
-A task's blocker follows from its derived `reason` (the machine value of `ViewReason`, `HoldReason`,
+A task's blocker follows from its derived `reason` (the machine value of `ViewReason`, `DeferralReason`,
 `UnmatchableReason` or `RequeueReason`) through one table, `BLOCKER_OF_REASON`; a unit test checks
 that every value of those enums has a row, so a new reason cannot fall off the board.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason
-from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import DeferralReason, Policy, PriorityClass, QueuedTask
 from shared.scheduling.ordering import order_queue
 
 
@@ -48,21 +48,21 @@ BLOCKER_OF_REASON: Mapping[str, BlockerKind] = {
     ViewReason.LEASED: BlockerKind.RUNNING,
     ViewReason.RUNNING: BlockerKind.RUNNING,
     ViewReason.CANCEL_REQUESTED: BlockerKind.CANCELLING,
-    HoldReason.QUOTA_EXHAUSTED: BlockerKind.QUOTA,
-    HoldReason.QUOTA_EXPIRES: BlockerKind.QUOTA,
-    HoldReason.QUOTA_NOT_YET_VALID: BlockerKind.QUOTA,
-    HoldReason.NO_QUOTA_ACCOUNT: BlockerKind.QUOTA,
-    HoldReason.NOT_APPROVED: BlockerKind.APPROVAL,
-    HoldReason.DEADLINE_UNREACHABLE: BlockerKind.DEADLINE,
-    HoldReason.OPERATOR: BlockerKind.OPERATOR,
-    HoldReason.UNMATCHED: BlockerKind.CHECKING,
-    HoldReason.NO_CAPACITY: BlockerKind.CAPACITY,
-    HoldReason.HEADROOM: BlockerKind.CAPACITY,
-    HoldReason.RESERVED: BlockerKind.RESERVATION,
-    HoldReason.BEHIND_RESERVATION: BlockerKind.RESERVATION,
-    HoldReason.HEAD_OF_LINE: BlockerKind.CAPACITY,
-    HoldReason.AWAITING_PREEMPTION: BlockerKind.CAPACITY,
-    HoldReason.HEAVY_SPREAD: BlockerKind.CAPACITY,
+    DeferralReason.QUOTA_EXHAUSTED: BlockerKind.QUOTA,
+    DeferralReason.QUOTA_EXPIRES: BlockerKind.QUOTA,
+    DeferralReason.QUOTA_NOT_YET_VALID: BlockerKind.QUOTA,
+    DeferralReason.NO_QUOTA_ACCOUNT: BlockerKind.QUOTA,
+    DeferralReason.NOT_APPROVED: BlockerKind.APPROVAL,
+    DeferralReason.DEADLINE_UNREACHABLE: BlockerKind.DEADLINE,
+    DeferralReason.OPERATOR: BlockerKind.OPERATOR,
+    DeferralReason.UNMATCHED: BlockerKind.CHECKING,
+    DeferralReason.NO_CAPACITY: BlockerKind.CAPACITY,
+    DeferralReason.HEADROOM: BlockerKind.CAPACITY,
+    DeferralReason.RESERVED: BlockerKind.RESERVATION,
+    DeferralReason.BEHIND_RESERVATION: BlockerKind.RESERVATION,
+    DeferralReason.HEAD_OF_LINE: BlockerKind.CAPACITY,
+    DeferralReason.AWAITING_PREEMPTION: BlockerKind.CAPACITY,
+    DeferralReason.HEAVY_SPREAD: BlockerKind.CAPACITY,
     **{reason.value: BlockerKind.NO_CARD for reason in UnmatchableReason},
     **{reason.value: BlockerKind.RUNNABLE for reason in RequeueReason},  # back in the queue after a run
 }

@@ -1,7 +1,7 @@
 """A task's reason as a sentence in the reader's language (pure).
 
 English: the sentence the owning service wrote (`TaskView.reason_detail`), verbatim. 中文: a
-template keyed by the machine reason's value (`ViewReason`, `HoldReason`, `UnmatchableReason`,
+template keyed by the machine reason's value (`ViewReason`, `DeferralReason`, `UnmatchableReason`,
 `RequeueReason`), filled from the view's structured fields — never by translating the English
 text, so the templates survive other services rewording their sentences. A unit test checks that
 every value of those enums has a template. Where a sentence carries numbers the view does not hold
@@ -17,8 +17,9 @@ from string import Formatter
 from typing import Any
 
 from services.console.labels import Language
-from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason
+from shared.scheduling.model import DeferralReason
 
 MISSING = "?"
 MAX_INPUTS_SHOWN = 5
@@ -36,21 +37,21 @@ ZH_TEMPLATES: Mapping[str, str] = {
     ViewReason.FAILED: "运行失败（错误信息见原文）",
     ViewReason.CANCELLED: "已按请求取消",
     ViewReason.REJECTED: "提交被拒绝，问题字段：{problem_fields}",
-    HoldReason.QUOTA_EXHAUSTED: "项目 {project} 的配额不足以支付此任务的预估用量（约 {est_gpu_hours} GPU 小时）",
-    HoldReason.QUOTA_EXPIRES: "项目 {project} 的配额会在此任务预计结束之前到期",
-    HoldReason.QUOTA_NOT_YET_VALID: "项目 {project} 的配额尚未生效",
-    HoldReason.NO_QUOTA_ACCOUNT: "项目 {project} 没有配额账户，策略要求先授予配额",
-    HoldReason.NOT_APPROVED: "此任务规模较大（{gpus} 张 GPU），需要审批人批准后才能启动",
-    HoldReason.DEADLINE_UNREACHABLE: "无法在截止时间之前完成",
-    HoldReason.OPERATOR: "运维人员暂缓了此任务",
-    HoldReason.UNMATCHED: "尚未匹配卡型",
-    HoldReason.NO_CAPACITY: "当前没有足够的空闲 {card_type} GPU（需要 {gpus} 张），等待正在运行的任务释放",
-    HoldReason.HEADROOM: "{card_type} 的保留余量不供 standard 任务使用，等待其他 GPU 空闲",
-    HoldReason.RESERVED: "已为此任务预留 {card_type} GPU，等待正在运行的任务结束后启动",
-    HoldReason.BEHIND_RESERVATION: "现在启动会推迟一个已预留 GPU 的更高优先级任务",
-    HoldReason.HEAD_OF_LINE: "排在一个无法启动的队首任务之后",
-    HoldReason.AWAITING_PREEMPTION: "正在抢占低优先级任务（先保存检查点），为它腾出 GPU",
-    HoldReason.HEAVY_SPREAD: "每个合适的节点上重负载任务都已达到上限",
+    DeferralReason.QUOTA_EXHAUSTED: "项目 {project} 的配额不足以支付此任务的预估用量（约 {est_gpu_hours} GPU 小时）",
+    DeferralReason.QUOTA_EXPIRES: "项目 {project} 的配额会在此任务预计结束之前到期",
+    DeferralReason.QUOTA_NOT_YET_VALID: "项目 {project} 的配额尚未生效",
+    DeferralReason.NO_QUOTA_ACCOUNT: "项目 {project} 没有配额账户，策略要求先授予配额",
+    DeferralReason.NOT_APPROVED: "此任务规模较大（{gpus} 张 GPU），需要审批人批准后才能启动",
+    DeferralReason.DEADLINE_UNREACHABLE: "无法在截止时间之前完成",
+    DeferralReason.OPERATOR: "运维人员暂缓了此任务",
+    DeferralReason.UNMATCHED: "尚未匹配卡型",
+    DeferralReason.NO_CAPACITY: "当前没有足够的空闲 {card_type} GPU（需要 {gpus} 张），等待正在运行的任务释放",
+    DeferralReason.HEADROOM: "{card_type} 的保留余量不供 standard 任务使用，等待其他 GPU 空闲",
+    DeferralReason.RESERVED: "已为此任务预留 {card_type} GPU，等待正在运行的任务结束后启动",
+    DeferralReason.BEHIND_RESERVATION: "现在启动会推迟一个已预留 GPU 的更高优先级任务",
+    DeferralReason.HEAD_OF_LINE: "排在一个无法启动的队首任务之后",
+    DeferralReason.AWAITING_PREEMPTION: "正在抢占低优先级任务（先保存检查点），为它腾出 GPU",
+    DeferralReason.HEAVY_SPREAD: "每个合适的节点上重负载任务都已达到上限",
     UnmatchableReason.NO_ALLOWED_CARD_TYPE: "允许/禁止的卡型设置排除了所有卡型",
     UnmatchableReason.INSUFFICIENT_VRAM: "没有任何允许的卡型有足够的单卡显存",
     UnmatchableReason.TOO_MANY_GPUS: "需要 {gpus} 张 GPU，超过集群中任何允许卡型的数量",
@@ -62,7 +63,7 @@ ZH_TEMPLATES: Mapping[str, str] = {
     RequeueReason.AGENT_FAILED: "节点代理无法运行此任务，已重新排队{resume}",
 }
 """Chinese sentence per machine reason value; `{field}`s come from `sentence_fields`.
-(`HoldReason.DATA_NOT_READY` has the value of `ViewReason.DATA_NOT_READY`: one template serves both.)"""
+(`DeferralReason.DATA_NOT_READY` has the value of `ViewReason.DATA_NOT_READY`: one template serves both.)"""
 
 EXACT_IN_ZH = frozenset({
     ViewReason.AWAITING_READINESS, ViewReason.AWAITING_MATCH, ViewReason.AWAITING_DISPATCH,

@@ -62,10 +62,13 @@ def window(first: datetime | None, now: datetime, span: timedelta) -> tuple[date
 
 
 async def utilisation_series(pool: asyncpg.Pool, now: datetime, hours: float = 24) -> dict[str, Any]:
-    """Per card type: leased GPU-seconds / registered GPUs' seconds in each bucket, as a share (0..1)."""
+    """Per card type: leased GPU-seconds / registered GPUs' seconds in each bucket, as a share (0..1).
+
+    The window ends at the last accounted usage (leases are accounted up to their last renewal), so
+    the last bucket is not shown half-empty."""
     try:
-        first = await pool.fetchval(f"SELECT min(from_at) FROM {LEDGER}.usage_increments")
-        start, end, bucket = window(first, now, timedelta(hours=hours))
+        first, last = await pool.fetchrow(f"SELECT min(from_at), max(to_at) FROM {LEDGER}.usage_increments")
+        start, end, bucket = window(first, min(now, last or now), timedelta(hours=hours))
         rows = await pool.fetch(_UTILISATION_SQL, start, end, bucket)
         capacity = dict(await pool.fetch(f"SELECT card_type, sum(gpus) FROM {VIEWS}.nodes WHERE alive GROUP BY 1"))
     except _NOT_CREATED:

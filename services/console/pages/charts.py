@@ -19,16 +19,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
 from matplotlib.ticker import PercentFormatter  # noqa: E402
 
 _STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--"))
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
 _COLOURS = ("#1f5fa8", "#d9822b", "#2e8540", "#8e44ad", "#b03a2e", "#5d6d7e", "#148f77")
 SIZE_IN = (10.0, 2.8)
+_FONTS = [name for name in ("Noto Sans CJK SC", "DejaVu Sans")
+          if any(font.name == name for font in font_manager.fontManager.ttflist)] or ["sans-serif"]  # fmt: skip
+"""Fonts matplotlib measures text with (a CJK one when installed); the browser draws the text itself."""
 
 
 def _figure() -> tuple[plt.Figure, plt.Axes]:
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 10, "font.family": "sans-serif"})
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 10, "font.family": _FONTS})
     figure, axes = plt.subplots(figsize=SIZE_IN, dpi=96, layout="constrained")
     axes.spines[["top", "right"]].set_visible(False)
     axes.grid(axis="y", alpha=0.3)

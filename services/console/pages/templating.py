@@ -2,7 +2,7 @@
 
 Filters take the language from the template context (`lang`): `duration` (seconds as "3 h 20 min" /
 "3 小时 20 分"), `since` (an ISO time as a duration until `now`), `when` (an ISO time as
-"2026-12-01 13:45 UTC"), `num` (a number with thousands separators).
+"2026-12-01 13:45 UTC"), `num` (a number with thousands separators), `sig` (significant digits).
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ def _num(value: float | int | None, digits: int = 2) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
+def _sig(value: float | None, digits: int = 4) -> str:
+    """A number with `digits` significant digits (small unit costs stay readable: 0.0001234)."""
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
 def labels_for(lang: Language) -> dict[str, Any]:
     """Everything a template needs to say things in `lang`."""
     return {
@@ -84,7 +89,7 @@ def labels_for(lang: Language) -> dict[str, Any]:
 
 environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)  # fmt: skip
-environment.filters.update(duration=_duration, since=_since, when=_when, num=_num)
+environment.filters.update(duration=_duration, since=_since, when=_when, num=_num, sig=_sig)
 environment.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
 
 

@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 
 from services.console.blockers import BLOCKER_OF_REASON, BlockerKind, Check, blocker_of, group_board, preflight, queue_order
-from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason, evolve
+from shared.scheduling.model import DeferralReason
 from tests.helpers.task_events import T0, TaskStory
 
 K = BlockerKind
@@ -56,7 +57,7 @@ def test_each_situation_lands_in_its_group(steps: Steps, kind: BlockerKind) -> N
 
 def test_every_reason_an_open_task_can_show_has_a_group() -> None:
     terminal = {ViewReason.SUCCEEDED, ViewReason.FAILED, ViewReason.CANCELLED, ViewReason.REJECTED}
-    reasons = {*ViewReason, *HoldReason, *UnmatchableReason, *RequeueReason} - terminal
+    reasons = {*ViewReason, *DeferralReason, *UnmatchableReason, *RequeueReason} - terminal
     assert {r.value for r in reasons} <= set(BLOCKER_OF_REASON)
 
 

@@ -10,11 +10,12 @@ from services.console.labels import REASON_LABELS_ZH
 from services.console.pages.templating import duration_text
 from services.console.quota_banner import quota_alerts
 from services.console.sentences import ZH_TEMPLATES, reason_sentence, sentence_fields, template_fields
-from shared.events.reasons import HoldReason, RequeueReason, UnmatchableReason
+from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason, evolve
+from shared.scheduling.model import DeferralReason
 from tests.helpers.task_events import TaskStory
 
-ALL_REASONS = [*ViewReason, *HoldReason, *UnmatchableReason, *RequeueReason]
+ALL_REASONS = [*ViewReason, *DeferralReason, *UnmatchableReason, *RequeueReason]
 
 
 def view_after(*steps: str, **kwargs: object) -> TaskView:
