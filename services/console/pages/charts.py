@@ -61,10 +61,14 @@ def line_chart(times: Sequence[datetime], series: Mapping[str, Sequence[float]],
     locator = mdates.AutoDateLocator(maxticks=8)
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    return _finish(figure, axes, y_label, title, bool(series))
+
+
+def _finish(figure: plt.Figure, axes: plt.Axes, y_label: str, title: str, legend: bool) -> str:
     axes.set_ylabel(y_label)
     if title:
         axes.set_title(title, loc="left")
-    if series:
+    if legend:
         axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _svg(figure)
 
@@ -76,9 +80,4 @@ def stacked_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *
     for (name, values), hatch, colour in zip(series.items(), cycle(_HATCHES), cycle(_COLOURS)):
         axes.bar(labels, values, bottom=bottom, label=name, hatch=hatch, color=colour, edgecolor="white", width=0.6)
         bottom = [b + v for b, v in zip(bottom, values)]
-    axes.set_ylabel(y_label)
-    if title:
-        axes.set_title(title, loc="left")
-    if series:
-        axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return _svg(figure)
+    return _finish(figure, axes, y_label, title, bool(series))
