@@ -15,9 +15,9 @@ app = typer.Typer(
 
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
-    from services.cli import agent, backends, ledger, service, simulate, views, submit
+    from services.cli import agent, backends, board, ledger, service, simulate, views, submit
 
-    for module in (agent, backends, service, simulate, views, submit, ledger):
+    for module in (agent, backends, service, simulate, views, submit, ledger, board):
         module.register(app)
 
 

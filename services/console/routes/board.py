@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Body, HTTPException, Query, Request
+from pydantic import BaseModel, Field
 
+from services.console.api import actor_of
 from services.console.blockers import preflight, queue_order
 from services.console.boards import load_board_groups, load_board_history, load_open_views
 from services.console.routes.common import Lang, Pool, now_utc
@@ -46,13 +48,18 @@ async def get_queue(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+class SnapshotRequest(BaseModel):
+    reason: str = Field("on demand", max_length=500, description="why the snapshot is taken (kept in its metadata)")
+
+
 @router.post("/board/snapshot", status_code=201, response_model=SnapshotWritten,
              summary="Write the board now to the reports bucket as HTML and CSV (versioned)")  # fmt: skip
-async def post_board_snapshot(request: Request, pool: Pool) -> SnapshotWritten:
+async def post_board_snapshot(request: Request, pool: Pool, body: Annotated[SnapshotRequest | None, Body()] = None) -> SnapshotWritten:
     settings = request.app.state.settings
     if not settings.s3_endpoint:
         raise HTTPException(503, "no object store configured (CARDFLOW_S3_ENDPOINT); board snapshots need the reports bucket")
-    return await write_board_snapshot(pool, settings, now_utc())
+    reason = (body or SnapshotRequest()).reason
+    return await write_board_snapshot(pool, settings, now_utc(), actor=actor_of(request), reason=reason)
 
 
 @router.get("/board/snapshots", summary="Board snapshots in the reports bucket, newest first")
