@@ -33,6 +33,7 @@ from fastapi.staticfiles import StaticFiles
 from services.common.runtime import prepare_schema
 from services.console.api import router
 from services.console.labels import all_labels
+from services.console.pages.routes import SignInRequired, sign_in_redirect
 from services.console.pages.routes import router as pages_router
 from services.console.projector import SPEC as VIEWS_SPEC
 from services.console.routes import routes_router
@@ -79,6 +80,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     app.include_router(router)
     app.include_router(routes_router)
     app.include_router(pages_router)
+    app.add_exception_handler(SignInRequired, sign_in_redirect)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_api_route("/healthz", healthz, methods=["GET"], summary="200 when the database answers")
     app.add_api_route("/v1/labels", labels, methods=["GET"], summary="Console labels in English and Chinese")

@@ -3,7 +3,8 @@
 `DemoRunner` runs on its own thread (with its own event loop) so `cardflow up` keeps its main
 thread for signals:
 
-1. create the demo bucket; follow `cf:events` into a `Board` under a live view (redrawn four
+1. create the demo bucket and grant the demo's quota accounts (`DEMO_QUOTAS`, once per data
+   dir: an account that exists is kept); follow `cf:events` into a `Board` under a live view (redrawn four
    times a second) until every demo agent has registered, so tasks are matched against the whole
    fleet; then submit every task and the invalid submission (one XADD each);
 2. carry out each delayed data action when its time comes (upload an object / a `_READY`
@@ -30,7 +31,7 @@ from services.demo.render import Header, live_view, summary
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
 from services.demo.upstream import perform, submit
-from services.demo.workload import DEMO_BUCKET, DemoWorkload
+from services.demo.workload import DEMO_BUCKET, DEMO_QUOTAS, DemoWorkload
 from shared.cards import load_catalog
 from shared.settings import Settings
 from shared.storage import ObjectStore, open_object_store
@@ -104,6 +105,7 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
     """Steps 1-4 of the module docstring."""
     redis = Redis.from_url(settings.redis_url or "")
     try:
+        await grant_demo_quotas(settings)
         async with open_object_store(settings) as store:
             await store.ensure_bucket(DEMO_BUCKET)
             session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress)
@@ -114,6 +116,31 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
         await stop.wait()
     finally:
         await redis.aclose()
+
+
+async def grant_demo_quotas(settings: Settings) -> None:
+    """Grant each `DEMO_QUOTAS` account that does not exist yet, with its `quota.granted` event."""
+    from datetime import UTC, datetime, timedelta
+
+    from services.common.runtime import Emitter, prepare_schema
+    from services.ledger.quotas import grant_quota
+    from services.ledger.service import SPEC as LEDGER
+    from shared.delivery.db import create_pool
+
+    pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
+    try:
+        await prepare_schema(pool, LEDGER)
+        now = datetime.now(UTC)
+        emitter = Emitter(LEDGER.schema, "demo", "system:demo")
+        async with pool.acquire() as conn, conn.transaction():
+            existing = {r["account_id"] for r in await conn.fetch(f"SELECT account_id FROM {LEDGER.schema}.quotas")}
+            for quota in DEMO_QUOTAS:
+                if quota.account_id not in existing:
+                    await grant_quota(conn, emitter, project=quota.project, gpu_hours=quota.gpu_hours, valid_from=now,
+                                      valid_to=now + timedelta(days=quota.valid_days), account_id=quota.account_id,
+                                      alert_lead_days=quota.alert_lead_days)  # fmt: skip
+    finally:
+        await pool.close()
 
 
 class DemoSession:

@@ -29,6 +29,28 @@ DEMO_BUCKET = "cardflow-demo"
 
 
 @dataclass(frozen=True)
+class DemoQuota:
+    """A quota account the demo grants before it submits (so the console's quota pages have data)."""
+
+    project: str
+    gpu_hours: float
+    valid_days: float  # from now
+    alert_lead_days: float = 15.0
+
+    @property
+    def account_id(self) -> str:
+        return f"demo-{self.project}"
+
+
+DEMO_QUOTAS: tuple[DemoQuota, ...] = (
+    DemoQuota("llm", 20_000, 90),
+    DemoQuota("vision", 5_000, 12),  # expires within its 15-day alert lead: the console's banner shows it
+    DemoQuota("research", 10_000, 60),
+)
+"""Generous amounts (no demo task is held on quota); `speech` has no account (unlimited)."""
+
+
+@dataclass(frozen=True)
 class DemoAgent:
     """One simulated GPU host of the demo fleet (`cardflow agent --id ID --sim CARDxN`)."""
 

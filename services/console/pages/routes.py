@@ -42,11 +42,25 @@ def _auth_headers(request: Request) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
-async def call_api(request: Request, method: str, path: str, **kwargs: Any) -> Any:
-    """The JSON of `method path` on this app (in-process), or `Unavailable` with the API's detail."""
+class SignInRequired(Exception):
+    """The API answered 401 for a page's data: the reader has to sign in (`sign_in_redirect`)."""
+
+
+async def sign_in_redirect(request: Request, exc: Exception) -> Response:
+    """Send the reader to /login, back to this page afterwards (registered on the app for `SignInRequired`)."""
+    back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?{urlencode({'back': back})}", status_code=303)
+
+
+async def call_api(request: Request, method: str, path: str, *, sign_in: bool = True, **kwargs: Any) -> Any:
+    """The JSON of `method path` on this app (in-process), or `Unavailable` with the API's detail.
+
+    A 401 raises `SignInRequired` (the page redirects to /login) unless `sign_in` is False."""
     transport = httpx.ASGITransport(app=request.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://console", headers=_auth_headers(request)) as client:
         response = await client.request(method, path, **kwargs)
+    if response.status_code == 401 and sign_in:
+        raise SignInRequired(path)
     if response.is_success:
         return response.json() if response.content else {}
     try:
@@ -59,7 +73,7 @@ async def call_api(request: Request, method: str, path: str, **kwargs: Any) -> A
 async def render(request: Request, template: str, *, title: str, page: str, **context: Any) -> HTMLResponse:
     """The page in the reader's language, with the nav, the language switch and the quota banner."""
     lang = choose_lang(request)
-    alerts = await call_api(request, "GET", "/v1/alerts")
+    alerts = await call_api(request, "GET", "/v1/alerts", sign_in=False)
     other = "en" if lang == "zh" else "zh"
     query = {**request.query_params, "lang": other}
     html = environment.get_template(template).render(
