@@ -25,7 +25,8 @@ from services.console.pages.templating import Unavailable, environment, labels_f
 
 router = APIRouter(include_in_schema=False)
 LANG_COOKIE = "cardflow_lang"
-TOKEN_COOKIE = "cardflow_token"
+TOKEN_COOKIE = "cardflow_session"
+"""The session cookie identity's `services.console.auth` also reads (HttpOnly, SameSite=Strict)."""
 NAV = ("board", "queue", "fleet", "quotas", "ledger", "tasks")
 LEDGER_DAYS = 7
 
