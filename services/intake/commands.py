@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 
@@ -32,7 +33,9 @@ from shared.events import (
     new_event_id,
 )
 from shared.events.subjects import data_subject, task_subject
-from shared.submission import Problem
+from shared.submission import Problem, site_limits
+from shared.submission.limits import MAX_DEPTH
+from shared.submission.storable import storable
 
 HTTP_SOURCE = "http"
 
@@ -84,7 +87,7 @@ async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
     2. insert the valid ones; a key already stored inserts nothing and yields the stored id;
     3. store the rejections; 4. emit `task.submitted` / `task.rejected`, in request order.
     """
-    decisions = screen(requests, new_event_id)
+    decisions = screen(requests, new_event_id, site_limits())
     accepted = [d for d in decisions if isinstance(d, Accepted)]
     rejections = [d for d in decisions if isinstance(d, Rejected)]
     created, existing = await _insert_tasks(conn, emitter.schema, accepted)
@@ -174,11 +177,16 @@ async def _insert_rejections(conn: asyncpg.Connection, schema: str, rejections: 
         [r.idempotency_key for r in rejections],
         [r.name for r in rejections],
         [r.project for r in rejections],
-        [json.dumps(r.request.raw) for r in rejections],
+        [stored_raw(r.request.raw) for r in rejections],
         [json.dumps([p.model_dump(mode="json") for p in r.problems]) for r in rejections],
         [r.request.actor for r in rejections],
         [r.request.source for r in rejections],
     )
+
+
+def stored_raw(raw: Any) -> str:
+    """The rejected body as jsonb text PostgreSQL accepts whatever it held (see `storable`)."""
+    return json.dumps(storable(raw, max_depth=MAX_DEPTH), allow_nan=False)
 
 
 def _outcome(decision: Screened, created: set[str], existing: dict[str, str]) -> SubmitOutcome:

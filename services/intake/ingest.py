@@ -27,6 +27,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from shared.delivery.consumer import Entry
 from shared.events.values import Detail, EntityId
 from shared.submission import DatasetRef, S3Uri, describe, problems_from
+from shared.submission.limits import MAX_SUBMISSION_BYTES
+from shared.submission.raw import raw_problems
+from shared.submission.storable import unstorable_text
 
 DEFAULT_ACTOR = "upstream:ingest"
 MAX_ACTOR_CHARS = 200
@@ -148,16 +151,22 @@ def _payload_json(entry_id: str, fields: Mapping[str, bytes]) -> Any:
     raw = fields.get("payload")
     if raw is None:
         raise IngestEntryError(entry_id, f"field 'payload' is missing; expected JSON (fields: {sorted(fields)})")
+    if len(raw) > MAX_SUBMISSION_BYTES:
+        raise IngestEntryError(entry_id, f"field 'payload' is {len(raw)} bytes; expected at most {MAX_SUBMISSION_BYTES}")
     text = _text(entry_id, raw, "field 'payload'")
     try:
         return json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
+        reason = "nested too deeply to read" if isinstance(error, RecursionError) else str(error)
         excerpt = text if len(text) <= 80 else text[:77] + "..."
-        raise IngestEntryError(entry_id, f"field 'payload' is not valid JSON ({error}): {excerpt!r}") from None
+        raise IngestEntryError(entry_id, f"field 'payload' is not valid JSON ({reason}): {excerpt!r}") from None
 
 
 def _typed_payload(entry_id: str, kind: IngestKind, body: Any) -> CancelPayload | DataReadyPayload:
     model = CancelPayload if kind is IngestKind.CANCEL else DataReadyPayload
+    hostile = raw_problems(body)
+    if hostile:
+        raise IngestEntryError(entry_id, f"field 'payload' of a {kind.value} entry is not valid:\n{describe(hostile)}")
     try:
         return model.model_validate(body)
     except ValidationError as error:
@@ -170,8 +179,10 @@ def _actor(entry_id: str, fields: Mapping[str, bytes]) -> str:
     if raw is None:
         return DEFAULT_ACTOR
     actor = _text(entry_id, raw, "field 'actor'").strip()
-    if not actor or len(actor) > MAX_ACTOR_CHARS:
-        raise IngestEntryError(entry_id, f"field 'actor' must be 1 to {MAX_ACTOR_CHARS} characters, e.g. upstream:etl")
+    if not actor or len(actor) > MAX_ACTOR_CHARS or unstorable_text(actor) is not None:
+        raise IngestEntryError(
+            entry_id, f"field 'actor' must be 1 to {MAX_ACTOR_CHARS} characters of text without NUL, e.g. upstream:etl"
+        )
     return actor
 
 

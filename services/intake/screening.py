@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.submission import Problem, SubmissionInvalid, TaskSubmission, validate_submission
+from shared.submission import (
+    DEFAULT_LIMITS,
+    Problem,
+    SubmissionInvalid,
+    SubmissionLimits,
+    TaskSubmission,
+    validate_submission,
+)
+from shared.submission.storable import unstorable_text
 
 MAX_ID_CHARS = 200
 AUTO_KEY_PREFIX = "auto:"
@@ -70,13 +78,15 @@ class Rejected:
 Screened = Accepted | Repeated | Rejected
 
 
-def screen(requests: Sequence[SubmitRequest], new_id: Callable[[], str]) -> list[Screened]:
-    """One decision per request, in order (see module docstring)."""
+def screen(
+    requests: Sequence[SubmitRequest], new_id: Callable[[], str], limits: SubmissionLimits = DEFAULT_LIMITS
+) -> list[Screened]:
+    """One decision per request, in order (see module docstring); submissions are held to `limits`."""
     decisions: list[Screened] = []
     first_by_key: dict[str, Accepted] = {}
     for index, request in enumerate(requests):
         try:
-            submission = validate_submission(_as_object(request.raw))
+            submission = validate_submission(_as_object(request.raw), limits)
         except SubmissionInvalid as invalid:
             decisions.append(rejected(index, request, new_id(), invalid.problems))
             continue
@@ -106,8 +116,8 @@ def rejected(index: int, request: SubmitRequest, task_id: str, problems: list[Pr
 
 
 def readable_text(value: Any) -> str | None:
-    """`value` when it is text usable as a display name or id (1..200 chars), else None."""
-    if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
+    """`value` when it is text usable as a display name or id (1..200 storable chars), else None."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and unstorable_text(value) is None:
         return value
     return None
 

@@ -9,6 +9,7 @@
 """
 
 from shared.submission.fields import S3Location, S3Uri, parse_s3_uri
+from shared.submission.limits import DEFAULT_LIMITS, SubmissionLimits, site_limits
 from shared.submission.model import (
     CardTypeFilter,
     CheckpointPolicy,
@@ -39,11 +40,14 @@ __all__ = [
     "S3Uri",
     "SubmissionFileError",
     "SubmissionInvalid",
+    "SubmissionLimits",
+    "DEFAULT_LIMITS",
     "TaskSubmission",
     "describe",
     "field_path",
     "load_submission_file",
     "parse_s3_uri",
+    "site_limits",
     "problems_from",
     "submission_field_names",
     "validate_submission",

@@ -19,7 +19,10 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    StrictFloat,
+    StrictInt,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -27,11 +30,30 @@ from pydantic_core import PydanticCustomError
 
 from shared.scheduling.model import PriorityClass, Profile
 from shared.submission.fields import CardTypeName, EnvName, LabelKey, ProjectId, S3Uri, TemplateRef
+from shared.submission.limits import HARD_MAX_ESTIMATE_GPU_HOURS, HARD_MAX_GPUS, HARD_MAX_VRAM_GB, SubmissionLimits
 
 SCHEMA_ID = "urn:cardflow:task-submission:v1"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _ONLY_PATTERN_KEYS: dict[str, Any] = {"additionalProperties": False}  # keys must match patternProperties
+LIMITS_CONTEXT = "limits"
+"""Validation context key holding the `SubmissionLimits` to check (only at intake; see limits.py)."""
+
+MAX_COMMAND_CHARS = 65_536
+MAX_ARGS = 1_000
+MAX_INPUTS = 1_000
+MAX_ENV = 256
+MAX_ENV_VALUE_CHARS = 32_768
+MAX_LABELS = 64
+MAX_LABEL_VALUE_CHARS = 1_024
+MAX_CARD_TYPES = 64
+MAX_HEAVY = 10
+LATEST_DEADLINE = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def site_limits_of(info: ValidationInfo) -> SubmissionLimits | None:
+    """The site limits this validation checks, or None (parsing an event: fixed bounds only)."""
+    return (info.context or {}).get(LIMITS_CONTEXT)
 
 
 class HeavyResource(StrEnum):
@@ -89,8 +111,12 @@ def _command_form(value: Any) -> str | None:
 
 Command = Annotated[
     Union[
-        Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1), Tag("<argv>")],
-        Annotated[str, Field(min_length=1), Tag("<shell>")],
+        Annotated[
+            tuple[Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)], ...],
+            Field(min_length=1, max_length=MAX_ARGS),
+            Tag("<argv>"),
+        ],
+        Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), Tag("<shell>")],
     ],
     Discriminator(
         _command_form,
@@ -107,9 +133,9 @@ class CardTypeFilter(BaseModel):
     model_config = _FROZEN
 
     allow: tuple[CardTypeName, ...] | None = Field(
-        None, min_length=1, description="only these card types (omit to allow every adequate type)"
+        None, min_length=1, max_length=MAX_CARD_TYPES, description="only these card types (omit to allow every adequate type)"
     )
-    deny: tuple[CardTypeName, ...] = Field((), description="never these card types")
+    deny: tuple[CardTypeName, ...] = Field((), max_length=MAX_CARD_TYPES, description="never these card types")
 
     @model_validator(mode="after")
     def _allow_and_deny_disjoint(self) -> CardTypeFilter:
@@ -128,7 +154,19 @@ class CheckpointPolicy(BaseModel):
 
     model_config = _FROZEN
 
-    interval_minutes: float = Field(gt=0, le=7 * 24 * 60, description="minutes between checkpoints")
+    interval_minutes: StrictFloat = Field(gt=0, le=7 * 24 * 60, description="minutes between checkpoints (at least 1 at intake)")
+
+    @field_validator("interval_minutes")
+    @classmethod
+    def _not_more_often_than_the_site_allows(cls, value: float, info: ValidationInfo) -> float:
+        limits = site_limits_of(info)
+        if limits is not None and value < limits.min_checkpoint_interval_minutes:
+            raise PydanticCustomError(
+                "site_limit",
+                "at least {limit} minute(s) between checkpoints (limits.min_checkpoint_interval_minutes)",
+                {"limit": f"{limits.min_checkpoint_interval_minutes:g}"},
+            )
+        return value
 
 
 class TaskSubmission(BaseModel):
@@ -149,29 +187,35 @@ class TaskSubmission(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="human-readable task name")
     project: ProjectId = Field(description="project whose quota pays for the task")
     priority_class: PriorityClass = Field(description="core > standard > opportunistic")
-    priority: int = Field(0, ge=-10_000, le=10_000, description="order within the class; higher first")
-    gpus: int = Field(ge=1, description="number of GPUs the task needs (on one node when they fit)")
-    min_vram_gb: float | None = Field(None, gt=0, description="minimum memory per GPU, in GB")
-    estimate_gpu_hours: float = Field(gt=0, description="estimated GPU-hours on the reference card")
+    priority: StrictInt = Field(0, ge=-10_000, le=10_000, description="order within the class; higher first")
+    gpus: StrictInt = Field(
+        ge=1, le=HARD_MAX_GPUS, description="number of GPUs the task needs (on one node when they fit); at most the site's limit"
+    )
+    min_vram_gb: StrictFloat | None = Field(None, gt=0, le=HARD_MAX_VRAM_GB, description="minimum memory per GPU, in GB")
+    estimate_gpu_hours: StrictFloat = Field(
+        gt=0, le=HARD_MAX_ESTIMATE_GPU_HOURS, description="estimated GPU-hours on the reference card; at most the site's limits"
+    )
     profile: Profile = Field(description="what bounds the task's speed: compute, memory or balanced")
     heavy: tuple[HeavyResource, ...] | None = Field(
-        None, description="node resources the task uses heavily (spread across nodes)"
+        None, max_length=MAX_HEAVY, description="node resources the task uses heavily (spread across nodes)"
     )
     card_types: CardTypeFilter | None = Field(None, description="allowed / denied card types")
-    inputs: tuple[InputRef, ...] = Field((), description="data the task needs before it may start")
+    inputs: tuple[InputRef, ...] = Field((), max_length=MAX_INPUTS, description="data the task needs before it may start")
     command: Command | None = Field(None, description="argv list, or one shell command line")
-    env: dict[EnvName, str] = Field(
-        default_factory=dict, description="extra environment variables", json_schema_extra=_ONLY_PATTERN_KEYS
+    env: dict[EnvName, Annotated[str, Field(max_length=MAX_ENV_VALUE_CHARS)]] = Field(
+        default_factory=dict, max_length=MAX_ENV, description="extra environment variables",
+        json_schema_extra=_ONLY_PATTERN_KEYS,
     )
     image: str | None = Field(None, min_length=1, max_length=500, description="container image, if any")
     checkpoint: CheckpointPolicy | None = Field(None, description="checkpointing cadence")
     template: TemplateRef | None = Field(None, description="template the defaults came from, name@version")
-    deadline: AwareDatetime | None = Field(None, description="finish-by time, with a time zone")
+    deadline: AwareDatetime | None = Field(None, description="finish-by time, with a time zone, before 2200")
     output_unit: str | None = Field(
         None, min_length=1, max_length=50, description="what the task's output is counted in, e.g. tokens"
     )
-    labels: dict[LabelKey, str] = Field(
-        default_factory=dict, description="free-form key/value tags", json_schema_extra=_ONLY_PATTERN_KEYS
+    labels: dict[LabelKey, Annotated[str, Field(max_length=MAX_LABEL_VALUE_CHARS)]] = Field(
+        default_factory=dict, max_length=MAX_LABELS, description="free-form key/value tags",
+        json_schema_extra=_ONLY_PATTERN_KEYS,
     )
 
     @field_validator("heavy")
@@ -183,7 +227,43 @@ class TaskSubmission(BaseModel):
     @field_validator("deadline")
     @classmethod
     def _deadline_in_utc(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value >= LATEST_DEADLINE:
+            raise PydanticCustomError("deadline_too_late", "a date-time before 2200-01-01T00:00:00Z")
         return None if value is None else value.astimezone(UTC)
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_within_site_limit(cls, value: int, info: ValidationInfo) -> int:
+        limits = site_limits_of(info)
+        if limits is not None and value > limits.max_gpus_per_task:
+            raise PydanticCustomError(
+                "site_limit",
+                "at most {limit} GPUs: the most one task may ask for at this site (limits.max_gpus_per_task)",
+                {"limit": limits.max_gpus_per_task},
+            )
+        return value
+
+    @field_validator("estimate_gpu_hours")
+    @classmethod
+    def _estimate_within_site_limits(cls, value: float, info: ValidationInfo) -> float:
+        """At most the site's largest estimate, and at most its longest run on the task's GPUs."""
+        limits = site_limits_of(info)
+        if limits is None:
+            return value
+        if value > limits.max_estimate_gpu_hours:
+            raise PydanticCustomError(
+                "site_limit", "at most {limit} GPU-hours (limits.max_estimate_gpu_hours)",
+                {"limit": f"{limits.max_estimate_gpu_hours:g}"},
+            )  # fmt: skip
+        gpus = info.data.get("gpus")
+        if isinstance(gpus, int) and value / gpus > limits.max_runtime_hours:
+            raise PydanticCustomError(
+                "site_limit",
+                "at most {limit} GPU-hours on {gpus} GPU(s): a run of at most {hours} hours on the"
+                " reference card (limits.max_runtime_hours)",
+                {"limit": f"{limits.max_runtime_hours * gpus:g}", "gpus": gpus, "hours": f"{limits.max_runtime_hours:g}"},
+            )
+        return value
 
     @property
     def is_heavy(self) -> bool:

@@ -11,21 +11,49 @@ import difflib
 import json
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, field_validator
 from pydantic_core import ErrorDetails, to_jsonable_python
+
+from shared.submission.storable import storable, storable_text
 
 MISSING_EXPECTED = "a value: this field is required"
 _DATETIME = "an ISO 8601 date-time with a time zone, e.g. 2025-06-30T18:00:00Z"
+MAX_VALUE_CHARS = 200
+MAX_VALUE_ITEMS = 10
+MAX_FIELD_CHARS = 300
 
 
 class Problem(BaseModel):
-    """One thing wrong with an input: the field (dotted path), the value received, what is expected."""
+    """One thing wrong with an input: the field (dotted path), the value received, what is expected.
+
+    The value is kept as a storable excerpt (`shared.submission.storable`): at most
+    `MAX_VALUE_CHARS` per text, `MAX_VALUE_ITEMS` items per list or object, 4 levels deep, with
+    NUL, unpaired surrogates, NaN and Infinity written as text — so every problem can be stored
+    in PostgreSQL and sent as JSON, whatever the input was.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     field: str
     value: JsonValue = None
     expected: str
+
+    @field_validator("field", mode="before")
+    @classmethod
+    def _storable_field(cls, text: Any) -> Any:
+        return storable_text(text, MAX_FIELD_CHARS) if isinstance(text, str) else text
+
+    @field_validator("expected", mode="before")
+    @classmethod
+    def _storable_expected(cls, text: Any) -> Any:
+        return storable_text(text) if isinstance(text, str) else text
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _storable_value(cls, value: Any) -> Any:
+        return storable(value, max_depth=4, max_chars=MAX_VALUE_CHARS, max_items=MAX_VALUE_ITEMS)
 
     def __str__(self) -> str:
         if self.expected == MISSING_EXPECTED:
@@ -76,7 +104,8 @@ def _problem(detail: ErrorDetails, known_fields: Sequence[str]) -> Problem:
     path = field_path(detail["loc"])
     if detail["type"] == "missing":
         return Problem(field=path, value=None, expected=MISSING_EXPECTED)
-    value = to_jsonable_python(detail["input"], fallback=repr)
+    excerpt = storable(detail["input"], max_depth=4, max_chars=MAX_VALUE_CHARS, max_items=MAX_VALUE_ITEMS)
+    value = to_jsonable_python(excerpt, fallback=repr)
     return Problem(field=path, value=value, expected=_expected(detail, known_fields))
 
 

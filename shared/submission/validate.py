@@ -2,6 +2,9 @@
 
 `validate_submission` reports ALL problems of a submission at once, each naming the field, the
 value received and what is expected, so an upstream system can fix everything in one round trip.
+Hostile input is one more problem, never an exception: text over `MAX_SUBMISSION_BYTES`, JSON
+nested deeper than Python's reader can follow, and what `raw_problems` finds (deep nesting, NUL,
+unpaired surrogates, NaN / Infinity) are reported like any other.
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from shared.submission.model import TaskSubmission
+from shared.submission.limits import DEFAULT_LIMITS, MAX_SUBMISSION_BYTES, SubmissionLimits
+from shared.submission.model import LIMITS_CONTEXT, TaskSubmission
 from shared.submission.problems import Problem, describe, problems_from
+from shared.submission.raw import raw_problems
+from shared.submission.storable import storable_text
+
+WHOLE_INPUT = "(whole input)"
 
 
 class SubmissionInvalid(ValueError):
@@ -31,28 +39,43 @@ class SubmissionFileError(ValueError):
     """A submission file that cannot be read as JSON or YAML objects."""
 
 
-def validate_submission(raw: dict[str, Any] | str | bytes) -> TaskSubmission:
-    """A validated `TaskSubmission` from a dict or JSON text; raises `SubmissionInvalid`."""
+def validate_submission(
+    raw: dict[str, Any] | str | bytes, limits: SubmissionLimits | None = DEFAULT_LIMITS
+) -> TaskSubmission:
+    """A validated `TaskSubmission` from a dict or JSON text, within `limits` (None: the model's
+    fixed bounds only, as when an event is parsed); raises `SubmissionInvalid`."""
     body = _json_object(raw)
+    found = raw_problems(body)
     try:
-        return TaskSubmission.model_validate(body)
+        submission = TaskSubmission.model_validate(body, context={LIMITS_CONTEXT: limits})
     except ValidationError as error:
-        raise SubmissionInvalid(problems_from(error, known_fields=submission_field_names())) from None
+        fields = {problem.field for problem in found}
+        found += [p for p in problems_from(error, known_fields=submission_field_names()) if p.field not in fields]
+    if found:
+        raise SubmissionInvalid(found)
+    return submission
 
 
 def _json_object(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
     if isinstance(raw, (str, bytes, bytearray)):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as error:
-            excerpt = bytes(raw[:80]).decode(errors="replace") if not isinstance(raw, str) else raw[:80]
-            raise SubmissionInvalid(
-                [Problem(field="(whole input)", value=excerpt, expected=f"valid JSON ({error})")]
-            ) from None
+        raw = _decoded_json(raw)
     if not isinstance(raw, dict):
         value = raw if isinstance(raw, (list, int, float, bool)) or raw is None else str(raw)
-        raise SubmissionInvalid([Problem(field="(whole input)", value=value, expected="a JSON object")])
+        raise SubmissionInvalid([Problem(field=WHOLE_INPUT, value=value, expected="a JSON object")])
     return raw
+
+
+def _decoded_json(text: str | bytes | bytearray) -> Any:
+    if len(text) > MAX_SUBMISSION_BYTES:
+        raise SubmissionInvalid(
+            [Problem(field=WHOLE_INPUT, value=f"{len(text)} bytes", expected=f"at most {MAX_SUBMISSION_BYTES} bytes of JSON")]
+        )
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        reason = "nested too deeply to read" if isinstance(error, RecursionError) else str(error)
+        excerpt = bytes(text[:80]).decode(errors="replace") if not isinstance(text, str) else storable_text(text[:80])
+        raise SubmissionInvalid([Problem(field=WHOLE_INPUT, value=excerpt, expected=f"valid JSON ({reason})")]) from None
 
 
 @cache
