@@ -6,18 +6,23 @@ HTTP submission is exactly an ingest submission: validated, stored, `task.submit
 submitted a moment ago may answer 404 for a short while).
 
 Who is asking: the `X-Cardflow-Actor` header (e.g. `user:alice`), else `api:anonymous`.
+
+Hostile input is a 4xx that names the problem, never a 500 (a 500 also made uvicorn close the
+kept-alive connection, losing the next request a client sent on it): a body that is not
+`application/json` is a 415, one over `MAX_BODY_BYTES` a 413 (refused from its Content-Length
+before it is read), anything else intake rejects a 422 with every problem, and an idempotency
+key reused with a different body a 409. Path ids are checked before they reach PostgreSQL.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.views import DEFAULT_LIMIT, Fleet, HistoryEntry, list_tasks, load_fleet, load_task, task_history
@@ -26,11 +31,23 @@ from services.readiness.board import load_board
 from shared.events.states import TaskState
 from shared.projection import TaskView
 from shared.submission import Problem
+from shared.submission.limits import MAX_SUBMISSION_BYTES
+from shared.submission.storable import unstorable_text
 
 INTAKE_SCHEMA = "intake"
 ACTOR_HEADER = "x-cardflow-actor"
 ANONYMOUS = "api:anonymous"
-MAX_BODY_BYTES = 1_000_000
+MAX_BODY_BYTES = MAX_SUBMISSION_BYTES
+JSON_MEDIA_TYPES = ("application/json",)
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,199}$"
+
+TaskIdPath = Annotated[str, Path(pattern=TASK_ID_PATTERN, description="a task id, as POST /v1/tasks returned it")]
+
+
+def _storable_reason(reason: str | None) -> str | None:
+    if reason is not None and unstorable_text(reason) is not None:
+        raise ValueError("text without NUL characters or unpaired surrogates")
+    return reason
 
 router = APIRouter(prefix="/v1")
 
@@ -51,7 +68,7 @@ class CancelAccepted(BaseModel):
 
 
 class CancelBody(BaseModel):
-    reason: str | None = Field(None, max_length=2000)
+    reason: Annotated[str | None, AfterValidator(_storable_reason)] = Field(None, max_length=2000)
 
 
 class TaskWithHistory(BaseModel):
@@ -85,31 +102,46 @@ def intake_emitter(request: Request, actor: str) -> Emitter:
     "/tasks",
     status_code=201,
     response_model=Submitted,
-    responses={200: {"model": Submitted, "description": "idempotency key seen before"},
+    responses={200: {"model": Submitted, "description": "idempotency key seen before, same body"},
+               409: {"model": Rejected, "description": "idempotency key seen before with a different body"},
+               413: {"description": f"body over {MAX_BODY_BYTES} bytes"},
+               415: {"description": "body not sent as application/json"},
                422: {"model": Rejected, "description": "invalid submission, every problem listed"}},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/TaskSubmission"}}}}},
     summary="Submit a task (body = submission schema v1)",
 )
 async def post_task(request: Request, pool: Pool) -> JSONResponse:
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise HTTPException(413, f"a submission is at most {MAX_BODY_BYTES} bytes")
+    _require_json(request)
+    body = await read_body(request, MAX_BODY_BYTES)
     actor = actor_of(request)
-    outcome = await submit_task(pool, intake_emitter(request, actor), _decode(body), actor)
+    outcome = await submit_task(pool, intake_emitter(request, actor), body, actor)
     if outcome.problems:
         rejected = Rejected(task_id=outcome.task_id, problems=outcome.problems)
-        return JSONResponse(rejected.model_dump(mode="json"), status_code=422)
+        return JSONResponse(rejected.model_dump(mode="json"), status_code=409 if outcome.conflict_with else 422)
     submitted = Submitted(task_id=outcome.task_id, created=outcome.created)
     return JSONResponse(submitted.model_dump(), status_code=201 if outcome.created else 200)
 
 
-def _decode(body: bytes) -> Any:
-    """The JSON body; text that is not JSON is passed on as text, so intake rejects it with a reason."""
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return body.decode("utf-8", errors="replace")
+def _require_json(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in JSON_MEDIA_TYPES and not media_type.endswith("+json"):
+        raise HTTPException(415, f"send the submission as application/json (got {media_type or 'no content type'!r})")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    too_large = HTTPException(413, f"a submission is at most {limit} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @router.get("/tasks", response_model=list[TaskView], summary="Recently changed tasks")
@@ -122,7 +154,7 @@ async def get_tasks(
 
 
 @router.get("/tasks/{task_id}", response_model=TaskView, responses={404: {"description": "unknown task"}})
-async def get_task(task_id: str, pool: Pool) -> TaskView:
+async def get_task(task_id: TaskIdPath, pool: Pool) -> TaskView:
     view = await load_task(pool, task_id)
     if view is None:
         raise HTTPException(404, _not_found(task_id))
@@ -130,7 +162,7 @@ async def get_task(task_id: str, pool: Pool) -> TaskView:
 
 
 @router.get("/tasks/{task_id}/history", response_model=TaskWithHistory, responses={404: {"description": "unknown task"}})
-async def get_task_history(task_id: str, pool: Pool) -> TaskWithHistory:
+async def get_task_history(task_id: TaskIdPath, pool: Pool) -> TaskWithHistory:
     view = await load_task(pool, task_id)
     if view is None:
         raise HTTPException(404, _not_found(task_id))
@@ -142,7 +174,7 @@ async def get_task_history(task_id: str, pool: Pool) -> TaskWithHistory:
     responses={404: {"description": "unknown task"}},
 )
 async def cancel_task(
-    task_id: str, request: Request, pool: Pool, body: Annotated[CancelBody | None, Body()] = None
+    task_id: TaskIdPath, request: Request, pool: Pool, body: Annotated[CancelBody | None, Body()] = None
 ) -> CancelAccepted:
     actor = actor_of(request)
     known = await request_cancel(pool, intake_emitter(request, actor), task_id, actor, body.reason if body else None)

@@ -22,7 +22,7 @@ import asyncpg
 from services.common.runtime import Emitter
 from shared.events.emission import Emission
 from services.intake.ingest import DataReadyPayload
-from services.intake.screening import Accepted, Rejected, Repeated, Screened, SubmitRequest, screen
+from services.intake.screening import Accepted, Rejected, Repeated, Screened, SubmitRequest, screen, settle_stored_keys
 from shared.delivery.db import quote_schema
 from shared.events import (
     DataReadySignalled,
@@ -33,7 +33,7 @@ from shared.events import (
     new_event_id,
 )
 from shared.events.subjects import data_subject, task_subject
-from shared.submission import Problem, site_limits
+from shared.submission import Problem, TaskSubmission, site_limits
 from shared.submission.limits import MAX_DEPTH
 from shared.submission.storable import storable
 
@@ -43,11 +43,13 @@ HTTP_SOURCE = "http"
 @dataclass(frozen=True, slots=True)
 class SubmitOutcome:
     """What a submission led to. `problems` is empty when it was valid; `created` is False when
-    the idempotency key was seen before (then `task_id` is the original task) or when rejected."""
+    the idempotency key was seen before (then `task_id` is the original task) or when rejected.
+    `conflict_with` names the task holding the key when the key was reused with another body."""
 
     task_id: str
     created: bool
     problems: list[Problem] = field(default_factory=list)
+    conflict_with: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +65,8 @@ class DataReadySignal:
     actor: str
 
 
-async def submit_task(pool: asyncpg.Pool, emitter: Emitter, raw: dict, actor: str) -> SubmitOutcome:
-    """Validate and store one submission (HTTP); see `SubmitOutcome`."""
+async def submit_task(pool: asyncpg.Pool, emitter: Emitter, raw: dict | bytes, actor: str) -> SubmitOutcome:
+    """Validate and store one submission (HTTP: the body's bytes, or a decoded object); see `SubmitOutcome`."""
     async with pool.acquire() as conn, conn.transaction():
         [outcome] = await submit_many(conn, emitter, [SubmitRequest(raw, actor, HTTP_SOURCE)])
     return outcome
@@ -84,14 +86,17 @@ async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
     """Batch form of `submit_task` in the caller's transaction; one outcome per request, in order.
 
     1. screen (pure): valid / repeated within the batch / rejected with every problem;
-    2. insert the valid ones; a key already stored inserts nothing and yields the stored id;
+    2. insert the valid ones; a key already stored inserts nothing: with the same body it yields
+       the stored id, with another body it is a conflict (`settle_stored_keys`, pure);
     3. store the rejections; 4. emit `task.submitted` / `task.rejected`, in request order.
     """
     decisions = screen(requests, new_event_id, site_limits())
     accepted = [d for d in decisions if isinstance(d, Accepted)]
+    created, stored = await _insert_tasks(conn, emitter.schema, accepted)
+    decisions = settle_stored_keys(decisions, created, stored, new_event_id)
     rejections = [d for d in decisions if isinstance(d, Rejected)]
-    created, existing = await _insert_tasks(conn, emitter.schema, accepted)
     await _insert_rejections(conn, emitter.schema, rejections)
+    existing = {key: task_id for key, (task_id, _) in stored.items()}
     outcomes = [_outcome(d, created, existing) for d in decisions]
     emissions = [e for d in decisions if (e := _emission(d, created)) is not None]
     if emissions:
@@ -140,8 +145,9 @@ async def signal_data_ready_many(conn: asyncpg.Connection, emitter: Emitter, sig
 
 async def _insert_tasks(
     conn: asyncpg.Connection, schema: str, accepted: Sequence[Accepted]
-) -> tuple[set[str], dict[str, str]]:
-    """Insert the accepted tasks; return the ids created now and, for keys stored before, key -> id."""
+) -> tuple[set[str], dict[str, tuple[str, TaskSubmission]]]:
+    """Insert the accepted tasks; return the ids created now and, for keys stored before,
+    key -> (task id, the submission stored with it)."""
     if not accepted:
         return set(), {}
     rows = await conn.fetch(
@@ -161,9 +167,18 @@ async def _insert_tasks(
     created = {row["task_id"] for row in rows}
     repeated_keys = [a.own_key for a in accepted if a.task_id not in created and a.own_key is not None]
     stored = await conn.fetch(
-        f"SELECT idempotency_key, task_id FROM {quote_schema(schema)}.tasks WHERE idempotency_key = ANY($1::text[])", repeated_keys
+        f"SELECT idempotency_key, task_id, submission FROM {quote_schema(schema)}.tasks WHERE idempotency_key = ANY($1::text[])",
+        repeated_keys,
     ) if repeated_keys else []
-    return created, {row["idempotency_key"]: row["task_id"] for row in stored}
+    return created, {
+        row["idempotency_key"]: (row["task_id"], TaskSubmission.model_validate(_json_value(row["submission"])))
+        for row in stored
+    }
+
+
+def _json_value(value: Any) -> Any:
+    """A jsonb column's value (the pool's codec decodes it; a plain connection gives text)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 async def _insert_rejections(conn: asyncpg.Connection, schema: str, rejections: Sequence[Rejected]) -> None:
@@ -186,12 +201,22 @@ async def _insert_rejections(conn: asyncpg.Connection, schema: str, rejections: 
 
 def stored_raw(raw: Any) -> str:
     """The rejected body as jsonb text PostgreSQL accepts whatever it held (see `storable`)."""
+    if isinstance(raw, bytes):
+        raw = _decoded_or_text(raw)
     return json.dumps(storable(raw, max_depth=MAX_DEPTH), allow_nan=False)
+
+
+def _decoded_or_text(body: bytes) -> Any:
+    """An HTTP body as the JSON it holds, or as text when it holds none."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return body.decode("utf-8", errors="replace")
 
 
 def _outcome(decision: Screened, created: set[str], existing: dict[str, str]) -> SubmitOutcome:
     if isinstance(decision, Rejected):
-        return SubmitOutcome(decision.task_id, created=False, problems=decision.problems)
+        return SubmitOutcome(decision.task_id, created=False, problems=decision.problems, conflict_with=decision.conflict_with)
     first = decision.first if isinstance(decision, Repeated) else decision
     if isinstance(decision, Accepted) and decision.task_id in created:
         return SubmitOutcome(decision.task_id, created=True)

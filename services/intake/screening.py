@@ -2,13 +2,19 @@
 
 `screen(requests, new_id)` decides, for a batch of raw submissions, which are new tasks, which
 repeat an idempotency key seen earlier IN THE SAME BATCH, and which are rejected (with every
-problem). Keys already stored are found by the caller's insert; nothing here does I/O.
+problem). Keys already stored are found by the caller's insert, and `settle_stored_keys` then
+decides what a stored key means; nothing here does I/O.
+
+An idempotency key names ONE submission: sent again with the same body it yields the original
+task; sent with a different body it is a conflict, rejected with the problem on
+`idempotency_key` naming the task that holds the key (HTTP answers 409).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.submission import (
@@ -56,15 +62,18 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Repeated:
-    """A valid submission whose key an earlier submission of the same batch already used."""
+    """A valid submission whose key an earlier submission of the same batch already used, with
+    the same body."""
 
     index: int
+    request: SubmitRequest
     first: Accepted
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """An invalid submission: it gets an id, and what could be read of it is kept for display."""
+    """An invalid submission: it gets an id, and what could be read of it is kept for display.
+    `conflict_with` is the task holding its idempotency key when that is why it was rejected."""
 
     index: int
     request: SubmitRequest
@@ -73,6 +82,7 @@ class Rejected:
     name: str | None
     project: str | None
     idempotency_key: str | None
+    conflict_with: str | None = None
 
 
 Screened = Accepted | Repeated | Rejected
@@ -92,7 +102,9 @@ def screen(
             continue
         key = submission.idempotency_key
         if key is not None and key in first_by_key:
-            decisions.append(Repeated(index, first_by_key[key]))
+            first = first_by_key[key]
+            same = first.submission == submission
+            decisions.append(Repeated(index, request, first) if same else key_conflict(index, request, new_id(), first.task_id))
             continue
         accepted = Accepted(index, request, new_id(), submission)
         if key is not None:
@@ -101,9 +113,44 @@ def screen(
     return decisions
 
 
+def settle_stored_keys(
+    decisions: Sequence[Screened], created: set[str], stored: dict[str, tuple[str, TaskSubmission]], new_id: Callable[[], str]
+) -> list[Screened]:
+    """After the insert: an accepted submission whose key was already stored (`stored`: key ->
+    (task id, submission)) for a DIFFERENT submission is a conflict; so are its repeats."""
+    conflicting: set[str] = set()
+    settled: list[Screened] = []
+    for decision in decisions:
+        first = decision.first if isinstance(decision, Repeated) else decision
+        key = first.own_key if isinstance(first, Accepted) else None
+        if isinstance(first, Accepted) and first.task_id not in created and key in stored:
+            holder, held = stored[key]
+            if held != first.submission or first.task_id in conflicting:
+                conflicting.add(first.task_id)
+                own_id = first.task_id if decision is first else new_id()
+                settled.append(key_conflict(decision.index, decision.request, own_id, holder))
+                continue
+        settled.append(decision)
+    return settled
+
+
+def key_conflict(index: int, request: SubmitRequest, task_id: str, holder: str) -> Rejected:
+    """The rejection of a submission whose idempotency key task `holder` holds with another body."""
+    key = request.raw.get("idempotency_key") if isinstance(request.raw, dict) else None
+    problem = Problem(
+        field="idempotency_key",
+        value=key,
+        expected=(
+            f"a key not used before for a different submission: task {holder} holds this key with another body"
+            " (send the same body to get that task back, or use a new key)"
+        ),
+    )
+    return replace(rejected(index, request, task_id, [problem]), conflict_with=holder)
+
+
 def rejected(index: int, request: SubmitRequest, task_id: str, problems: list[Problem]) -> Rejected:
     """A `Rejected` with the name, project and key shown when the raw body had readable ones."""
-    raw = request.raw if isinstance(request.raw, dict) else {}
+    raw = _readable_body(request.raw)
     return Rejected(
         index=index,
         request=request,
@@ -115,6 +162,16 @@ def rejected(index: int, request: SubmitRequest, task_id: str, problems: list[Pr
     )
 
 
+def _readable_body(raw: Any) -> dict[str, Any]:
+    """The body as an object when it is one (HTTP bodies arrive as bytes), else an empty one."""
+    if isinstance(raw, bytes):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def readable_text(value: Any) -> str | None:
     """`value` when it is text usable as a display name or id (1..200 storable chars), else None."""
     if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and unstorable_text(value) is None:
@@ -122,9 +179,10 @@ def readable_text(value: Any) -> str | None:
     return None
 
 
-def _as_object(raw: Any) -> dict[str, Any]:
-    """The body as an object, or `SubmissionInvalid` naming what arrived instead."""
-    if isinstance(raw, dict):
+def _as_object(raw: Any) -> dict[str, Any] | bytes:
+    """The body as an object, or as the bytes an HTTP client sent (decoded and checked by
+    `validate_submission`), or `SubmissionInvalid` naming what arrived instead."""
+    if isinstance(raw, (dict, bytes)):
         return raw
     shown = raw if isinstance(raw, (str, int, float, bool, list)) or raw is None else repr(raw)
     raise SubmissionInvalid([Problem(field=WHOLE_INPUT, value=shown, expected="a JSON object (a task submission)")])

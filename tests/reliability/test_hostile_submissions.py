@@ -84,3 +84,25 @@ async def test_a_batch_of_hostile_and_valid_entries_on_cf_ingest(fresh_settings:
     dead = await deadletters(redis)
     assert {d.reason for d in dead} == {"invalid"}, "rejection copies only: no failed or exhausted batch"
     assert (await redis.xpending(INGEST_STREAM, INTAKE_GROUP))["pending"] == 0
+
+
+async def test_a_reused_idempotency_key_with_another_body_is_rejected_on_cf_ingest(
+    fresh_settings: Settings, redis: Redis
+) -> None:
+    body = json.loads(a_valid("nightly")) | {"idempotency_key": "nightly-1"}
+    for payload in (body, body, body | {"gpus": 2}):  # same key: once as is, again as is, then another body
+        await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(payload)})
+    async with RunningServices(fresh_settings, INTAKE) as services:
+        assert await services.wait_until(lambda: _events_at_least(redis, 2))
+        await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(body | {"name": "renamed"})})
+        assert await services.wait_until(lambda: _events_at_least(redis, 3))
+    [submitted] = await published_events(redis, "task.submitted")
+    rejections = [e for e in await published_events(redis, "task.rejected") if isinstance(e, TaskRejected)]
+    assert len(rejections) == 2, "one conflict within a batch, one against the stored key"
+    for rejection in rejections:
+        [reason] = rejection.data.reasons
+        assert reason.field == "idempotency_key" and submitted.data.task_id in reason.problem
+
+
+async def _events_at_least(redis: Redis, count: int) -> bool:
+    return len(await published_events(redis)) >= count

@@ -31,9 +31,12 @@ async def test_post_valid_duplicate_key_and_invalid(fresh_settings: Settings) ->
         first = await client.post("/v1/tasks", json=a_submission(idempotency_key="nightly-1"))
         assert first.status_code == 201, first.text
         assert first.json()["created"] is True
-        again = await client.post("/v1/tasks", json=a_submission(idempotency_key="nightly-1", name="renamed"))
+        again = await client.post("/v1/tasks", json=a_submission(idempotency_key="nightly-1"))
         assert again.status_code == 200
         assert again.json() == {"task_id": first.json()["task_id"], "created": False}
+        conflict = await client.post("/v1/tasks", json=a_submission(idempotency_key="nightly-1", name="renamed"))
+        assert conflict.status_code == 409
+        assert conflict.json()["problems"][0]["field"] == "idempotency_key"
 
         invalid = await client.post("/v1/tasks", json=a_submission(gpus=0, profile="quantum", colour="blue"))
         assert invalid.status_code == 422

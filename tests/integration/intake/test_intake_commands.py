@@ -36,18 +36,21 @@ async def outbox(pool: asyncpg.Pool) -> list:
 
 async def test_submit_task_creates_once_per_key_and_returns_the_original(pool: asyncpg.Pool, emitter: Emitter) -> None:
     first = await submit_task(pool, emitter, a_submission(idempotency_key="http-1"), "user:alice")
-    again = await submit_task(pool, emitter, a_submission("changed", idempotency_key="http-1"), "user:bob")
+    again = await submit_task(pool, emitter, a_submission(idempotency_key="http-1"), "user:bob")
+    changed = await submit_task(pool, emitter, a_submission("changed", idempotency_key="http-1"), "user:bob")
     keyless = [await submit_task(pool, emitter, a_submission("no key"), "user:alice") for _ in range(2)]
 
     assert (first.created, first.problems) == (True, [])
     assert (again.task_id, again.created, again.problems) == (first.task_id, False, [])
+    assert changed.conflict_with == first.task_id and [p.field for p in changed.problems] == ["idempotency_key"]
     assert all(o.created for o in keyless) and keyless[0].task_id != keyless[1].task_id
     events = await outbox(pool)
     assert [(e.type, e.data.task_id) for e in events] == [
-        ("task.submitted", first.task_id), ("task.submitted", keyless[0].task_id), ("task.submitted", keyless[1].task_id),
+        ("task.submitted", first.task_id), ("task.rejected", changed.task_id),
+        ("task.submitted", keyless[0].task_id), ("task.submitted", keyless[1].task_id),
     ]  # fmt: skip
     assert events[0].actor == "user:alice" and events[0].producer == "console/test-1"
-    assert events[1].data.idempotency_key == f"auto:{keyless[0].task_id}"
+    assert events[2].data.idempotency_key == f"auto:{keyless[0].task_id}"
     assert await pool.fetchval("SELECT count(*) FROM intake.tasks") == 3
 
 

@@ -78,14 +78,14 @@ async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settin
 
 async def test_a_repeated_idempotency_key_creates_one_task(fresh_settings: Settings, redis: Redis, db: asyncpg.Connection) -> None:
     await xadd_ingest(redis, "task.submit", a_submission("once", idempotency_key="k-1"))
-    await xadd_ingest(redis, "task.submit", a_submission("once again", idempotency_key="k-1"))  # same batch
+    await xadd_ingest(redis, "task.submit", a_submission("once", idempotency_key="k-1"))  # same batch, same body
     async with RunningServices(fresh_settings, INTAKE) as services:
 
         async def first_batch_done() -> bool:
             return await ingest_pending(redis) == 0 and bool(await published_events(redis))
 
         assert await services.wait_until(first_batch_done)
-        await xadd_ingest(redis, "task.submit", a_submission("later", idempotency_key="k-1"))  # a later batch
+        await xadd_ingest(redis, "task.submit", a_submission("once", idempotency_key="k-1"))  # a later batch, same body
         marker = await xadd_ingest(redis, "task.submit", a_submission("marker", idempotency_key="k-2"))
 
         async def marker_done() -> bool:

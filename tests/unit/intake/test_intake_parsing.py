@@ -67,11 +67,12 @@ def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
     requests = [
         SubmitRequest(valid(idempotency_key="k"), "a", "http"),
         SubmitRequest(valid(gpus=0, name="bad", project=7), "a", "http"),
-        SubmitRequest(valid(idempotency_key="k", name="other"), "a", "http"),
+        SubmitRequest(valid(idempotency_key="k"), "a", "http"),
         SubmitRequest(["not", "an", "object"], "a", "http"),
         SubmitRequest(valid(), "a", "http"),
+        SubmitRequest(valid(idempotency_key="k", name="other"), "a", "http"),
     ]
-    first, bad, repeat, not_object, keyless = screen(requests, lambda: next(ids))
+    first, bad, repeat, not_object, keyless, conflict = screen(requests, lambda: next(ids))
 
     assert isinstance(first, Accepted) and first.event_key == "k"
     assert isinstance(bad, Rejected) and (bad.name, bad.project) == ("bad", None)
@@ -80,4 +81,6 @@ def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
     assert isinstance(not_object, Rejected) and not_object.problems[0].field == "(whole input)"
     assert json.dumps(not_object.problems[0].value) == '["not", "an", "object"]'
     assert isinstance(keyless, Accepted) and keyless.event_key == f"auto:{keyless.task_id}"
-    assert len({first.task_id, bad.task_id, not_object.task_id, keyless.task_id}) == 4
+    assert isinstance(conflict, Rejected) and conflict.conflict_with == first.task_id
+    assert [p.field for p in conflict.problems] == ["idempotency_key"]
+    assert len({first.task_id, bad.task_id, not_object.task_id, keyless.task_id, conflict.task_id}) == 5
