@@ -165,3 +165,38 @@ async def period_totals(pool: asyncpg.Pool, now: datetime, days: int) -> dict[st
     total_cost = sum(p["cost"] for p in projects)
     return {"days": days, "since": since.isoformat(), "projects": projects, "total_cost": total_cost,
             "total_gpu_hours": sum(p["gpu_hours"] for p in projects)}  # fmt: skip
+
+
+_BURN_SQL = f"""
+WITH buckets AS (
+    SELECT b AS at FROM generate_series($1::timestamptz + $3::interval, $2::timestamptz, $3::interval) AS b
+)
+SELECT q.account_id, b.at, q.gpu_hours,
+       q.gpu_hours - coalesce((
+           SELECT sum(i.gpus * extract(epoch FROM least(i.to_at, b.at, q.valid_to) - greatest(i.from_at, q.valid_from)))
+           FROM {LEDGER}.usage_increments i
+           WHERE i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)
+             AND i.from_at < least(b.at, q.valid_to) AND i.to_at > q.valid_from
+       ), 0) / 3600 AS left_gpu_hours
+FROM {LEDGER}.quotas q CROSS JOIN buckets b
+WHERE q.valid_from < b.at AND q.valid_to + interval '1 day' > $1
+ORDER BY q.account_id, b.at
+"""
+
+
+async def quota_burn_series(pool: asyncpg.Pool, now: datetime, days: float = 30) -> dict[str, Any]:
+    """Per quota account in force: the share of its GPU-hours left at the end of each bucket (a
+    burn-down; a share, so a 5-hour and a 100,000-hour account read on one axis). None before it starts."""
+    try:
+        first = await pool.fetchval(f"SELECT min(valid_from) FROM {LEDGER}.quotas WHERE valid_to > $1", now - timedelta(days=days))
+        start, end, bucket = window(first, now, timedelta(days=days))
+        rows = await pool.fetch(_BURN_SQL, start, end, bucket)
+    except _NOT_CREATED:
+        return _empty(now)
+    times = [start + bucket * (i + 1) for i in range(BUCKETS)]
+    series: dict[str, list[float | None]] = {}
+    for row in rows:
+        values = series.setdefault(row["account_id"], [None] * BUCKETS)
+        share = max(float(row["left_gpu_hours"]) / float(row["gpu_hours"]), 0.0)
+        values[min(_index(row["at"], start + bucket, bucket), BUCKETS - 1)] = share
+    return _result(start, end, bucket, times, series)

@@ -141,6 +141,7 @@ async def test_quota_expiring_within_15_days_is_shown_and_bannered_on_every_page
     vision = page.locator("tr#vision-2026q4")
     await expect(vision).to_contain_text("expiring soon")
     await expect(page.locator("tr#llm-2026q4")).not_to_contain_text("expiring soon")
+    await expect(page.locator("figure.plot svg")).to_have_count(1)  # the burn-down
     for path in ("/board", "/ledger", "/fleet"):
         await page.goto(world.base_url + path)
         await expect(page.get_by_role("alert")).to_contain_text("vision-2026q4")

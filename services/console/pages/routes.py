@@ -11,6 +11,7 @@ Accept-Language, else English. Every page is linkable: its state is in its path 
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -136,8 +137,11 @@ async def fleet_page(request: Request) -> HTMLResponse:
 
 @router.get("/quotas")
 async def quotas_page(request: Request) -> HTMLResponse:
+    lang = choose_lang(request)
     quotas = await call_api(request, "GET", "/v1/quotas")
-    return await render(request, "quotas.html", title="nav_quotas", page="quotas", quotas=quotas)
+    burn = await call_api(request, "GET", "/v1/series/quota-burn")
+    plot = _line_plot(burn, y_label=labels_for(lang)["L"]["left"], percent=True)
+    return await render(request, "quotas.html", title="nav_quotas", page="quotas", quotas=quotas, plot=plot)
 
 
 @router.get("/ledger")
@@ -206,4 +210,5 @@ def _line_plot(series: Any, *, y_label: str, percent: bool = False) -> str | Non
     if isinstance(series, Unavailable) or not series.get("times") or not any(any(v) for v in series["series"].values()):
         return None
     times = [parse_time(t) for t in series["times"]]
-    return line_chart(times, series["series"], y_label=y_label, percent=percent)
+    values = {name: [math.nan if v is None else v for v in points] for name, points in series["series"].items()}
+    return line_chart(times, values, y_label=y_label, percent=percent)

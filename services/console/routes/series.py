@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from services.console.routes.common import Pool, now_utc
-from services.console.series import queue_series, spend_series, utilisation_series
+from services.console.series import queue_series, quota_burn_series, spend_series, utilisation_series
 
 router = APIRouter(prefix="/series", tags=["plots"])
 Hours = Annotated[float, Query(gt=0, le=24 * 90, description="window in hours (cut to the first recorded fact)")]
@@ -26,3 +26,8 @@ async def get_queue_length(pool: Pool, hours: Hours = 24) -> dict[str, Any]:
 @router.get("/spend", summary="Cost and GPU-hours per project per UTC day")
 async def get_spend(pool: Pool, days: Annotated[int, Query(ge=1, le=366)] = 14) -> dict[str, Any]:
     return await spend_series(pool, now_utc(), days)
+
+
+@router.get("/quota-burn", summary="GPU-hours left per quota account over time (a burn-down)")
+async def get_quota_burn(pool: Pool, days: Annotated[float, Query(gt=0, le=366)] = 30) -> dict[str, Any]:
+    return await quota_burn_series(pool, now_utc(), days)
