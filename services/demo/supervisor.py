@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.embedded.processes import group_members
+from shared.embedded.processes import group_members, next_backoff
 
 _PR_SET_PDEATHSIG = 1
 
@@ -78,13 +78,6 @@ class _Child:
     backoff_s: float = 0.0
     restart_at: float | None = None
     last_exit: int | None = None
-
-
-def next_backoff(previous_s: float, uptime_s: float, *, initial_s: float, max_s: float, stable_after_s: float) -> float:
-    """The delay before restarting a child that exited after `uptime_s` (pure; doubles up to `max_s`)."""
-    if previous_s <= 0 or uptime_s >= stable_after_s:
-        return initial_s
-    return min(previous_s * 2, max_s)
 
 
 class Supervisor:

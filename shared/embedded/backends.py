@@ -6,8 +6,10 @@
 A backend configured in `settings` (CARDFLOW_REDIS_URL, CARDFLOW_DATABASE_URL, CARDFLOW_S3_ENDPOINT)
 is used as is; each missing one is started as a real server under `data_dir`. Start-up takes the
 data dir's owner lock, stops the leftovers of a crashed run, spawns the servers (they boot
-concurrently), waits until each answers, and records them in `run/state.json`. `stop()` (also run at
-interpreter exit) stops them in reverse order and removes the run files.
+concurrently), waits until each answers, and records them in `run/state.json`. While they run, a
+`ServerWatch` reaps and restarts any that dies (same ports, back-off, stale lock files removed;
+`supervise=False` turns it off). `stop()` (also run at interpreter exit) stops the watch, then the
+servers in reverse order, and removes the run files.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from shared.embedded.state import (
     remove_weed_sockets,
     write_state,
 )
+from shared.embedded.watch import ServerWatch
 from shared.logging import get_logger
 from shared.settings import Settings
 
@@ -50,6 +53,7 @@ class Backends:
         durable: bool = True,
         die_with_owner: bool = True,
         start_timeout: float = 90.0,
+        supervise: bool = True,
     ) -> None:
         self.settings = settings or Settings()
         self.layout = Layout.of(data_dir if data_dir is not None else self.settings.data_dir)
@@ -60,6 +64,7 @@ class Backends:
         self._processes: list[ManagedProcess] = []
         self.endpoints: Endpoints | None = None
         self.leftovers_stopped: list[str] = []
+        self.watch: ServerWatch | None = ServerWatch(self._respawned, die_with_owner=die_with_owner) if supervise else None
 
     @property
     def embedded(self) -> list[str]:
@@ -115,7 +120,16 @@ class Backends:
             if server.after_ready is not None:
                 server.after_ready()
             log.info("embedded server ready", server=name, pid=server.process.record.pid)
+        if self.watch is not None and launched:
+            for server in launched.values():
+                self.watch.watch(server.process, server.before_restart)
+            self.watch.start()
         return self._endpoints(launched, options)
+
+    def _respawned(self, old: ManagedProcess, new: ManagedProcess) -> None:
+        """The watch restarted a server: keep the new process and record it in `state.json`."""
+        self._processes = [new if process is old else process for process in self._processes]
+        write_state(self.layout, [p.record for p in self._processes], self.embedded)
 
     def _launch(self, launcher: Any) -> Launched:
         server: Launched = launcher()
@@ -138,7 +152,9 @@ class Backends:
         )
 
     def stop(self) -> None:
-        """Stop the embedded servers (reverse start order) and release the data dir. Idempotent."""
+        """Stop the watch, the embedded servers (reverse start order), release the data dir. Idempotent."""
+        if self.watch is not None:
+            self.watch.stop()
         for process in reversed(self._processes):
             try:
                 process.stop()

@@ -33,6 +33,7 @@ class Launched:
     url: str
     probe: Callable[[], str | None]  # None when ready, else the latest error
     after_ready: Callable[[], None] | None = None  # one-time set-up once it answers (e.g. CREATE DATABASE)
+    before_restart: Callable[[], None] | None = None  # clean stale lock files before a restart
 
 
 def package_dir(package: str) -> Path:

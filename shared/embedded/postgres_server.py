@@ -91,14 +91,22 @@ def _initdb(pgdata: Path, options: LaunchOptions, user: str | None) -> None:
         pwfile.unlink(missing_ok=True)
 
 
-def _remove_stale_pid_file(pgdata: Path) -> None:
-    """Drop `postmaster.pid` when the process it names is no postgres (crashed run, recycled pid)."""
+def remove_stale_pid_file(pgdata: Path) -> None:
+    """Drop `postmaster.pid` unless the process it names is a live postmaster of THIS data dir.
+
+    Stale: the process is gone, a zombie nobody reaped yet (a killed postmaster of our own), or
+    a recycled pid (another program, or another cluster's postgres)."""
     pid_file = pgdata / "postmaster.pid"
     with contextlib.suppress(OSError, ValueError, IndexError):
         pid = int(pid_file.read_text().splitlines()[0])
-        with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).name() == "postgres":
+        try:
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE and str(pgdata) in process.cmdline():
                 return
+        except psutil.AccessDenied:
+            return  # cannot tell: leave it to PostgreSQL, which checks the pid itself
+        except psutil.Error:
+            pass
         pid_file.unlink()
 
 
@@ -134,7 +142,7 @@ def launch_postgres(options: LaunchOptions) -> Launched:
     _prepare_pgdata(pgdata, user)
     if not (pgdata / "PG_VERSION").exists():
         _initdb(pgdata, options, user)
-    _remove_stale_pid_file(pgdata)
+    remove_stale_pid_file(pgdata)
     (port,) = free_ports(1)
     process = spawn(
         "postgres",
@@ -152,4 +160,5 @@ def launch_postgres(options: LaunchOptions) -> Launched:
         url=f"{base}/{DATABASE}",
         probe=lambda: run_sync(lambda: probe_postgres(f"{base}/postgres")).error,
         after_ready=lambda: run_sync(lambda: _create_database(f"{base}/postgres")),
+        before_restart=lambda: remove_stale_pid_file(pgdata),
     )

@@ -44,6 +44,9 @@ class ServerRecord:
     stop_signal: int = int(signal.SIGTERM)
     stop_timeout: float = 10.0  # seconds between the graceful signal and SIGKILL
     cmdline: list[str] = field(default_factory=list)
+    user: str | None = None  # the OS user it runs as (PostgreSQL when we are root)
+    cwd: str | None = None
+    death_signal: int | None = None  # sent when the owner dies (None: stop_signal)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,9 +76,15 @@ def free_ports(count: int, host: str = "127.0.0.1", avoid: set[int] | None = Non
     return ports
 
 
-def _death_signal_hook(stop_signal: int) -> Callable[[], None] | None:
-    """A preexec hook asking Linux to send `stop_signal` to the child when its parent dies."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+def _death_signal_hook(stop_signal: int, *, thread_outlives_child: bool = False) -> Callable[[], None] | None:
+    """A preexec hook asking Linux to send `stop_signal` to the child when its parent dies.
+
+    The kernel fires it when the spawning THREAD exits, so only the main thread — or a thread
+    that outlives the child (`thread_outlives_child`, e.g. the watcher that restarts servers and
+    stops them before it ends) — may set it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread() and not thread_outlives_child:
         return None
     parent_pid = os.getpid()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -126,12 +135,14 @@ def spawn(
     user: str | None = None,
     cwd: Path | None = None,
     die_with_owner: bool = True,
+    thread_outlives_child: bool = False,
 ) -> ManagedProcess:
     """Start `argv` in its own session, stdout+stderr appended to `log_path`.
 
     With `die_with_owner`, the server receives `death_signal` (default: `stop_signal`) when this
     process dies without stopping it.
     """
+    hook = _death_signal_hook(death_signal or stop_signal, thread_outlives_child=thread_outlives_child)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(
@@ -144,7 +155,7 @@ def spawn(
             user=user,
             group=_primary_group(user),
             extra_groups=[] if user else None,
-            preexec_fn=_death_signal_hook(death_signal or stop_signal) if die_with_owner else None,
+            preexec_fn=hook if die_with_owner else None,
         )
     record = ServerRecord(
         name=name,
@@ -155,8 +166,32 @@ def spawn(
         stop_signal=int(stop_signal),
         stop_timeout=stop_timeout,
         cmdline=list(argv),
+        user=user,
+        cwd=str(cwd) if cwd is not None else None,
+        death_signal=death_signal,
     )
     return ManagedProcess(record=record, popen=popen)
+
+
+def respawn(record: ServerRecord, *, die_with_owner: bool = True, thread_outlives_child: bool = True) -> ManagedProcess:
+    """Start the server `record` describes again, as it was: same argv, ports, log, user and cwd.
+
+    What is left of the old process group (e.g. PostgreSQL backends of a killed postmaster, which
+    would keep its shared memory busy) is killed first."""
+    _kill_group(record.pid)
+    return spawn(
+        record.name, record.cmdline, Path(record.log_path), ports=record.ports, stop_signal=record.stop_signal,
+        stop_timeout=record.stop_timeout, death_signal=record.death_signal, user=record.user,
+        cwd=Path(record.cwd) if record.cwd else None, die_with_owner=die_with_owner,
+        thread_outlives_child=thread_outlives_child,
+    )  # fmt: skip
+
+
+def next_backoff(previous_s: float, uptime_s: float, *, initial_s: float, max_s: float, stable_after_s: float) -> float:
+    """The delay before restarting a child that exited after `uptime_s` (pure; doubles up to `max_s`)."""
+    if previous_s <= 0 or uptime_s >= stable_after_s:
+        return initial_s
+    return min(previous_s * 2, max_s)
 
 
 def _primary_group(user: str | None) -> int | None:

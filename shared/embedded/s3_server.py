@@ -14,6 +14,7 @@ from shared.embedded.endpoints import Endpoints
 from shared.embedded.health import probe_s3, run_sync
 from shared.embedded.launch import Launched, LaunchOptions, script_path
 from shared.embedded.processes import free_ports, spawn
+from shared.embedded.state import remove_weed_sockets
 
 PORT_NAMES = (
     "master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3", "s3.grpc",
@@ -65,4 +66,7 @@ def launch_s3(options: LaunchOptions, region: str) -> Launched:
         redis_url="", database_url="", s3_endpoint=url, s3_region=region,
         s3_access_key=options.credentials.s3_access_key, s3_secret_key=options.credentials.s3_secret_key,
     )  # fmt: skip
-    return Launched(process=process, url=url, probe=lambda: run_sync(lambda: probe_s3(probe_target)).error)
+    return Launched(
+        process=process, url=url, probe=lambda: run_sync(lambda: probe_s3(probe_target)).error,
+        before_restart=lambda: remove_weed_sockets(ports.values()),
+    )  # fmt: skip
