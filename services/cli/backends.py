@@ -160,6 +160,7 @@ class Target:
     name: str
     source: str
     probe: Callable[[], Awaitable[BackendHealth]] | None
+    url: str | None = None  # Redis URL / PostgreSQL DSN, for the retention tables
 
 
 def doctor(data_dir: DataDirOption = None) -> None:
@@ -174,6 +175,49 @@ def doctor(data_dir: DataDirOption = None) -> None:
         errors.print("[red]not ready:[/red]\n" + "\n".join(f"- {problem}" for problem in problems))
         raise typer.Exit(1)
     console.print("[green]all backends reachable[/green]")
+    redis_url, dsn = (targets[0].url, targets[1].url)
+    if redis_url and dsn:
+        console.print(*asyncio.run(_retention_tables(redis_url, dsn)))
+
+
+async def _retention_tables(redis_url: str, dsn: str) -> list[Table]:
+    """Streams (length, groups, oldest entry, trim point) and outboxes/inboxes (docs/delivery.md#retention)."""
+    import asyncpg
+    from redis.asyncio import Redis
+
+    from shared.delivery.retention import DEFAULT_RETENTION, schema_retention_report, stream_retention_report
+
+    redis = Redis.from_url(redis_url)
+    try:
+        streams = await stream_retention_report(redis)
+    finally:
+        await redis.aclose()
+    conn = await asyncpg.connect(dsn)
+    try:
+        schemas = await schema_retention_report(conn)
+    finally:
+        await conn.close()
+    keep = DEFAULT_RETENTION
+    stream_table = Table(title=f"streams (kept {keep.stream_keep} after every consumer group read them)")
+    for column in ("stream", "entries", "groups", "oldest entry", "may be trimmed below"):
+        stream_table.add_column(column)
+    for s in streams:
+        stream_table.add_row(s.stream, str(s.length), str(s.groups), _entry_age(s.oldest_entry), s.trim_point or "-")
+    schema_table = Table(title=f"outboxes (kept {keep.outbox_keep} once archived) and inboxes (kept {keep.inbox_keep})")
+    for column in ("schema", "outbox rows", "not yet published", "inbox rows"):
+        schema_table.add_column(column)
+    for r in schemas:
+        schema_table.add_row(r.schema, str(r.outbox_rows), str(r.outbox_unpublished), str(r.inbox_rows))
+    return [stream_table, schema_table]
+
+
+def _entry_age(entry_id: str | None) -> str:
+    if entry_id is None:
+        return "-"
+    import time
+
+    seconds = time.time() - int(entry_id.split("-")[0]) / 1000
+    return f"{entry_id} ({seconds / 3600:.1f} h ago)"
 
 
 def _targets(settings: Settings, instance: Endpoints | None, where: Path) -> list[Target]:
@@ -182,8 +226,8 @@ def _targets(settings: Settings, instance: Endpoints | None, where: Path) -> lis
     dsn = settings.database_dsn or (instance.database_url if instance else None)
     s3 = _external_s3(settings) if settings.s3_endpoint else instance
     return [
-        Target("redis", "env" if settings.redis_url else source, (lambda: probe_redis(redis_url)) if redis_url else None),
-        Target("postgres", "env" if settings.database_dsn else source, (lambda: probe_postgres(dsn)) if dsn else None),
+        Target("redis", "env" if settings.redis_url else source, (lambda: probe_redis(redis_url)) if redis_url else None, redis_url),
+        Target("postgres", "env" if settings.database_dsn else source, (lambda: probe_postgres(dsn)) if dsn else None, dsn),
         Target("s3", "env" if settings.s3_endpoint else source, (lambda: probe_s3(s3)) if s3 else None),
     ]
 

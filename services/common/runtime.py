@@ -35,6 +35,7 @@ from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
 from shared.delivery.outbox import append_routed, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
+from shared.delivery.retention import DEFAULT_RETENTION, sweep
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, make_event, parse_event
 from shared.events.emission import Emission
@@ -198,6 +199,7 @@ async def _run_until_stopped(ctx: ServiceContext) -> None:
         relay = OutboxRelay(ctx.pool, ctx.redis, ctx.spec.schema, poll_interval=ctx.spec.relay_poll_interval)
         tasks.append(asyncio.create_task(relay.run(ctx.stop), name=f"{ctx.spec.name}:relay"))
     await ctx.broker.start()
+    ctx.every(DEFAULT_RETENTION.sweep_every.total_seconds(), retention_sweep, name="retention")
     tasks += [asyncio.create_task(_repeat(ctx, *loop), name=f"{ctx.spec.name}:{loop[0]}") for loop in ctx.loops]
     log.info("service started", service=ctx.spec.name, instance=ctx.instance)
     try:
@@ -208,6 +210,12 @@ async def _run_until_stopped(ctx: ServiceContext) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         log.info("service stopped", service=ctx.spec.name)
+
+
+async def retention_sweep(ctx: ServiceContext) -> None:
+    """Every service, hourly: trim what every group has read, prune its outbox and inbox
+    (`shared.delivery.retention`; concurrent sweeps of several services are harmless)."""
+    await sweep(ctx.pool, ctx.redis, ctx.spec.schema)
 
 
 async def _repeat(ctx: ServiceContext, name: str, seconds: float, loop: Loop) -> None:
