@@ -31,6 +31,8 @@ MATCHER_GROUP = "matcher"
 DISPATCHER_GROUP = "dispatcher"
 LEDGER_GROUP = "ledger"
 CONSOLE_GROUP = "console"
+AUDIT_GROUP = "audit"
+"""The ledger's archiver: every cf:events entry into audit.events (apart from its accounting group)."""
 AGENT_GROUP = "agent"
 
 # ---- object storage ----------------------------------------------------------

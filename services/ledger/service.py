@@ -8,6 +8,10 @@ One batch subscriber on `cf:events` (group `ledger`); each batch is one transact
 4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
 
 A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts.
+
+The ledger also keeps the audit archive (schema `audit`, `services.audit`): a second batch
+subscriber (group `audit`) appends every `cf:events` entry to the hash-chained `audit.events`,
+and a periodic loop rolls segments of it to the archive bucket.
 """
 
 from __future__ import annotations
@@ -15,19 +19,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from services.audit.archive import prepare_archive, subscribe_archive
+from services.audit.segments import SegmentPolicy, roll_due_segments
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
 from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.cards import Catalog, load_catalog
-from shared.events import Envelope
+from shared.events import Envelope, utcnow
 from shared.logging import get_logger
-from shared.names import LEDGER_GROUP
+from shared.names import ARCHIVE_BUCKET, LEDGER_GROUP
+from shared.storage import open_object_store
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
 QUOTA_CHECK_INTERVAL_S = 30.0
+SEGMENT_CHECK_INTERVAL_S = 30.0
 
 log = get_logger(__name__)
 
@@ -55,8 +63,11 @@ def build_spec(
     *,
     batch_size: int = BATCH_SIZE,
     quota_check_interval_s: float = QUOTA_CHECK_INTERVAL_S,
+    segments: SegmentPolicy = SegmentPolicy(),
+    segment_check_interval_s: float = SEGMENT_CHECK_INTERVAL_S,
 ) -> ServiceSpec:
-    """The ledger's spec: prices from `catalog` (default: the packaged card catalog)."""
+    """The ledger's spec: prices from `catalog` (default: the packaged card catalog); archive
+    segments rolled by `segments`, checked every `segment_check_interval_s`."""
 
     async def setup(ctx: ServiceContext) -> None:
         prices = catalog or load_catalog()
@@ -66,8 +77,25 @@ def build_spec(
 
         subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
+        await setup_archive(ctx, segments, segment_check_interval_s)
 
     return ServiceSpec(name="ledger", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)
+
+
+async def setup_archive(ctx: ServiceContext, policy: SegmentPolicy, check_interval_s: float) -> None:
+    """The archiver (every cf:events entry into audit.events) and the segment roller."""
+    await prepare_archive(ctx.pool)
+    subscribe_archive(ctx.broker, ctx.pool)
+    if not ctx.settings.s3_endpoint:
+        log.warning("no object storage configured (CARDFLOW_S3_ENDPOINT): archive segments are not rolled")
+        return
+    store = await ctx.resources.enter_async_context(open_object_store(ctx.settings))
+    await store.ensure_bucket(ARCHIVE_BUCKET)
+
+    async def roll(ctx: ServiceContext) -> None:
+        await roll_due_segments(ctx.pool, store, policy, utcnow())
+
+    ctx.every(check_interval_s, roll, name="archive-segments")
 
 
 SPEC = build_spec()
