@@ -172,6 +172,9 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
         card_type=lease.card_type,
         gpu_seconds=float(increment.gpu_seconds),
         cost=float(increment.cost),
+        from_at=increment.from_at,
+        to_at=increment.to_at,
+        gpus=lease.gpus,
     )
     return Emission(UsageRecorded, lease_subject(lease.lease_id), data, cause=cause, actor="service:ledger")
 

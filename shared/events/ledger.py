@@ -18,6 +18,9 @@ class UsageRecordedData(Payload):
     gpu_seconds: NonNegative = Field(description="GPU-seconds used since the previous record of this lease")
     cost: NonNegative = Field(description="gpu_seconds x the card type's price, in the catalog currency")
     output_units: NonNegative = Field(0.0, description="output produced since the previous record")
+    from_at: AwareDatetime | None = Field(None, description="start of the accounted interval (None in events before it was added)")
+    to_at: AwareDatetime | None = Field(None, description="end of the accounted interval")
+    gpus: int | None = Field(None, ge=1, description="GPUs the lease holds (quotas cut intervals at their window's edges)")
 
 
 class UsageRecorded(Envelope):

@@ -112,9 +112,11 @@ class RunningSystem:
     """Handles a test uses on the running system (see the module docstring)."""
 
     def __init__(self, settings: Settings, data_dir: Path, timings: Timings, redis: Redis, pool: asyncpg.Pool,
-                 supervisor: Supervisor, services: dict[str, asyncio.Task[None]]) -> None:  # fmt: skip
+                 supervisor: Supervisor, services: dict[str, asyncio.Task[None]],
+                 specs: Mapping[str, ServiceSpec] | None = None, stop: asyncio.Event | None = None) -> None:  # fmt: skip
         self.settings, self.data_dir, self.timings = settings, data_dir, timings
         self.redis, self.pool, self.supervisor, self.services = redis, pool, supervisor, services
+        self.specs, self.stop = dict(specs or {}), stop or asyncio.Event()
         self.tail = EventTail(redis)
         self.events: list[Envelope] = []
         self.views: dict[str, TaskView] = {}
@@ -147,6 +149,19 @@ class RunningSystem:
     def agent_log(self, agent_id: str) -> str:
         path = self.supervisor.log_path(f"agent-{agent_id}")
         return path.read_text(errors="replace") if path.exists() else ""
+
+    # ---- services ------------------------------------------------------------------------------
+
+    async def kill_service(self, name: str) -> None:
+        """Stop an in-process service abruptly (its task is cancelled wherever it is: a transaction
+        in flight rolls back, entries it read stay pending and unacked), like a killed process."""
+        task = self.services[name]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    def start_service(self, name: str) -> None:
+        """Start a (killed) service again with the same spec and settings."""
+        self.services[name] = asyncio.create_task(run_service(self.specs[name], self.settings, self.stop), name=f"e2e:{name}")
 
     # ---- observing --------------------------------------------------------------------------------
 
@@ -207,13 +222,14 @@ async def running_system(settings: Settings, data_dir: Path, *, timings: Timings
     """Start the services (in-process) and an agent supervisor; stop everything on exit."""
     settings = settings.model_copy(update={"data_dir": data_dir})
     stop = asyncio.Event()
+    specs = service_specs(timings, services)
     tasks = {name: asyncio.create_task(run_service(spec, settings, stop), name=f"e2e:{name}")
-             for name, spec in service_specs(timings, services).items()}  # fmt: skip
+             for name, spec in specs.items()}  # fmt: skip
     redis = Redis.from_url(settings.redis_url or "")
     pool = await create_pool(settings.database_dsn or "")
     try:
         with Supervisor(data_dir / "logs", env=settings_env(settings, data_dir), stop_timeout_s=5.0) as supervisor:
-            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks)
+            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop)
     finally:
         stop.set()
         done, pending = await asyncio.wait(tasks.values(), timeout=20)

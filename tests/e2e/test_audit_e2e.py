@@ -1,0 +1,117 @@
+"""The audit archive with every service running: `why` tells a preempted-then-resumed task's two
+runs, and after services are killed mid-flow `verify` passes and replay equals the live state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.audit.reading import archived_events, task_events
+from services.audit.story import story_json, tell
+from services.audit.verify import VerifyReport, verify_archive
+from shared.events import TaskState
+from shared.replay import ReplayState, apply
+from shared.storage import open_object_store
+from tests.helpers.system import RunningSystem, double_leases
+
+OPPORTUNISTIC = {
+    "name": "sweep-filler", "project": "research", "priority_class": "opportunistic", "gpus": 8, "min_vram_gb": 80,
+    "estimate_gpu_hours": 24, "profile": "compute", "checkpoint": {"interval_minutes": 5}, "output_unit": "samples",
+    "labels": {"scenario": "sweep"},
+}  # fmt: skip
+CORE = {
+    "name": "urgent-eval", "project": "llm", "priority_class": "core", "gpus": 8, "min_vram_gb": 80,
+    "estimate_gpu_hours": 4, "profile": "compute", "output_unit": "evals",
+}  # fmt: skip
+
+
+async def verified(system: RunningSystem, settle_s: float = 20.0) -> VerifyReport:
+    async with open_object_store(system.settings) as store:
+        return await verify_archive(system.pool, store, settle_s=settle_s)
+
+
+async def everything_archived(system: RunningSystem) -> bool:
+    archived = await system.pool.fetchval("SELECT count(*) FROM audit.events")
+    return archived >= len(system.events)
+
+
+async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: RunningSystem) -> None:
+    system.start_agent("h100-a", "H100x8", time_scale=1200)  # 24 GPU-h on 8 GPUs = 3 h = 9 s real
+    await system.submit([OPPORTUNISTIC])
+    filler = await system.wait_for(lambda s: s.task_by_name("sweep-filler"), what="the filler's view")
+    await system.wait_for(lambda s: [e for e in s.of_type("task.checkpointed") if e.data.task_id == filler.id],
+                          what="a checkpoint of the filler")  # fmt: skip
+    await system.submit([CORE])
+    await system.wait_for(lambda s: len(s.views) == 2 and all(v.state is TaskState.SUCCEEDED for v in s.views.values()),
+                          timeout=120, what="both tasks to succeed")  # fmt: skip
+    core = system.task_by_name("urgent-eval")
+    assert core is not None
+    await system.wait_for(everything_archived, what="the archive to catch up")
+
+    story = story_json(tell(filler.id, await task_events(system.pool, filler.id)))
+
+    assert story["state"] == "succeeded"
+    first, second = story["runs"]
+    assert first["end_reason"] == "preempted" and f"core task {core.id} needs the GPUs" in first["stopped_by"]
+    assert first["checkpoints"] >= 1 and first["resumed_from"] is None
+    assert second["resumed_from"] is not None and second["end_reason"] == "succeeded"
+    sentences = [step["sentence"] for step in story["steps"]]
+    kinds = [step["type"] for step in story["steps"]]
+    assert kinds[0] == "task.submitted" and "scenario sweep" in sentences[0]
+    assert any(s.startswith("matched to H100") for s in sentences)
+    assert [k for k in kinds if k == "lease.granted"] == ["lease.granted", "lease.granted"]
+    preempted = next(step for step in story["steps"] if step["type"] == "lease.revoked")
+    assert preempted["actor"] == "service:dispatcher" and preempted["run"] == 1 and core.id in preempted["sentence"]
+    requeued = next(step for step in story["steps"] if step["type"] == "task.requeued")
+    assert requeued["reason"] == "preempted" and second["resumed_from"] in requeued["sentence"]
+    assert story["steps"][-1]["type"] in ("task.succeeded", "usage.recorded", "lease.released")
+    assert story["gpu_hours"] > 0 and story["cost"] > 0
+    assert story["match"]["chosen"] == "H100" and story["match"]["ranking"][0]["card_type"] == "H100"
+
+    report = await verified(system)
+    assert report.ok, report.as_json()
+
+
+def mixed(count: int) -> list[dict[str, Any]]:
+    classes = ("core", "standard", "opportunistic")
+    return [
+        {"name": f"job-{n:02d}", "project": ("llm", "vision")[n % 2], "priority_class": classes[n % 3],
+         "gpus": (1, 2, 4)[n % 3], "min_vram_gb": (24, 80)[n % 2], "estimate_gpu_hours": 2.0 + n % 4,
+         "profile": "compute", "checkpoint": {"interval_minutes": 10}, "output_unit": "samples"}
+        for n in range(count)
+    ]  # fmt: skip
+
+
+async def test_after_services_are_killed_mid_flow_verify_passes_and_replay_equals_the_live_state(
+    system: RunningSystem,
+) -> None:
+    for agent_id, sim in (("h100-a", "H100x8"), ("l40s-a", "L40Sx8")):
+        system.start_agent(agent_id, sim, time_scale=3000)
+    await system.submit(mixed(24))
+    await system.wait_for(lambda s: len(s.of_type("lease.granted")) >= 4, what="the first grants")
+    for name in ("ledger", "views", "dispatcher", "matcher"):  # killed mid-flow, then started again
+        await system.kill_service(name)
+    await system.submit(mixed(30)[24:])
+    for name in ("ledger", "views", "dispatcher", "matcher"):
+        system.start_service(name)
+    await system.wait_for(lambda s: len(s.views) == 30 and all(v.is_terminal for v in s.views.values()),
+                          timeout=180, what="30 terminal tasks")  # fmt: skip
+    await system.wait_for(lambda s: len(s.of_type("lease.released")) == len(s.of_type("lease.granted")),
+                          what="every lease released")  # fmt: skip
+    await system.kill_service("ledger")  # once more, while it may still be archiving the tail
+    system.start_service("ledger")
+    await system.wait_for(everything_archived, timeout=60, what="the archive to catch up")
+
+    report = await verified(system, settle_s=30.0)
+    assert report.ok, report.as_json()
+    assert report.compared["tasks"] == 30 and report.compared["leases"] == len(system.of_type("lease.granted"))
+    assert double_leases(system.events) == []
+
+    replayed = ReplayState()
+    async for item in archived_events(system.pool):
+        apply(replayed, item.event)
+    live = {row["id"]: row["state"] for row in await system.pool.fetch("SELECT id, state FROM views.tasks")}
+    assert {task_id: view.state.value for task_id, view in replayed.tasks.items()} == live
+    ledger = {row["lease_id"]: (row["gpu_seconds"], row["cost"])
+              for row in await system.pool.fetch("SELECT lease_id, gpu_seconds, cost FROM ledger.lease_usage")}  # fmt: skip
+    assert {lease: (t.gpu_seconds, t.cost) for lease, t in replayed.usage_by_lease().items()} == ledger
+    assert {e.event_id for e in system.events} <= {item.event.event_id async for item in archived_events(system.pool)}
