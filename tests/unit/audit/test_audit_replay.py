@@ -1,0 +1,91 @@
+"""Replay (pure): leases, exact usage, quota use cut at the window like the ledger; and compare
+names the event where the archive and a live model part ways."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from services.audit.compare import Model, compare_models, first_breaking
+from services.audit.live import LiveIncrement, LiveLease, LiveLeaseUsage, LiveState
+from services.ledger.quotas import QuotaStatus
+from shared.replay import replay
+from tests.unit.audit.builders import T0, granted, quota, released, renewed, submitted, usage
+
+H = timedelta(hours=1)
+
+
+def history():
+    return [
+        submitted("T1"),
+        granted("L1", "T1", gpus=2, at=T0),
+        renewed("L1", "T1", at=T0 + H),
+        usage("L1", "T1", start=T0, end=T0 + H, project="unknown"),  # booked before the ledger saw the task
+        released("L1", "T1", ended_at=T0 + 2 * H, gpus=2),
+        usage("L1", "T1", start=T0 + H, end=T0 + 2 * H, seq=2),
+        quota("acct", "proj-a", 10, start=T0 + 90 * timedelta(minutes=1)),
+    ]
+
+
+def test_replay_rebuilds_leases_usage_and_quota_use() -> None:
+    state = replay(history())
+    lease = state.leases["L1"]
+    assert (lease.gpus, lease.granted_at, lease.ended_at, lease.end_reason) == (2, T0, T0 + 2 * H, "succeeded")
+    assert lease.renewals == 1 and not lease.is_active
+    assert state.usage_by_lease()["L1"].gpu_seconds == Decimal(4 * 3600)
+    assert state.usage_by_project() == {"proj-a": state.usage_by_lease()["L1"]}  # 'unknown' resolved
+    # the window opens at T0+1.5h: half of the second hour on 2 GPUs = 1 GPU-hour
+    assert state.quota_used_gpu_hours(state.quotas["acct"]) == Decimal(1)
+    assert state.tasks["T1"].project == "proj-a" and state.events == len(history())
+
+
+def test_a_release_seen_before_its_grant_still_makes_a_whole_lease() -> None:
+    events = history()
+    state = replay([events[4], events[1]])
+    lease = state.leases["L1"]
+    assert (lease.node_id, lease.fencing_token, lease.ended_at) == ("n1", 1, T0 + 2 * H)
+
+
+def live_matching(events) -> LiveState:
+    state = replay(events)
+    view = state.tasks["T1"].model_dump(mode="json")
+    return LiveState(
+        tasks={"T1": view},
+        task_history={"T1": {e.event_id: "queued" for e in events}},
+        leases={"L1": LiveLease("L1", "T1", "n1", "H100", (0, 1), 1, T0, T0 + 2 * H, "succeeded")},
+        lease_usage={"L1": LiveLeaseUsage("L1", "T1", "proj-a", "H100", Decimal(14400), Decimal("40"), T0 + 2 * H, "succeeded")},
+        increments={p.event_id: LiveIncrement(p.event_id, "L1", p.gpu_seconds, p.cost) for p in state.usage},
+        quotas={"acct": QuotaStatus("acct", "proj-a", None, Decimal(10), T0 + 90 * timedelta(minutes=1),
+                                    T0 + 90 * timedelta(minutes=1) + timedelta(days=30), 15.0, (0.8,), Decimal(1))},
+    )  # fmt: skip
+
+
+def test_equal_models_have_no_mismatch() -> None:
+    events = history()
+    assert compare_models(replay(events), live_matching(events), {"T1": events}) == []
+
+
+def test_each_kind_of_difference_names_its_model_and_event() -> None:
+    events = history()
+    live = live_matching(events)
+    live.leases["L1"] = LiveLease("L1", "T1", "n1", "H100", (0, 1), 1, T0, T0 + 3 * H, "expired")  # end differs
+    first_usage = events[3].event_id
+    live.increments[first_usage] = LiveIncrement(first_usage, "L1", Decimal(7200), Decimal("0.5"))  # cost differs
+    live.tasks["T1"] = {**live.tasks["T1"], "state": "failed"}
+    found = compare_models(replay(events), live, {"T1": events})
+    by_model = {m.model: m for m in found}
+    assert by_model[Model.LEASES].event_id == events[4].event_id and "expired" in by_model[Model.LEASES].detail
+    assert by_model[Model.LEDGER].event_id == first_usage
+    assert by_model[Model.TASKS].event_id == events[0].event_id  # the views recorded another state after it
+    seq_of = {e.event_id: n for n, e in enumerate(events, 1)}
+    assert first_breaking(found, seq_of).model is Model.TASKS
+
+
+def test_what_one_side_lacks_is_named() -> None:
+    events = history()
+    live = live_matching(events)
+    del live.increments[events[5].event_id]
+    live.increments["01XFORGEDXXXXXXXXXXXXXXXXX"] = LiveIncrement("01XFORGEDXXXXXXXXXXXXXXXXX", "L1", Decimal(1), Decimal(1))
+    found = {m.event_id: m.detail for m in compare_models(replay(events), live, {"T1": events})}
+    assert "no such increment" in found[events[5].event_id]
+    assert "not archived" in found["01XFORGEDXXXXXXXXXXXXXXXXX"]
