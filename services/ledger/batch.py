@@ -6,7 +6,8 @@
 - `lease.released` -> accounted up to `ended_at` and closed (opened from its own data if the grant
   was never seen);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
-  the highest value reported wins.
+  the highest value reported wins;
+- `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
 of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`.
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from shared.events.emission import Emission
 from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of
@@ -28,6 +30,7 @@ from shared.events import (
     LeaseReleased,
     LeaseRenewed,
     TaskCheckpointed,
+    TaskMatched,
     TaskSubmitted,
     TaskSucceeded,
     UsageRecorded,
@@ -37,7 +40,7 @@ from shared.events.subjects import lease_subject
 from shared.logging import get_logger
 
 RELEVANT_TYPES: tuple[type[Envelope], ...] = (
-    TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded,
+    TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskMatched,
 )  # fmt: skip
 UNKNOWN_PROJECT = "unknown"
 """Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
@@ -58,6 +61,27 @@ class TaskInfo:
     name: str
     output_unit: str | None
     submitted_at: datetime
+    scenario: str | None = None
+    profile: str | None = None
+    gpus: int | None = None
+
+
+SCENARIO_LABEL = "scenario"
+"""The submission label rounds group spend by."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMatch:
+    """A task's latest match: the ranked card types with the matcher's estimates."""
+
+    task_id: str
+    chosen: str
+    ranking: list[dict[str, Any]]
+    oversized: bool
+    reason: str
+    catalog_version: str | None
+    matched_at: datetime
+    event_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +102,7 @@ class BatchEffects:
     emissions: list[Emission] = field(default_factory=list)
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     outputs: dict[tuple[str, str], RunOutput] = field(default_factory=dict)
+    matches: dict[str, TaskMatch] = field(default_factory=dict)
 
 
 class _Fold:
@@ -98,10 +123,15 @@ class _Fold:
             self.released(event)
         elif isinstance(event, (TaskCheckpointed, TaskSucceeded)):
             self.output(event)
+        elif isinstance(event, TaskMatched):
+            self.matched(event)
 
     def submitted(self, event: TaskSubmitted) -> None:
         submission = event.data.submission
-        task = TaskInfo(event.data.task_id, submission.project, submission.name, submission.output_unit, event.occurred_at)
+        task = TaskInfo(
+            event.data.task_id, submission.project, submission.name, submission.output_unit, event.occurred_at,
+            scenario=submission.labels.get(SCENARIO_LABEL), profile=submission.profile.value, gpus=submission.gpus,
+        )  # fmt: skip
         self.effects.tasks[task.task_id] = task
         self.projects[task.task_id] = task.project
         for lease in [lease for lease in self.leases.values() if lease.task_id == task.task_id]:
@@ -130,6 +160,17 @@ class _Fold:
         if before is not None:
             units = max(units, before.output_units)
         self.effects.outputs[key] = RunOutput(data.task_id, data.lease_id, units, final, event.occurred_at)
+
+    def matched(self, event: TaskMatched) -> None:
+        data = event.data
+        before = self.effects.matches.get(data.task_id)
+        if before is not None and before.matched_at > event.occurred_at:
+            return
+        ranking = [option.model_dump(mode="json") for option in data.ranking]
+        self.effects.matches[data.task_id] = TaskMatch(
+            data.task_id, data.chosen, ranking, data.oversized, data.reason, data.catalog_version,
+            event.occurred_at, event.event_id,
+        )  # fmt: skip
 
     def open(self, lease_id: str, task_id: str, card_type: str, gpus: int, opened_at: datetime) -> None:
         if card_type not in self.catalog:

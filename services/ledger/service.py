@@ -11,31 +11,38 @@ A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts.
 
 The ledger also keeps the audit archive (schema `audit`, `services.audit`): a second batch
 subscriber (group `audit`) appends every `cf:events` entry to the hash-chained `audit.events`,
-and a periodic loop rolls segments of it to the archive bucket.
+and a periodic loop rolls segments of it to the archive bucket. Another closes a round when its
+period ends (`services.ledger.rounds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.audit.archive import prepare_archive, subscribe_archive
 from services.audit.segments import SegmentPolicy, roll_due_segments
+from services.ledger.rounds import close_due_round
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
-from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry
+from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.cards import Catalog, load_catalog
 from shared.events import Envelope, utcnow
 from shared.logging import get_logger
-from shared.names import ARCHIVE_BUCKET, LEDGER_GROUP
-from shared.storage import open_object_store
+from shared.names import ARCHIVE_BUCKET, LEDGER_GROUP, REPORTS_BUCKET
+from shared.storage import ObjectStore, open_object_store
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
 QUOTA_CHECK_INTERVAL_S = 30.0
-SEGMENT_CHECK_INTERVAL_S = 30.0
+PERIODIC_CHECK_S = 30.0
+"""How often the ledger looks for a due round and a due archive segment."""
 
 log = get_logger(__name__)
 
@@ -58,44 +65,80 @@ async def handle_batch(
     log.debug("ledger batch", events=len(todo), usage_records=len(effects.emissions))
 
 
+class LedgerSettings(BaseSettings):
+    """Tuning of the ledger service (`CARDFLOW_LEDGER_*`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CARDFLOW_LEDGER_", extra="ignore")
+
+    round_period_days: float = Field(7.0, gt=0, description="a round closes by itself at the end of each period")
+    segment_events: int = Field(10_000, ge=1, description="an archive segment is rolled once this many events wait")
+    segment_max_age_s: float = Field(3600.0, gt=0, description="... or once the oldest waiting event is this old")
+
+    @property
+    def round_period(self) -> timedelta:
+        return timedelta(days=self.round_period_days)
+
+    @property
+    def segments(self) -> SegmentPolicy:
+        return SegmentPolicy(self.segment_events, timedelta(seconds=self.segment_max_age_s))
+
+
 def build_spec(
     catalog: Catalog | None = None,
     *,
     batch_size: int = BATCH_SIZE,
     quota_check_interval_s: float = QUOTA_CHECK_INTERVAL_S,
-    segments: SegmentPolicy = SegmentPolicy(),
-    segment_check_interval_s: float = SEGMENT_CHECK_INTERVAL_S,
+    tuning: LedgerSettings | None = None,
+    periodic_check_s: float = PERIODIC_CHECK_S,
 ) -> ServiceSpec:
-    """The ledger's spec: prices from `catalog` (default: the packaged card catalog); archive
-    segments rolled by `segments`, checked every `segment_check_interval_s`."""
+    """The ledger's spec: prices from `catalog` (default: the packaged card catalog); rounds and
+    archive segments by `tuning` (default: from the environment), checked every `periodic_check_s`."""
 
     async def setup(ctx: ServiceContext) -> None:
         prices = catalog or load_catalog()
+        settings = tuning or LedgerSettings()
 
         async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, prices, events)
 
         subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
-        await setup_archive(ctx, segments, segment_check_interval_s)
+        await prepare_archive(ctx.pool)
+        subscribe_archive(ctx.broker, ctx.pool)
+        store = await open_stores(ctx)
+        ctx.every(periodic_check_s, _rounds_loop(store, settings.round_period), name="rounds")
+        if store is not None:
+            ctx.every(periodic_check_s, _segments_loop(store, settings.segments), name="archive-segments")
 
     return ServiceSpec(name="ledger", schema=SCHEMA, migrations=MIGRATIONS, setup=setup)
 
 
-async def setup_archive(ctx: ServiceContext, policy: SegmentPolicy, check_interval_s: float) -> None:
-    """The archiver (every cf:events entry into audit.events) and the segment roller."""
-    await prepare_archive(ctx.pool)
-    subscribe_archive(ctx.broker, ctx.pool)
+async def open_stores(ctx: ServiceContext) -> ObjectStore | None:
+    """The object store with the archive and reports buckets; None (logged) when none is configured."""
     if not ctx.settings.s3_endpoint:
-        log.warning("no object storage configured (CARDFLOW_S3_ENDPOINT): archive segments are not rolled")
-        return
+        log.warning("no object storage configured (CARDFLOW_S3_ENDPOINT): no archive segments, round reports only in PostgreSQL")
+        return None
     store = await ctx.resources.enter_async_context(open_object_store(ctx.settings))
-    await store.ensure_bucket(ARCHIVE_BUCKET)
+    for bucket in (ARCHIVE_BUCKET, REPORTS_BUCKET):
+        await store.ensure_bucket(bucket)
+    return store
 
+
+def _segments_loop(store: ObjectStore, policy: SegmentPolicy) -> Loop:
     async def roll(ctx: ServiceContext) -> None:
         await roll_due_segments(ctx.pool, store, policy, utcnow())
 
-    ctx.every(check_interval_s, roll, name="archive-segments")
+    return roll
+
+
+def _rounds_loop(store: ObjectStore | None, period: timedelta) -> Loop:
+    async def close_due(ctx: ServiceContext) -> None:
+        async with ctx.transaction() as conn:
+            closed = await close_due_round(conn, store, ctx.emitter, utcnow(), period)
+        if closed is not None:
+            log.info("round closed at its period's end", round_id=closed.round_id, ends_at=closed.ends_at.isoformat())
+
+    return close_due
 
 
 SPEC = build_spec()

@@ -9,7 +9,7 @@ import asyncpg
 from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
-from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo
+from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo, TaskMatch
 
 SCHEMA = "ledger"
 
@@ -42,6 +42,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_increments(conn, effects, [event.event_id for event in events])
     await _save_outputs(conn, list(effects.outputs.values()))
+    await _save_matches(conn, list(effects.matches.values()))
 
 
 async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
@@ -49,10 +50,10 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
         return
     await execute_bulk(
         conn,
-        f"INSERT INTO {SCHEMA}.tasks (task_id, project, name, output_unit, submitted_at)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])"
-        " ON CONFLICT (task_id) DO NOTHING",
-        tasks, ("task_id", "project", "name", "output_unit", "submitted_at"),
+        f"INSERT INTO {SCHEMA}.tasks (task_id, project, name, output_unit, submitted_at, scenario, profile, gpus)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[],"
+        " $7::text[], $8::int[]) ON CONFLICT (task_id) DO NOTHING",
+        tasks, ("task_id", "project", "name", "output_unit", "submitted_at", "scenario", "profile", "gpus"),
     )  # fmt: skip
     for table in ("lease_usage", "usage_increments"):  # leases opened before their task was seen
         await conn.execute(
@@ -102,3 +103,18 @@ async def _save_outputs(conn: asyncpg.Connection, outputs: list[RunOutput]) -> N
         " reported_at = GREATEST(o.reported_at, EXCLUDED.reported_at)",
         outputs, ("task_id", "lease_id", "output_units", "final", "reported_at"),
     )  # fmt: skip
+
+
+async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> None:
+    """Each task's latest match (a redelivered older one never replaces a newer)."""
+    if not matches:
+        return
+    await conn.executemany(
+        f"INSERT INTO {SCHEMA}.task_matches AS m (task_id, chosen, ranking, oversized, reason, catalog_version,"
+        " matched_at, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        " ON CONFLICT (task_id) DO UPDATE SET chosen = EXCLUDED.chosen, ranking = EXCLUDED.ranking,"
+        " oversized = EXCLUDED.oversized, reason = EXCLUDED.reason, catalog_version = EXCLUDED.catalog_version,"
+        " matched_at = EXCLUDED.matched_at, event_id = EXCLUDED.event_id WHERE m.matched_at <= EXCLUDED.matched_at",
+        [(m.task_id, m.chosen, m.ranking, m.oversized, m.reason, m.catalog_version, m.matched_at, m.event_id)
+         for m in matches],
+    )

@@ -84,6 +84,8 @@ from shared.events.ledger import (
     QuotaThresholdCrossedData,
     RoundClosed,
     RoundClosedData,
+    RoundNoteAmended,
+    RoundNoteAmendedData,
     UsageRecorded,
     UsageRecordedData,
 )

@@ -41,6 +41,7 @@ from shared.events.ledger import (
     QuotaGranted,
     QuotaThresholdCrossed,
     RoundClosed,
+    RoundNoteAmended,
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
@@ -59,6 +60,7 @@ Event = Annotated[
         LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
         # ledger
         UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed,
+        RoundNoteAmended,
         # config
         ConfigChanged, TemplateChanged,
     ],

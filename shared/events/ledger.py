@@ -113,3 +113,17 @@ class RoundClosed(Envelope):
 
     type: Literal["round.closed"] = "round.closed"
     data: RoundClosedData
+
+
+class RoundNoteAmendedData(Payload):
+    round_id: EntityId
+    version: int = Field(ge=2, description="the note's new version (1 is the note the round was closed with)")
+    note: Detail = Field(description="the amended one-line retrospective note")
+    reason: Detail = ""
+
+
+class RoundNoteAmended(Envelope):
+    """Someone (the actor) amended a closed round's retrospective note; earlier versions are kept."""
+
+    type: Literal["round.note_amended"] = "round.note_amended"
+    data: RoundNoteAmendedData

@@ -11,8 +11,8 @@ import pytest
 
 from services.audit.archive import WRITER_ROLE
 from services.audit.chain import BreakKind, StoredLink, find_break, link
-from services.audit.segments import SegmentPolicy, check_segment, load_rows, load_segments, read_segment_objects
-from services.ledger.service import build_spec
+from services.audit.segments import check_segment, load_rows, load_segments, read_segment_objects
+from services.ledger.service import LedgerSettings, build_spec
 from shared.events import canonical_json
 from shared.names import ARCHIVE_BUCKET
 from shared.settings import Settings
@@ -22,7 +22,7 @@ from tests.unit.ledger.builders import T0, granted, released, renewed, submitted
 
 pytestmark = pytest.mark.integration
 
-LEDGER = build_spec(segments=SegmentPolicy(max_events=4, max_age=timedelta(hours=1)), segment_check_interval_s=0.2)
+LEDGER = build_spec(tuning=LedgerSettings(segment_events=4), periodic_check_s=0.2)
 
 
 def some_events(n_tasks: int) -> list:
