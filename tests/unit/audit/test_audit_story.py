@@ -1,0 +1,56 @@
+"""The story of a task (pure): runs grouped by grant (a grant over two nodes is one run), renewals
+folded into their run, usage summed exactly, and change sentences for `audit log`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from services.audit.queries import describe_change
+from services.audit.reading import ArchivedEvent
+from services.audit.story import story_json, tell
+from shared.events import LeaseGranted, make_event
+from shared.events.subjects import lease_subject
+from tests.unit.audit.builders import T0, released, renewed, submitted, usage
+
+H = timedelta(hours=1)
+
+
+def grant(lease_id: str, node: str, *, at, cause: str | None = None) -> LeaseGranted:
+    return make_event(
+        LeaseGranted, subject=lease_subject(lease_id), subject_seq=1, producer="dispatcher/t", actor="service:dispatcher",
+        occurred_at=at, causation_id=cause, data={
+            "lease_id": lease_id, "task_id": "T1", "agent_id": f"a-{node}", "node_id": node, "card_type": "H100",
+            "gpu_indices": [0, 1, 2, 3, 4, 5, 6, 7], "fencing_token": 1, "ttl_s": 30.0, "expires_at": at + H, "parts": 2,
+        },
+    )  # fmt: skip
+
+
+def test_a_grant_over_two_nodes_is_one_run_and_a_later_grant_another() -> None:
+    events = [
+        submitted("T1"),
+        grant("L1", "n1", at=T0, cause="C1"), grant("L2", "n2", at=T0, cause="C1"),  # one grant, two nodes
+        renewed("L1", "T1", at=T0 + H / 2),
+        released("L1", "T1", ended_at=T0 + H, gpus=8, reason="preempted"),
+        released("L2", "T1", ended_at=T0 + H, gpus=8, reason="preempted"),
+        usage("L1", "T1", start=T0, end=T0 + H, gpus=8), usage("L2", "T1", start=T0, end=T0 + H, gpus=8),
+        grant("L3", "n1", at=T0 + 2 * H, cause="C2"),
+    ]
+    story = story_json(tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)]))
+
+    first, second = story["runs"]
+    assert (first["lease_ids"], first["node_ids"], first["gpus"], first["renewals"]) == (["L1", "L2"], ["n1", "n2"], 16, 1)
+    assert first["end_reason"] == "preempted" and first["gpu_hours"] == 16.0
+    assert (second["run"], second["lease_ids"], second["ended_at"]) == (2, ["L3"], None)
+    assert [s["type"] for s in story["steps"]].count("lease.renewed") == 0  # folded into the run
+    assert [s["run"] for s in story["steps"] if s["type"] == "lease.granted"] == [1, 1, 2]
+    assert story["gpu_hours"] == 16.0 and story["cost"] == 2 * round(8 * 3600 * 10 / 3600, 6)
+    assert story["steps"][0]["sentence"].startswith("submitted: 'train' in project proj-a")
+
+
+def test_change_sentences() -> None:
+    assert describe_change("quota.granted", {"project": "llm", "gpu_hours": 100.0, "card_type": "H100",
+                                             "valid_from": "2026-01-01", "valid_to": "2026-02-01"}) == (
+        "llm: 100 GPU-h on H100, 2026-01-01 to 2026-02-01")  # fmt: skip
+    assert describe_change("config.changed", {"file": "policy.yaml", "old_version": "v1", "new_version": "v2"}) == (
+        "policy.yaml: version v1 -> v2")
+    assert describe_change("token.created", {"name": "alice", "role": "auditor", "scopes": ["x"]}) == "name=alice, role=auditor"
