@@ -173,3 +173,43 @@ async def test_outboxes_are_pruned_only_once_their_events_are_archived(fresh_set
     below = [fields[b"event_id"].decode() for entry_id, fields in entries if position(entry_id.decode()) <= position(through)]
     assert len(below) >= 4 and set(below) <= archived_ids
     assert not {e.event_id for e in second} & set(below)
+
+
+async def test_verify_fails_on_a_changed_segment_or_row_and_names_the_first_breaking_event(fresh_settings: Settings) -> None:
+    from services.audit.verify import verify_archive
+
+    async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
+        await running.publish(*some_events(2))
+
+        async def two_segments() -> bool:
+            return len(await running.fetch("SELECT 1 FROM audit.segments")) >= 2
+
+        assert await running.wait_until(two_segments)
+        assert running.pool is not None
+
+        async def holds() -> bool:  # everything the ledger published (usage, the first round) is archived
+            return (await verify_archive(running.pool, store, settle_s=0)).ok
+
+        assert await running.wait_until(holds)
+        await running.stop_service("ledger")  # quiet: nothing more is archived or rolled
+        clean = await verify_archive(running.pool, store, settle_s=0)
+        first = (await load_segments(running.pool))[0]
+        data, _ = await read_segment_objects(store, first)
+        lines = gzip.decompress(data).decode().split("\n")
+        lines[1] = lines[1].replace('"actor":"', '"actor":"X', 1)
+        await store.put(ARCHIVE_BUCKET, first.object_key, gzip.compress("\n".join(lines).encode()))
+        segment_tampered = await verify_archive(running.pool, store, settle_s=0)
+        async with running.pool.acquire() as conn, conn.transaction():
+            await conn.execute("ALTER TABLE audit.events DISABLE TRIGGER events_append_only")
+            await conn.execute("UPDATE audit.events SET actor = 'user:mallory', body = replace(body, $1, $2) WHERE seq = 6",
+                               '"actor":"', '"actor":"user:mallory')  # fmt: skip
+            await conn.execute("ALTER TABLE audit.events ENABLE TRIGGER events_append_only")
+        row_tampered = await verify_archive(running.pool, store, settle_s=0)
+        rows = await archived(running)
+
+    assert clean.ok, clean.as_json()
+    assert not segment_tampered.ok
+    assert segment_tampered.first_break is not None and segment_tampered.first_break["seq"] == 2
+    assert segment_tampered.first_break["event_id"] == rows[1]["event_id"]
+    assert not row_tampered.ok and row_tampered.chain_break is not None
+    assert (row_tampered.chain_break.seq, row_tampered.first_break["seq"]) == (6, 2)  # the segment still breaks first
