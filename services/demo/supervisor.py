@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.embedded.processes import group_members, next_backoff
+from shared.embedded.processes import group_members, next_backoff, open_log
 
 _PR_SET_PDEATHSIG = 1
 
@@ -229,7 +229,7 @@ class Supervisor:
 
     def _spawn(self, child: _Child) -> int:
         spec = child.spec
-        with open(self.log_path(spec.name), "ab") as log:
+        with open_log(self.log_path(spec.name)) as log:
             popen = subprocess.Popen(
                 list(spec.argv),
                 stdin=subprocess.DEVNULL,

@@ -25,7 +25,7 @@ import psutil
 from shared.embedded.credentials import write_private
 from shared.embedded.health import probe_postgres, run_sync
 from shared.embedded.launch import Launched, LaunchOptions, package_dir
-from shared.embedded.processes import EmbeddedServerError, free_ports, spawn, tail
+from shared.embedded.processes import EmbeddedServerError, free_ports, open_log, spawn, tail
 
 POSTGRES_SYSTEM_USER = "cardflow-postgres"
 ROLE = "cardflow"
@@ -78,7 +78,7 @@ def _initdb(pgdata: Path, options: LaunchOptions, user: str | None) -> None:
         os.chown(pwfile, pwd.getpwnam(user).pw_uid, -1)
     log = options.layout.log_file("postgres")
     try:
-        with open(log, "ab") as out:
+        with open_log(log) as out:
             subprocess.run(
                 [str(postgres_bin_dir() / "initdb"), "-D", str(pgdata), "-U", ROLE, f"--pwfile={pwfile}",
                  "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-instructions"],

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil
 
@@ -74,6 +74,30 @@ def free_ports(count: int, host: str = "127.0.0.1", avoid: set[int] | None = Non
         for sock in holders:
             sock.close()
     return ports
+
+
+LOG_MODE = 0o640
+SERVER_UMASK = 0o077
+"""Files an embedded server creates (Redis's AOF, SeaweedFS's volumes) are its owner's alone."""
+
+
+def open_log(path: Path) -> IO[bytes]:
+    """`path` opened for appending, created 0640 (owner writes, group reads, others nothing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_MODE)
+    os.chmod(path, LOG_MODE)  # an older, looser file too
+    return os.fdopen(fd, "ab")
+
+
+def _private_files_hook(then: Callable[[], None] | None) -> Callable[[], None]:
+    """A preexec hook: the child creates its files 0600 / dirs 0700, then runs `then`."""
+
+    def hook() -> None:
+        os.umask(SERVER_UMASK)
+        if then is not None:
+            then()
+
+    return hook
 
 
 def _death_signal_hook(stop_signal: int, *, thread_outlives_child: bool = False) -> Callable[[], None] | None:
@@ -143,8 +167,7 @@ def spawn(
     process dies without stopping it.
     """
     hook = _death_signal_hook(death_signal or stop_signal, thread_outlives_child=thread_outlives_child)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open_log(log_path) as log:
         popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -155,7 +178,7 @@ def spawn(
             user=user,
             group=_primary_group(user),
             extra_groups=[] if user else None,
-            preexec_fn=hook if die_with_owner else None,
+            preexec_fn=_private_files_hook(hook if die_with_owner else None),
         )
     record = ServerRecord(
         name=name,
