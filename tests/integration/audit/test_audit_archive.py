@@ -139,42 +139,6 @@ async def test_a_changed_row_breaks_the_chain_at_that_row(fresh_settings: Settin
     assert (broken.seq, broken.event_id, broken.kind) == (5, rows[4]["event_id"], BreakKind.HASH)
 
 
-async def test_outboxes_are_pruned_only_once_their_events_are_archived(fresh_settings: Settings) -> None:
-    from redis.asyncio import Redis
-
-    from services.audit.retention import archived_stream_through, prune_archived_outbox
-    from shared.delivery.migrations import migrate_delivery
-    from shared.delivery.outbox import append_events
-    from shared.delivery.relay import OutboxRelay
-
-    first, second = some_events(1), some_events(2)[4:]
-    async with RunningServices(fresh_settings, LEDGER) as running:
-        assert running.pool is not None
-        await migrate_delivery(running.pool, "intake")
-        relay = OutboxRelay(running.pool, running.redis, "intake")
-        async with running.pool.acquire() as conn, conn.transaction():
-            await append_events(conn, "intake", first)
-        await relay.publish_pending()
-        await running.wait_for_count(lambda: archived(running), 4)
-        through = await archived_stream_through(running.redis)
-        await running.stop_service("ledger")  # the archiver is down: the next events wait in the stream
-        async with running.pool.acquire() as conn, conn.transaction():
-            await append_events(conn, "intake", second)
-        await relay.publish_pending()
-        pruned = await prune_archived_outbox(running.pool, "intake", timedelta(0))
-        left = await running.fetch("SELECT event_id FROM intake.outbox ORDER BY position")
-        entries = await running.redis.xrange("cf:events")
-        archived_ids = {row["event_id"] for row in await archived(running)}
-
-    assert pruned == 4
-    assert [row["event_id"] for row in left] == [e.event_id for e in second]
-    position = lambda entry_id: tuple(int(part) for part in entry_id.split("-"))  # noqa: E731
-    assert through is not None
-    below = [fields[b"event_id"].decode() for entry_id, fields in entries if position(entry_id.decode()) <= position(through)]
-    assert len(below) >= 4 and set(below) <= archived_ids
-    assert not {e.event_id for e in second} & set(below)
-
-
 async def test_verify_fails_on_a_changed_segment_or_row_and_names_the_first_breaking_event(fresh_settings: Settings) -> None:
     from services.audit.verify import verify_archive
 
