@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
+import re
+import shlex
 import signal
 import sys
 import threading
@@ -17,7 +20,7 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -33,7 +36,10 @@ from shared.embedded import (
 )
 from shared.embedded.health import probe_postgres, probe_redis, probe_s3
 from shared.logging import configure_logging
-from shared.settings import Settings
+from shared.settings import Settings, redact_url
+
+if TYPE_CHECKING:
+    from services.identity.bootstrap import LocalAdmin
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: grep-able
@@ -85,12 +91,26 @@ def up(
         except (InstanceAlreadyRunning, EmbeddedServerError) as exc:
             errors.print(f"[red]cannot start:[/red] {exc}")
             raise typer.Exit(1) from None
-        console.print(_where_table(found, backends.embedded))
+        admin = local_admin(found)
+        console.print(_where_table(found, backends.embedded, admin))
         console.print(f"Connect another terminal: [bold]eval \"$(cardflow endpoints --data-dir {found.data_dir})\"[/bold]")
         run_system(found, demo, stack)
         console.print("Running. Press Ctrl-C to stop.")
         _wait_forever()
     console.print("Stopped.")
+
+
+def local_admin(endpoints: Endpoints) -> LocalAdmin:
+    """The local user's admin token of this instance (created on first start; see services.identity.bootstrap)."""
+    from services.identity.bootstrap import ensure_local_admin
+
+    return asyncio.run(ensure_local_admin(endpoints.database_url, endpoints.data_dir or ".cardflow", local_admin_name()))
+
+
+def local_admin_name() -> str:
+    """The login name, made a valid token name (`user:<name>` is the actor of what the local admin does)."""
+    name = re.sub(r"[^A-Za-z0-9._@-]+", "-", getpass.getuser()).strip("-._@")[:64]
+    return name or "local-admin"
 
 
 def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack) -> list[str]:
@@ -129,7 +149,7 @@ def _wait_forever() -> None:
         threading.Event().wait()
 
 
-def _where_table(endpoints: Endpoints, embedded: list[str]) -> Table:
+def _where_table(endpoints: Endpoints, embedded: list[str], admin: LocalAdmin) -> Table:
     table = Table(title=f"cardflow backends (data dir {endpoints.data_dir})")
     for column in ("backend", "where", "mode"):
         table.add_column(column, overflow="fold")
@@ -139,18 +159,49 @@ def _where_table(endpoints: Endpoints, embedded: list[str]) -> Table:
     started = "subprocesses" if SYSTEM_PARTS else "not started"
     table.add_row("services", logs, started)
     table.add_row("console/API", "`cardflow console`", started)
+    created = "created now" if admin.created else "kept from the last start"
+    table.add_row("admin token", f"user:{admin.name}, in {admin.path} (0600)", created)
     return table
 
 
-def endpoints(data_dir: DataDirOption = None) -> None:
-    """Print the running instance's CARDFLOW_* settings as `export` lines (for `eval`)."""
+def endpoints(
+    data_dir: DataDirOption = None,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="also export the backends' URLs and keys (passwords included)")] = False,
+) -> None:
+    """Print what another shell needs to use the running instance, as `export` lines (for `eval`).
+
+    The API URL and the path of the admin token file (0600) always; the backends' settings, with
+    their passwords and keys, only with --show-secrets (otherwise as comments with *** in place of
+    each secret).
+    """
+    from services.cli.client import read_instance_api
+
     settings = Settings()
     where = _data_dir(settings, data_dir)
     found = running_instance(where)
     if found is None:
         errors.print(f"no cardflow instance is running on data dir {where} (start one with `cardflow up`)")
         raise typer.Exit(1)
-    sys.stdout.write(found.to_shell())
+    api = read_instance_api(where) or {}
+    lines = [f"export {key}={shlex.quote(value)}\n" for key, value in api.items()]
+    if not api:
+        lines.append("# no console runs on this instance yet: no CARDFLOW_API_URL\n")
+    if show_secrets:
+        lines.append(found.to_shell())
+    else:
+        lines.append(f"export CARDFLOW_DATA_DIR={shlex.quote(found.data_dir or str(where))}\n")
+        lines.append("# backends (secrets hidden; `cardflow endpoints --show-secrets` exports them):\n")
+        lines += [f"# {key}={value}\n" for key, value in redacted_env(found).items() if key != "CARDFLOW_DATA_DIR"]
+    sys.stdout.write("".join(lines))
+
+
+def redacted_env(found: Endpoints) -> dict[str, str]:
+    """`found.as_env()` with every password and key replaced by ***."""
+    hidden = {"CARDFLOW_S3_ACCESS_KEY", "CARDFLOW_S3_SECRET_KEY"}
+    return {
+        key: "***" if key in hidden else (redact_url(value) or "") if key.endswith("_URL") else value
+        for key, value in found.as_env().items()
+    }
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shared.settings import get_settings
 
 T = TypeVar("T")
 console = Console()
@@ -36,7 +35,9 @@ async def _with_ledger(action: Callable[[Any], Awaitable[T]]) -> T:
     from services.ledger.service import SPEC
     from shared.delivery.db import create_pool
 
-    dsn = get_settings().database_dsn
+    from services.cli.views import resolve_settings
+
+    dsn = resolve_settings().database_dsn
     if not dsn:
         errors.print("CARDFLOW_DATABASE_URL is not set (see `cardflow endpoints`)")
         raise typer.Exit(2)

@@ -25,7 +25,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
 from shared.names import INGEST_STREAM
-from shared.settings import Settings, get_settings
+from shared.settings import Settings
 from shared.submission import SubmissionFileError, load_submission_file
 
 console = Console()
@@ -147,7 +147,9 @@ def submit(
     actor: Annotated[str | None, typer.Option("--actor", help="who submits [default: user:<login>]")] = None,
 ) -> None:
     """Submit tasks from FILE to cf:ingest, like an upstream system would (see docs/ingest.md)."""
-    settings = get_settings()
+    from services.cli.views import resolve_settings
+
+    settings = resolve_settings()
     redis_url = _require_redis(settings)
     try:
         submissions = [with_key(raw) for raw in load_submission_file(file)]
@@ -168,7 +170,9 @@ def cancel(
     actor: Annotated[str | None, typer.Option("--actor", help="who asks [default: user:<login>]")] = None,
 ) -> None:
     """Ask to cancel TASK (a task.cancel entry on cf:ingest; the dispatcher stops it)."""
-    redis_url = _require_redis(get_settings())
+    from services.cli.views import resolve_settings
+
+    redis_url = _require_redis(resolve_settings())
     payload = {"task_id": task_id, **({"reason": reason} if reason else {})}
     [entry_id] = asyncio.run(send(redis_url, [ingest_fields("task.cancel", payload, actor or default_actor())]))
     console.print(f"cancel of {task_id} requested ({INGEST_STREAM} entry {entry_id})")

@@ -8,9 +8,10 @@
   `/static/`: its stylesheet and script.
 - `/healthz`: 200 when PostgreSQL answers, else 503.
 
-At start-up the process applies the `views` and `intake` schema migrations (idempotent and
-serialised, like every service start), so the API works before those services first ran; the
-views fill once the views service (`cardflow service views`) runs. With an object store configured
+At start-up the process applies the `views`, `intake` and `identity` schema migrations (idempotent
+and serialised, like every service start), so the API works before those services first ran; the
+views fill once the views service (`cardflow service views`) runs. The console owns schema
+`identity` (API tokens, `services.identity`) and relays its outbox while it runs. With an object store configured
 it also writes the readiness board to the reports bucket once a day
 (`services.console.snapshots.run_daily_board_snapshots`; `board_snapshots=False` turns that off).
 """
@@ -25,21 +26,27 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from redis.asyncio import Redis
 
 from services.common.runtime import prepare_schema
 from services.console.api import router
+from services.console.auth import install_permission_handler
 from services.console.labels import all_labels
 from services.console.pages.routes import SignInRequired, sign_in_redirect
 from services.console.pages.routes import router as pages_router
 from services.console.projector import SPEC as VIEWS_SPEC
-from services.console.routes import routes_router
+from services.console.routes import routes_router, tokens
 from services.console.snapshots import run_daily_board_snapshots
+from services.identity.tokens import IDENTITY_SPEC
+from services.identity.tokens import SCHEMA as IDENTITY_SCHEMA
 from services.intake.service import SPEC as INTAKE_SPEC
 from shared.delivery.db import create_pool
+from shared.delivery.relay import OutboxRelay
 from shared.settings import Settings
 from shared.submission import TaskSubmission
 
@@ -55,7 +62,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = await create_pool(settings.database_dsn or "")
         try:
-            for spec in (VIEWS_SPEC, INTAKE_SPEC):
+            for spec in (VIEWS_SPEC, INTAKE_SPEC, IDENTITY_SPEC):
                 await prepare_schema(pool, spec)
             app.state.pool = pool
             app.state.settings = settings
@@ -63,7 +70,8 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
             daily = None
             if board_snapshots and settings.s3_endpoint:
                 daily = asyncio.create_task(run_daily_board_snapshots(pool, settings), name="board-snapshots")
-            yield
+            async with identity_relay(pool, settings.redis_url):
+                yield
             if daily is not None:
                 daily.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -77,8 +85,10 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
         summary="Submit GPU tasks, watch their state and why they wait, see the readiness board and the fleet.",
         lifespan=lifespan,
     )
+    install_permission_handler(app)
     app.include_router(router)
     app.include_router(routes_router)
+    app.include_router(tokens.router)
     app.include_router(pages_router)
     app.add_exception_handler(SignInRequired, sign_in_redirect)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -86,6 +96,24 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     app.add_api_route("/v1/labels", labels, methods=["GET"], summary="Console labels in English and Chinese")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+@asynccontextmanager
+async def identity_relay(pool: asyncpg.Pool, redis_url: str | None) -> AsyncIterator[None]:
+    """Publish the identity outbox (token events) while the app runs; the console owns that schema.
+    Without Redis (a console reading a database only) the events wait in the outbox."""
+    if not redis_url:
+        yield
+        return
+    redis = Redis.from_url(redis_url)
+    stop = asyncio.Event()
+    relay = asyncio.create_task(OutboxRelay(pool, redis, IDENTITY_SCHEMA).run(stop), name="identity-relay")
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(relay, return_exceptions=True)
+        await redis.aclose()
 
 
 async def healthz(request: Request) -> JSONResponse:

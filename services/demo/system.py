@@ -4,7 +4,9 @@
 
 1. start every service (`cardflow service intake|readiness|matcher|dispatcher|ledger|views`)
    and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
-   logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off;
+   logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off; once the console
+   answers, record its URL and the admin token file in `<data_dir>/run/api.env` (for
+   `cardflow endpoints` and the CLI);
 2. with `demo`: start the simulated fleet (`cardflow agent --sim ...`, a time scale that makes
    the workload finish within a minute) and the `DemoRunner` (workload + live view);
 3. on exit (Ctrl-C / SIGTERM): stop the demo, then every process group (SIGTERM, wait, SIGKILL).
@@ -15,23 +17,27 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
+from services.cli.client import write_instance_api
 from services.demo.runner import DemoOptions, DemoRunner
 from services.demo.supervisor import ChildSpec, Notice, Supervisor
 from services.demo.workload import DEMO_FLEET, DemoAgent, build_workload, demo_time_scale
 from shared.cards import load_catalog
 from shared.embedded import Endpoints
 from shared.embedded.processes import free_ports
+from services.identity.bootstrap import local_token_path
 from shared.events import new_event_id
 from shared.scheduling.policies import POLICIES
 
 SERVICE_NAMES = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views")
 CONSOLE_HOST = "127.0.0.1"
 PREFERRED_CONSOLE_PORT = 8080
+CONSOLE_START_TIMEOUT_S = 90.0
 
 
 def cardflow_argv(*args: str) -> list[str]:
@@ -92,6 +98,9 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     service_env = {"dispatcher": demo_dispatcher_env(scale)} if demo else {}
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
         supervisor.start([*service_children(env=service_env), console_child(port)])
+        if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
+            console.print(f"[yellow]the console has not answered within {CONSOLE_START_TIMEOUT_S:g} s; see {supervisor.log_path('console')}[/yellow]")
+        write_instance_api(data_dir, url, local_token_path(data_dir))
         console.print(f"Services and console started (logs: {supervisor.log_dir}). Console: [bold]{url}[/bold]")
         if workload is None:
             yield supervisor
@@ -101,6 +110,19 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
                               fleet=tuple(agent.agent_id for agent in DEMO_FLEET))
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
             yield supervisor
+
+
+def wait_for_console(url: str, timeout_s: float) -> bool:
+    """Poll the console's /healthz until it answers 200 (True) or `timeout_s` passes (False)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200:
+                return True
+        time.sleep(0.2)
+    return False
 
 
 def _printer(console: Console, demo: bool) -> Callable[[Notice], None]:

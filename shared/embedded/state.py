@@ -7,6 +7,8 @@ Layout of `<data_dir>`:
     run/owner.lock          flock held by the live owner process (released by the kernel on death)
     run/state.json          owner pid + every started server's pid, ports and log
     run/endpoints.env       `export CARDFLOW_...` lines of the live instance (0600)
+    run/api.env             its console's URL and admin token file, once the console runs (0600)
+    admin.token             the local admin's API token (0600; kept across restarts while valid)
 
 The owner lock, not the pid file, decides whether an instance is alive: a lock that can be taken
 means every `state.json` found is a leftover of a crashed run, whose servers are then stopped.
@@ -59,6 +61,10 @@ class Layout:
     @property
     def endpoints_file(self) -> Path:
         return self.run_dir / "endpoints.env"
+
+    @property
+    def api_file(self) -> Path:
+        return self.run_dir / "api.env"
 
     def server_dir(self, name: str) -> Path:
         return self.root / name
@@ -133,7 +139,7 @@ def write_state(layout: Layout, records: list[ServerRecord], embedded: list[str]
 
 
 def clear_state(layout: Layout) -> None:
-    for path in (layout.state_file, layout.endpoints_file):
+    for path in (layout.state_file, layout.endpoints_file, layout.api_file):
         path.unlink(missing_ok=True)
 
 

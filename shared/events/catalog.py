@@ -25,6 +25,7 @@ from shared.events.dispatch import (
     TaskSucceeded,
 )
 from shared.events.envelope import Envelope, Payload, utcnow
+from shared.events.identity import TokenCreated, TokenRevoked
 from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
 from shared.events.leases import (
     LeaseExpired,
@@ -63,6 +64,8 @@ Event = Annotated[
         RoundNoteAmended,
         # config
         ConfigChanged, TemplateChanged,
+        # identity (the console process)
+        TokenCreated, TokenRevoked,
     ],
     Field(discriminator="type"),
 ]

@@ -46,6 +46,10 @@ def template_subject(name: str) -> str:
     return f"template/{name}"
 
 
+def token_subject(token_id: str) -> str:
+    return f"token/{token_id}"
+
+
 def split_subject(subject: str) -> tuple[str, str]:
     """`"task/T1"` -> `("task", "T1")`; ValueError if there is no kind prefix."""
     kind, sep, entity_id = subject.partition("/")

@@ -68,12 +68,18 @@ def test_doctor_finds_the_running_instance_by_data_dir(backends: Endpoints) -> N
     assert "instance" in result.output
 
 
-def test_endpoints_prints_the_running_instance_as_exports(backends: Endpoints) -> None:
+def test_endpoints_exports_backend_secrets_only_when_asked(backends: Endpoints) -> None:
     assert backends.data_dir is not None
-    result = runner.invoke(app, ["endpoints", "--data-dir", backends.data_dir])
+    shown = runner.invoke(app, ["endpoints", "--data-dir", backends.data_dir, "--show-secrets"])
+    assert shown.exit_code == 0, shown.output
+    assert Endpoints.from_shell(shown.stdout) == backends
 
-    assert result.exit_code == 0, result.output
-    assert Endpoints.from_shell(result.stdout) == backends
+    hidden = runner.invoke(app, ["endpoints", "--data-dir", backends.data_dir])
+    assert hidden.exit_code == 0, hidden.output
+    assert not any(secret in hidden.stdout for secret in secrets_of(backends))
+    assert f"export CARDFLOW_DATA_DIR={backends.data_dir}" in hidden.stdout
+    assert "# CARDFLOW_REDIS_URL=redis://:***@" in hidden.stdout and "# CARDFLOW_S3_SECRET_KEY=***" in hidden.stdout
+    assert "no console runs on this instance yet" in hidden.stdout  # backends only: no API to point at
 
 
 def test_endpoints_fails_without_a_running_instance(data_dir_factory: Callable[[], Path]) -> None:
@@ -109,15 +115,19 @@ def running_up(data_dir_factory: Callable[[], Path]) -> Iterator[tuple[subproces
 def test_up_serves_until_sigterm_and_a_second_shell_connects(running_up: tuple[subprocess.Popen[str], Path]) -> None:
     up, data_dir = running_up
     cardflow = f"{sys.executable} -m services.cli.main"
-    second_shell = f'eval "$({cardflow} endpoints --data-dir {data_dir})" && {cardflow} doctor'
+    second_shell = f'eval "$({cardflow} endpoints --data-dir {data_dir})" && {cardflow} doctor && {cardflow} whoami'
 
-    doctor = subprocess.run(["bash", "-c", second_shell], cwd=REPO, capture_output=True, text=True, env={
+    shell = subprocess.run(["bash", "-c", second_shell], cwd=REPO, capture_output=True, text=True, env={
         k: v for k, v in os.environ.items() if not k.startswith("CARDFLOW_")
-    })  # fmt: skip
+    } | {"COLUMNS": "200"})  # fmt: skip
+    token_file = data_dir / "admin.token"
+    token_mode = token_file.stat().st_mode & 0o777
     up.send_signal(signal.SIGTERM)
     rest, _ = up.communicate(timeout=60)
 
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    assert ": role admin (API http://127.0.0.1:" in shell.stdout  # whoami: the local admin token
+    assert token_mode == 0o600
     assert up.returncode == 0, rest
     assert "Stopped." in rest
     assert sorted(p.name for p in (data_dir / "run").iterdir()) == ["owner.lock"]

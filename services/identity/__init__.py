@@ -1,0 +1,1 @@
+"""Identity: API tokens (schema `identity`), hashed, with roles; see shared/identity.py for the rules."""
