@@ -91,5 +91,10 @@ async def optional_principal(request: Request) -> Principal | None:
     return await find_principal(request.app.state.pool, token) if token else None
 
 
+async def principal_from_token(pool: Any, token: str | None) -> Principal | None:
+    """The holder of an active token, else None (for pages that redirect to /login instead of answering 401)."""
+    return await find_principal(pool, token) if token else None
+
+
 def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})

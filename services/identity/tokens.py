@@ -20,7 +20,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.common.runtime import Emitter, ServiceContext, ServiceSpec
-from shared.events import TokenCreated, TokenRevoked, new_event_id
+from shared.events import Emission, TokenCreated, TokenRevoked, new_event_id
 from shared.events.subjects import token_subject
 from shared.events.values import Detail, EntityId
 from shared.identity import TOKEN_PREFIX, Principal, Role, check_token_name, hash_token, token_hint
@@ -98,7 +98,7 @@ async def create_token(conn: asyncpg.Connection, emitter: Emitter, request: Toke
     token_id, secret = new_event_id(), new_secret()
     data = {"token_id": token_id, "name": request.name, "role": request.role, "project": request.project,
             "reason": request.reason}  # fmt: skip
-    event = await emitter.emit(conn, TokenCreated, subject=token_subject(token_id), data=data)
+    [event] = await emitter.emit(conn, [Emission(TokenCreated, token_subject(token_id), data)])
     row = await conn.fetchrow(
         f"INSERT INTO {SCHEMA}.tokens (token_id, name, role, project, secret_sha256, hint, created_at, created_by,"
         f" reason, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {_COLUMNS}",
@@ -119,7 +119,7 @@ async def revoke_tokens(conn: asyncpg.Connection, emitter: Emitter, ref: str, *,
     revoked = []
     for row in rows:
         data = {"token_id": row["token_id"], "name": row["name"], "reason": reason}
-        event = await emitter.emit(conn, TokenRevoked, subject=token_subject(row["token_id"]), data=data)
+        [event] = await emitter.emit(conn, [Emission(TokenRevoked, token_subject(row["token_id"]), data)])
         updated = await conn.fetchrow(
             f"UPDATE {SCHEMA}.tokens SET revoked_at = $2, revoked_by = $3, revoke_reason = $4 WHERE token_id = $1"
             f" RETURNING {_COLUMNS}",
