@@ -24,6 +24,17 @@ def _drop_secrets(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]
     return event_dict
 
 
+class _CurrentStderr:
+    """`sys.stderr` as it is at each write, not as it was at configuration: test runners (typer's
+    CliRunner) swap it for a buffer they close afterwards."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging once per process; later calls are no-ops."""
     global _configured
@@ -41,10 +52,10 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=level.upper(), stream=_CurrentStderr(), format="%(name)s %(levelname)s %(message)s")
     _configured = True
 
 
