@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.leasing.work import LeaseRules
+
 
 class DispatcherConfig(BaseSettings):
     """Timings and policy of one dispatcher process. Tests pass their own instance to `make_spec`."""
@@ -39,3 +41,11 @@ class DispatcherConfig(BaseSettings):
     leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")
     batch_size: int = Field(500, ge=1, description="stream entries per batch read")
     min_idle_ms: int = Field(30_000, ge=1, description="pending entries older than this are claimed")
+
+    def lease_rules(self) -> LeaseRules:
+        """The timings the pure folds apply."""
+        return LeaseRules(
+            lease_ttl_s=self.lease_ttl_s, renewal_event_every_s=self.renewal_event_every_s,
+            revoke_grace_s=self.revoke_grace_s, preempt_grace_s=self.preempt_grace_s,
+            node_lost_after_s=self.node_lost_after_s, capacity_reason_every_s=self.capacity_reason_every_s,
+        )

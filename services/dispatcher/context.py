@@ -1,26 +1,54 @@
-"""`Dispatcher`: what every dispatcher step needs — pool, schema, identity, config, epoch, locks.
+"""`Dispatcher`: what every dispatcher step needs, and `write_step`, the one way a step writes.
 
-All writes of one dispatcher process go through `writing()`: one transaction, serialised by a
-process-wide lock (handlers, the cycle and the sweep never deadlock on each other's rows), that
-first re-checks the leader epoch.
+A write step of the leader — a batch of events or reports, a cycle, a sweep — runs as:
+
+    async with dc.write_step() as step:          # in-process lock, transaction, epoch checked
+        book = step.state.book(...)              # memory (+ records loaded for this batch)
+        effects = fold(book, ..., step.now)      # pure
+        await save(step.conn, effects)           # the same transaction
+        step.commit(effects.changes)             # memory takes them over once the transaction commits
+
+Steps are serialised by one in-process lock, so each folds over the state the previous one left.
+If a step fails after it started writing, its outcome is unknown (the commit may or may not have
+happened): the working set is dropped, and the next step reloads it from the tables.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import asyncpg
 
+from services.common.runtime import Emitter
 from services.dispatcher.config import DispatcherConfig
-from services.dispatcher.emitting import EventBatch
 from services.dispatcher.leader import check_epoch
+from services.dispatcher.store import load_everything
+from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
+from shared.leasing.work import LeaseRules
+from shared.logging import get_logger
 from shared.scheduling.model import Policy
 from shared.scheduling.policies import get_policy
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Step:
+    """One write step: its connection (inside the transaction), the working set, and its clock."""
+
+    conn: asyncpg.Connection
+    state: WorkingSet
+    now: datetime
+    _after_commit: list[Callable[[WorkingSet], None]] = field(default_factory=list)
+
+    def commit(self, *apply: Callable[[WorkingSet], None]) -> None:
+        """Apply these to the working set once the transaction has committed."""
+        self._after_commit.extend(apply)
 
 
 @dataclass
@@ -33,6 +61,8 @@ class Dispatcher:
     epoch: int
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    state: WorkingSet | None = None  # None: (re)load before the next step
+    reloads: int = 0
 
     @property
     def policy(self) -> Policy:
@@ -46,17 +76,35 @@ class Dispatcher:
             changes["fill_reservations"] = config.fill_reservations
         return replace(get_policy(config.policy), **changes)
 
-    def batch(self, now: datetime | None = None) -> EventBatch:
-        """An empty batch of events stamped `now` (default: the current time)."""
-        return EventBatch(self.schema, self.producer, self.actor, now or utcnow())
+    @property
+    def rules(self) -> LeaseRules:
+        return self.config.lease_rules()
+
+    @property
+    def emitter(self) -> Emitter:
+        return Emitter(self.schema, self.producer, self.actor)
 
     @contextlib.asynccontextmanager
-    async def writing(self) -> AsyncIterator[asyncpg.Connection]:
-        """A write transaction of the leader: serialised in-process, epoch checked first."""
-        async with self.write_lock, self.pool.acquire() as conn, conn.transaction():
-            await check_epoch(conn, self.schema, self.epoch)
-            yield conn
+    async def write_step(self) -> AsyncIterator[Step]:
+        """A write step of the leader (see the module docstring)."""
+        async with self.write_lock:
+            try:
+                async with self.pool.acquire() as conn:
+                    async with conn.transaction():
+                        await check_epoch(conn, self.schema, self.epoch)
+                        if self.state is None:
+                            self.state = await load_everything(conn, self.schema, self.config.renewal_event_every_s)
+                            self.reloads += 1
+                            log.info("working set loaded", tasks=len(self.state.tasks), leases=len(self.state.leases),
+                                     nodes=len(self.state.nodes), reloads=self.reloads)
+                        step = Step(conn, self.state, utcnow())
+                        yield step
+                    for apply in step._after_commit:
+                        apply(self.state)
+            except BaseException:
+                self.state = None  # the step's outcome is unknown: reload before the next one
+                raise
 
     def request_cycle(self) -> None:
-        """Something relevant changed: run a cycle soon (debounced by the cycle loop)."""
+        """Something relevant changed: run a cycle soon (debounced by the dispatch loop)."""
         self.wake.set()

@@ -3,9 +3,9 @@
 Start-up (`setup`): wait for the leader lock — a standby instance stays here, doing nothing, until
 the lock frees or it is stopped — then, as leader with a fresh epoch:
 
-- `cf:events` (group `dispatcher`, batches) -> `facets.handle_events`
-- `cf:reports` (group `dispatcher`, batches) -> `reports.handle_reports`
-- the cycle loop (`cycle.cycle_loop`: debounced cycles + the tick's sweep)
+- `cf:events` (group `dispatcher`, batches) -> `event_handler.handle_events`
+- `cf:reports` (group `dispatcher`, batches) -> `report_handler.handle_reports`
+- the dispatch loop (`dispatch_loop.cycle_loop`: debounced cycles + the tick's sweep)
 - a watch that stops the process when the leader lock's session is gone or another instance took
   over (`LeadershipLost`); a supervisor restarts it, and it comes back as a standby.
 """
@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 from services.common.runtime import ServiceContext, ServiceSpec, parse_events_of
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.cycle import cycle_loop
-from services.dispatcher.facets import RELEVANT, handle_events
+from services.dispatcher.dispatch_loop import cycle_loop
+from services.dispatcher.event_handler import handle_events
 from services.dispatcher.leader import LeaderLock, LeadershipLost
-from services.dispatcher.reports import handle_reports
+from services.dispatcher.report_handler import handle_reports
 from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
 from shared.events import parse_report
+from shared.leasing.task_facets import RELEVANT
 from shared.logging import get_logger
 from shared.names import DISPATCHER_GROUP, EVENTS_STREAM, REPORTS_STREAM
 

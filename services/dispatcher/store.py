@@ -1,56 +1,277 @@
-"""Reads of the dispatcher's tables for one cycle: the snapshot rows and the queue, in ONE
-read-only transaction (a consistent view), turned into `plan()` inputs by `snapshot.py`."""
+"""Reads and writes of the dispatcher's tables: records in, records out, one statement per table.
+
+- `load_*`: the leader's whole working state (at takeover, or after a gap), or the few tasks and
+  leases a batch names that are not in it (final tasks, ended leases);
+- `save_*`: what a fold changed, in the caller's transaction: every changed record of a table in
+  ONE upsert (`unnest` of one array per column), the events and commands in one `Emitter.emit`.
+
+The leader is the only writer of these tables (its epoch is checked first in every write
+transaction), so a changed record is written whole.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
 
 import asyncpg
 
-from shared.leasing.snapshot import Row, build_queue, build_snapshot
+from services.common.runtime import Emitter
 from shared.delivery.db import quote_schema
-from shared.scheduling.model import QueuedTask, Snapshot
+from shared.events import new_event_id
+from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
+from shared.events.states import TaskState
+from shared.leasing.records import LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
+from shared.leasing.report_fold import GpuReading, RejectedReport
+from shared.leasing.work import BookChanges
+from shared.scheduling.model import CardOption, DeferralReason, PriorityClass
 
-TASK_COLUMNS = (
-    "task_id, project, priority_class, priority, gpus, heavy, checkpoint_interval_s, submitted_at, options,"
-    " matched, data_ready, state, queued_announced, deferral_reason, updated_at"
-)
+from services.dispatcher.working_set import WorkingSet
 
-
-@dataclass(frozen=True)
-class CycleInput:
-    """What one cycle decides over, and the rows the persist step needs again."""
-
-    snapshot: Snapshot
-    queue: list[QueuedTask]
-    tasks: dict[str, Row]  # queued task rows by id
-    nodes: dict[str, Row]  # alive node rows by id
+Column = tuple[str, str, Callable[[Any], Any]]  # name, SQL type, value of a record
 
 
-async def load_cycle_input(pool: asyncpg.Pool, schema: str, now: datetime) -> CycleInput:
-    """Step 1 of the cycle: alive nodes, active leases, quotas, usage and the queue, one snapshot."""
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _enum(value: Any) -> str | None:
+    return None if value is None else value.value
+
+
+TASK_COLUMNS: tuple[Column, ...] = (
+    ("task_id", "text", lambda t: t.task_id), ("submitted", "bool", lambda t: t.submitted),
+    ("project", "text", lambda t: t.project), ("priority_class", "text", lambda t: _enum(t.priority_class)),
+    ("priority", "int", lambda t: t.priority), ("gpus", "int", lambda t: t.gpus), ("heavy", "bool", lambda t: t.heavy),
+    ("checkpoint_interval_s", "float8", lambda t: t.checkpoint_interval_s),
+    ("estimate_gpu_hours", "float8", lambda t: t.estimate_gpu_hours),
+    ("submitted_at", "timestamptz", lambda t: t.submitted_at), ("command", "jsonb", lambda t: _json(t.command)),
+    ("env", "jsonb", lambda t: _json(dict(t.env) if t.env is not None else None)), ("image", "text", lambda t: t.image),
+    ("output_unit", "text", lambda t: t.output_unit), ("data_ready", "bool", lambda t: t.data_ready),
+    ("readiness_seq", "int8", lambda t: t.readiness_seq), ("matched", "bool", lambda t: t.matched),
+    ("options", "jsonb", lambda t: _json([[o.card_type, o.runtime_s, o.cost] for o in t.options]) if t.matched else None),
+    ("match_seq", "int8", lambda t: t.match_seq), ("cancel_requested", "bool", lambda t: t.cancel_requested),
+    ("cancel_reason", "text", lambda t: t.cancel_reason), ("state", "text", lambda t: t.state.value),
+    ("run", "int", lambda t: t.run), ("resume_from", "text", lambda t: t.resume_from),
+    ("queued_announced", "bool", lambda t: t.queued_announced),
+    ("deferral_reason", "text", lambda t: _enum(t.deferral_reason)), ("deferral_detail", "text", lambda t: t.deferral_detail),
+    ("updated_at", "timestamptz", lambda t: t.updated_at),
+)  # fmt: skip
+
+LEASE_COLUMNS: tuple[Column, ...] = (
+    ("lease_id", "text", lambda l: l.lease_id), ("task_id", "text", lambda l: l.task_id), ("run", "int", lambda l: l.run),
+    ("parts", "int", lambda l: l.parts), ("node_id", "text", lambda l: l.node_id),
+    ("agent_id", "text", lambda l: l.agent_id), ("card_type", "text", lambda l: l.card_type),
+    ("gpu_indices", "int[]", lambda l: "{" + ",".join(map(str, l.gpu_indices)) + "}"),
+    ("fencing_token", "int8", lambda l: l.fencing_token), ("granted_at", "timestamptz", lambda l: l.granted_at),
+    ("ttl_s", "float8", lambda l: l.ttl_s), ("expires_at", "timestamptz", lambda l: l.expires_at),
+    ("estimated_end", "timestamptz", lambda l: l.estimated_end), ("resume_from", "text", lambda l: l.resume_from),
+    ("state", "text", lambda l: l.state.value), ("started", "bool", lambda l: l.started),
+    ("progress", "float8", lambda l: l.progress), ("output_units", "float8", lambda l: l.output_units),
+    ("last_checkpoint", "text", lambda l: l.last_checkpoint),
+    ("last_checkpoint_at", "timestamptz", lambda l: l.last_checkpoint_at),
+    ("last_renewed_at", "timestamptz", lambda l: l.last_renewed_at),
+    ("renewals_unreported", "int", lambda l: l.renewals_unreported),
+    ("renewal_reported_at", "timestamptz", lambda l: l.renewal_reported_at),
+    ("ended_at", "timestamptz", lambda l: l.ended_at), ("end_reason", "text", lambda l: _enum(l.end_reason)),
+    ("preempting", "bool", lambda l: l.preempting), ("preempted_for", "text", lambda l: l.preempted_for),
+    ("revoke_reason", "text", lambda l: _enum(l.revoke_reason)),
+)  # fmt: skip
+_LEASE_FIXED = {"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
+                "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from"}
+
+NODE_COLUMNS: tuple[Column, ...] = (
+    ("node_id", "text", lambda n: n.node_id), ("agent_id", "text", lambda n: n.agent_id),
+    ("card_type", "text", lambda n: n.card_type), ("gpus", "int", lambda n: n.gpus),
+    ("mode", "text", lambda n: n.mode.value), ("registered_at", "timestamptz", lambda n: n.registered_at),
+    ("last_seen", "timestamptz", lambda n: n.last_seen), ("alive", "bool", lambda n: n.alive),
+)  # fmt: skip
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+
+def task_record(row: Any) -> TaskRecord:
+    return TaskRecord(
+        task_id=row["task_id"], submitted=row["submitted"], project=row["project"],
+        priority_class=PriorityClass(row["priority_class"]) if row["priority_class"] else None,
+        priority=row["priority"], gpus=row["gpus"], heavy=row["heavy"], checkpoint_interval_s=row["checkpoint_interval_s"],
+        estimate_gpu_hours=row["estimate_gpu_hours"], submitted_at=row["submitted_at"], command=row["command"],
+        env=row["env"], image=row["image"], output_unit=row["output_unit"], data_ready=row["data_ready"],
+        readiness_seq=row["readiness_seq"], matched=row["matched"],
+        options=tuple(CardOption(c, float(r), float(k)) for c, r, k in row["options"] or ()),
+        match_seq=row["match_seq"], cancel_requested=row["cancel_requested"], cancel_reason=row["cancel_reason"],
+        state=TaskState(row["state"]), run=row["run"], resume_from=row["resume_from"],
+        queued_announced=row["queued_announced"],
+        deferral_reason=DeferralReason(row["deferral_reason"]) if row["deferral_reason"] else None,
+        deferral_detail=row["deferral_detail"], updated_at=row["updated_at"],
+    )  # fmt: skip
+
+
+def lease_record(row: Any) -> LeaseRecord:
+    values = {name: row[name] for name, _, _ in LEASE_COLUMNS}
+    return LeaseRecord(**values | {
+        "gpu_indices": tuple(row["gpu_indices"]), "state": LeaseState(row["state"]),
+        "end_reason": ReleaseReason(row["end_reason"]) if row["end_reason"] else None,
+        "revoke_reason": RevokeReason(row["revoke_reason"]) if row["revoke_reason"] else None,
+    })
+
+
+def node_record(row: Any) -> NodeRecord:
+    values = {name: row[name] for name, _, _ in NODE_COLUMNS}
+    return NodeRecord(**values | {"mode": NodeMode(row["mode"])})
+
+
+async def load_tasks(conn: asyncpg.Connection, schema: str, task_ids: Iterable[str]) -> dict[str, TaskRecord]:
+    """These tasks' records (the ones that exist)."""
+    ids = sorted(set(task_ids))
+    if not ids:
+        return {}
+    rows = await conn.fetch(f"SELECT * FROM {quote_schema(schema)}.tasks WHERE task_id = ANY($1::text[])", ids)
+    return {row["task_id"]: task_record(row) for row in rows}
+
+
+async def load_leases(conn: asyncpg.Connection, schema: str, lease_ids: Iterable[str]) -> dict[str, LeaseRecord]:
+    """These leases' records (the ones that exist)."""
+    ids = sorted(set(lease_ids))
+    if not ids:
+        return {}
+    rows = await conn.fetch(f"SELECT * FROM {quote_schema(schema)}.leases WHERE lease_id = ANY($1::text[])", ids)
+    return {row["lease_id"]: lease_record(row) for row in rows}
+
+
+async def load_everything(conn: asyncpg.Connection, schema: str, renewal_slack_s: float) -> WorkingSet:
+    """The leader's working state: every node, active lease, open task, quota account and usage total.
+
+    Renewals between two `lease.renewed` are not stored, so a stored `expires_at` may be up to
+    `renewal_slack_s` early: each active lease gets that much back, and no lease whose agent kept
+    renewing it expires because the leader changed.
+    """
     s = quote_schema(schema)
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        nodes = await conn.fetch(f"SELECT node_id, agent_id, card_type, gpus FROM {s}.nodes WHERE alive ORDER BY node_id")
-        leases = await conn.fetch(
-            f"SELECT l.lease_id, l.task_id, l.node_id, l.card_type, l.gpu_indices, l.granted_at, l.estimated_end,"
-            f" l.last_checkpoint_at, l.preempting, l.preempted_for, l.revoke_reason, t.project, t.priority_class, t.heavy,"
-            f" t.checkpoint_interval_s"
-            f" FROM {s}.leases l JOIN {s}.tasks t USING (task_id) WHERE l.state = 'active'"
-        )
-        accounts = await conn.fetch(f"SELECT project, gpu_hours, valid_from, valid_to FROM {s}.quota_accounts")
-        usage = await conn.fetch(f"SELECT project, gpu_seconds FROM {s}.project_usage")
-        tasks = await conn.fetch(
-            f"SELECT {TASK_COLUMNS} FROM {s}.tasks WHERE complete AND state IN ('queued', 'held')"
-            " AND NOT cancel_requested"
-        )
-    awaiting = frozenset(row["preempted_for"] for row in leases if row["preempting"] and row["preempted_for"])
-    return CycleInput(
-        snapshot=build_snapshot(nodes, leases, accounts, usage, now.timestamp()),
-        queue=build_queue(tasks, awaiting),
-        tasks={row["task_id"]: row for row in tasks},
-        nodes={row["node_id"]: row for row in nodes},
+    slack = timedelta(seconds=renewal_slack_s)
+    leases = [lease_record(row) for row in await conn.fetch(f"SELECT * FROM {s}.leases WHERE state = 'active'")]
+    tasks = await conn.fetch(
+        f"SELECT * FROM {s}.tasks WHERE state IN ('queued', 'held', 'leased', 'running')"
+        f" OR task_id IN (SELECT task_id FROM {s}.leases WHERE state = 'active')"
+    )
+    return WorkingSet(
+        tasks={row["task_id"]: task_record(row) for row in tasks},
+        leases={lease.lease_id: replace(lease, expires_at=lease.expires_at + slack) for lease in leases},
+        nodes={row["node_id"]: node_record(row) for row in await conn.fetch(f"SELECT * FROM {s}.nodes")},
+        accounts={row["account_id"]: QuotaRecord(**dict(row)) for row in await conn.fetch(
+            f"SELECT account_id, project, gpu_hours, card_type, valid_from, valid_to FROM {s}.quota_accounts")},
+        usage={row["project"]: row["gpu_seconds"] for row in await conn.fetch(
+            f"SELECT project, gpu_seconds FROM {s}.project_usage")},
     )
 
 
+async def fresh_leases(conn: asyncpg.Connection, schema: str, count: int) -> list[tuple[str, int]]:
+    """`count` new (lease id, fencing token) pairs; tokens from the sequence (monotonic across leaders)."""
+    if count == 0:
+        return []
+    tokens = await conn.fetch(f"SELECT nextval('{quote_schema(schema)}.fencing_tokens') AS t FROM generate_series(1, $1)",
+                              count)
+    return [(new_event_id(), row["t"]) for row in tokens]
+
+
+# ---- writing -------------------------------------------------------------------------------------
+
+
+async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, changes: BookChanges) -> list:
+    """Write the changed records and append the events and commands (the caller's transaction)."""
+    s = quote_schema(schema)
+    await _upsert(conn, f"{s}.tasks", "task_id", TASK_COLUMNS, changes.tasks.values(), {c[0] for c in TASK_COLUMNS})
+    await _upsert(conn, f"{s}.nodes", "node_id", NODE_COLUMNS, changes.nodes.values(), {c[0] for c in NODE_COLUMNS})
+    leases = list(changes.leases.values())
+    await _upsert(conn, f"{s}.leases", "lease_id", LEASE_COLUMNS, leases, {c[0] for c in LEASE_COLUMNS} - _LEASE_FIXED)
+    granted = [lease for lease in leases if lease.lease_id in changes.granted]
+    if granted:
+        gpus = [(lease.lease_id, lease.node_id, index) for lease in granted for index in lease.gpu_indices]
+        await conn.execute(
+            f"INSERT INTO {s}.lease_gpus (lease_id, node_id, gpu_index) SELECT * FROM unnest($1::text[], $2::text[], $3::int[])",
+            [g[0] for g in gpus], [g[1] for g in gpus], [g[2] for g in gpus],
+        )
+    ended = sorted(lease.lease_id for lease in leases if not lease.active)
+    if ended:
+        await conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = ANY($1::text[]) AND active", ended)
+    return await emitter.emit(conn, changes.emissions)
+
+
+async def save_accounts(conn: asyncpg.Connection, schema: str, accounts: Iterable[QuotaRecord],
+                        usage: dict[str, float]) -> None:
+    """Quota accounts granted or adjusted, and projects' GPU-second totals."""
+    s = quote_schema(schema)
+    rows = list(accounts)
+    if rows:
+        await conn.execute(
+            f"INSERT INTO {s}.quota_accounts AS q (account_id, project, gpu_hours, card_type, valid_from, valid_to)"
+            " SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::timestamptz[], $6::timestamptz[])"
+            " ON CONFLICT (account_id) DO UPDATE SET project = excluded.project, gpu_hours = excluded.gpu_hours,"
+            " card_type = excluded.card_type, valid_from = excluded.valid_from, valid_to = excluded.valid_to",
+            [a.account_id for a in rows], [a.project for a in rows], [a.gpu_hours for a in rows],
+            [a.card_type for a in rows], [a.valid_from for a in rows], [a.valid_to for a in rows],
+        )
+    if usage:
+        projects = sorted(usage)
+        await conn.execute(
+            f"INSERT INTO {s}.project_usage AS u (project, gpu_seconds) SELECT * FROM unnest($1::text[], $2::float8[])"
+            " ON CONFLICT (project) DO UPDATE SET gpu_seconds = excluded.gpu_seconds",
+            projects, [usage[p] for p in projects],
+        )
+
+
+async def save_rejections(conn: asyncpg.Connection, schema: str, rejected: Sequence[RejectedReport]) -> None:
+    """Record refused reports (`dispatcher.rejected_reports` is their log and their count)."""
+    if not rejected:
+        return
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.rejected_reports"
+        " (report_id, report_type, agent_id, lease_id, fencing_token, reason, detail)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[])",
+        [r.report_id for r in rejected], [r.report_type for r in rejected], [r.agent_id for r in rejected],
+        [r.lease_id for r in rejected], [r.fencing_token for r in rejected],
+        [r.refusal.reason.value for r in rejected], [r.refusal.detail for r in rejected],
+    )
+
+
+async def save_utilisation(conn: asyncpg.Connection, schema: str, readings: Sequence[GpuReading]) -> None:
+    """The last utilisation of each GPU that reported."""
+    if not readings:
+        return
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.gpu_utilisation AS g (node_id, gpu_index, util_pct, memory_used_gb,"
+        " reported_at) SELECT * FROM unnest($1::text[], $2::int[], $3::float8[], $4::float8[], $5::timestamptz[])"
+        " ON CONFLICT (node_id, gpu_index) DO UPDATE SET util_pct = excluded.util_pct,"
+        " memory_used_gb = excluded.memory_used_gb, reported_at = excluded.reported_at",
+        [r.node_id for r in readings], [r.gpu_index for r in readings], [r.util_pct for r in readings],
+        [r.memory_used_gb for r in readings], [r.reported_at for r in readings],
+    )
+
+
+async def _upsert(conn: asyncpg.Connection, table: str, key: str, columns: Sequence[Column], records: Iterable[Any],
+                  updated: set[str]) -> None:
+    """One INSERT .. ON CONFLICT DO UPDATE of `updated` columns for all `records`."""
+    rows = list(records)
+    if not rows:
+        return
+    await conn.execute(_upsert_sql(table, key, tuple(columns), frozenset(updated)),
+                       *[[value(row) for row in rows] for _, _, value in columns])
+
+
+_SQL_CACHE: dict[tuple[str, str, tuple[Column, ...], frozenset[str]], str] = {}
+
+
+def _upsert_sql(table: str, key: str, columns: tuple[Column, ...], updated: frozenset[str]) -> str:
+    cache_key = (table, key, columns, updated)
+    if cache_key not in _SQL_CACHE:
+        names = ", ".join(name for name, _, _ in columns)
+        wire = {"jsonb": "text", "int[]": "text"}  # arrays of these travel as text and are cast back
+        params = ", ".join(f"${n}::{wire.get(kind, kind)}[]" for n, (_, kind, _) in enumerate(columns, 1))
+        select = ", ".join(f"{name}::{kind}" if kind in wire else name for name, kind, _ in columns)
+        sets = ", ".join(f"{name} = excluded.{name}" for name, _, _ in columns if name in updated and name != key)
+        _SQL_CACHE[cache_key] = (f"INSERT INTO {table} ({names}) SELECT {select} FROM unnest({params}) AS x({names})"
+                                 f" ON CONFLICT ({key}) DO UPDATE SET {sets}")
+    return _SQL_CACHE[cache_key]

@@ -9,10 +9,10 @@ move a task that has since been leased again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from shared.leasing.records import LeaseRecord
 
 
 class Rejection(StrEnum):
@@ -37,22 +37,14 @@ class LeaseClaim:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseFacts:
-    """What the dispatcher knows about the lease the report names."""
-
-    agent_id: str
-    task_id: str
-    fencing_token: int
-    active: bool
-
-
-@dataclass(frozen=True, slots=True)
 class Refusal:
+    """Why a report is not applied: the machine reason and a sentence."""
+
     reason: Rejection
     detail: str
 
 
-def check_claim(claim: LeaseClaim, lease: LeaseFacts | None) -> Refusal | None:
+def check_claim(claim: LeaseClaim, lease: LeaseRecord | None) -> Refusal | None:
     """None if the report may be applied; else why not, in a sentence."""
     if lease is None:
         return Refusal(Rejection.UNKNOWN_LEASE, f"lease {claim.lease_id} does not exist")
@@ -70,10 +62,3 @@ def check_claim(claim: LeaseClaim, lease: LeaseFacts | None) -> Refusal | None:
     if not lease.active:
         return Refusal(Rejection.LEASE_ENDED, f"lease {claim.lease_id} has already ended")
     return None
-
-
-def lease_facts(row: Mapping[str, Any] | None) -> LeaseFacts | None:
-    """The facts of a lease row (`agent_id`, `task_id`, `fencing_token`, `state`); None stays None."""
-    if row is None:
-        return None
-    return LeaseFacts(row["agent_id"], row["task_id"], row["fencing_token"], row["state"] == "active")

@@ -1,28 +1,18 @@
-"""Pure builders of `plan()`'s inputs from table rows: the `Snapshot` and the queue.
+"""Pure builders of `plan()`'s inputs from the dispatcher's records: the `Snapshot` and the queue.
 
-No I/O here: `store.load_cycle_input` reads the rows in one read-only transaction and hands them
-over. Rows are mappings (asyncpg records or dicts) with the columns named below; times are aware
-datetimes, converted to the core's float epoch seconds at this boundary.
+Times are aware datetimes in the records and float epoch seconds in the core; they are converted
+at this boundary.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
-from shared.scheduling.model import (
-    CardOption,
-    Node,
-    PriorityClass,
-    QueuedTask,
-    QuotaAccount,
-    RunningLease,
-    Snapshot,
-)
+from shared.leasing.records import LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
+from shared.scheduling.model import Node, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot
 
-Row = Mapping[str, Any]
 _SECONDS_PER_HOUR = 3600.0
 
 
@@ -31,81 +21,67 @@ def epoch(moment: datetime | None) -> float | None:
 
 
 def build_snapshot(
-    nodes: Iterable[Row], leases: Sequence[Row], accounts: Iterable[Row], usage: Iterable[Row], now: float
+    nodes: Iterable[NodeRecord], leases: Iterable[LeaseRecord], tasks: Mapping[str, TaskRecord],
+    accounts: Iterable[QuotaRecord], usage: Mapping[str, float], now: float,
 ) -> Snapshot:
-    """The fleet as `plan()` sees it.
+    """The fleet as `plan()` sees it: alive nodes with the GPUs no active lease holds, the running
+    leases, and each project's quota left.
 
-    nodes: alive nodes (node_id, card_type, gpus). leases: every ACTIVE lease (lease_id, task_id,
-    node_id, card_type, gpu_indices, granted_at, estimated_end, last_checkpoint_at, preempting,
-    revoke_reason, project, priority_class, heavy, checkpoint_interval_s). A lease being preempted or revoked still holds
-    its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
+    `leases` are the ACTIVE leases, `tasks` holds their tasks. A lease being preempted or revoked
+    still holds its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
     """
+    active = [(lease, tasks[lease.task_id]) for lease in leases]
     used: dict[str, set[int]] = defaultdict(set)
     heavy: dict[str, int] = defaultdict(int)
-    for lease in leases:
-        used[lease["node_id"]].update(lease["gpu_indices"])
-        heavy[lease["node_id"]] += bool(lease["heavy"])
+    for lease, task in active:
+        used[lease.node_id].update(lease.gpu_indices)
+        heavy[lease.node_id] += bool(task.heavy)
     fleet = tuple(
-        Node(
-            node_id=row["node_id"], card_type=row["card_type"], gpus=row["gpus"],
-            free=frozenset(range(row["gpus"])) - used[row["node_id"]], heavy_running=heavy[row["node_id"]],
-        )
-        for row in nodes
+        Node(node_id=node.node_id, card_type=node.card_type, gpus=node.gpus,
+             free=frozenset(range(node.gpus)) - used[node.node_id], heavy_running=heavy[node.node_id])
+        for node in sorted(nodes, key=lambda n: n.node_id) if node.alive
     )
-    running = tuple(running_lease(row) for row in leases if not row["preempting"] and row["revoke_reason"] is None)
-    return Snapshot(nodes=fleet, leases=running, quotas=quota_accounts(accounts, usage, leases, now))
+    running = tuple(running_lease(lease, task) for lease, task in active
+                    if not lease.preempting and lease.revoke_reason is None)
+    return Snapshot(nodes=fleet, leases=running, quotas=quota_accounts(accounts, usage, active, now))
 
 
-def running_lease(row: Row) -> RunningLease:
+def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:
     return RunningLease(
-        lease_id=row["lease_id"], task_id=row["task_id"], project=row["project"],
-        priority_class=PriorityClass(row["priority_class"]), node_id=row["node_id"], card_type=row["card_type"],
-        gpu_indices=tuple(row["gpu_indices"]), started_at=row["granted_at"].timestamp(),
-        estimated_end=row["estimated_end"].timestamp(), last_checkpoint_at=epoch(row["last_checkpoint_at"]),
-        heavy=bool(row["heavy"]), checkpoints_on_preempt=row.get("checkpoint_interval_s") is not None,
+        lease_id=lease.lease_id, task_id=lease.task_id, project=task.project or "",
+        priority_class=task.priority_class or PriorityClass.STANDARD, node_id=lease.node_id,
+        card_type=lease.card_type, gpu_indices=lease.gpu_indices, started_at=lease.granted_at.timestamp(),
+        estimated_end=lease.estimated_end.timestamp(), last_checkpoint_at=epoch(lease.last_checkpoint_at),
+        heavy=bool(task.heavy), checkpoints_on_preempt=task.checkpoint_interval_s is not None,
     )
 
 
 def quota_accounts(
-    accounts: Iterable[Row], usage: Iterable[Row], leases: Iterable[Row], now: float
+    accounts: Iterable[QuotaRecord], usage: Mapping[str, float], leases: Iterable[tuple[LeaseRecord, TaskRecord]],
+    now: float,
 ) -> dict[str, QuotaAccount]:
     """One `QuotaAccount` per project with an account: what is left after recorded usage and after
     the rest of the estimates of its running leases (already promised, not yet recorded)."""
-    granted: dict[str, list[Row]] = defaultdict(list)
-    for row in accounts:
-        granted[row["project"]].append(row)
-    used_s = {row["project"]: row["gpu_seconds"] for row in usage}
+    granted: dict[str, list[QuotaRecord]] = defaultdict(list)
+    for account in accounts:
+        granted[account.project].append(account)
     promised_s: dict[str, float] = defaultdict(float)
-    for lease in leases:
-        promised_s[lease["project"]] += len(lease["gpu_indices"]) * max(0.0, lease["estimated_end"].timestamp() - now)
+    for lease, task in leases:
+        if task.project in granted:
+            promised_s[task.project] += len(lease.gpu_indices) * max(0.0, lease.estimated_end.timestamp() - now)
     return {
         project: QuotaAccount(
             project=project,
-            remaining_gpu_hours=sum(r["gpu_hours"] for r in rows)
-            - (used_s.get(project, 0.0) + promised_s[project]) / _SECONDS_PER_HOUR,
-            valid_from=min(r["valid_from"].timestamp() for r in rows),
-            valid_to=max(r["valid_to"].timestamp() for r in rows),
+            remaining_gpu_hours=sum(a.gpu_hours for a in rows)
+            - (usage.get(project, 0.0) + promised_s[project]) / _SECONDS_PER_HOUR,
+            valid_from=min(a.valid_from.timestamp() for a in rows),
+            valid_to=max(a.valid_to.timestamp() for a in rows),
         )
         for project, rows in granted.items()
     }
 
 
-def card_options(options: Sequence[Sequence[Any]] | None) -> tuple[CardOption, ...]:
-    """`[[card_type, runtime_s, cost], ...]` (as stored from `task.matched`) -> `CardOption`s."""
-    return tuple(CardOption(card_type=c, runtime_s=float(r), cost=float(k)) for c, r, k in options or ())
-
-
-def queued_task(row: Row) -> QueuedTask:
-    """A task row whose facets are complete -> the core's `QueuedTask`."""
-    return QueuedTask(
-        task_id=row["task_id"], project=row["project"], priority_class=PriorityClass(row["priority_class"]),
-        priority=row["priority"], gpus=row["gpus"], submitted_at=row["submitted_at"].timestamp(),
-        options=card_options(row["options"]) if row["matched"] else (), data_ready=bool(row["data_ready"]),
-        heavy=bool(row["heavy"]), checkpoint_interval_s=row["checkpoint_interval_s"],
-    )
-
-
-def build_queue(rows: Iterable[Row], awaiting_preemption: frozenset[str] = frozenset()) -> list[QueuedTask]:
-    """The queue for `plan()`; tasks whose victims are still being preempted sit this cycle out
-    (otherwise the next cycle would preempt more victims for the same task)."""
-    return [queued_task(row) for row in rows if row["task_id"] not in awaiting_preemption]
+def build_queue(tasks: Iterable[TaskRecord], awaiting_preemption: frozenset[str] = frozenset()) -> list[QueuedTask]:
+    """The queue for `plan()`: tasks in the queue, minus those whose victims are still being
+    preempted (they sit this cycle out, or the next cycle would preempt more victims for them)."""
+    return [task.queued_task() for task in tasks if task.in_queue and task.task_id not in awaiting_preemption]

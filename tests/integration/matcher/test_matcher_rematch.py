@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.runtime import prepare_schema
-from services.dispatcher.facets import save_matches
+from services.common.runtime import Emitter, prepare_schema
 from services.dispatcher.service import SPEC as DISPATCHER
+from services.dispatcher.store import load_tasks, save_changes
 from services.matcher.service import build_spec
 from shared.delivery.db import create_pool
-from shared.events import TaskMatched
+from shared.events import TaskMatched, utcnow
+from shared.leasing.records import LeaseBook
+from shared.leasing.task_facets import apply_events
+from shared.leasing.work import LeaseRules
 from shared.projection import fold, replay_order
 from shared.settings import Settings
 from tests.helpers.running_services import RunningServices
@@ -88,7 +91,9 @@ async def dispatcher_options(settings: Settings, *matched: TaskMatched) -> list[
         async with pool.acquire() as conn:
             for event in matched:
                 async with conn.transaction():
-                    await save_matches(conn, "dispatcher", [event])
+                    book = LeaseBook(tasks=await load_tasks(conn, "dispatcher", ["T-small"]))
+                    effects = apply_events(book, [event], utcnow(), LeaseRules())
+                    await save_changes(conn, "dispatcher", Emitter("dispatcher", "tests/1", "test"), effects.changes)
             options = await conn.fetchval("SELECT options FROM dispatcher.tasks WHERE task_id = $1", "T-small")
     return [option[0] for option in options]
 

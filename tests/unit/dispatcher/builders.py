@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.events import (
@@ -15,12 +16,17 @@ from shared.events import (
     TaskReadinessChanged,
     TaskSubmitted,
     TaskUnmatchable,
+    UsageRecorded,
     make_event,
     utcnow,
 )
+from shared.events.reasons import NodeMode
 from shared.events.reports import AgentRegistered, Heartbeat, TaskFinished, TaskProgress
 from shared.events.reports import TaskCheckpointed as CheckpointReport
-from shared.events.subjects import agent_subject, quota_subject, task_subject
+from shared.events.states import TaskState
+from shared.events.subjects import agent_subject, lease_subject, quota_subject, task_subject
+from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, TaskRecord
+from shared.scheduling.model import CardOption, PriorityClass
 
 _report_seq = itertools.count(1)
 
@@ -127,8 +133,63 @@ def finished(agent_id: str, lease_id: str, task_id: str, token: int, exit_code: 
                                             "exit_code": exit_code, "output_units": output_units, "error": error})
 
 
+def usage_recorded(project: str, gpu_seconds: float, lease_id: str = "L1", task_id: str = "T1") -> UsageRecorded:
+    return _event(UsageRecorded, lease_subject(lease_id), "ledger/test", {
+        "lease_id": lease_id, "task_id": task_id, "project": project, "card_type": "H100", "gpu_seconds": gpu_seconds,
+        "cost": 0.0,
+    }, next(_report_seq))
+
+
 def quota_adjusted(project: str, delta_gpu_hours: float, account_id: str | None = None) -> QuotaAdjusted:
     account = account_id or f"acct-{project}"
     return _event(QuotaAdjusted, quota_subject(account), "ledger/test", {
         "account_id": account, "project": project, "delta_gpu_hours": delta_gpu_hours, "reason": "top-up",
     }, 2)
+
+
+# -- records (the pure folds' inputs) -------------------------------------------------------------
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def a_task_record(task_id: str = "T1", **changes: Any) -> TaskRecord:
+    """A complete task (submitted, ready, matched on H100), leased by default (run 1)."""
+    base = TaskRecord(
+        task_id, submitted=True, project="proj-a", priority_class=PriorityClass.STANDARD, priority=0, gpus=1,
+        heavy=False, checkpoint_interval_s=None, estimate_gpu_hours=1.0, submitted_at=NOW - timedelta(minutes=5),
+        command=["python", "train.py"], env={}, data_ready=True, readiness_seq=1, matched=True,
+        options=(CardOption("H100", 600.0, 1.0),), match_seq=1, state=TaskState.LEASED, run=1, queued_announced=True,
+        updated_at=NOW - timedelta(minutes=1),
+    )
+    return replace(base, **changes)
+
+
+def a_lease_record(lease_id: str = "L1", task_id: str = "T1", *, agent_id: str = "a1", node_id: str = "n1",
+                   token: int = 7, gpus: Sequence[int] = (0,), **changes: Any) -> LeaseRecord:
+    """An active lease of run 1, granted a minute ago, expiring in 29 s."""
+    base = LeaseRecord(
+        lease_id, task_id, run=1, parts=1, node_id=node_id, agent_id=agent_id, card_type="H100",
+        gpu_indices=tuple(gpus), fencing_token=token, granted_at=NOW - timedelta(minutes=1), ttl_s=30.0,
+        expires_at=NOW + timedelta(seconds=29), estimated_end=NOW + timedelta(minutes=9),
+    )
+    return replace(base, **changes)
+
+
+def a_node_record(node_id: str = "n1", agent_id: str = "a1", gpus: int = 2, **changes: Any) -> NodeRecord:
+    base = NodeRecord(node_id, agent_id, "H100", gpus, NodeMode.SIM, registered_at=NOW - timedelta(hours=1),
+                      last_seen=NOW - timedelta(seconds=2))
+    return replace(base, **changes)
+
+
+def a_book(*records: TaskRecord | LeaseRecord | NodeRecord) -> LeaseBook:
+    """A book of these records (no indexes: the folds scan)."""
+    return LeaseBook(
+        tasks={r.task_id: r for r in records if isinstance(r, TaskRecord)},
+        leases={r.lease_id: r for r in records if isinstance(r, LeaseRecord)},
+        nodes={r.node_id: r for r in records if isinstance(r, NodeRecord)},
+    )
+
+
+def a_running_lease_book(**task: Any) -> LeaseBook:
+    """Node n1 of agent a1, task T1 leased under L1 (token 7)."""
+    return a_book(a_node_record(), a_task_record(**task), a_lease_record())

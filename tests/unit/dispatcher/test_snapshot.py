@@ -1,100 +1,90 @@
-"""Building plan()'s inputs from table rows (pure)."""
+"""Building plan()'s inputs from the dispatcher's records (pure)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from shared.leasing.snapshot import build_queue, build_snapshot, card_options, queued_task
+from shared.events.reasons import RevokeReason
+from shared.events.states import TaskState
+from shared.leasing.records import QuotaRecord
+from shared.leasing.snapshot import build_queue, build_snapshot
 from shared.scheduling.model import CardOption, PriorityClass
+from tests.unit.dispatcher.builders import NOW, a_lease_record, a_node_record, a_task_record
 
-NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
-
-
-def a_lease(lease_id: str, node_id: str, gpus: list[int], **overrides: object) -> dict[str, object]:
-    row: dict[str, object] = {
-        "lease_id": lease_id, "task_id": f"T-{lease_id}", "node_id": node_id, "card_type": "H100",
-        "gpu_indices": gpus, "granted_at": NOW - timedelta(hours=1), "estimated_end": NOW + timedelta(hours=1),
-        "last_checkpoint_at": None, "preempting": False, "preempted_for": None, "revoke_reason": None,
-        "project": "p", "priority_class": "opportunistic", "heavy": False,
-    }
-    return row | overrides
+NODES = [a_node_record("n1", gpus=4), a_node_record("n2", "a2", gpus=2, card_type="A100")]
+TASKS = {t.task_id: t for t in (a_task_record("T1", priority_class=PriorityClass.OPPORTUNISTIC, heavy=True),
+                                a_task_record("T2", priority_class=PriorityClass.OPPORTUNISTIC))}
 
 
-def a_task(task_id: str, **overrides: object) -> dict[str, object]:
-    row: dict[str, object] = {
-        "task_id": task_id, "project": "p", "priority_class": "core", "priority": 5, "gpus": 2, "heavy": None,
-        "checkpoint_interval_s": 600.0, "submitted_at": NOW, "options": [["H100", 900, 2.5], ["A100", 1800, 3]],
-        "matched": True, "data_ready": True,
-    }
-    return row | overrides
-
-
-NODES = [{"node_id": "n1", "card_type": "H100", "gpus": 4}, {"node_id": "n2", "card_type": "A100", "gpus": 2}]
+def snapshot(leases: list, accounts: list = (), usage: dict | None = None):  # noqa: ANN201
+    return build_snapshot(NODES, leases, TASKS, accounts, usage or {}, NOW.timestamp())
 
 
 def test_free_gpus_are_those_no_active_lease_holds_and_heavy_leases_are_counted() -> None:
-    leases = [a_lease("L1", "n1", [0, 2], heavy=True), a_lease("L2", "n1", [3], preempting=True)]
-    snapshot = build_snapshot(NODES, leases, [], [], NOW.timestamp())
-    by_id = {node.node_id: node for node in snapshot.nodes}
+    leases = [a_lease_record("L1", "T1", gpus=(0, 2)), a_lease_record("L2", "T2", gpus=(3,), preempting=True)]
+    by_id = {node.node_id: node for node in snapshot(leases).nodes}
     assert by_id["n1"].free == frozenset({1}) and by_id["n1"].heavy_running == 1
     assert by_id["n2"].free == frozenset({0, 1}) and by_id["n2"].heavy_running == 0
 
 
-@pytest.mark.parametrize("stopping", [{"preempting": True}, {"revoke_reason": "cancelled"}])
+def test_lost_nodes_are_not_in_the_snapshot() -> None:
+    fleet = build_snapshot([a_node_record("n1", alive=False)], [], {}, [], {}, NOW.timestamp())
+    assert fleet.nodes == ()
+
+
+@pytest.mark.parametrize("stopping", [{"preempting": True}, {"revoke_reason": RevokeReason.CANCELLED}])
 def test_a_lease_being_stopped_holds_its_gpus_but_is_no_running_lease(stopping: dict[str, object]) -> None:
-    leases = [a_lease("L1", "n1", [0]), a_lease("L2", "n1", [1], **stopping)]
-    snapshot = build_snapshot(NODES, leases, [], [], NOW.timestamp())
-    assert [lease.lease_id for lease in snapshot.leases] == ["L1"]
-    assert snapshot.nodes[0].free == frozenset({2, 3})
-    running = snapshot.leases[0]
+    fleet = snapshot([a_lease_record("L1", "T2", gpus=(0,)), a_lease_record("L2", "T2", gpus=(1,), **stopping)])
+    assert [lease.lease_id for lease in fleet.leases] == ["L1"]
+    assert fleet.nodes[0].free == frozenset({2, 3})
+    running = fleet.leases[0]
     assert running.priority_class is PriorityClass.OPPORTUNISTIC and running.gpu_indices == (0,)
-    assert running.started_at == (NOW - timedelta(hours=1)).timestamp() and running.last_checkpoint_at is None
+    assert running.started_at == (NOW - timedelta(minutes=1)).timestamp() and running.last_checkpoint_at is None
 
 
 @pytest.mark.parametrize(("interval", "checkpoints"), [(600.0, True), (None, False)])
 def test_a_lease_checkpoints_on_preemption_when_its_task_has_a_checkpoint_interval(
     interval: float | None, checkpoints: bool
 ) -> None:
-    snapshot = build_snapshot(NODES, [a_lease("L1", "n1", [0], checkpoint_interval_s=interval)], [], [], NOW.timestamp())
-    assert snapshot.leases[0].checkpoints_on_preempt is checkpoints
+    tasks = {"T1": a_task_record("T1", checkpoint_interval_s=interval)}
+    fleet = build_snapshot(NODES, [a_lease_record("L1", "T1")], tasks, [], {}, NOW.timestamp())
+    assert fleet.leases[0].checkpoints_on_preempt is checkpoints
 
 
 def test_quota_left_subtracts_recorded_usage_and_the_rest_of_running_estimates() -> None:
-    accounts = [
-        {"project": "p", "gpu_hours": 10.0, "valid_from": NOW - timedelta(days=1), "valid_to": NOW + timedelta(days=9)},
-        {"project": "p", "gpu_hours": 5.0, "valid_from": NOW, "valid_to": NOW + timedelta(days=20)},
-    ]
-    usage = [{"project": "p", "gpu_seconds": 3 * 3600.0}]
-    leases = [a_lease("L1", "n1", [0, 1])]  # 2 GPUs x 1 h still to run
-    quota = build_snapshot(NODES, leases, accounts, usage, NOW.timestamp()).quotas["p"]
+    accounts = [QuotaRecord("q1", "proj-a", 10.0, None, NOW - timedelta(days=1), NOW + timedelta(days=9)),
+                QuotaRecord("q2", "proj-a", 5.0, None, NOW, NOW + timedelta(days=20))]
+    leases = [a_lease_record("L1", "T1", gpus=(0, 1), estimated_end=NOW + timedelta(hours=1))]  # 2 GPUs x 1 h to run
+    quota = snapshot(leases, accounts, {"proj-a": 3 * 3600.0}).quotas["proj-a"]
     assert quota.remaining_gpu_hours == pytest.approx(15 - 3 - 2)
     assert (quota.valid_from, quota.valid_to) == ((NOW - timedelta(days=1)).timestamp(),
                                                   (NOW + timedelta(days=20)).timestamp())
 
 
 def test_projects_without_an_account_have_no_quota_entry() -> None:
-    assert build_snapshot(NODES, [a_lease("L1", "n1", [0])], [], [], NOW.timestamp()).quotas == {}
+    assert snapshot([a_lease_record("L1", "T1")]).quotas == {}
 
 
-def test_a_task_row_becomes_a_queued_task_with_options_in_matcher_order() -> None:
-    task = queued_task(a_task("T1"))
-    assert task.options == (CardOption("H100", 900.0, 2.5), CardOption("A100", 1800.0, 3.0))
+def test_a_task_record_becomes_a_queued_task_with_options_in_matcher_order() -> None:
+    options = (CardOption("H100", 900.0, 2.5), CardOption("A100", 1800.0, 3.0))
+    task = a_task_record("T1", state=TaskState.QUEUED, priority_class=PriorityClass.CORE, priority=5, gpus=2,
+                         checkpoint_interval_s=600.0, options=options).queued_task()
+    assert task.options == options
     assert (task.priority_class, task.priority, task.gpus, task.heavy, task.data_ready) == (
         PriorityClass.CORE, 5, 2, False, True)
-    assert task.submitted_at == NOW.timestamp() and task.checkpoint_interval_s == 600.0
+    assert task.submitted_at == (NOW - timedelta(minutes=5)).timestamp() and task.checkpoint_interval_s == 600.0
 
 
 def test_an_unmatchable_task_has_no_options_and_unready_data_is_kept() -> None:
-    task = queued_task(a_task("T1", matched=False, options=None, data_ready=False))
+    task = a_task_record("T1", matched=False, data_ready=False).queued_task()
     assert task.options == () and task.data_ready is False
 
 
-def test_tasks_waiting_for_their_preemptions_sit_the_cycle_out() -> None:
-    queue = build_queue([a_task("T1"), a_task("T2")], frozenset({"T2"}))
-    assert [task.task_id for task in queue] == ["T1"]
-
-
-def test_card_options_of_nothing_is_empty() -> None:
-    assert card_options(None) == ()
+def test_only_complete_waiting_tasks_not_being_cancelled_are_queued_and_those_awaiting_preemption_sit_out() -> None:
+    tasks = [a_task_record("T1", state=TaskState.QUEUED), a_task_record("T2", state=TaskState.HELD),
+             a_task_record("T3", state=TaskState.QUEUED), a_task_record("T4", state=TaskState.LEASED),
+             a_task_record("T5", state=TaskState.QUEUED, data_ready=None),
+             a_task_record("T6", state=TaskState.QUEUED, cancel_requested=True)]
+    assert [task.task_id for task in build_queue(tasks, frozenset({"T3"}))] == ["T1", "T2"]

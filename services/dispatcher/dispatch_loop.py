@@ -1,0 +1,91 @@
+"""The dispatcher's cycle, as a numbered recipe, the tick's sweep, and the loop that runs them.
+
+    1. snapshot + queue from the working set (memory: no reads)          WorkingSet.snapshot / plan_queue
+    2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator
+    3. fold: apply_plan re-validates and turns the plan into records and events (pure)
+    4. save in the step's transaction (epoch checked); memory takes it over after the commit
+    5. the loop runs 1-4 when relevant events arrived (debounced) and on every tick; the tick
+       first sweeps expired leases and silent nodes (`shared.leasing.expiry.expire`)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.store import fresh_leases, save_changes
+from shared.leasing.expiry import expire
+from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
+from shared.logging import get_logger
+from shared.scheduling.plan import plan
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    queued: int
+    effects: CycleEffects | None
+    plan_ms: float
+
+
+async def run_cycle(dc: Dispatcher) -> CycleReport:
+    """One scheduling cycle (steps 1-4)."""
+    async with dc.write_step() as step:
+        started = time.perf_counter()
+        # 1. The snapshot and the queue, from memory.
+        queue = step.state.plan_queue()
+        if not queue:
+            return CycleReport(0, None, 0.0)
+        snapshot = step.state.snapshot(step.now.timestamp())
+        # 2. Decide: the pure core, the same function the simulator runs.
+        decided = plan(snapshot, queue, dc.policy, step.now.timestamp())
+        planned = time.perf_counter()
+        # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens.
+        fresh = iter(await fresh_leases(step.conn, dc.schema, leases_needed(decided)))
+        effects = apply_plan(step.state.book(), decided, step.now, dc.rules, fresh)
+        # 4. Save; memory follows after the commit.
+        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
+        step.commit(lambda state: state.apply(effects.changes))
+    if effects.leases or effects.preempted:
+        log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,
+                 plan_ms=round((planned - started) * 1000, 1),
+                 save_ms=round((time.perf_counter() - planned) * 1000, 1))
+    return CycleReport(len(queue), effects, (planned - started) * 1000)
+
+
+async def sweep(dc: Dispatcher) -> int:
+    """Expire overdue leases and mark silent nodes lost; return how many records changed."""
+    async with dc.write_step() as step:
+        changes = expire(step.state.book(), step.now, dc.rules)
+        if not changes:
+            return 0
+        await save_changes(step.conn, dc.schema, dc.emitter, changes)
+        step.commit(lambda state: state.apply(changes))
+    expired = sorted(i for i, lease in changes.leases.items() if not lease.active)
+    lost = sorted(i for i, node in changes.nodes.items() if not node.alive)
+    if expired or lost:
+        log.info("sweep", expired=expired, lost=lost)
+        dc.request_cycle()
+    return len(changes.leases) + len(changes.nodes)
+
+
+async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
+    """Step 5: run a cycle after relevant events (debounced) or at least every tick, until `stop`."""
+    next_tick = 0.0
+    while not stop.is_set():
+        timeout = max(0.0, next_tick - time.monotonic())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(dc.wake.wait(), timeout=timeout)
+        if stop.is_set():
+            return
+        if dc.wake.is_set():
+            await asyncio.sleep(dc.config.debounce_s)  # let a burst of events land in one cycle
+        dc.wake.clear()
+        if time.monotonic() >= next_tick:
+            next_tick = time.monotonic() + dc.config.tick_s
+            await sweep(dc)
+        await run_cycle(dc)

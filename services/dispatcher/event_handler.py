@@ -1,0 +1,42 @@
+"""`cf:events` -> the dispatcher: task facets, cancellations, quotas, usage (the matcher's shape).
+
+One batch = one write step:
+
+1. once per id: the relevant events, each event id once (others were skipped unparsed);
+2. inbox: record them as consumed; the ones already consumed drop out;
+3. load: the tasks they name that are not in the working set (final ones, or never seen);
+4. fold: `shared.leasing.task_facets.apply_events` (pure);
+5. save: changed records, accounts, usage, events; memory takes them over after the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.store import load_tasks, save_accounts, save_changes
+from shared.delivery.inbox import record_consumed_many
+from shared.events import Envelope
+from shared.leasing.task_facets import RELEVANT, EventEffects, apply_events, task_ids_of
+
+EVENTS_CONSUMER = "dispatcher:events"
+
+
+async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
+    """Apply a batch of `cf:events` entries (see the module docstring)."""
+    relevant: list[Envelope] = list({e.event_id: e for e in events if isinstance(e, RELEVANT)}.values())
+    if not relevant:
+        return
+    async with dc.write_step() as step:
+        fresh = await record_consumed_many(step.conn, dc.schema, EVENTS_CONSUMER, [e.event_id for e in relevant])
+        todo = [e for e in relevant if e.event_id in fresh]
+        if not todo:
+            return
+        unknown = task_ids_of(todo) - step.state.tasks.keys()
+        book = step.state.book(tasks=await load_tasks(step.conn, dc.schema, unknown))
+        effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
+        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
+        await save_accounts(step.conn, dc.schema, effects.accounts.values(), effects.usage)
+        step.commit(lambda state: state.apply(effects.changes, effects.accounts, effects.usage))
+    if effects.wake:
+        dc.request_cycle()

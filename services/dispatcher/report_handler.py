@@ -1,0 +1,49 @@
+"""`cf:reports` -> the dispatcher: registrations, heartbeats, progress, checkpoints, finished runs.
+
+One batch = one write step (the matcher's shape):
+
+1. inbox: record the reports as consumed; duplicates and those already applied drop out;
+2. load: the leases they name that are not in the working set (ended ones), with their tasks;
+3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim);
+4. save: changed records, events and commands, rejected reports, GPU utilisation; a rejected
+   report is also logged with its reason. Memory takes the changes over after the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.dispatcher.context import Dispatcher
+from services.dispatcher.store import load_leases, load_tasks, save_changes, save_rejections, save_utilisation
+from shared.delivery.inbox import record_consumed_many
+from shared.events.reports import AgentReport
+from shared.leasing.report_fold import ReportEffects, apply_reports, claims_of
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+
+REPORTS_CONSUMER = "dispatcher:reports"
+
+
+async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None:
+    """Apply a batch of agent reports (see the module docstring)."""
+    unique = list({r.event_id: r for r in reports}.values())
+    async with dc.write_step() as step:
+        fresh = await record_consumed_many(step.conn, dc.schema, REPORTS_CONSUMER, [r.event_id for r in unique])
+        todo = [r for r in unique if r.event_id in fresh]
+        if not todo:
+            return
+        named = {claim.lease_id for report in todo for claim in claims_of(report)}
+        ended = await load_leases(step.conn, dc.schema, named - step.state.leases.keys())
+        tasks = await load_tasks(step.conn, dc.schema, {lease.task_id for lease in ended.values()} - step.state.tasks.keys())
+        effects: ReportEffects = apply_reports(step.state.book(tasks, ended), todo, step.now, dc.rules)
+        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
+        await save_rejections(step.conn, dc.schema, effects.rejected)
+        await save_utilisation(step.conn, dc.schema, effects.utilisation)
+        step.commit(lambda state: state.apply(effects.changes))
+    for rejected in effects.rejected:
+        log.warning("agent report rejected", report_type=rejected.report_type, agent_id=rejected.agent_id,
+                    lease_id=rejected.lease_id, fencing_token=rejected.fencing_token,
+                    reason=rejected.refusal.reason.value, detail=rejected.refusal.detail)
+    if effects.capacity_changed:
+        dc.request_cycle()

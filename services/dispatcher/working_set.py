@@ -1,0 +1,114 @@
+"""`WorkingSet`: the leader's state in memory — open tasks, active leases, nodes, quotas, the queue.
+
+The leader loads it once (`store.load_everything`) when it takes over, or again after a gap (a write
+step that failed: its outcome is unknown, so memory may no longer match the tables). Every write
+step then folds over it and, once its transaction has committed, `apply`s the same changes it
+wrote, so memory and tables move together. It keeps:
+
+- every task that is not final, and final ones that still have an active lease (other parts of a
+  multi-node grant being stopped); a final task leaves memory with its last lease;
+- every ACTIVE lease (an ended one leaves memory; a report naming it is looked up in the table);
+- every node, every quota account, each project's GPU-seconds used;
+- indexes: active leases per task and per node, the queue (`QueuedTask`s of tasks in the queue,
+  built once per change), and the tasks whose preemption victims are still checkpointing.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
+from shared.leasing.snapshot import build_snapshot
+from shared.leasing.work import BookChanges
+from shared.scheduling.model import QueuedTask, Snapshot
+
+
+@dataclass
+class WorkingSet:
+    tasks: dict[str, TaskRecord] = field(default_factory=dict)
+    leases: dict[str, LeaseRecord] = field(default_factory=dict)  # active leases only
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    accounts: dict[str, QuotaRecord] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+    by_task: dict[str, set[str]] = field(default_factory=dict)
+    by_node: dict[str, set[str]] = field(default_factory=dict)
+    queue: dict[str, QueuedTask] = field(default_factory=dict)
+    preempted_for: dict[str, str] = field(default_factory=dict)  # preempting lease id -> the task it yields to
+
+    def __post_init__(self) -> None:
+        leases, self.leases = self.leases, {}
+        for lease in leases.values():
+            self._keep_lease(lease)
+        for task in list(self.tasks.values()):
+            self._keep_task(task)
+
+    # -- what the folds read ----------------------------------------------------------------------
+
+    def book(self, tasks: Mapping[str, TaskRecord] | None = None,
+             leases: Mapping[str, LeaseRecord] | None = None) -> LeaseBook:
+        """A read view for a fold, with records loaded for this batch (final tasks, ended leases) on top."""
+        return LeaseBook(
+            leases=ChainMap(dict(leases), self.leases) if leases else self.leases,
+            tasks=ChainMap(dict(tasks), self.tasks) if tasks else self.tasks,
+            nodes=self.nodes, accounts=self.accounts, usage=self.usage,
+            active_by_task=self.by_task, active_by_node=self.by_node,
+        )
+
+    def snapshot(self, now: float) -> Snapshot:
+        return build_snapshot(self.nodes.values(), self.leases.values(), self.tasks, self.accounts.values(),
+                              self.usage, now)
+
+    def plan_queue(self) -> list[QueuedTask]:
+        """The queue for `plan()`, minus tasks whose preemption victims are still checkpointing (they
+        sit cycles out, so no second set of victims is chosen for them)."""
+        awaiting = set(self.preempted_for.values())
+        if not awaiting:
+            return list(self.queue.values())
+        return [task for task_id, task in self.queue.items() if task_id not in awaiting]
+
+    # -- what a committed step changed ------------------------------------------------------------
+
+    def apply(self, changes: BookChanges, accounts: Mapping[str, QuotaRecord] | None = None,
+              usage: Mapping[str, float] | None = None) -> None:
+        """Take over what a committed step wrote (and the renewals it kept in memory only)."""
+        for lease in [*changes.leases.values(), *changes.quiet_leases.values()]:
+            self._keep_lease(lease)
+        for task in changes.tasks.values():
+            self._keep_task(task)
+        for lease in changes.leases.values():
+            if not lease.active and lease.task_id in self.tasks:
+                self._keep_task(self.tasks[lease.task_id])  # its last lease ended: a final task may leave now
+        self.nodes.update(changes.nodes)
+        self.accounts.update(accounts or {})
+        self.usage.update(usage or {})
+
+    def _keep_lease(self, lease: LeaseRecord) -> None:
+        lease_id = lease.lease_id
+        if lease.active:
+            self.leases[lease_id] = lease
+            self.by_task.setdefault(lease.task_id, set()).add(lease_id)
+            self.by_node.setdefault(lease.node_id, set()).add(lease_id)
+            if lease.preempting and lease.preempted_for:
+                self.preempted_for[lease_id] = lease.preempted_for
+            return
+        self.leases.pop(lease_id, None)
+        self.preempted_for.pop(lease_id, None)
+        for index, key in ((self.by_task, lease.task_id), (self.by_node, lease.node_id)):
+            ids = index.get(key)
+            if ids is not None:
+                ids.discard(lease_id)
+                if not ids:
+                    del index[key]
+
+    def _keep_task(self, task: TaskRecord) -> None:
+        task_id = task.task_id
+        if task.state.is_terminal and task_id not in self.by_task:
+            self.tasks.pop(task_id, None)
+        else:
+            self.tasks[task_id] = task
+        if task.in_queue:
+            self.queue[task_id] = task.queued_task()
+        else:
+            self.queue.pop(task_id, None)

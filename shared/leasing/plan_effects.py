@@ -1,0 +1,132 @@
+"""`apply_plan`: what a cycle's `Plan` does to the dispatcher's records — a pure fold.
+
+Like Nomad's plan applier it re-validates the proposal against the records as they are now: a
+grant whose task is no longer waiting (cancelled, or granted meanwhile) or whose node is gone is
+dropped; a preemption of a lease that ended or is already being stopped is dropped. Then:
+
+- each grant: the task is `leased` (its `run` counts the grant), one lease per node with a fresh
+  id and fencing token, `task.queued` if the task was never announced, and per lease
+  `lease.granted` plus a `LeaseGrantCommand` to the agent's inbox;
+- each deferral: the task's state and reason as `waiting.update_waiting` decides, with
+  `task.queued` / `task.held`;
+- each preemption: `LeaseWork.preempt` (`lease.revoked(preempted)` + `PreemptCommand`), naming the
+  task the GPUs go to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared.events import LeaseGranted, TaskHeld, TaskQueued
+from shared.events.reports import LeaseGrantCommand
+from shared.events.states import TaskState
+from shared.events.subjects import agent_subject, lease_subject, task_subject
+from shared.leasing.records import LeaseBook, LeaseRecord, TaskRecord
+from shared.leasing.waiting import Waiting, update_waiting
+from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
+from shared.names import agent_inbox
+from shared.scheduling.model import Deferral, Grant, Plan, Preemption
+
+FreshLeases = Iterator[tuple[str, int]]
+"""(lease id, fencing token) for each new lease, in order: ids and tokens come from outside the fold."""
+
+
+@dataclass(frozen=True)
+class CycleEffects:
+    """What a cycle changes, and how much."""
+
+    changes: BookChanges
+    leases: int = 0  # leases granted
+    held: int = 0  # `task.held` published
+    preempted: int = 0
+
+
+def leases_needed(decided: Plan) -> int:
+    """How many fresh (id, token) pairs `apply_plan` may take: one per placement."""
+    return sum(len(grant.placements) for grant in decided.grants)
+
+
+def apply_plan(book: LeaseBook, decided: Plan, now: datetime, rules: LeaseRules, fresh: FreshLeases) -> CycleEffects:
+    """Re-validate and apply `decided` (see the module docstring)."""
+    work = LeaseWork(book, now, rules)
+    leases = sum(_grant(work, grant, fresh) for grant in decided.grants)
+    held = sum(_defer(work, deferral) for deferral in decided.deferrals)
+    preempted = sum(_preempt(work, preemption) for preemption in decided.preemptions)
+    return CycleEffects(work.changes(), leases, held, preempted)
+
+
+def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases) -> int:
+    task = work.task(grant.task_id)
+    nodes = [work.node(p.node_id) for p in grant.placements]
+    if task is None or not task.in_queue or any(node is None or not node.alive for node in nodes):
+        return 0
+    if not task.queued_announced:
+        work.emit(TaskQueued, task_subject(task.task_id), queued_data(task))
+    task = replace(task, state=TaskState.LEASED, run=task.run + 1, deferral_reason=None, deferral_detail=None,
+                   queued_announced=True, updated_at=work.now)
+    work.put(task)
+    runtime_s = next(o.runtime_s for o in task.options if o.card_type == grant.card_type)
+    for placement, node in zip(grant.placements, nodes, strict=True):
+        assert node is not None
+        lease_id, token = next(fresh)
+        lease = LeaseRecord(
+            lease_id=lease_id, task_id=task.task_id, run=task.run, parts=len(grant.placements), node_id=node.node_id,
+            agent_id=node.agent_id, card_type=grant.card_type, gpu_indices=tuple(placement.gpu_indices),
+            fencing_token=token, granted_at=work.now, ttl_s=work.rules.lease_ttl_s,
+            expires_at=work.now + timedelta(seconds=work.rules.lease_ttl_s),
+            estimated_end=datetime.fromtimestamp(grant.estimated_end, UTC), resume_from=task.resume_from,
+        )
+        work.grant(lease)
+        _announce_lease(work, lease, task, runtime_s)
+    return len(grant.placements)
+
+
+def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runtime_s: float) -> None:
+    common = {"lease_id": lease.lease_id, "task_id": lease.task_id, "agent_id": lease.agent_id,
+              "gpu_indices": list(lease.gpu_indices), "fencing_token": lease.fencing_token,
+              "expires_at": lease.expires_at, "resume_from": lease.resume_from, "ttl_s": lease.ttl_s}
+    work.emit(LeaseGranted, lease_subject(lease.lease_id), common | {
+        "node_id": lease.node_id, "card_type": lease.card_type, "parts": lease.parts,
+    })
+    work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
+        "command": task.command, "env": dict(task.env or {}), "image": task.image,
+        "checkpoint_interval_s": task.checkpoint_interval_s, "estimated_runtime_s": runtime_s,
+        "output_unit": task.output_unit,
+    }, stream=agent_inbox(lease.agent_id))
+
+
+def _defer(work: LeaseWork, deferral: Deferral) -> int:
+    """Store the deferral's effect on a still-waiting task; 1 if `task.held` was published."""
+    task = work.task(deferral.task_id)
+    if task is None or not task.in_queue:
+        return 0
+    waiting = Waiting(task.state, task.deferral_reason, task.queued_announced, task.updated_at or work.now)
+    update = update_waiting(deferral.reason, waiting, work.now, work.rules.capacity_reason_every_s)
+    if update is None:
+        return 0
+    work.put(replace(task, state=update.state, deferral_reason=update.reason,
+                     deferral_detail=deferral.detail if update.reason else None,
+                     queued_announced=update.queued_announced, updated_at=work.now))
+    subject = task_subject(task.task_id)
+    if update.announce_queued:
+        work.emit(TaskQueued, subject, queued_data(task))
+    if update.publish_held:
+        work.emit(TaskHeld, subject, {"task_id": task.task_id, "reason": deferral.reason, "detail": deferral.detail})
+    return int(update.publish_held)
+
+
+def _preempt(work: LeaseWork, preemption: Preemption) -> int:
+    """Why a victim is preempted: the class of the task it yields to (core work, or a due reservation)."""
+    task = work.task(preemption.for_task_id)
+    klass = task.priority_class.value if task is not None and task.priority_class is not None else "queued"
+    detail = f"{klass} task {preemption.for_task_id} needs the GPUs"
+    return int(work.preempt(preemption.lease_id, preemption.for_task_id, detail))
+
+
+def queued_data(task: TaskRecord) -> dict[str, Any]:
+    """`task.queued`'s payload."""
+    return {"task_id": task.task_id, "project": task.project, "priority_class": task.priority_class,
+            "priority": task.priority}

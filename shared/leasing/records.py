@@ -1,0 +1,183 @@
+"""The dispatcher's state as frozen records: what the pure folds read and return.
+
+One record per row of the dispatcher's tables (`services/dispatcher/sql`): `TaskRecord` (a task's
+facets and the dispatcher's own state of it), `LeaseRecord`, `NodeRecord`. A fold never changes a
+record; it returns new ones (`dataclasses.replace`), and the handler saves them and keeps them
+as the leader's working state. `LeaseBook` is what a fold reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
+from shared.events.states import TaskState
+from shared.scheduling.model import CardOption, DeferralReason, PriorityClass, QueuedTask
+
+WAITING_STATES = frozenset({TaskState.QUEUED, TaskState.HELD})
+"""States of a task in the queue (waiting for `plan()` to grant it)."""
+
+
+class LeaseState(StrEnum):
+    """A lease is active until it ends, once, with a `ReleaseReason`."""
+
+    ACTIVE = "active"  # the agent holds the GPUs
+    ENDED = "ended"  # released (`lease.released`); its GPUs are free
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A task as the dispatcher knows it: the facets other services own, then its own state."""
+
+    task_id: str
+    # task.submitted (intake)
+    submitted: bool = False
+    project: str | None = None
+    priority_class: PriorityClass | None = None
+    priority: int | None = None
+    gpus: int | None = None
+    heavy: bool | None = None
+    checkpoint_interval_s: float | None = None
+    estimate_gpu_hours: float | None = None
+    submitted_at: datetime | None = None
+    command: Any = None  # argv list or shell string
+    env: Mapping[str, str] | None = None
+    image: str | None = None
+    output_unit: str | None = None
+    # task.readiness_changed (readiness) and task.matched / task.unmatchable (matcher); None = not known yet
+    data_ready: bool | None = None
+    readiness_seq: int | None = None
+    matched: bool | None = None
+    options: tuple[CardOption, ...] = ()  # adequate card types in matcher order, the chosen one first
+    match_seq: int | None = None
+    # task.cancel_requested (intake)
+    cancel_requested: bool = False
+    cancel_reason: str = ""
+    # the dispatcher's own state
+    state: TaskState = TaskState.QUEUED
+    run: int = 0  # grants so far; a lease of an older run no longer steers the task
+    resume_from: str | None = None  # last accepted checkpoint
+    queued_announced: bool = False  # the last announcement is `task.queued`
+    deferral_reason: DeferralReason | None = None
+    deferral_detail: str | None = None
+    updated_at: datetime | None = None  # when the dispatcher last changed its state
+
+    @property
+    def complete(self) -> bool:
+        """Submission, readiness and match are all known: the task can be queued."""
+        return self.submitted and self.data_ready is not None and self.matched is not None
+
+    @property
+    def in_queue(self) -> bool:
+        """Waiting for GPUs: complete, queued or held, and not being cancelled."""
+        return self.complete and self.state in WAITING_STATES and not self.cancel_requested
+
+    def queued_task(self) -> QueuedTask:
+        """The scheduling core's view of a task in the queue."""
+        assert self.project is not None and self.priority_class is not None and self.submitted_at is not None
+        return QueuedTask(
+            task_id=self.task_id, project=self.project, priority_class=self.priority_class, priority=self.priority or 0,
+            gpus=self.gpus or 1, submitted_at=self.submitted_at.timestamp(),
+            options=self.options if self.matched else (), data_ready=bool(self.data_ready), heavy=bool(self.heavy),
+            checkpoint_interval_s=self.checkpoint_interval_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """One lease: a task's GPUs on one node, with a fencing token and a TTL."""
+
+    lease_id: str
+    task_id: str
+    run: int  # the task's run this lease belongs to
+    parts: int  # leases of this grant (one per node it spans)
+    node_id: str
+    agent_id: str
+    card_type: str
+    gpu_indices: tuple[int, ...]
+    fencing_token: int
+    granted_at: datetime
+    ttl_s: float
+    expires_at: datetime
+    estimated_end: datetime
+    resume_from: str | None = None
+    state: LeaseState = LeaseState.ACTIVE
+    started: bool = False  # an accepted report said the run is going
+    progress: float | None = None
+    output_units: float | None = None
+    last_checkpoint: str | None = None
+    last_checkpoint_at: datetime | None = None
+    last_renewed_at: datetime | None = None
+    renewals_unreported: int = 0  # heartbeats not yet coalesced into `lease.renewed`
+    renewal_reported_at: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: ReleaseReason | None = None
+    preempting: bool = False  # a `PreemptCommand` was sent
+    preempted_for: str | None = None  # the task the GPUs go to
+    revoke_reason: RevokeReason | None = None  # a `RevokeCommand` was sent
+
+    @property
+    def active(self) -> bool:
+        return self.state is LeaseState.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A GPU host, as its agent registered it."""
+
+    node_id: str
+    agent_id: str
+    card_type: str
+    gpus: int
+    mode: NodeMode
+    registered_at: datetime
+    last_seen: datetime
+    alive: bool = True
+    lease_expired_at: datetime | None = None  # the last time a lease on it expired (not stored)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRecord:
+    """A quota account (`quota.granted`, changed by `quota.adjusted`)."""
+
+    account_id: str
+    project: str
+    gpu_hours: float
+    card_type: str | None
+    valid_from: datetime
+    valid_to: datetime
+
+
+@dataclass(frozen=True)
+class LeaseBook:
+    """What a fold reads: tasks, leases, nodes, quota accounts by id, and GPU-seconds used per project.
+
+    A handler's book holds at least what its batch needs (every task and lease it names, every
+    active lease on the nodes it names); a lease missing from it was never granted.
+    """
+
+    leases: Mapping[str, LeaseRecord] = field(default_factory=dict)
+    tasks: Mapping[str, TaskRecord] = field(default_factory=dict)
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
+    accounts: Mapping[str, QuotaRecord] = field(default_factory=dict)
+    usage: Mapping[str, float] = field(default_factory=dict)
+    active_by_task: Mapping[str, AbstractSet[str]] | None = None  # optional index: task -> its active leases
+    active_by_node: Mapping[str, AbstractSet[str]] | None = None  # optional index: node -> its active leases
+
+    def active_lease_ids(self) -> Iterator[str]:
+        return (lease_id for lease_id, lease in self.leases.items() if lease.active)
+
+    def active_lease_ids_of_task(self, task_id: str) -> AbstractSet[str]:
+        if self.active_by_task is not None:
+            return self.active_by_task.get(task_id, frozenset())
+        return {i for i, lease in self.leases.items() if lease.active and lease.task_id == task_id}
+
+    def active_lease_ids_on_node(self, node_id: str) -> AbstractSet[str]:
+        if self.active_by_node is not None:
+            return self.active_by_node.get(node_id, frozenset())
+        return {i for i, lease in self.leases.items() if lease.active and lease.node_id == node_id}

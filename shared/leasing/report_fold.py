@@ -1,0 +1,228 @@
+"""`apply_reports`: what a batch of agent reports means — a pure fold over the dispatcher's records.
+
+    effects = apply_reports(book, reports, now, rules)   # no I/O: the handler loads and saves
+
+Reports are applied in order, each seeing the effects of the earlier ones. EVERY claim a report
+makes about a lease is screened first (`screening.screen_claim`: fencing, then any further rule);
+a refused claim becomes a `RejectedReport` and has no effect. Accepted reports:
+
+- `report.registered`: the node is recorded (`node.registered` when new or changed); of the active
+  leases on the node, those the agent lists with the right token are kept and renewed, those
+  granted after the agent process started are left alone (their grant may still be on its way),
+  and every other one is lost with the old agent process: it ends at once (`lease.released
+  (revoked)`, task requeued `agent_failed` from its last checkpoint) instead of waiting for its TTL;
+- `report.heartbeat`: the node is seen (a lost node is back: `node.registered`), GPU utilisation is
+  kept, every listed lease is renewed (`LeaseWork.renew`) and its run counts as started; a listed
+  lease that already ended is a zombie run: the agent is told once to stop it;
+- `report.progress` / `report.checkpointed`: the run has started (`task.started` once); progress
+  and output are kept; a checkpoint of the task's current run becomes its `resume_from`
+  (`task.checkpointed`);
+- `report.finished`: the lease ends (`LeaseWork.end_lease`, rules in `lease_end.decide_lease_end`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from shared.events import NodeRegistered, TaskCheckpointed
+from shared.events.reports import AgentRegistered, AgentReport, Heartbeat, TaskFinished, TaskProgress
+from shared.events.reports import TaskCheckpointed as CheckpointReport
+from shared.events.subjects import node_subject, task_subject
+from shared.leasing.fencing import LeaseClaim, Refusal, Rejection
+from shared.leasing.lease_end import Trigger
+from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
+from shared.leasing.screening import screen_claim
+from shared.leasing.work import BookChanges, LeaseRules, LeaseWork, RunOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedReport:
+    """A report (or one claim of it) that was refused, with why."""
+
+    report_id: str
+    report_type: str
+    agent_id: str
+    lease_id: str | None
+    fencing_token: int | None
+    refusal: Refusal
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """The last utilisation a GPU reported."""
+
+    node_id: str
+    gpu_index: int
+    util_pct: float
+    memory_used_gb: float | None
+    reported_at: datetime
+
+
+@dataclass(frozen=True)
+class ReportEffects:
+    """What a batch of reports changes."""
+
+    changes: BookChanges
+    rejected: tuple[RejectedReport, ...] = ()
+    utilisation: tuple[GpuReading, ...] = ()
+    capacity_changed: bool = False  # GPUs freed or a node came (back): worth a cycle
+
+
+def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: datetime, config: LeaseRules) -> ReportEffects:
+    """Fold `reports` (in order) over `leases`; see the module docstring."""
+    fold = _ReportFold(LeaseWork(leases, now, config))
+    for report in reports:
+        fold.apply(report)
+    return ReportEffects(fold.work.changes(), tuple(fold.rejected), tuple(fold.utilisation.values()),
+                         fold.capacity_changed)
+
+
+def claims_of(report: AgentReport) -> list[LeaseClaim]:
+    """Every lease claim a report makes (heartbeats and registrations may make several)."""
+    d = report.data
+    if isinstance(report, Heartbeat | AgentRegistered):
+        held = d.leases if isinstance(report, Heartbeat) else d.held_leases
+        return [LeaseClaim(d.agent_id, h.lease_id, h.task_id, h.fencing_token) for h in held]
+    return [LeaseClaim(d.agent_id, d.lease_id, d.task_id, d.fencing_token)]
+
+
+class _ReportFold:
+    """The running state of one batch: the working copy, rejections, readings."""
+
+    def __init__(self, work: LeaseWork) -> None:
+        self.work = work
+        self.rejected: list[RejectedReport] = []
+        self.utilisation: dict[tuple[str, int], GpuReading] = {}
+        self.capacity_changed = False
+
+    def apply(self, report: AgentReport) -> None:
+        if isinstance(report, Heartbeat):
+            self.heartbeat(report)
+        elif isinstance(report, TaskFinished):
+            self.finished(report)
+        elif isinstance(report, CheckpointReport):
+            self.checkpointed(report)
+        elif isinstance(report, TaskProgress):
+            self.progressed(report)
+        elif isinstance(report, AgentRegistered):
+            self.registered(report)
+
+    # -- screening ------------------------------------------------------------------------------
+
+    def accepted(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[LeaseRecord]:
+        """The leases of the claims that pass screening; the others are rejected."""
+        leases = []
+        for claim in claims:
+            lease = self.work.lease(claim.lease_id)
+            refusal = screen_claim(claim, report, lease, self.work.now, self.work.rules)
+            if refusal is None:
+                assert lease is not None
+                leases.append(lease)
+            else:
+                self.reject(report, claim.agent_id, refusal, claim.lease_id, claim.fencing_token)
+        return leases
+
+    def reject(self, report: AgentReport, agent_id: str, refusal: Refusal, lease_id: str | None = None,
+               token: int | None = None) -> None:
+        self.rejected.append(RejectedReport(report.event_id, report.type, agent_id, lease_id, token, refusal))
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def finished(self, report: TaskFinished) -> None:
+        d = report.data
+        for lease in self.accepted(report, claims_of(report)):
+            self.work.end_lease(lease, Trigger.FINISHED, report,
+                                RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error))
+            self.capacity_changed = True
+
+    def progressed(self, report: TaskProgress) -> None:
+        d = report.data
+        for lease in self.accepted(report, claims_of(report)):
+            self.work.mark_started(lease, report)
+            lease = self.work.lease(lease.lease_id) or lease
+            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress),
+                                  output_units=_latest(d.output_units, lease.output_units)))
+
+    def checkpointed(self, report: CheckpointReport) -> None:
+        d, work = report.data, self.work
+        for lease in self.accepted(report, claims_of(report)):
+            work.mark_started(lease, report)
+            lease = replace(work.lease(lease.lease_id) or lease, last_checkpoint=d.checkpoint_uri,
+                            last_checkpoint_at=work.now, progress=_latest(d.progress, lease.progress))
+            work.put(lease)
+            task = work.require_task(lease.task_id)
+            if lease.run == task.run:
+                work.put(replace(task, resume_from=d.checkpoint_uri))
+            work.emit(TaskCheckpointed, task_subject(d.task_id), {
+                "task_id": d.task_id, "lease_id": d.lease_id, "checkpoint_uri": d.checkpoint_uri,
+                "checksum": d.checksum, "progress": d.progress, "output_units": lease.output_units,
+            }, cause=report)
+
+    def heartbeat(self, report: Heartbeat) -> None:
+        d, work = report.data, self.work
+        node = work.node(d.node_id)
+        if node is None or node.agent_id != d.agent_id:
+            detail = f"node {d.node_id} of agent {d.agent_id} is not registered (the agent must register first)"
+            self.reject(report, d.agent_id, Refusal(Rejection.UNKNOWN_NODE, detail))
+            return
+        if not node.alive:
+            self.announce_node(node, report)
+        work.put(replace(node, last_seen=work.now, alive=True))
+        for gpu in d.gpus:
+            self.utilisation[(d.node_id, gpu.index)] = GpuReading(d.node_id, gpu.index, gpu.util_pct,
+                                                                  gpu.memory_used_gb, work.now)
+        claims = claims_of(report)
+        leases = self.accepted(report, claims)
+        for claim in claims:
+            lease = work.lease(claim.lease_id)
+            if lease is not None and _still_run_after_end(claim, lease):
+                work.stop_zombie(lease)
+        work.renew(leases, report)
+        for lease in leases:
+            work.mark_started(lease, report)
+
+    def registered(self, report: AgentRegistered) -> None:
+        d, work = report.data, self.work
+        node = NodeRecord(d.node_id, d.agent_id, d.card_type, len(d.gpus), d.mode, registered_at=work.now,
+                          last_seen=work.now, alive=True)
+        old = work.node(d.node_id)
+        if old is None or _identity(old) != _identity(node):
+            self.announce_node(node, report)
+        work.put(replace(node, lease_expired_at=old.lease_expired_at) if old is not None else node)
+        claims = {claim.lease_id: claim for claim in claims_of(report)}
+        kept = []
+        for lease in work.leases_on_node(d.node_id):
+            claim = claims.get(lease.lease_id)
+            if claim is not None and screen_claim(claim, report, lease, work.now, work.rules) is None:
+                kept.append(lease)
+            elif claim is None and d.started_at is not None and lease.granted_at >= d.started_at:
+                continue  # granted after the agent process started: the grant may still be on its way
+            else:
+                work.end_lease(lease, Trigger.AGENT_RESTARTED, report)
+                self.capacity_changed = True
+        known = {lease.lease_id for lease in kept}
+        self.accepted(report, [claim for lease_id, claim in claims.items() if lease_id not in known])
+        work.renew(kept, report)
+
+    def announce_node(self, node: NodeRecord, cause: AgentReport) -> None:
+        """`node.registered`: a new or changed node, or a lost one that is back."""
+        self.capacity_changed = True
+        self.work.emit(NodeRegistered, node_subject(node.node_id), {
+            "node_id": node.node_id, "agent_id": node.agent_id, "card_type": node.card_type, "gpus": node.gpus,
+            "mode": node.mode,
+        }, cause=cause)
+
+
+def _identity(node: NodeRecord) -> tuple[object, ...]:
+    return node.agent_id, node.card_type, node.gpus, node.mode, node.alive
+
+
+def _still_run_after_end(claim: LeaseClaim, lease: LeaseRecord) -> bool:
+    """The holding agent heartbeats a lease (right token) that has ended: a zombie run."""
+    return not lease.active and lease.agent_id == claim.agent_id and lease.fencing_token == claim.fencing_token
+
+
+def _latest(new: float | None, old: float | None) -> float | None:
+    return old if new is None else new

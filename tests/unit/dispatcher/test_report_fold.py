@@ -1,0 +1,190 @@
+"""What agents' reports mean (`shared.leasing.report_fold.apply_reports`): tables, no PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.events.reasons import ReleaseReason, RevokeReason
+from shared.events.states import TaskState
+from shared.leasing import screening
+from shared.leasing.fencing import Refusal, Rejection
+from shared.leasing.records import LeaseBook, LeaseState
+from shared.leasing.report_fold import ReportEffects, apply_reports
+from shared.leasing.work import LeaseRules
+from tests.unit.dispatcher.builders import (
+    NOW,
+    a_book,
+    a_lease_record,
+    a_node_record,
+    a_running_lease_book,
+    a_task_record,
+    checkpointed,
+    finished,
+    heartbeat,
+    progress,
+    registered,
+)
+
+RULES = LeaseRules(lease_ttl_s=30.0, renewal_event_every_s=5.0, revoke_grace_s=30.0)
+HELD = [("L1", "T1", 7)]
+ENDED = dict(state=LeaseState.ENDED, ended_at=NOW - timedelta(seconds=5), end_reason=ReleaseReason.EXPIRED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a fold did, in words a table can hold."""
+
+    emitted: list[str]  # types of the events and commands, in order (commands first)
+    rejected: list[str]  # rejection reasons, in order
+    task: str | None  # T1's state afterwards
+    lease: str | None  # L1's release reason afterwards ("active" while it runs)
+
+
+def outcome(book: LeaseBook, effects: ReportEffects) -> Outcome:
+    changes = effects.changes
+    task = changes.tasks.get("T1") or book.tasks.get("T1")
+    lease = changes.leases.get("L1") or changes.quiet_leases.get("L1") or book.leases.get("L1")
+    return Outcome(
+        emitted=[e.event_type.model_fields["type"].default for e in changes.emissions],
+        rejected=[r.refusal.reason.value for r in effects.rejected],
+        task=task.state.value if task else None,
+        lease=(lease.end_reason.value if lease.end_reason else lease.state.value) if lease else None,
+    )
+
+
+def fold(book: LeaseBook, *reports: Any) -> ReportEffects:
+    return apply_reports(book, reports, NOW, RULES)
+
+
+CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
+    ("the holder reports success", a_running_lease_book(), [finished("a1", "L1", "T1", 7, exit_code=0)],
+     Outcome(["lease.released", "task.started", "task.succeeded"], [], "succeeded", "succeeded")),
+    ("a failure of the task itself", a_running_lease_book(state=TaskState.RUNNING),
+     [finished("a1", "L1", "T1", 7, exit_code=3, error="Traceback ...")],
+     Outcome(["lease.released", "task.failed"], [], "failed", "failed")),
+    ("a stale token changes nothing", a_running_lease_book(), [finished("a1", "L1", "T1", 6, exit_code=0)],
+     Outcome([], ["stale_token"], "leased", "active")),
+    ("another agent's report changes nothing", a_running_lease_book(), [finished("a2", "L1", "T1", 7, exit_code=0)],
+     Outcome([], ["wrong_agent"], "leased", "active")),
+    ("a report about another task", a_running_lease_book(), [finished("a1", "L1", "T9", 7, exit_code=0)],
+     Outcome([], ["wrong_task"], "leased", "active")),
+    ("a lease that was never granted", a_running_lease_book(), [finished("a1", "L9", "T1", 7, exit_code=0)],
+     Outcome([], ["unknown_lease"], "leased", "active")),
+    ("a report after the lease expired",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(**ENDED)),
+     [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "expired")),
+    ("a duplicate finish (another report id) in the same batch", a_running_lease_book(),
+     [finished("a1", "L1", "T1", 7, exit_code=0), finished("a1", "L1", "T1", 7, exit_code=0)],
+     Outcome(["lease.released", "task.started", "task.succeeded"], ["lease_ended"], "succeeded", "succeeded")),
+    ("checkpoint, then the agent restarts without the lease: requeued from the checkpoint", a_running_lease_book(),
+     [checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"), registered("a1", "n1", started_at=NOW)],
+     Outcome(["task.started", "task.checkpointed", "lease.released", "task.requeued"], [], "queued", "revoked")),
+    ("a preempted run that checkpointed and yielded",
+     a_book(a_node_record(), a_task_record(state=TaskState.RUNNING), a_lease_record(preempting=True, preempted_for="C1")),
+     [finished("a1", "L1", "T1", 7, exit_code=0, error="preempted: core task C1 needs the GPUs")],
+     Outcome(["lease.released", "task.requeued"], [], "queued", "preempted")),
+    ("an agent that refused the grant: requeued, not failed", a_running_lease_book(),
+     [finished("a1", "L1", "T1", 7, exit_code=None, error="not started (gpus_busy): GPU 0 runs lease L0")],
+     Outcome(["lease.released", "task.requeued"], [], "queued", "failed")),
+    ("a cancelled task's run stopped", a_book(a_node_record(), a_task_record(cancel_requested=True),
+                                              a_lease_record(revoke_reason=RevokeReason.CANCELLED)),
+     [finished("a1", "L1", "T1", 7, exit_code=143)], Outcome(["lease.released", "task.cancelled"], [], "cancelled",
+                                                             "cancelled")),
+    ("a lease of an older run only frees its GPUs", a_running_lease_book(run=2),
+     [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome(["lease.released"], [], "leased", "succeeded")),
+    ("a heartbeat renews the lease, and the run has started", a_running_lease_book(), [heartbeat("a1", "n1", HELD)],
+     Outcome(["lease.renewed", "task.started"], [], "running", "active")),
+    ("a heartbeat from a node never registered", a_running_lease_book(), [heartbeat("a1", "n7", HELD)],
+     Outcome([], ["unknown_node"], "leased", "active")),
+    ("a heartbeat from another agent on the node", a_running_lease_book(), [heartbeat("a2", "n1", [])],
+     Outcome([], ["unknown_node"], "leased", "active")),
+    ("a zombie run is told to stop, once",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(**ENDED)),
+     [heartbeat("a1", "n1", HELD), heartbeat("a1", "n1", HELD)],
+     Outcome(["command.revoke"], ["lease_ended", "lease_ended"], "queued", "expired")),
+    ("a lost node that heartbeats is back", a_book(a_node_record(alive=False)), [heartbeat("a1", "n1", [])],
+     Outcome(["node.registered"], [], None, None)),
+    ("progress means the run started", a_running_lease_book(), [progress("a1", "L1", "T1", 7, 0.5)],
+     Outcome(["task.started"], [], "running", "active")),
+]
+
+
+@pytest.mark.parametrize(("book", "reports", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_what_a_batch_of_reports_does(book: LeaseBook, reports: list[Any], expected: Outcome) -> None:
+    assert outcome(book, fold(book, *reports)) == expected
+
+
+def test_a_checkpoint_becomes_the_resume_point_of_the_requeued_task() -> None:
+    effects = fold(a_running_lease_book(), checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"),
+                   registered("a1", "n1", started_at=NOW))
+    requeued = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "task.requeued"]
+    assert [(e.data["reason"], e.data["resume_from"]) for e in requeued] == [("agent_failed", "s3://ckpt/T1/1")]
+    assert effects.changes.tasks["T1"].resume_from == "s3://ckpt/T1/1" and effects.capacity_changed
+
+
+def test_a_checkpoint_of_an_older_run_does_not_move_the_resume_point() -> None:
+    effects = fold(a_running_lease_book(run=2, resume_from="s3://ckpt/T1/new"),
+                   checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/old"))
+    assert effects.changes.tasks.get("T1") is None or effects.changes.tasks["T1"].resume_from == "s3://ckpt/T1/new"
+    assert effects.changes.leases["L1"].last_checkpoint == "s3://ckpt/T1/old"
+
+
+def test_registration_keeps_listed_leases_leaves_grants_in_flight_and_ends_the_rest() -> None:
+    book = a_book(
+        a_node_record(gpus=4), a_task_record("T1"), a_task_record("T2"), a_task_record("T3"),
+        a_lease_record("L1", "T1", gpus=(0,), token=7),  # listed: kept and renewed
+        a_lease_record("L2", "T2", gpus=(1,), token=8, granted_at=NOW - timedelta(seconds=1)),  # after the restart
+        a_lease_record("L3", "T3", gpus=(2,), token=9),  # lost with the old agent process
+    )
+    effects = fold(book, registered("a1", "n1", gpus=4, held=HELD, started_at=NOW - timedelta(seconds=10)))
+    leases = {i: lease.state for i, lease in effects.changes.leases.items()}
+    assert leases == {"L1": LeaseState.ACTIVE, "L3": LeaseState.ENDED}
+    assert effects.changes.tasks["T3"].state is TaskState.QUEUED and "T2" not in effects.changes.tasks
+    assert effects.rejected == ()
+
+
+def test_registration_announces_a_node_only_when_it_is_new_or_changed() -> None:
+    same = fold(a_book(a_node_record()), registered("a1", "n1", gpus=2))
+    other_agent = fold(a_book(a_node_record()), registered("a2", "n1", gpus=2))
+    assert same.changes.emissions == () and not same.capacity_changed
+    assert [e.data["agent_id"] for e in other_agent.changes.emissions] == ["a2"] and other_agent.capacity_changed
+
+
+def test_renewals_are_coalesced_into_one_event_per_window() -> None:
+    book = a_running_lease_book()
+    first = fold(book, heartbeat("a1", "n1", HELD))
+    lease = first.changes.leases["L1"]
+    assert lease.renewal_reported_at == NOW and lease.expires_at == NOW + timedelta(seconds=30)
+    later = replace(book, leases={"L1": lease}, tasks=book.tasks | first.changes.tasks)
+    second = apply_reports(later, [heartbeat("a1", "n1", HELD)], NOW + timedelta(seconds=2), RULES)
+    assert second.changes.emissions == () and second.changes.leases == {}
+    quiet = second.changes.quiet_leases["L1"]
+    assert quiet.renewals_unreported == 1 and quiet.expires_at == NOW + timedelta(seconds=32)
+
+
+def test_one_part_of_a_multi_node_task_failing_revokes_the_others() -> None:
+    book = a_book(a_node_record("n1"), a_node_record("n2", "a2"), a_task_record(gpus=2),
+                  a_lease_record("L1", parts=2), a_lease_record("L2", agent_id="a2", node_id="n2", token=8, parts=2))
+    effects = fold(book, finished("a1", "L1", "T1", 7, exit_code=1))
+    kinds = [(e.event_type.model_fields["type"].default, e.stream) for e in effects.changes.emissions]
+    assert kinds[0] == ("command.revoke", "cf:agent:a2")
+    assert effects.changes.leases["L2"].revoke_reason is RevokeReason.SUPERSEDED
+    assert effects.changes.tasks["T1"].state is TaskState.FAILED
+
+
+def test_utilisation_is_kept_per_gpu() -> None:
+    effects = fold(a_running_lease_book(), heartbeat("a1", "n1", HELD, utilisation=[90.0, 10.0]))
+    assert [(r.gpu_index, r.util_pct) for r in effects.utilisation] == [(0, 90.0), (1, 10.0)]
+
+
+def test_a_further_screen_refuses_a_claim_that_passed_fencing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_early(claim: Any, report: Any, lease: Any, now: Any, rules: Any) -> Refusal | None:
+        return Refusal(Rejection.STALE_TOKEN, "implausibly early") if report.type == "report.finished" else None
+
+    monkeypatch.setattr(screening, "SCREENS", (too_early,))
+    effects = fold(a_running_lease_book(), finished("a1", "L1", "T1", 7, exit_code=0))
+    assert [r.refusal.detail for r in effects.rejected] == ["implausibly early"] and not effects.changes

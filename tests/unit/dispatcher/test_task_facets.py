@@ -1,0 +1,85 @@
+"""What the events the dispatcher consumes do to its records (`task_facets.apply_events`), no PostgreSQL."""
+
+from __future__ import annotations
+
+from shared.events.reasons import RevokeReason
+from shared.events.states import TaskState
+from shared.leasing.records import LeaseBook, QuotaRecord
+from shared.leasing.task_facets import apply_events, task_ids_of
+from shared.leasing.work import LeaseRules
+from shared.scheduling.model import CardOption, PriorityClass
+from tests.unit.dispatcher.builders import (
+    NOW,
+    a_book,
+    a_lease_record,
+    a_node_record,
+    a_ready_task,
+    a_task_record,
+    cancel_requested,
+    matched,
+    quota_adjusted,
+    quota_granted,
+    readiness,
+    submitted,
+    unmatchable,
+    usage_recorded,
+)
+
+RULES = LeaseRules()
+
+
+def kinds(effects) -> list[str]:  # noqa: ANN001
+    return [e.event_type.model_fields["type"].default for e in effects.changes.emissions]
+
+
+def test_facets_in_any_order_make_a_complete_task() -> None:
+    for events in (a_ready_task("T1"), list(reversed(a_ready_task("T1")))):
+        task = apply_events(LeaseBook(), events, NOW, RULES).changes.tasks["T1"]
+        assert task.complete and task.in_queue and task.state is TaskState.QUEUED
+        assert (task.project, task.priority_class, task.options) == (
+            "proj-a", PriorityClass.CORE, (CardOption("H100", 600.0, 1.0),))
+
+
+def test_an_older_readiness_or_match_never_overwrites_a_newer_one() -> None:
+    events = [submitted("T1"), readiness("T1", ready=True, seq=3), readiness("T1", ready=False, seq=2),
+              matched("T1", seq=5), unmatchable("T1", seq=4)]
+    task = apply_events(LeaseBook(), events, NOW, RULES).changes.tasks["T1"]
+    assert (task.data_ready, task.readiness_seq, task.matched, task.match_seq) == (True, 3, True, 5)
+
+
+def test_a_submission_is_written_once() -> None:
+    book = a_book(a_task_record("T1", project="first"))
+    assert apply_events(book, [submitted("T1", project="second")], NOW, RULES).changes.tasks["T1"].project == "first"
+
+
+def test_cancelling_a_queued_task_cancels_it_at_once_even_before_its_submission() -> None:
+    effects = apply_events(LeaseBook(), [cancel_requested("T1"), *a_ready_task("T1")], NOW, RULES)
+    task = effects.changes.tasks["T1"]
+    assert task.state is TaskState.CANCELLED and task.submitted and not task.in_queue
+    assert kinds(effects) == ["task.cancelled"]
+
+
+def test_cancelling_a_leased_task_revokes_its_leases() -> None:
+    book = a_book(a_node_record(), a_task_record("T1"), a_lease_record("L1", "T1"))
+    effects = apply_events(book, [cancel_requested("T1", "wrong data")], NOW, RULES)
+    assert kinds(effects) == ["command.revoke", "lease.revoked"]
+    assert effects.changes.leases["L1"].revoke_reason is RevokeReason.CANCELLED
+    assert effects.changes.tasks["T1"].state is TaskState.LEASED and effects.changes.tasks["T1"].cancel_requested
+    assert effects.changes.emissions[1].data["detail"] == "the task was cancelled: wrong data"
+
+
+def test_quotas_and_usage() -> None:
+    book = LeaseBook(usage={"proj-a": 100.0})
+    effects = apply_events(book, [quota_granted("proj-a", 10.0), quota_adjusted("proj-a", 5.0),
+                                  quota_adjusted("proj-b", 5.0)], NOW, RULES)
+    assert [(a.account_id, a.gpu_hours) for a in effects.accounts.values()] == [("acct-proj-a", 15.0)]
+    assert isinstance(effects.accounts["acct-proj-a"], QuotaRecord) and effects.wake
+
+
+def test_usage_alone_lowers_quotas_and_wakes_no_cycle() -> None:
+    effects = apply_events(LeaseBook(usage={"proj-a": 100.0}), [usage_recorded("proj-a", 50.0)], NOW, RULES)
+    assert effects.usage == {"proj-a": 150.0} and not effects.wake
+
+
+def test_the_tasks_a_batch_names() -> None:
+    assert task_ids_of([*a_ready_task("T1"), cancel_requested("T2"), quota_granted("p", 1.0)]) == {"T1", "T2"}
