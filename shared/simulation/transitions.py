@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from enum import StrEnum
+from functools import cache
 from typing import TYPE_CHECKING
 
+from shared.events.states import TaskState
+from shared.leasing.lease_end import EndingLease, TaskEffect, Trigger, decide_lease_end
 from shared.scheduling.model import Grant, PriorityClass, QueuedTask, QuotaAccount, RunningLease
 from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.state import EventKind, LeaseRun, TaskRun
@@ -24,6 +28,25 @@ MIN_REMAINING_ESTIMATE_S = 60.0  # a resumed task whose estimate ran out still c
 # A preempted task that checkpoints writes a checkpoint on the PreemptCommand (ARCHITECTURE §5/§7,
 # docs/agent.md): it keeps its progress up to the preemption except the write's cost — by default the
 # cost the scheduling core assumes when it ranks victims (`shared.scheduling.preemption`).
+
+
+class LeaseEndCause(StrEnum):
+    """How a simulated lease ends, in the live dispatcher's terms (`shared.leasing.lease_end`)."""
+
+    RAN_TO_THE_END = "ran_to_the_end"  # the agent reports exit code 0
+    PREEMPTED = "preempted"  # the dispatcher preempted it; the agent checkpointed and yielded
+    CUT_OFF = "cut_off"  # killed without warning (its quota ended): no exit code, no request
+
+
+@cache
+def lease_end_effect(cause: LeaseEndCause) -> TaskEffect:
+    """What the end of a simulated lease does to its task: the live dispatcher's own rule
+    (`decide_lease_end`), so the simulator completes, requeues and cuts off tasks exactly as production."""
+    preempted = cause is LeaseEndCause.PREEMPTED
+    ending = EndingLease(preempting=preempted, revoke_reason=None, current_run=True, task_state=TaskState.RUNNING,
+                         cancel_requested=False, other_parts_active=0)
+    exit_code = 0 if cause is LeaseEndCause.RAN_TO_THE_END else None
+    return decide_lease_end(ending, Trigger.FINISHED, exit_code, "preempted" if preempted else None).effect
 
 
 class Transitions:
@@ -155,11 +178,7 @@ class Transitions:
         run = self._current(lease_id)
         if run is None:
             return False
-        self._close(run, now, kept_until=now)
-        run.remaining_work_s = 0.0
-        self.recorder.jcts[run.task.task_id] = now - run.task.submit_s
-        self.recorder.last_finish = max(now, self.recorder.last_finish or now)
-        self._completed += 1
+        self._end_lease(run, LeaseEndCause.RAN_TO_THE_END, now)
         return True
 
     def _on_preempt(self, lease_id: str, now: float) -> bool:
@@ -167,19 +186,34 @@ class Transitions:
         run = self._current(lease_id)
         if run is None:
             return False
-        self._stop_early(run, now, checkpoint_now=run.task.checkpoint_interval_s is not None)
+        self._end_lease(run, LeaseEndCause.PREEMPTED, now)
         self.recorder.preemptions += 1
-        self._enqueue(run)
         return True
 
     def _on_quota_expiry(self, project: str, now: float) -> bool:
         """The project's quota ends: its running tasks are cut off without warning (and not requeued)."""
         victims = [run for run in self._runs.values() if run.lease is not None and run.task.project == project]
         for run in victims:
-            self._stop_early(run, now, checkpoint_now=False)
-            run.cut_off = True
+            self._end_lease(run, LeaseEndCause.CUT_OFF, now)
             self.recorder.quota_cutoffs += 1
         return True
+
+    def _end_lease(self, run: TaskRun, cause: LeaseEndCause, now: float) -> None:
+        """End the task's lease and move the task as the live dispatcher would (`lease_end_effect`)."""
+        effect = lease_end_effect(cause)
+        if effect is TaskEffect.SUCCEED:
+            self._close(run, now, kept_until=now)
+            run.remaining_work_s = 0.0
+            self.recorder.jcts[run.task.task_id] = now - run.task.submit_s
+            self.recorder.last_finish = max(now, self.recorder.last_finish or now)
+            self._completed += 1
+        elif effect is TaskEffect.REQUEUE:
+            checkpoints = cause is LeaseEndCause.PREEMPTED and run.task.checkpoint_interval_s is not None
+            self._stop_early(run, now, checkpoint_now=checkpoints)
+            self._enqueue(run)
+        else:  # the task fails: what it did since its last checkpoint is lost, and it is not requeued
+            self._stop_early(run, now, checkpoint_now=False)
+            run.cut_off = True
 
     def _stop_early(self, run: TaskRun, now: float, *, checkpoint_now: bool) -> None:
         """Close the lease early; progress is kept up to the last checkpoint, or — `checkpoint_now`, a

@@ -17,6 +17,7 @@ from shared.events.reasons import ReleaseReason as Rel
 from shared.events.reasons import RequeueReason as Req
 from shared.events.reasons import RevokeReason as Rev
 from shared.events.states import TaskState
+from shared.simulation.transitions import LeaseEndCause, lease_end_effect
 
 RUNNING = EndingLease(preempting=False, revoke_reason=None, current_run=True, task_state=TaskState.RUNNING,
                       cancel_requested=False, other_parts_active=0)
@@ -92,3 +93,10 @@ def test_the_agents_error_prefix_tells_a_stop_from_a_failure(
 )
 def test_agent_stop_reads_the_error_prefix(error: str | None, stop: AgentStop) -> None:
     assert agent_stop(error) is stop
+
+
+def test_the_simulator_ends_leases_by_the_same_rule() -> None:
+    assert {cause: lease_end_effect(cause) for cause in LeaseEndCause} == {
+        LeaseEndCause.RAN_TO_THE_END: TaskEffect.SUCCEED, LeaseEndCause.PREEMPTED: TaskEffect.REQUEUE,
+        LeaseEndCause.CUT_OFF: TaskEffect.FAIL,
+    }
