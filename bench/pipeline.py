@@ -14,7 +14,9 @@ the `CARDFLOW_*` ones), then in one run:
    latency (XADD -> `lease.granted`), the lag of each stage from the event timestamps, and the CPU
    each process used;
 4. writes the section between `<!-- pipeline:start -->` and `<!-- pipeline:end -->` of
-   docs/BENCHMARKS.md (other sections are kept), with the machine and the exact command.
+   docs/BENCHMARKS.md (other sections are kept), with the machine and the exact command; `--json OUT`
+   also writes, per offered rate, `{"offered", "throughput", "steady", "p50_ms", "p99_ms",
+   "cpu_ms_per_task", ...}` (a list `rates`) and the run's `raw_redis_msgs_per_s`.
 
 `--profile SERVICE` runs that service under cProfile and adds its top functions to the output.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import shlex
 import sys
 import tempfile
@@ -33,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pipeline_parts import Fleet, PipelineBench, measure_raw_round_trip, run_fleet_worker  # noqa: E402
-from bench.pipeline_report import write_doc  # noqa: E402
+from bench.pipeline_report import summary, write_doc  # noqa: E402
 
 READING = (
     "How to read it: *throughput* = tasks done / (last done - first sent); *steady* = tasks done per second "
@@ -64,6 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--raw-messages", type=int, default=50_000, help="messages of the raw Redis round trip")
     parser.add_argument("--profile", choices=("intake", "readiness", "matcher", "dispatcher", "ledger", "views"))
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
+    parser.add_argument("--json", type=Path, help="also write the numbers per offered rate to this JSON file")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data dir: logs of every process stay there")
     return parser.parse_args(argv)
 
@@ -85,6 +89,9 @@ def main(argv: list[str]) -> None:
         phases = [bench.run_phase(float(rate), args.duration) for rate in args.rates.split(",")]
         profile = bench.stop_and_profile()
     bench.print_results(raw, phases, profile)
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary(raw, phases, bench.describe()), indent=2) + "\n")
+        console.print(f"wrote {args.json}")
     if not args.no_doc:
         write_doc(raw, phases, profile, bench.describe(), command, notes=READING)
         console.print("wrote the pipeline section of docs/BENCHMARKS.md")

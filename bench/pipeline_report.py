@@ -175,6 +175,32 @@ def analysis(phases: Sequence[PhaseResult], cores: int, about: Mapping[str, str]
     ]  # fmt: skip
 
 
+# ---- JSON ----------------------------------------------------------------------------------------------
+
+
+def summary(raw: RawResult, phases: Sequence[PhaseResult], about: Mapping[str, str]) -> dict[str, object]:
+    """The run in numbers (`--json OUT`): one entry per offered rate, the raw Redis ceiling, the machine."""
+
+    def number(value: float, digits: int = 1) -> float | None:
+        return None if math.isnan(value) else round(value, digits)
+
+    return {
+        "rates": [
+            {
+                "offered": p.offered_rate, "throughput": number(p.throughput), "steady": number(p.steady_throughput),
+                "p50_ms": number(p.submit_to_lease.p50 * 1000), "p99_ms": number(p.submit_to_lease.p99 * 1000),
+                "cpu_ms_per_task": number(sum(p.cpu.values()) * 1000 / max(p.done, 1), 2),
+                "cpu_ms_per_task_by_process": {name: round(used * 1000 / max(p.done, 1), 3)
+                                               for name, used in sorted(p.cpu.items(), key=lambda item: -item[1])},
+                "sent": p.sent, "done": p.done,
+            }
+            for p in phases
+        ],
+        "raw_redis_msgs_per_s": round(raw.throughput),
+        "machine": about.get("machine"), "load_before": about.get("load"), "fleet": about.get("fleet"),
+    }  # fmt: skip
+
+
 # ---- docs/BENCHMARKS.md --------------------------------------------------------------------------------
 
 
