@@ -5,7 +5,8 @@ A README that names a function, class, module or file that no longer exists is a
 
 - a path (`sql/001_dispatcher.sql`, `shared/projection.py`, `tests/unit/intake/`): it exists next
   to the README, from the repository's root, or as the tail of a path in the repository (a bare
-  data-file name such as `cards.yaml` may name a document in a bucket and is not checked);
+  data-file name such as `cards.yaml` or `board.zh.html` may name an object in a bucket and is not
+  checked);
 - `package.module:NAME` or a dotted import path (`shared.cards.rank_cards`): it imports;
 - `module.name` / `Class.name` (`fencing.check_claim`, `Dispatcher.write_step`): some module file of
   that name defines `name`, or some class of that name has it;
@@ -163,8 +164,8 @@ def unresolved(span: str, readme: Path) -> str | None:
     return None if all(p in words for p in parts) else f"no code uses {name}"
 
 
-_CODE_FILE = re.compile(r"\.(py|sql|md|html|css|js)$")
-_DATA_FILE = re.compile(r"\.(yaml|yml|json|toml|env|txt|csv)$")
+_CODE_FILE = re.compile(r"\.(py|sql|md)$")
+_DATA_FILE = re.compile(r"\.(yaml|yml|json|toml|env|txt|csv|html|css|js|svg)$")
 
 
 def _is_path(name: str, readme: Path) -> bool:
