@@ -1,13 +1,13 @@
 """`cardflow board`: the readiness board in the terminal, and `--snapshot` to the reports bucket.
 
-An API client (PLAN decision 1): it reads `GET /v1/board/groups` and writes with
-`POST /v1/board/snapshot`; it never touches a backend itself.
+An API client (PLAN decision 1, `services.cli.client.cli_api`: CARDFLOW_API_URL and the caller's
+token): it reads `GET /v1/board/groups` and writes with `POST /v1/board/snapshot`; it never
+touches a backend itself.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -17,10 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 console = Console()
-errors = Console(stderr=True, soft_wrap=True)
-ENV_API_URL = "CARDFLOW_API_URL"
-ENV_TOKEN = "CARDFLOW_TOKEN"
-DEFAULT_API_URL = "http://127.0.0.1:8080"
 
 
 class BoardLang(StrEnum):
@@ -35,45 +31,31 @@ def register(app: typer.Typer) -> None:
         lang: Annotated[BoardLang, typer.Option("--lang", envvar="CARDFLOW_LANG", help="en or zh")] = BoardLang.EN,
         snapshot: Annotated[bool, typer.Option("--snapshot", help="write the board to the reports bucket now")] = False,
         reason: Annotated[str, typer.Option("--reason", help="why (kept with the snapshot)")] = "on demand",
-        api_url: Annotated[str, typer.Option("--api", envvar=ENV_API_URL, help="the console's URL")] = DEFAULT_API_URL,
     ) -> None:
         """The readiness board: what can run now and what waits for what (data, quota, approval, GPUs...)."""
+        from services.cli.client import cli_api
+
+        with cli_api() as api:
+            if snapshot:
+                written = api.post("/v1/board/snapshot", {"reason": reason})
+            else:
+                groups = api.get("/v1/board/groups", lang=lang.value)
         if snapshot:
-            written = _call(api_url, "POST", "/v1/board/snapshot", json={"reason": reason})
-            if as_json:
-                console.print_json(json.dumps(written))
-                return
-            console.print(f"board of {written['day']} ({written['tasks']} open tasks) written to s3://{written['bucket']}/:")
-            for obj in written["objects"]:
-                console.print(f"  {obj['key']}  version {obj['version_id']}  {obj['size']} bytes")
-            return
-        groups = _call(api_url, "GET", "/v1/board/groups", params={"lang": lang.value})
-        if as_json:
-            console.print_json(json.dumps(groups, ensure_ascii=False))
+            _print_snapshot(written, as_json)
+        elif as_json:
+            print(json.dumps(groups, ensure_ascii=False, indent=2))
         else:
             for table in board_tables(groups, lang.value):
                 console.print(table)
 
 
-def _call(api_url: str, method: str, path: str, **kwargs: Any) -> Any:
-    """The JSON answer, or one line on stderr and exit 1 (3 when the token is refused)."""
-    import httpx
-
-    token = os.environ.get(ENV_TOKEN)
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    try:
-        response = httpx.request(method, api_url.rstrip("/") + path, headers=headers, timeout=60, **kwargs)
-    except httpx.HTTPError as exc:
-        errors.print(f"cannot reach the console API at {api_url} ({exc}); set {ENV_API_URL} or --api")
-        raise typer.Exit(1) from None
-    if response.is_success:
-        return response.json()
-    try:
-        detail = response.json().get("detail", response.text)
-    except ValueError:
-        detail = response.text
-    errors.print(f"{method} {path}: {response.status_code} {detail}")
-    raise typer.Exit(3 if response.status_code in (401, 403) else 1)
+def _print_snapshot(written: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(written, indent=2))
+        return
+    console.print(f"board of {written['day']} ({written['tasks']} open tasks) written to s3://{written['bucket']}/:")
+    for obj in written["objects"]:
+        console.print(f"  {obj['key']}  version {obj['version_id']}  {obj['size']} bytes")
 
 
 def board_tables(groups: dict[str, Any], lang: str) -> list[Table]:

@@ -2,7 +2,8 @@
 
 `world` (module): the whole system with `tests.helpers.console_world`'s workload and the console
 served on a free port. `page` (function): a fresh 1280 x 900 browser page (English unless the
-test switches). Chromium is the system binary (`CARDFLOW_CHROMIUM`, else `chromium` on PATH;
+test switches), signed in as `planner` (operator) through the login form; `anonymous_page` is
+one that is not signed in. Chromium is the system binary (`CARDFLOW_CHROMIUM`, else `chromium` on PATH;
 `make test` installs it with `make browser`); Playwright never downloads a browser.
 Every test here is marked `browser`.
 """
@@ -54,8 +55,22 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
+async def anonymous_page(browser: Browser) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport=VIEWPORT, locale="en-US")
     opened = await context.new_page()
     yield opened
     await context.close()
+
+
+async def sign_in(page: Page, world: ConsoleWorld, name: str) -> None:
+    """Through the login form, like a person: paste the token, press Enter."""
+    await page.goto(world.base_url + "/login?lang=en")
+    await page.get_by_label("API token").fill(world.tokens[name])
+    await page.get_by_label("API token").press("Enter")
+    await page.wait_for_url(f"{world.base_url}/board")
+
+
+@pytest.fixture
+async def page(anonymous_page: Page, world: ConsoleWorld) -> Page:
+    await sign_in(anonymous_page, world, "planner")
+    return anonymous_page

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, expect
 
+from tests.browser.conftest import sign_in
 from tests.helpers.console_world import MISSING_PREFIX, ConsoleWorld
 
 WIDTH = 1280
@@ -169,3 +170,19 @@ async def test_keyboard_reaches_the_content_and_every_nav_link(world: ConsoleWor
     await page.keyboard.press("Tab")
     await page.keyboard.press("Enter")
     await expect(page).to_have_url(re.compile("/queue$"))
+
+
+async def test_sign_in_with_a_token_and_out_again(world: ConsoleWorld, anonymous_page: Page) -> None:
+    page = anonymous_page
+    await page.goto(world.base_url + "/login?back=/fleet")
+    await page.get_by_label("API token").fill("not-a-token")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("alert").filter(has_text="401")).to_contain_text("not valid")
+    await page.get_by_label("API token").fill(world.tokens["reviewer"])
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page).to_have_url(re.compile("/fleet$"))
+    await expect(page.locator(".who")).to_contain_text("reviewer (reviewer)")
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_role("link", name="Sign in")).to_be_visible()
+    await sign_in(page, world, "speech-dev")
+    await expect(page.locator(".who")).to_contain_text("speech-dev (submitter, speech)")

@@ -11,7 +11,9 @@ What it holds once ready (agents at 3600x: one estimated hour takes one second):
 - waiting: `dedup-corpus` for an S3 prefix that never appears, `finetune-13b` for H100 capacity,
   `asr-train` held by the `speech` quota (5 GPU-hours), `vision-embed` held because the `vision`
   quota expires (in 2 days) before its estimated end, `giant-moe` for a card with 200 GB;
-- quota accounts: `speech` (used up), `vision` (expiring within 15 days), `llm` (plenty).
+- quota accounts: `speech` (used up), `vision` (expiring within 15 days), `llm` (plenty);
+- tokens (`world.tokens`): `root` (admin), `planner` (operator), `speech-dev` (submitter of
+  project speech), `reviewer` (reviewer).
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from typing import Any
 
 import uvicorn
 
+import httpx
+
 from services.common.runtime import Emitter
 from services.console.app import create_app
+from services.identity.bootstrap import bootstrap_admin
 from services.ledger.quotas import grant_quota
 from shared.projection import TaskView
 from shared.settings import Settings
@@ -61,6 +66,7 @@ class ConsoleWorld:
     system: RunningSystem
     base_url: str
     ids: dict[str, str] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
 
     def task_id(self, name: str) -> str:
         return self.ids[name]
@@ -125,4 +131,19 @@ async def console_world(settings: Settings, data_dir: Path) -> AsyncIterator[Con
         await system.wait_for(_settled, timeout=120, what="the console world's tasks in place")
         async with serve_console(settings) as base_url:
             ids = {view.name: view.id for view in system.views.values() if view.name}
-            yield ConsoleWorld(system, base_url, ids)
+            yield ConsoleWorld(system, base_url, ids, await _issue_tokens(settings, base_url))
+
+
+TOKENS = (("planner", "operator", None), ("speech-dev", "submitter", "speech"), ("reviewer", "reviewer", None))
+
+
+async def _issue_tokens(settings: Settings, base_url: str) -> dict[str, str]:
+    """A first admin, then one token per role the tests act as (through the API, like an admin would)."""
+    root = (await bootstrap_admin(settings.database_dsn or "", "root")).secret
+    tokens = {"root": root}
+    async with httpx.AsyncClient(base_url=base_url, headers={"authorization": f"Bearer {root}"}) as client:
+        for name, role, project in TOKENS:
+            answer = await client.post("/v1/tokens", json={"name": name, "role": role, "project": project})
+            answer.raise_for_status()
+            tokens[name] = answer.json()["secret"]
+    return tokens

@@ -76,12 +76,14 @@ async def render(request: Request, template: str, *, title: str, page: str, **co
     """The page in the reader's language, with the nav, the language switch and the quota banner."""
     lang = choose_lang(request)
     alerts = await call_api(request, "GET", "/v1/alerts", sign_in=False)
+    me = await call_api(request, "GET", "/v1/whoami", sign_in=False) if request.cookies.get(TOKEN_COOKIE) else None
     other = "en" if lang == "zh" else "zh"
     query = {**request.query_params, "lang": other}
     html = environment.get_template(template).render(
         title=title, page=page, nav=NAV, now=datetime.now(UTC), alerts=[] if isinstance(alerts, Unavailable) else alerts,
         switch_href=f"{request.url.path}?{urlencode(query)}", path=request.url.path,
-        signed_in=bool(request.cookies.get(TOKEN_COOKIE)), **labels_for(lang), **context,
+        signed_in=bool(request.cookies.get(TOKEN_COOKIE)), me=None if isinstance(me, Unavailable) else me,
+        **labels_for(lang), **context,
     )  # fmt: skip
     response = HTMLResponse(html)
     if request.query_params.get("lang") in LANGUAGES:
@@ -192,10 +194,20 @@ async def login_page(request: Request) -> HTMLResponse:
 
 
 @router.post("/login")
-async def login(token: Annotated[str, Form()], back: Annotated[str, Form()] = "/board") -> Response:
-    """Keep the token in an HttpOnly, same-site cookie; the API checks it on every call."""
-    response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/board", status_code=303)
-    response.set_cookie(TOKEN_COOKIE, token.strip(), httponly=True, samesite="strict", max_age=12 * 3600)
+async def login(request: Request, token: Annotated[str, Form()], back: Annotated[str, Form()] = "/board") -> Response:
+    """Check the token (`/v1/whoami`), then keep it in an HttpOnly, same-site cookie; the API checks it on every call."""
+    token = token.strip()
+    transport = httpx.ASGITransport(app=request.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        answer = await client.get("/v1/whoami", headers={"authorization": f"Bearer {token}"})
+    if not answer.is_success:
+        page = await render(request, "login.html", title="login", page="login", request_back=back,
+                            refused=Unavailable(answer.status_code, answer.json().get("detail", answer.text)))  # fmt: skip
+        page.status_code = answer.status_code
+        return page
+    target = back if back.startswith("/") and not back.startswith("//") else "/board"
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", max_age=12 * 3600)
     return response
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
-from services.console.api import actor_of
+from services.console.auth import Authenticated
 from services.console.blockers import preflight, queue_order
 from services.console.boards import load_board_groups, load_board_history, load_open_views
 from services.console.routes.common import Lang, Pool, now_utc
@@ -54,12 +54,13 @@ class SnapshotRequest(BaseModel):
 
 @router.post("/board/snapshot", status_code=201, response_model=SnapshotWritten,
              summary="Write the board now to the reports bucket as HTML and CSV (versioned)")  # fmt: skip
-async def post_board_snapshot(request: Request, pool: Pool, body: Annotated[SnapshotRequest | None, Body()] = None) -> SnapshotWritten:
+async def post_board_snapshot(request: Request, pool: Pool, principal: Authenticated,
+                              body: Annotated[SnapshotRequest | None, Body()] = None) -> SnapshotWritten:  # fmt: skip
     settings = request.app.state.settings
     if not settings.s3_endpoint:
         raise HTTPException(503, "no object store configured (CARDFLOW_S3_ENDPOINT); board snapshots need the reports bucket")
     reason = (body or SnapshotRequest()).reason
-    return await write_board_snapshot(pool, settings, now_utc(), actor=actor_of(request), reason=reason)
+    return await write_board_snapshot(pool, settings, now_utc(), actor=principal.actor, reason=reason)
 
 
 @router.get("/board/snapshots", summary="Board snapshots in the reports bucket, newest first")

@@ -14,6 +14,7 @@ import httpx
 from services.console.projector import SPEC as VIEWS
 from services.console.snapshots import day_prefix
 from services.intake.service import SPEC as INTAKE
+from services.identity.bootstrap import bootstrap_admin
 from services.readiness.service import SPEC as READINESS
 from shared.names import REPORTS_BUCKET
 from shared.settings import Settings
@@ -26,9 +27,10 @@ from tests.helpers.system import settings_env
 MISSING = "s3://cardflow-test-absent/board/never.parquet"
 
 
-async def cardflow(settings: Settings, *args: str) -> tuple[int, str, str]:
+async def cardflow(settings: Settings, url: str, token: str, *args: str) -> tuple[int, str, str]:
+    env = {**settings_env(settings), "COLUMNS": "200", "PATH": "/usr/bin:/bin", "CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": token}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", *args, env={**settings_env(settings), "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        sys.executable, "-m", "services.cli.main", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await process.communicate()
@@ -37,9 +39,11 @@ async def cardflow(settings: Settings, *args: str) -> tuple[int, str, str]:
 
 async def test_snapshots_are_versioned_html_and_csv_and_the_cli_prints_the_board(fresh_settings: Settings) -> None:
     async with RunningServices(fresh_settings, INTAKE, READINESS, VIEWS) as services, serve_console(fresh_settings) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-            created = await client.post("/v1/tasks", json=a_submission(name="needs-board", inputs=[MISSING]),
-                                        headers={"x-cardflow-actor": "user:planner"})  # fmt: skip
+        admin = (await bootstrap_admin(fresh_settings.database_dsn or "", "root")).secret
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers={"authorization": f"Bearer {admin}"}) as client:
+            issued = await client.post("/v1/tokens", json={"name": "planner", "role": "operator"})
+            token = issued.json()["secret"]
+            created = await client.post("/v1/tasks", json=a_submission(name="needs-board", inputs=[MISSING]))
             task_id = created.json()["task_id"]
 
             async def waiting_on_board() -> bool:
@@ -50,8 +54,10 @@ async def test_snapshots_are_versioned_html_and_csv_and_the_cli_prints_the_board
             assert await services.wait_until(waiting_on_board)
             async with open_object_store(fresh_settings) as store:
                 await store.ensure_bucket(REPORTS_BUCKET)
+                anonymous = await client.post("/v1/board/snapshot", headers={"authorization": ""})
+                assert anonymous.status_code == 401
                 first = (await client.post("/v1/board/snapshot", json={"reason": "before the review"},
-                                           headers={"x-cardflow-actor": "user:planner"})).json()  # fmt: skip
+                                           headers={"authorization": f"Bearer {token}"})).json()  # fmt: skip
                 second = (await client.post("/v1/board/snapshot")).json()
                 assert {o["key"] for o in first["objects"]} == {o["key"] for o in second["objects"]}
                 day = day_prefix(datetime.fromisoformat(first["taken_at"]))
@@ -73,15 +79,15 @@ async def test_snapshots_are_versioned_html_and_csv_and_the_cli_prints_the_board
             listed = (await client.get("/v1/board/snapshots")).json()
             assert any(item["key"] == key["key"] and item["versions"] >= 2 for item in listed)
 
-        code, out, err = await cardflow(fresh_settings, "board", "--api", url)
+        code, out, err = await cardflow(fresh_settings, url, token, "board")
         assert code == 0, err
         assert "needs-board" in out and "waiting for data" in out and MISSING in out
-        code, out, err = await cardflow(fresh_settings, "board", "--api", url, "--lang", "zh", "--json")
+        code, out, err = await cardflow(fresh_settings, url, token, "board", "--lang", "zh", "--json")
         data = json.loads(out)
         assert data["counts"]["data"] >= 1
         [task] = [t for g in data["groups"] for t in g["tasks"] if t["id"] == task_id]
         assert task["sentence"] == f"等待 1 个输入（已就绪 0%）：{MISSING}"
-        code, out, err = await cardflow(fresh_settings, "board", "--api", url, "--snapshot", "--reason", "cli check")
+        code, out, err = await cardflow(fresh_settings, url, token, "board", "--snapshot", "--reason", "cli check")
         assert code == 0 and "board.csv" in out and "version" in out, err
-        code, out, err = await cardflow(fresh_settings, "board", "--api", "http://127.0.0.1:9")
-        assert code == 1 and "cannot reach the console API" in err
+        code, out, err = await cardflow(fresh_settings, url, "not-a-token", "board", "--snapshot")
+        assert code == 3 and "token" in err, err
