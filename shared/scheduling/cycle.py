@@ -278,13 +278,23 @@ class Cycle:
         return self.explain.deferral(task, miss, misses, self.guard, wide)
 
     def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
+        """Preempt the cheapest victims that let the task start on one of its card options. Under the
+        cycle's reservation (the task would still run at its start), only where the guard lets the
+        task use the freed GPUs: otherwise they would idle and the victims' work be wasted."""
         index = self._victim_index()
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
-            choice = index.choose(self.fleet, pool, task.gpus, task.heavy) if pool is not None else None
-            if choice is None:
+            if pool is None:
                 continue
             end = self.now + option.runtime_s
+            guard = self.guard if self.guard is not None and self.guard.applies(option.card_type, end) else None
+            if guard is not None and task.gpus > guard.room(task.priority_class):
+                continue
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, guard.limit(task.heavy) if guard else None)
+            if choice is None:
+                continue
+            if guard is not None:
+                guard.charge([(rank, task.gpus) for rank, _ in choice.holds], task.priority_class)
             held = 0
             for rank, count in choice.holds:
                 self.fleet.hold(rank, count)

@@ -14,7 +14,7 @@ whose recomputed cost still equals its stored cost is the cheapest — no scan o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
@@ -106,17 +106,21 @@ class VictimIndex:
             return False
         return gpus > pool.max_node_gpus or gpus < self._failed_at.get((pool.card_type, heavy), gpus + 1)
 
-    def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
-        """The cheapest set of victims that makes the task fit on this pool, or None."""
+    def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool,
+               limit: Mapping[int, int] | None = None) -> VictimChoice | None:
+        """The cheapest set of victims that makes the task fit on this pool, or None. `limit` caps
+        the GPUs the task may take on given nodes (a reservation's guard): a node where it could not
+        use what preemption frees is no choice — preempting there would only waste the victims' work.
+        A task that spans nodes does not preempt under a limit."""
         if not self._by_card.get(pool.card_type):
             return None
         if gpus > pool.max_node_gpus:
-            return self._choose_span(fleet, pool, gpus, heavy)
+            return None if limit is not None else self._choose_span(fleet, pool, gpus, heavy)
         key = (pool.card_type, heavy)
         if gpus >= self._failed_at.get(key, gpus + 1):
             return None
-        choice = self._choose_single(fleet, pool, gpus, heavy)
-        if choice is None:
+        choice = self._choose_single(fleet, pool, gpus, heavy, limit)
+        if choice is None and limit is None:
             # Victims and free GPUs only shrink during a cycle: no node fits a larger request either.
             self._failed_at[key] = gpus
         return choice
@@ -140,7 +144,8 @@ class VictimIndex:
                 if cost is not None:
                     heappush(heap, (cost, rank))
 
-    def _choose_single(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
+    def _choose_single(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool,
+                       limit: Mapping[int, int] | None) -> VictimChoice | None:
         nodes = self._by_card[pool.card_type]
         heap = self._heaps.get((pool.card_type, gpus, heavy))
         if heap is None:
@@ -148,6 +153,8 @@ class VictimIndex:
             heap = [(cost, rank) for cost, rank in costs if cost is not None]
             heapify(heap)
             self._heaps[(pool.card_type, gpus, heavy)] = heap
+        skipped: list[tuple[tuple, int]] = []  # valid nodes the limit rules out (pushed back below)
+        choice = None
         while heap:
             stored, rank = heappop(heap)
             current = self._node_cost(fleet, rank, gpus, heavy)
@@ -156,10 +163,16 @@ class VictimIndex:
             if current != stored:
                 heappush(heap, (current, rank))
                 continue
+            if limit is not None and limit.get(rank, gpus) < gpus:
+                skipped.append((current, rank))
+                continue
             victims = self._victims_for(fleet, rank, gpus)  # `commit` pushes the node back
             free_needed = gpus - sum(victim.lease.gpus for victim in victims)
-            return VictimChoice(tuple(victims), ((rank, max(0, free_needed)),))
-        return None
+            choice = VictimChoice(tuple(victims), ((rank, max(0, free_needed)),))
+            break
+        for entry in skipped:
+            heappush(heap, entry)
+        return choice
 
     def _victims_for(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
         needed = gpus - fleet.free_count[rank]

@@ -168,3 +168,31 @@ def test_by_default_a_victim_may_lose_only_its_own_checkpoint_write():
     assert sorted(p.lease_id for p in result.preemptions) == ["ckpt", "fresh"]
     result = builders.run(FULL, [a_task("c").core().gpus(8)], leases=leases, **immediate)
     assert not result.preemptions  # "old" would lose more than its write
+
+
+# -- A preemption must pay: never free GPUs the preempting task could not use ------------------------
+
+def _reserved_drain(core_runs_s: float):
+    """Node b is reserved for c1 (8 GPUs, first in order, inside its grace, so it reserves instead of preempting) at
+    +1h, when standard Lb ends; opportunistic F (checkpoints) fills b's other half meanwhile. c2 (core,
+    4 GPUs, grace over) finds no free GPU anywhere."""
+    nodes = [a_node("a").free(0), a_node("b").free(0)]
+    leases = [a_lease("La").on("a").gpus(*range(8)).ends(NOW + 10 * HOUR),
+              a_lease("Lb").on("b").gpus(0, 1, 2, 3).ends(NOW + HOUR),
+              a_lease("F").on("b").gpus(4, 5, 6, 7).opportunistic().started(NOW - 5 * HOUR)
+              .ends(NOW + 10 * HOUR).checkpoints_on_preempt()]
+    tasks = [a_task("c1").core().gpus(8).priority(9).submitted(NOW).runs(HOUR),
+             a_task("c2").core().gpus(4).submitted(NOW - HOUR).runs(core_runs_s)]
+    return builders.run(nodes, tasks, leases=leases)
+
+
+def test_a_core_task_does_not_preempt_work_whose_gpus_the_reservation_keeps_from_it():
+    result = _reserved_drain(core_runs_s=5 * HOUR)  # c2 would still run at c1's start
+    assert result.reservations[0].task_id == "c1"
+    assert not result.preemptions  # F's GPUs would only idle until c1 starts: no victim's work is thrown away
+    assert reason_of(result, "c2") != R.AWAITING_PREEMPTION
+
+
+def test_a_core_task_that_ends_before_the_reservation_may_still_preempt_there():
+    result = _reserved_drain(core_runs_s=HOUR / 4)
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("F", "c2")]
