@@ -314,7 +314,8 @@ def main() -> None:
     parser.add_argument("--grid-no-openb", action="store_true", help="Philly windows only")
     args = parser.parse_args()
     if args.grid or args.grid_report:
-        run_grid(args, Console())
+        console = Console()
+        run_grid(args, console if console.is_terminal else Console(width=220))  # a wide table in logs
         return
     console, card_model, started = Console(), CatalogCardModel(), time.perf_counter()
     builders = {"philly": lambda: philly_case(args.philly_start, args.philly_days, card_model),
