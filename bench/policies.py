@@ -312,6 +312,9 @@ def main() -> None:
                              "(default: the code's own; for changes shown not to alter any decision)")
     parser.add_argument("--grid-part", help="K/N: run every N-th run from the K-th (spread the grid over sittings)")
     parser.add_argument("--grid-no-openb", action="store_true", help="Philly windows only")
+    parser.add_argument("--grid-reuse-baselines", metavar="DIGEST[,DIGEST]",
+                        help="baseline runs (no headroom, preemption or filling) may reuse results of these code "
+                             "digests: for changes that touch only those rules")
     args = parser.parse_args()
     if args.grid or args.grid_report:
         console = Console()
@@ -384,10 +387,13 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
     runs = grid.plan_runs(cells, starts, args.grid_seeds, policies, openb=not args.grid_no_openb)
     if args.grid_report:
         code = args.grid_code or grid.code_digest()
-        results = {run: hit for run in runs if (hit := grid.cached_any(run, code.split(","))) is not None}
+        baselines = args.grid_reuse_baselines.split(",") if args.grid_reuse_baselines else []
+        results = {run: hit for run in runs if (hit := grid.cached_any(
+            run, code.split(",") + (baselines if grid.is_baseline(run.policy) else []))) is not None}
         console.print(f"grid report: {len(results):,} of {len(runs):,} selected runs are cached for code {code}")
     else:
-        results = grid.run_grid(grid.part_of(runs, args.grid_part), grid_scenario, args.jobs, console)
+        baselines = args.grid_reuse_baselines.split(",") if args.grid_reuse_baselines else []
+        results = grid.run_grid(grid.part_of(runs, args.grid_part), grid_scenario, args.jobs, console, baselines)
     families = {"Philly, every window": lambda w: w != grid.OPENB, "openb gpuspec33": lambda w: w == grid.OPENB}
     tables = {}
     for title, family in families.items():
@@ -396,7 +402,8 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
             console.print(grid.table(rows, f"grid — {title}"))
             tables[title] = rows
     if args.grid_report and tables:
-        write_grid_section(tables, cells, starts, args.grid_seeds, len(results), len(runs), code)
+        write_grid_section(tables, cells, starts, args.grid_seeds, len(results), len(runs),
+                           code + (f"; baselines also from {args.grid_reuse_baselines}" if args.grid_reuse_baselines else ""))
 
 
 GRID_START, GRID_END = "<!-- grid:start -->", "<!-- grid:end -->"

@@ -216,13 +216,21 @@ def execute(run: Run, code: str, build: Callable[[Run], Scenario]) -> dict[str, 
     return result
 
 
-def run_grid(runs: Sequence[Run], build: Callable[[Run], Scenario], jobs: int, console: Console) -> dict[Run, dict]:
-    """Every run, from the cache where possible, the rest in `jobs` worker processes (one progress bar)."""
+def is_baseline(policy: Policy) -> bool:
+    """No headroom, no preemption, no filling: none of the cardflow-only rules applies to it."""
+    return not (policy.headroom or policy.preemption or policy.fill_reservations)
+
+
+def run_grid(runs: Sequence[Run], build: Callable[[Run], Scenario], jobs: int, console: Console,
+             baseline_codes: Sequence[str] = ()) -> dict[Run, dict]:
+    """Every run, from the cache where possible, the rest in `jobs` worker processes (one progress bar).
+    `baseline_codes`: code digests whose results a baseline run may reuse (for changes shown to touch
+    only rules a baseline does not use — headroom, preemption, filling)."""
     code = code_digest()
     results: dict[Run, dict] = {}
     missing = []
     for run in runs:
-        hit = cached(run, code)
+        hit = cached_any(run, [code, *baseline_codes] if is_baseline(run.policy) else [code])
         if hit is None:
             missing.append(run)
         else:
@@ -417,7 +425,8 @@ def plot(rows: Sequence[dict[str, Any]], metric: str, title: str, path: Path) ->
         axis.set_ylim(0, max(1, *[row["cardflow.unfinished"] for row in cells]) + 0.5)
     axis.set_title(title)
     axis.set_xticks(x, [row["cell"].label for row in cells], rotation=75, fontsize="x-small", ha="right")
-    axis.legend(loc="best", fontsize="small")
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(loc="best", fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -181,7 +181,7 @@ class Cycle:
             if pool is None:
                 misses.append(Miss(R.NO_CAPACITY, option, None))
                 continue
-            if self._eats_headroom(task, pool, wide):
+            if self._eats_headroom(task, pool, wide) and not self._returns_within_grace(option):
                 misses.append(Miss(R.HEADROOM, option, pool))
                 continue
             guard = self.guard
@@ -201,6 +201,12 @@ class Cycle:
             return False  # the free GPUs alone cover it: no need to count the borrowed ones
         borrowed = self.borrowed.of(pool.card_type)
         return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed, borrowed)
+
+    def _returns_within_grace(self, option: CardOption) -> bool:
+        """True if a task would give the GPUs back (by its estimate) before a core task arriving now
+        could preempt (`policy.preempt_after_s`): then it may use headroom GPUs — a core task waits
+        no longer for them than it would wait to preempt, and they do not idle meanwhile."""
+        return self.policy.preemption and option.runtime_s <= self.policy.preempt_after_s
 
     def wide(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         """True for a standard task that would hold the cycle's reservation (none is settled yet) and

@@ -198,3 +198,13 @@ def test_a_task_wide_on_one_card_type_but_not_another_keeps_the_headroom_of_both
     nodes = [a_node("h").card("H100"), a_node("a").card("A10")]
     result = run(nodes, [a_task("s").gpus(8).on("H100", "A10")], headroom={"H100": 0.5}, **FIXED)
     assert grants(result)["s"].card_type == "A10"
+
+
+def test_standard_work_that_returns_the_gpus_within_the_preemption_grace_may_use_the_headroom():
+    """A core task would wait no longer for such GPUs than it waits before it may preempt (600 s)."""
+    full_but_headroom = [a_node("a").free(0), a_node("b").free(4)]  # 4 of 16 free = the headroom at 25%
+    short = a_task("short").gpus(4).runs(600)
+    long = a_task("long").gpus(4).runs(601)
+    assert "short" in grants(run(full_but_headroom, [short], headroom=0.25, **FIXED))
+    assert reason_of(run(full_but_headroom, [long], headroom=0.25, **FIXED), "long") == R.HEADROOM
+    assert reason_of(run(full_but_headroom, [short], headroom=0.25, preemption=False, **FIXED), "short") == R.HEADROOM
