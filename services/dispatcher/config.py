@@ -30,7 +30,7 @@ class DispatcherConfig(BaseSettings):
     )
     preempt_max_lost_gpu_hours: float | None = Field(
         None, ge=0, description="never preempt a lease that would lose more GPU-hours of work than this (None: the"
-        " policy preset's, 0.25 for cardflow)",
+        " policy preset's; cardflow: no more than the lease's own checkpoint write)",
     )
     fill_reservations: bool | None = Field(
         None, description="opportunistic work that checkpoints may run on GPUs a reservation waits for and is"
