@@ -103,13 +103,17 @@ def select_cells(cells: Sequence[Cell], filters: Sequence[str]) -> list[Cell]:
         if name not in fields or not values:
             raise ValueError(f"bad cell filter {item!r}; expected e.g. checkpoint=0,0.8 (fields: {', '.join(fields)})")
         attribute = fields[name]
-        wanted = set(values.split(","))
-        chosen = [cell for cell in chosen if _text(getattr(cell, attribute)) in wanted]
+        wanted = {_value(value) for value in values.split(",")}
+        chosen = [cell for cell in chosen if getattr(cell, attribute) in wanted]
     return chosen
 
 
-def _text(value: float | str) -> str:
-    return value if isinstance(value, str) else f"{value:g}"
+def _value(text: str) -> float | str:
+    """A filter value: a number when it reads as one (so 1 and 1.0 are the same), else the text."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 @dataclass(frozen=True)

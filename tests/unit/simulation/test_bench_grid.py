@@ -34,6 +34,7 @@ def test_the_grid_has_36_cells_and_filters_select_by_value():
     assert {(c.checkpoint_share, c.noise_sigma, c.class_mix) for c in chosen} == {
         (0.0, 0.6, "core-heavy"), (0.8, 0.6, "core-heavy")}
     assert len(chosen) == 4  # x 2 delay shares
+    assert grid.select_cells(cells, ["sigma=1"]) == grid.select_cells(cells, ["sigma=1.0"]) != []
     with pytest.raises(ValueError, match="bad cell filter"):
         grid.select_cells(cells, ["ckpt=0"])
 
