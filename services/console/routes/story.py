@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 from fastapi import APIRouter, HTTPException
 
+from services.console.api import TaskIdPath
 from services.console.blockers import blocker_of, preflight
 from services.console.labels import REASON_LABELS_ZH
 from services.console.routes.common import Lang, Pool
@@ -21,7 +22,7 @@ _NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
 @router.get("/tasks/{task_id}/story", responses={404: {"description": "unknown task"}},
             summary="The task, its history with reasons, its card-type matches (every alternative) and checklist")  # fmt: skip
-async def get_task_story(task_id: str, pool: Pool, lang: Lang = "en") -> dict[str, Any]:
+async def get_task_story(task_id: TaskIdPath, pool: Pool, lang: Lang = "en") -> dict[str, Any]:
     view = await load_task(pool, task_id)
     if view is None:
         raise HTTPException(404, f"no task with id {task_id!r} in the views; check the id, or retry if it was just submitted")
