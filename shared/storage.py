@@ -194,6 +194,10 @@ class ObjectStore:
                       for item in page.get("Contents", [])]  # fmt: skip
         return found
 
+    async def delete_version(self, bucket: str, key: str, version_id: str) -> None:
+        """Remove ONE version of `key` for good (other versions stay; no delete marker is written)."""
+        await self._client.delete_object(Bucket=bucket, Key=key, VersionId=version_id)
+
     async def list_versions(self, bucket: str, key: str) -> list[ObjectVersion]:
         """Every version of exactly `key`, newest first as the store lists them (no delete markers)."""
         versions: list[ObjectVersion] = []

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.leasing.work import LeaseRules
+from shared.scheduling.model import Policy
+from shared.scheduling.policies import get_policy
 
 
 class DispatcherConfig(BaseSettings):
@@ -49,3 +54,17 @@ class DispatcherConfig(BaseSettings):
             revoke_grace_s=self.revoke_grace_s, preempt_grace_s=self.preempt_grace_s,
             node_lost_after_s=self.node_lost_after_s, capacity_reason_every_s=self.capacity_reason_every_s,
         )
+
+    def policy_overrides(self) -> dict[str, Any]:
+        """The `Policy` fields the environment overrides (those set, by `Policy` field name)."""
+        knobs = {
+            "preempt_after_s": self.preempt_after_s,
+            "preempt_max_lost_gpu_hours": self.preempt_max_lost_gpu_hours,
+            "fill_reservations": self.fill_reservations,
+        }
+        return {name: value for name, value in knobs.items() if value is not None}
+
+    def policy_in_force(self) -> Policy:
+        """The preset with the overrides: what the dispatcher plans with until a policy document exists
+        (the config service seeds version 1 of `policy` from exactly this)."""
+        return replace(get_policy(self.policy), **self.policy_overrides())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import asyncpg
@@ -32,7 +32,6 @@ from shared.events import utcnow
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
 from shared.scheduling.model import Policy
-from shared.scheduling.policies import get_policy
 
 log = get_logger(__name__)
 
@@ -67,14 +66,7 @@ class Dispatcher:
     @property
     def policy(self) -> Policy:
         """The configured preset, with the preemption and filling knobs the configuration overrides."""
-        config, changes = self.config, {}
-        if config.preempt_after_s is not None:
-            changes["preempt_after_s"] = config.preempt_after_s
-        if config.preempt_max_lost_gpu_hours is not None:
-            changes["preempt_max_lost_gpu_hours"] = config.preempt_max_lost_gpu_hours
-        if config.fill_reservations is not None:
-            changes["fill_reservations"] = config.fill_reservations
-        return replace(get_policy(config.policy), **changes)
+        return self.config.policy_in_force()
 
     @property
     def rules(self) -> LeaseRules:

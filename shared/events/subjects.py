@@ -37,12 +37,13 @@ def data_subject(input_ref: object) -> str:
     return f"data/{input_ref}"
 
 
-def config_subject(file: str) -> str:
-    """`config/policy.yaml`; templates use `template_subject`."""
-    return f"config/{file}"
+def config_subject(name: str) -> str:
+    """`config/policy` or `config/cards`; templates use `template_subject`."""
+    return f"config/{name}"
 
 
 def template_subject(name: str) -> str:
+    """`template/<name>` (the template's own name, without `templates/`)."""
     return f"template/{name}"
 
 

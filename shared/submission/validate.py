@@ -81,8 +81,13 @@ def _decoded_json(text: str | bytes | bytearray) -> Any:
 @cache
 def submission_field_names() -> frozenset[str]:
     """Every field name used anywhere in a submission (for "did you mean" hints)."""
+    return field_names_of(TaskSubmission)
+
+
+def field_names_of(root: type[BaseModel]) -> frozenset[str]:
+    """Every field name used anywhere in `root` and the models it nests (for "did you mean" hints)."""
     names: set[str] = set()
-    pending: list[type[BaseModel]] = [TaskSubmission]
+    pending: list[type[BaseModel]] = [root]
     while pending:
         model = pending.pop()
         names.update(model.model_fields)
@@ -97,11 +102,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return [model for arg in get_args(annotation) for model in _models_in(arg)]
 
 
-class _PlainLoader(yaml.SafeLoader):
+class PlainYamlLoader(yaml.SafeLoader):
     """YAML without implicit timestamps: dates stay text, so YAML means what the same JSON means."""
 
 
-_PlainLoader.yaml_implicit_resolvers = {
+PlainYamlLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
@@ -115,7 +120,7 @@ def load_submission_file(path: str | Path) -> list[dict[str, Any]]:
         if path.suffix.lower() == ".json":
             content = json.loads(text)
         else:
-            content = yaml.load(text, Loader=_PlainLoader)  # noqa: S506 - a SafeLoader subclass
+            content = yaml.load(text, Loader=PlainYamlLoader)  # noqa: S506 - a SafeLoader subclass
     except (ValueError, yaml.YAMLError) as error:
         raise SubmissionFileError(f"{path}: not valid {_format_name(path)}: {error}") from None
     items = content if isinstance(content, list) else [content]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import json
 import string
 import types
@@ -32,6 +33,7 @@ from shared.events import (
     parse_event,
     parse_report,
 )
+from shared.events.config import ConfigAction, ConfigChangedData, DocumentChangedData, TemplateChangedData
 from shared.events.matching import TaskMatchedData, TaskReadinessChangedData
 from shared.events.values import GpuIndices
 from shared.submission import InputRef, TaskSubmission, validate_submission
@@ -182,9 +184,29 @@ def _matched(draw: st.DrawFn) -> TaskMatchedData:
     return TaskMatchedData(**values, chosen=chosen)
 
 
+def _document_changed(cls: type[DocumentChangedData]) -> st.SearchStrategy[DocumentChangedData]:
+    """Versions follow each other (old = new - 1, none before 1); `rolled_back_to` only for rollbacks."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> DocumentChangedData:
+        skip = {"old_version", "new_version", "action", "rolled_back_to", "sha256"}
+        fields = {n: f for n, f in cls.model_fields.items() if n not in skip}
+        values = {name: draw(strategy_for(f.annotation, [f, *f.metadata])) for name, f in fields.items()}
+        new = draw(st.integers(1, 10_000))
+        action = draw(st.sampled_from(list(ConfigAction)))
+        back_to = draw(st.integers(1, 10_000)) if action is ConfigAction.ROLLED_BACK else None
+        sha256 = draw(st.binary(max_size=16).map(lambda body: hashlib.sha256(body).hexdigest()))
+        return cls(**values, old_version=new - 1 if new > 1 else None, new_version=new, action=action,
+                   rolled_back_to=back_to, sha256=sha256)
+
+    return build()
+
+
 MODEL_STRATEGIES: dict[type[BaseModel], st.SearchStrategy[Any]] = {
     TaskReadinessChangedData: _readiness(),
     TaskMatchedData: _matched(),
+    ConfigChangedData: _document_changed(ConfigChangedData),
+    TemplateChangedData: _document_changed(TemplateChangedData),
 }
 
 # ---- properties ---------------------------------------------------------------------------
