@@ -99,12 +99,18 @@ def test_the_packaged_catalog_is_version_1_of_cards_and_makes_the_same_catalog()
 
 def test_a_bad_catalog_names_the_card_and_figure() -> None:
     text = cards_seed_text().replace("price_per_gpu_hour: 12.29", "price_per_gpu_hour: 0").replace(
-        "reference: A100-80G", "reference: A100-96G")
+        "gpus_per_node: 8          # HGX H100", "gpus_per_node: eight  # HGX H100")
     with pytest.raises(DocumentInvalid) as refused:
         validate_document(CARDS, text)
     problems = {p.field: p.expected for p in refused.value.problems}
-    assert problems["cards.H100.price_per_gpu_hour"] == "a number greater than 0.0"
-    assert problems["reference"].startswith("one of the catalog's card types (A10G")
+    assert problems == {"cards.H100.price_per_gpu_hour": "a number greater than 0.0", "cards.H100.gpus_per_node": "a whole number"}
+
+
+def test_the_reference_card_must_be_in_the_catalog() -> None:
+    with pytest.raises(DocumentInvalid) as refused:
+        validate_document(CARDS, cards_seed_text().replace("reference: A100-80G", "reference: A100-96G"))
+    [problem] = refused.value.problems
+    assert problem.field == "reference" and problem.expected.startswith("one of the catalog's card types (A10G")
 
 
 def test_set_values_changes_only_the_named_keys_and_keeps_comments_and_order() -> None:
