@@ -24,6 +24,7 @@ from datetime import datetime
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.config.holder import DocumentHolder, policy_holder
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.leader import check_epoch
 from services.dispatcher.store import load_everything
@@ -62,11 +63,21 @@ class Dispatcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
+    policies: DocumentHolder[Policy] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.policies = policy_holder(fallback=self.config.policy_in_force())
 
     @property
     def policy(self) -> Policy:
-        """The configured preset, with the preemption and filling knobs the configuration overrides."""
-        return self.config.policy_in_force()
+        """The `policy` document in force (hot reloaded each cycle); before it is seeded, the preset
+        with the `CARDFLOW_DISPATCHER_*` overrides."""
+        return self.policies.value
+
+    @property
+    def policy_version(self) -> int | None:
+        """The version of the `policy` document `policy` is (None: the env preset, not yet seeded)."""
+        return self.policies.version
 
     @property
     def rules(self) -> LeaseRules:

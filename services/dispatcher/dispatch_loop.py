@@ -36,7 +36,8 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
     """One scheduling cycle (steps 1-4)."""
     async with dc.write_step() as step:
         started = time.perf_counter()
-        # 1. The snapshot and the queue, from memory.
+        # 1. The snapshot and the queue, from memory (and a newer `policy` version, if one came into force).
+        await dc.policies.refresh(step.conn)
         queue = step.state.plan_queue()
         if not queue:
             return CycleReport(0, None, 0.0)
@@ -46,7 +47,7 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
         planned = time.perf_counter()
         # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens.
         fresh = iter(await fresh_leases(step.conn, dc.schema, leases_needed(decided)))
-        effects = apply_plan(step.state.book(), decided, step.now, dc.rules, fresh)
+        effects = apply_plan(step.state.book(), decided, step.now, dc.rules, fresh, dc.policy_version)
         # 4. Save; memory follows after the commit.
         await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
         step.commit(lambda state: state.apply(effects.changes))

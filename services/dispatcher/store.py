@@ -69,7 +69,7 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("fencing_token", "int8", lambda l: l.fencing_token), ("granted_at", "timestamptz", lambda l: l.granted_at),
     ("ttl_s", "float8", lambda l: l.ttl_s), ("expires_at", "timestamptz", lambda l: l.expires_at),
     ("estimated_end", "timestamptz", lambda l: l.estimated_end), ("resume_from", "text", lambda l: l.resume_from),
-    ("state", "text", lambda l: l.state.value), ("started", "bool", lambda l: l.started),
+    ("policy_version", "int", lambda l: l.policy_version), ("state", "text", lambda l: l.state.value), ("started", "bool", lambda l: l.started),
     ("progress", "float8", lambda l: l.progress), ("output_units", "float8", lambda l: l.output_units),
     ("last_checkpoint", "text", lambda l: l.last_checkpoint),
     ("last_checkpoint_at", "timestamptz", lambda l: l.last_checkpoint_at),
@@ -81,7 +81,7 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("revoke_reason", "text", lambda l: _enum(l.revoke_reason)),
 )  # fmt: skip
 _LEASE_FIXED = {"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
-                "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from"}
+                "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version"}
 
 NODE_COLUMNS: tuple[Column, ...] = (
     ("node_id", "text", lambda n: n.node_id), ("agent_id", "text", lambda n: n.agent_id),

@@ -10,6 +10,10 @@ the same batch is matched against the fleet as it was, then again after it:
   ("re-matched: <card> joined the fleet"), and every waiting task is decided again and gets a new
   match + event when it is now matched or its reason changed;
 - `node.lost` -> the node is gone (tasks already matched keep their match);
+- `config.changed` of `cards` -> a new card catalog is in force (the handler loaded it before the
+  fold; the whole batch ranks with it): every open task matched under another catalog is ranked
+  again ("re-matched: card catalog version N in force"), and every waiting or unmatchable task
+  is decided again and gets a new match + event when it is now matched or its reason changed;
 - `task.cancelled` -> the task stops waiting / its match closes.
 
 Closing events (`lease.granted`, `task.succeeded` / `task.failed` / `task.rejected`) close a task's
@@ -32,8 +36,10 @@ from shared.events.emission import Emission
 from services.matcher.decide import Fleet, MatchDecision, decide
 from services.matcher.request import build_request, request_to_json
 from shared.cards import Catalog, MatchRequest
+from shared.config import CARDS
 from shared.events import (
     CardEstimate,
+    ConfigChanged,
     Envelope,
     LeaseGranted,
     NodeLost,
@@ -51,7 +57,7 @@ from shared.events import (
 )
 from shared.events.subjects import task_subject
 
-DECISION_TYPES: tuple[type[Envelope], ...] = (TaskSubmitted, NodeRegistered, NodeLost, TaskCancelled)
+DECISION_TYPES: tuple[type[Envelope], ...] = (TaskSubmitted, NodeRegistered, NodeLost, TaskCancelled, ConfigChanged)
 """Events that lead to decisions: applied once per id (inbox)."""
 CLOSING_TYPES: tuple[type[Envelope], ...] = (LeaseGranted, TaskSucceeded, TaskFailed, TaskRejected)
 """Events that close a task's match; idempotent status updates, so they skip the inbox."""
@@ -65,6 +71,11 @@ class MatcherConfig:
 
     catalog: Catalog
     catalog_hash: str
+
+
+def changes_catalog(event: Envelope) -> bool:
+    """True for `config.changed` of the `cards` document (a new catalog is in force)."""
+    return isinstance(event, ConfigChanged) and event.data.name == CARDS.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,7 @@ class TaskRow:
     last_match_id: str
     last_detail: str
     last_ranked: tuple[str, ...] = ()  # adequate card types of the latest match, in rank order
+    last_catalog_hash: str = ""  # fingerprint of the catalog the latest match used
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +134,7 @@ class BatchEffects:
 
 
 class _Fold:
-    """The running state of one batch: live nodes, waiting and open tasks, and the effects so far."""
+    """The running state of one batch: live nodes, waiting, unmatchable and open tasks, and the effects so far."""
 
     def __init__(
         self, config: MatcherConfig, nodes: Mapping[str, NodeState], pending: Iterable[TaskRow], closed: dict[str, str]
@@ -132,6 +144,7 @@ class _Fold:
         pending = [task for task in pending if task.task_id not in closed]
         self.waiting = {task.task_id: task for task in pending if task.status == "waiting"}
         self.open = {task.task_id: task for task in pending if task.status == "matched"}
+        self.unmatchable = {task.task_id: task for task in pending if task.status == "unmatchable"}
         self.effects = BatchEffects(closed=closed)
         self._fleet: Fleet | None = None
         self._fleet_json: dict[str, int] = {}
@@ -164,6 +177,8 @@ class _Fold:
             self.lost(event)
         elif isinstance(event, TaskCancelled):
             self.cancelled(event.data.task_id)
+        elif changes_catalog(event):
+            self.catalog_changed(event)
 
     def submitted(self, event: TaskSubmitted) -> None:
         submission = event.data.submission
@@ -187,6 +202,16 @@ class _Fold:
             if decision.matched or decision.detail != task.last_detail:
                 self.record(task, decision, ranking, "fleet_changed", event)
 
+    def catalog_changed(self, event: Envelope) -> None:
+        why_again = f"re-matched: card catalog version {self.config.catalog.version} in force"
+        for task in list(self.open.values()):
+            if task.last_catalog_hash != self.config.catalog_hash:
+                self.record(task, *self.decide(task.request), "catalog_changed", event, why_again)
+        for task in [*self.waiting.values(), *self.unmatchable.values()]:
+            decision, ranking = self.decide(task.request)
+            if decision.matched or decision.detail != task.last_detail:
+                self.record(task, decision, ranking, "catalog_changed", event)
+
     def lost(self, event: NodeLost) -> None:
         node = self.nodes.get(event.data.node_id)
         if node is not None and node.alive:
@@ -195,6 +220,7 @@ class _Fold:
     def cancelled(self, task_id: str) -> None:
         self.waiting.pop(task_id, None)
         self.open.pop(task_id, None)
+        self.unmatchable.pop(task_id, None)
         self.effects.cancelled.add(task_id)
         task = self.effects.tasks.get(task_id)
         if task is not None:
@@ -224,13 +250,13 @@ class _Fold:
         status = "matched" if decision.matched else ("waiting" if decision.waits_for_fleet else "unmatchable")
         row = replace(
             task, status=status, last_match_id=match.match_id, last_detail=decision.detail,
-            last_ranked=ranked_types(decision),
+            last_ranked=ranked_types(decision), last_catalog_hash=self.config.catalog_hash,
         )  # fmt: skip
         self.effects.matches.append(match)
         self.effects.emissions.append(emission(row, decision, cause, self.config, reason))
         self.effects.tasks[row.task_id] = row
         self.effects.cancelled.discard(row.task_id)
-        for status_of, tasks in (("waiting", self.waiting), ("matched", self.open)):
+        for status_of, tasks in (("waiting", self.waiting), ("matched", self.open), ("unmatchable", self.unmatchable)):
             if status == status_of:
                 tasks[row.task_id] = row
             else:

@@ -34,15 +34,18 @@ async def load_nodes(conn: asyncpg.Connection) -> dict[str, NodeState]:
     return {row["node_id"]: NodeState(**dict(row)) for row in rows}
 
 
-async def load_pending(conn: asyncpg.Connection) -> list[TaskRow]:
+async def load_pending(conn: asyncpg.Connection, *, unmatchable: bool = False) -> list[TaskRow]:
     """Tasks a registration may change: waiting (unmatchable for lack of a fitting card type in the
-    fleet) and open (matched, not yet granted)."""
-    rows = await conn.fetch(
-        f"SELECT task_id, project, request, status, last_match_id, last_detail, last_ranked FROM {SCHEMA}.tasks"
-        " WHERE status = 'waiting' UNION ALL"
-        f" SELECT task_id, project, request, status, last_match_id, last_detail, last_ranked FROM {SCHEMA}.tasks"
-        " WHERE status = 'matched' ORDER BY task_id"
-    )  # two arms so that each uses its partial index
+    fleet) and open (matched, not yet granted); with `unmatchable`, also those no card type of the
+    catalog could run (a new catalog may change that). Each with its latest match's catalog hash."""
+    statuses = ["waiting", "matched"] + (["unmatchable"] if unmatchable else [])
+    arms = " UNION ALL ".join(
+        f"SELECT t.task_id, t.project, t.request, t.status, t.last_match_id, t.last_detail, t.last_ranked,"
+        f" coalesce(m.catalog_hash, '') AS last_catalog_hash FROM {SCHEMA}.tasks AS t"
+        f" LEFT JOIN {SCHEMA}.matches AS m ON m.match_id = t.last_match_id WHERE t.status = '{status}'"
+        for status in statuses
+    )  # one arm per status, so that each uses its partial index
+    rows = await conn.fetch(arms + " ORDER BY task_id")
     return [
         TaskRow(**{**dict(row), "request": request_from_json(row["request"]), "last_ranked": tuple(row["last_ranked"])})
         for row in rows

@@ -23,6 +23,10 @@ class LeaseGrantedData(Payload):
     expires_at: AwareDatetime
     resume_from: str | None = Field(None, description="checkpoint to resume from; None = fresh start")
     parts: int = Field(1, ge=1, description="leases the grant spans (one per node); 1 = single node")
+    policy_version: int | None = Field(
+        None, ge=1, description="version of the `policy` document the grant was planned with (None: the dispatcher's"
+        " env preset, before the config service seeded the document)",
+    )
 
 
 class LeaseGranted(Envelope):

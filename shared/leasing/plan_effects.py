@@ -49,16 +49,19 @@ def leases_needed(decided: Plan) -> int:
     return sum(len(grant.placements) for grant in decided.grants)
 
 
-def apply_plan(book: LeaseBook, decided: Plan, now: datetime, rules: LeaseRules, fresh: FreshLeases) -> CycleEffects:
-    """Re-validate and apply `decided` (see the module docstring)."""
+def apply_plan(
+    book: LeaseBook, decided: Plan, now: datetime, rules: LeaseRules, fresh: FreshLeases, policy_version: int | None = None
+) -> CycleEffects:
+    """Re-validate and apply `decided` (see the module docstring); every lease records `policy_version`,
+    the `policy` document version `decided` was planned with (None: the dispatcher's env preset)."""
     work = LeaseWork(book, now, rules)
-    leases = sum(_grant(work, grant, fresh) for grant in decided.grants)
+    leases = sum(_grant(work, grant, fresh, policy_version) for grant in decided.grants)
     held = sum(_defer(work, deferral) for deferral in decided.deferrals)
     preempted = sum(_preempt(work, preemption) for preemption in decided.preemptions)
     return CycleEffects(work.changes(), leases, held, preempted)
 
 
-def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases) -> int:
+def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: int | None) -> int:
     task = work.task(grant.task_id)
     nodes = [work.node(p.node_id) for p in grant.placements]
     if task is None or not task.in_queue or any(node is None or not node.alive for node in nodes):
@@ -78,6 +81,7 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases) -> int:
             fencing_token=token, granted_at=work.now, ttl_s=work.rules.lease_ttl_s,
             expires_at=work.now + timedelta(seconds=work.rules.lease_ttl_s),
             estimated_end=datetime.fromtimestamp(grant.estimated_end, UTC), resume_from=task.resume_from,
+            policy_version=policy_version,
         )
         work.grant(lease)
         _announce_lease(work, lease, task, runtime_s)
@@ -90,6 +94,7 @@ def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runti
               "expires_at": lease.expires_at, "resume_from": lease.resume_from, "ttl_s": lease.ttl_s}
     work.emit(LeaseGranted, lease_subject(lease.lease_id), common | {
         "node_id": lease.node_id, "card_type": lease.card_type, "parts": lease.parts,
+        "policy_version": lease.policy_version,
     })
     work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
         "command": task.command, "env": dict(task.env or {}), "image": task.image,

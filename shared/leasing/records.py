@@ -106,6 +106,7 @@ class LeaseRecord:
     expires_at: datetime
     estimated_end: datetime
     resume_from: str | None = None
+    policy_version: int | None = None  # the `policy` document version the grant was planned with
     state: LeaseState = LeaseState.ACTIVE
     started: bool = False  # an accepted report said the run is going
     progress: float | None = None

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.cards import MatchRequest
-from shared.events import NodeLost, NodeRegistered, TaskCancelled, TaskSubmitted, make_event, new_event_id
+from shared.events import ConfigChanged, NodeLost, NodeRegistered, TaskCancelled, TaskSubmitted, make_event, new_event_id
 from shared.events.subjects import node_subject, task_subject
 from shared.submission import TaskSubmission
 
@@ -57,4 +57,13 @@ def cancelled(task_id: str) -> TaskCancelled:
     return make_event(
         TaskCancelled, subject=task_subject(task_id), subject_seq=2, producer="dispatcher/t", actor="user:test",
         data={"task_id": task_id},
+    )  # fmt: skip
+
+
+def catalog_changed(version: int, *, name: str = "cards") -> ConfigChanged:
+    """`config.changed` announcing version `version` of the `cards` document (or of `name`)."""
+    return make_event(
+        ConfigChanged, subject=f"config/{name}", subject_seq=version, producer="config/t", actor="user:ops",
+        data={"name": name, "old_version": version - 1 or None, "new_version": version, "action": "applied",
+              "s3_key": f"{name}.yaml", "s3_version_id": f"v{version}", "sha256": "0" * 64, "diff": "", "reason": "test"},
     )  # fmt: skip
