@@ -109,6 +109,8 @@ class TaskView(BaseModel):
     gpus: int | None = None
     submitted_at: AwareDatetime | None = None
     submitted_by: str | None = None
+    template: str | None = Field(None, description="the template applied at intake, pinned: name@version")
+    submission: dict[str, Any] | None = Field(None, description="the resolved submission (template applied), as stored")
     problems: tuple[RejectionProblem, ...] = ()
     cancel_requested: bool = False
     cancel_reason: str = ""
@@ -280,6 +282,7 @@ def _submitted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
         "name": s.name, "idempotency_key": data.idempotency_key, "project": s.project,
         "priority_class": s.priority_class, "priority": s.priority, "gpus": s.gpus,
         "submitted_at": event.occurred_at, "submitted_by": event.actor,
+        "template": s.template, "submission": s.model_dump(mode="json", exclude_none=True),
     }
 
 

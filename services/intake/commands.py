@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.config.template_lookup import load_template_lookup
 from shared.events.emission import Emission
 from services.intake.ingest import DataReadyPayload
 from services.intake.screening import Accepted, Rejected, Repeated, Screened, SubmitRequest, screen, settle_stored_keys
@@ -85,12 +86,14 @@ async def request_cancel(
 async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequence[SubmitRequest]) -> list[SubmitOutcome]:
     """Batch form of `submit_task` in the caller's transaction; one outcome per request, in order.
 
-    1. screen (pure): valid / repeated within the batch / rejected with every problem;
+    1. look up the templates the batch names; screen (pure): template applied, valid / repeated
+       within the batch / rejected with every problem;
     2. insert the valid ones; a key already stored inserts nothing: with the same body it yields
        the stored id, with another body it is a conflict (`settle_stored_keys`, pure);
     3. store the rejections; 4. emit `task.submitted` / `task.rejected`, in request order.
     """
-    decisions = screen(requests, new_event_id, site_limits())
+    templates = await load_template_lookup(conn, [request.raw for request in requests])
+    decisions = screen(requests, new_event_id, templates, site_limits())
     accepted = [d for d in decisions if isinstance(d, Accepted)]
     created, stored = await _insert_tasks(conn, emitter.schema, accepted)
     decisions = settle_stored_keys(decisions, created, stored, new_event_id)

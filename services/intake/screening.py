@@ -1,13 +1,16 @@
-"""Screening submissions (pure): valid or not, duplicates within a batch, what a rejection shows.
+"""Screening submissions (pure): templates, valid or not, duplicates within a batch, what a rejection shows.
 
-`screen(requests, new_id)` decides, for a batch of raw submissions, which are new tasks, which
-repeat an idempotency key seen earlier IN THE SAME BATCH, and which are rejected (with every
-problem). Keys already stored are found by the caller's insert, and `settle_stored_keys` then
-decides what a stored key means; nothing here does I/O.
+`screen(requests, new_id, templates)` decides, for a batch of raw submissions, which are new
+tasks, which repeat an idempotency key seen earlier IN THE SAME BATCH, and which are rejected
+(with every problem). A submission naming a template is first merged over that template's
+defaults (its own fields win) and pinned to the version used (`shared.config.resolve_submission`);
+an unknown template or version is a rejection naming the `template` field. Templates are looked
+up by the caller. Keys already stored are found by the caller's insert, and `settle_stored_keys`
+then decides what a stored key means; nothing here does I/O.
 
-An idempotency key names ONE submission: sent again with the same body it yields the original
-task; sent with a different body it is a conflict, rejected with the problem on
-`idempotency_key` naming the task that holds the key (HTTP answers 409).
+An idempotency key names ONE submission (as resolved: template applied): sent again with the same
+body it yields the original task; sent with a different body it is a conflict, rejected with the
+problem on `idempotency_key` naming the task that holds the key (HTTP answers 409).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared.config import TemplateLookup, resolve_submission
 from shared.submission import (
     DEFAULT_LIMITS,
     Problem,
@@ -26,6 +30,7 @@ from shared.submission import (
     validate_submission,
 )
 from shared.submission.storable import unstorable_text
+from shared.submission.validate import read_json_object
 
 MAX_ID_CHARS = 200
 AUTO_KEY_PREFIX = "auto:"
@@ -89,14 +94,15 @@ Screened = Accepted | Repeated | Rejected
 
 
 def screen(
-    requests: Sequence[SubmitRequest], new_id: Callable[[], str], limits: SubmissionLimits = DEFAULT_LIMITS
+    requests: Sequence[SubmitRequest], new_id: Callable[[], str], templates: TemplateLookup,
+    limits: SubmissionLimits = DEFAULT_LIMITS,
 ) -> list[Screened]:
     """One decision per request, in order (see module docstring); submissions are held to `limits`."""
     decisions: list[Screened] = []
     first_by_key: dict[str, Accepted] = {}
     for index, request in enumerate(requests):
         try:
-            submission = validate_submission(_as_object(request.raw), limits)
+            submission = _validated(request.raw, templates, limits)
         except SubmissionInvalid as invalid:
             decisions.append(rejected(index, request, new_id(), invalid.problems))
             continue
@@ -146,6 +152,14 @@ def key_conflict(index: int, request: SubmitRequest, task_id: str, holder: str) 
         ),
     )
     return replace(rejected(index, request, task_id, [problem]), conflict_with=holder)
+
+
+def _validated(raw: Any, templates: TemplateLookup, limits: SubmissionLimits) -> TaskSubmission:
+    """The submission with its template applied, validated as a whole; `SubmissionInvalid` otherwise."""
+    resolved, problems = resolve_submission(read_json_object(_as_object(raw)), templates)
+    if problems:
+        raise SubmissionInvalid(problems)
+    return validate_submission(resolved, limits)
 
 
 def rejected(index: int, request: SubmitRequest, task_id: str, problems: list[Problem]) -> Rejected:

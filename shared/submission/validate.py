@@ -44,7 +44,7 @@ def validate_submission(
 ) -> TaskSubmission:
     """A validated `TaskSubmission` from a dict or JSON text, within `limits` (None: the model's
     fixed bounds only, as when an event is parsed); raises `SubmissionInvalid`."""
-    body = _json_object(raw)
+    body = read_json_object(raw)
     found = raw_problems(body)
     try:
         submission = TaskSubmission.model_validate(body, context={LIMITS_CONTEXT: limits})
@@ -56,7 +56,8 @@ def validate_submission(
     return submission
 
 
-def _json_object(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
+def read_json_object(raw: dict[str, Any] | str | bytes) -> dict[str, Any]:
+    """The submission as an object (JSON text decoded within the size limit); `SubmissionInvalid` otherwise."""
     if isinstance(raw, (str, bytes, bytearray)):
         raw = _decoded_json(raw)
     if not isinstance(raw, dict):

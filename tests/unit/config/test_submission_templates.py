@@ -109,3 +109,15 @@ def _problems_of(raw: dict[str, Any]) -> list[Problem]:
     except SubmissionInvalid as invalid:
         return invalid.problems
     return []
+
+
+def test_the_template_example_of_the_submission_guide_is_a_valid_template() -> None:
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "submission.md").read_text(encoding="utf-8")
+    [example] = re.findall(r"```yaml template\n(.*?)```", guide, flags=re.S)
+    document = validate_document(template_document("llm-finetune"), example).model
+    merged, problems = resolve_submission({"name": "run", "template": "llm-finetune"},
+                                          lambda call: FoundTemplate(call.name, 2, document))
+    assert problems == [] and validate_submission(merged).template == "llm-finetune@2"

@@ -9,8 +9,10 @@ import pytest
 
 from services.intake.ingest import CancelPayload, DataReadyPayload, IngestEntryError, IngestKind, parse_ingest_entry
 from services.intake.screening import Accepted, Rejected, Repeated, SubmitRequest, screen
+from shared.config import FoundTemplate, TemplateCall, TemplateDocument
+from shared.config.submission_templates import unknown_template
 from shared.delivery.consumer import Entry
-from shared.submission import DatasetRef
+from shared.submission import DatasetRef, Problem
 
 
 def entry(**fields: str | bytes) -> Entry:
@@ -62,6 +64,10 @@ def test_unreadable_entries_say_which_field_is_wrong(fields: dict[str, str | byt
     assert says in str(error.value)
 
 
+def no_templates(call: TemplateCall) -> FoundTemplate | Problem:
+    return unknown_template(call, 0)
+
+
 def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
     ids = (f"ID{n}" for n in itertools.count())
     requests = [
@@ -72,7 +78,7 @@ def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
         SubmitRequest(valid(), "a", "http"),
         SubmitRequest(valid(idempotency_key="k", name="other"), "a", "http"),
     ]
-    first, bad, repeat, not_object, keyless, conflict = screen(requests, lambda: next(ids))
+    first, bad, repeat, not_object, keyless, conflict = screen(requests, lambda: next(ids), no_templates)
 
     assert isinstance(first, Accepted) and first.event_key == "k"
     assert isinstance(bad, Rejected) and (bad.name, bad.project) == ("bad", None)
@@ -84,3 +90,20 @@ def test_screening_finds_rejections_and_repeats_within_a_batch() -> None:
     assert isinstance(conflict, Rejected) and conflict.conflict_with == first.task_id
     assert [p.field for p in conflict.problems] == ["idempotency_key"]
     assert len({first.task_id, bad.task_id, not_object.task_id, keyless.task_id, conflict.task_id}) == 5
+
+
+def test_screening_applies_a_template_and_rejects_an_unknown_one_naming_the_field() -> None:
+    ids = (f"ID{n}" for n in itertools.count())
+    defaults = TemplateDocument.model_validate({"defaults": {"project": "llm", "gpus": 8, "priority_class": "standard",
+                                                             "estimate_gpu_hours": 3, "profile": "compute"}})
+
+    def lookup(call: TemplateCall) -> FoundTemplate | Problem:
+        return FoundTemplate("ft", 4, defaults) if call.name == "ft" else unknown_template(call, 0)
+
+    requests = [SubmitRequest({"name": "run", "template": "ft", "gpus": 2}, "a", "http"),
+                SubmitRequest({"name": "run", "template": "nope@1"}, "a", "http")]
+    applied, unknown = screen(requests, lambda: next(ids), lookup)
+
+    assert isinstance(applied, Accepted)
+    assert (applied.submission.template, applied.submission.gpus, applied.submission.project) == ("ft@4", 2, "llm")
+    assert isinstance(unknown, Rejected) and [p.field for p in unknown.problems] == ["template"]
