@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import asyncpg
 
-from services.common.runtime import Emission, Emitter
+from services.common.runtime import Emitter
 from shared.config import (
     DocumentKind,
     DocumentName,
@@ -33,7 +33,7 @@ from shared.config import (
     unified_diff,
     validate_document,
 )
-from shared.events import ConfigChanged, TemplateChanged
+from shared.events import ConfigChanged, Emission, TemplateChanged
 from shared.events.config import MAX_DIFF_CHARS, ConfigAction
 from shared.events.subjects import config_subject, template_subject
 from shared.logging import get_logger
@@ -271,7 +271,7 @@ class ConfigStore:
         """Step 3: the row and its event, in one transaction."""
         emitter = Emitter(SCHEMA, self.producer, record.actor)
         async with self.pool.acquire() as conn, conn.transaction():
-            [event] = await emitter.emit_many(conn, [_announcement(name, record, diff)])
+            [event] = await emitter.emit(conn, [_announcement(name, record, diff)])
             committed = replace(record, event_id=event.event_id, at=event.occurred_at)
             await conn.execute(
                 f"INSERT INTO {SCHEMA}.versions ({_COLUMNS}, content)"
