@@ -13,6 +13,7 @@ from shared.logging import configure_logging
 from shared.settings import get_settings
 
 SERVICES: dict[str, str] = {
+    "config": "services.config.service:SPEC",
     "intake": "services.intake.service:SPEC",
     "readiness": "services.readiness.service:SPEC",
     "matcher": "services.matcher.service:SPEC",

@@ -2,7 +2,7 @@
 
 `run_cardflow(endpoints, demo, console)` (registered in `services.cli.backends.SYSTEM_PARTS`):
 
-1. start every service (`cardflow service intake|readiness|matcher|dispatcher|ledger|views`)
+1. start every service (`cardflow service config|intake|readiness|matcher|dispatcher|ledger|views`)
    and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
    logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off; once the console
    answers, record its URL and the admin token file in `<data_dir>/run/api.env` (for
@@ -34,7 +34,7 @@ from services.identity.bootstrap import local_token_path
 from shared.events import new_event_id
 from shared.scheduling.policies import POLICIES
 
-SERVICE_NAMES = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views")
+SERVICE_NAMES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views")
 CONSOLE_HOST = "127.0.0.1"
 PREFERRED_CONSOLE_PORT = 8080
 CONSOLE_START_TIMEOUT_S = 90.0
@@ -95,7 +95,8 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     url = f"http://{CONSOLE_HOST}:{port}"
     workload = build_workload(new_event_id()[-6:].lower()) if demo else None
     scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
-    service_env = {"dispatcher": demo_dispatcher_env(scale)} if demo else {}
+    # The config service seeds version 1 of `policy` from the same knobs the dispatcher starts with.
+    service_env = dict.fromkeys(("dispatcher", "config"), demo_dispatcher_env(scale)) if demo else {}
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
         supervisor.start([*service_children(env=service_env), console_child(port)])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
