@@ -59,6 +59,10 @@ class HeadroomSection(BaseModel):
     per_card_type: dict[CardTypeName, ShareOfGpus] = Field(
         default_factory=dict, description="card type -> share, overriding the default for that type"
     )
+    tracks_core: bool = Field(
+        _DEFAULT.headroom_tracks_core,
+        description="keep at most the GPUs core work holds or waits for on the card type (no core work, no headroom)",
+    )
 
 
 class PlacementSection(BaseModel):
@@ -92,9 +96,10 @@ class PreemptionSection(BaseModel):
     after_s: float = Field(
         _DEFAULT.preempt_after_s, ge=0, description="grace: a core task preempts only after waiting this many seconds"
     )
-    max_lost_gpu_hours: float = Field(
+    max_lost_gpu_hours: float | None = Field(
         _DEFAULT.preempt_max_lost_gpu_hours, ge=0,
-        description="loss cap: never preempt a lease that would lose more GPU-hours of work than this",
+        description="loss cap: never preempt a lease that would lose more GPU-hours of work than this"
+        " (null: at most the victim's own checkpoint write, gpus x 60 s)",
     )
 
 
@@ -173,6 +178,7 @@ def scheduling_policy(document: PolicyDocument, name: str = "cardflow") -> Polic
         order=document.queue.order.value,
         aging_per_hour=document.queue.aging_per_hour,
         headroom=shares,
+        headroom_tracks_core=headroom.tracks_core,
         max_heavy_per_node=document.placement.max_heavy_per_node,
         quota_expiry_margin_s=document.quota.expiry_margin_s,
         backfill=document.backfill.enabled,
@@ -193,7 +199,7 @@ def policy_document(policy: Policy) -> PolicyDocument:
             order=QueueOrder(policy.order), aging_per_hour=policy.aging_per_hour,
             readiness_gate=policy.readiness_gate, head_of_line_blocking=policy.head_of_line_blocking,
         ),
-        headroom=_headroom_section(policy.headroom),
+        headroom=_headroom_section(policy.headroom, policy.headroom_tracks_core),
         placement=PlacementSection(max_heavy_per_node=policy.max_heavy_per_node),
         backfill=BackfillSection(enabled=policy.backfill, fill_reservations=policy.fill_reservations),
         preemption=PreemptionSection(
@@ -204,9 +210,9 @@ def policy_document(policy: Policy) -> PolicyDocument:
     )  # fmt: skip
 
 
-def _headroom_section(headroom: float | Mapping[str, float]) -> HeadroomSection:
+def _headroom_section(headroom: float | Mapping[str, float], tracks_core: bool) -> HeadroomSection:
     if isinstance(headroom, HeadroomShares):
-        return HeadroomSection(default=headroom.default, per_card_type=dict(headroom.items()))
+        return HeadroomSection(default=headroom.default, per_card_type=dict(headroom.items()), tracks_core=tracks_core)
     if isinstance(headroom, Mapping):
-        return HeadroomSection(default=0.0, per_card_type=dict(headroom))
-    return HeadroomSection(default=float(headroom))
+        return HeadroomSection(default=0.0, per_card_type=dict(headroom), tracks_core=tracks_core)
+    return HeadroomSection(default=float(headroom), tracks_core=tracks_core)

@@ -30,8 +30,9 @@ async def seeded(h: DispatcherHarness, name: str) -> bool:
     return bool(await h.fetch("SELECT 1 FROM config.versions WHERE name = $1", name))
 
 
-def standard(task_id: str, gpus: int) -> list[Any]:
-    return [submitted(task_id, priority_class="standard", gpus=gpus), readiness(task_id),
+def a_task(task_id: str, priority_class: str, gpus: int) -> list[Any]:
+    """Submitted, ready and matched to H100 (a 15-minute run)."""
+    return [submitted(task_id, priority_class=priority_class, gpus=gpus), readiness(task_id),
             matched(task_id, [("H100", 900.0, 2.0)])]
 
 
@@ -50,17 +51,18 @@ async def test_a_lower_headroom_reaches_a_running_dispatcher_and_starts_the_held
             await store.set(POLICY, ["headroom.default=0.5"], base=1, actor="user:ops", reason="keep half for core work")
             h.start(config=REASONS_AT_ONCE)
             await h.report(registered("a1", "n1", gpus=4))
-            await h.publish(*standard("T0", gpus=2))
-            assert (await h.wait_for_events("lease.granted"))[0].data.policy_version == 2
-            await h.publish(*standard("T1", gpus=1))
-            assert await h.wait_until(lambda: kept_waiting(h, "T1"))  # 1 of the 2 free GPUs would leave 1 < 2
+            await h.publish(*a_task("C0", "core", gpus=1))  # core work on H100: the headroom applies there
+            await h.publish(*a_task("T0", "standard", gpus=2))
+            assert [g.data.policy_version for g in await h.wait_for_events("lease.granted", 2)] == [2, 2]
+            await h.publish(*a_task("T1", "standard", gpus=1))
+            assert await h.wait_until(lambda: kept_waiting(h, "T1"))  # the last free GPU is the headroom
             assert await h.leases("T1") == []
 
             await store.set(POLICY, ["headroom.default=0"], base=2, actor="user:ops", reason="launch is over")
-            granted = await h.wait_for_events("lease.granted", 2)
+            granted = await h.wait_for_events("lease.granted", 3)
             (lease,) = await h.leases("T1")
 
-    assert granted[1].data.task_id == "T1" and granted[1].data.policy_version == 3
+    assert granted[2].data.task_id == "T1" and granted[2].data.policy_version == 3
     assert lease["policy_version"] == 3
 
 
