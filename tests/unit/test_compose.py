@@ -20,7 +20,7 @@ COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 
 BACKENDS = {"redis", "postgres", "s3"}
-CARDFLOW_SERVICES = ["intake", "readiness", "matcher", "dispatcher", "ledger"]
+CARDFLOW_SERVICES = ["config", "intake", "readiness", "matcher", "dispatcher", "ledger"]
 REQUIRED_ENV = [
     "CARDFLOW_REDIS_URL",
     "CARDFLOW_DATABASE_URL",
