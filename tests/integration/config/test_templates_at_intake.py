@@ -6,7 +6,9 @@ The templates are written through the config store (S3 version + row), then inta
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -50,7 +52,8 @@ async def store(pool: asyncpg.Pool, fresh_settings: Settings) -> AsyncIterator[C
         yield ConfigStore(pool, objects, "config/test", prefix=f"{unique('t')}/")
 
 
-async def submit(pool: asyncpg.Pool, raw: dict) -> tuple[object, dict]:
+async def submit(pool: asyncpg.Pool, raw: dict | bytes) -> tuple[object, Any]:
+    """Submit like the HTTP API (a bytes body) or the ingest stream (an object) does."""
     outcome = await submit_task(pool, Emitter("intake", "console/t", "user:alice"), raw, "user:alice")
     body = await pool.fetchval("SELECT body FROM intake.outbox ORDER BY position DESC LIMIT 1")
     return outcome, parse_event(body)
@@ -64,7 +67,7 @@ async def test_templates_are_applied_pinned_and_stored_resolved(pool: asyncpg.Po
                                        "env": {"RUN": "1"}})
     await store.set(name, ["defaults.estimate_gpu_hours=24"], base=1, actor="user:ops", reason="longer runs")
     latest, latest_event = await submit(pool, {"name": "ft run 2", "template": "llm-finetune"})
-    pinned, pinned_event = await submit(pool, {"name": "ft run 3", "template": "llm-finetune@1"})
+    pinned, pinned_event = await submit(pool, json.dumps({"name": "ft run 3", "template": "llm-finetune@1"}).encode())
     stored = await pool.fetchrow("SELECT template, submission FROM intake.tasks WHERE task_id = $1", first.task_id)  # type: ignore[attr-defined]
 
     submission = event.data.submission
