@@ -20,9 +20,9 @@ from services.console.sentences import needs_original, reason_sentence
 from services.console.store import SCHEMA as VIEWS
 from services.readiness.board import READINESS_SCHEMA
 from shared.projection import TaskView
+from services.console.views import MISSING_TABLES
 
 OPEN_LIMIT = 5000
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
 
 async def load_open_views(pool: asyncpg.Pool, limit: int = OPEN_LIMIT) -> list[TaskView]:
@@ -33,7 +33,7 @@ async def load_open_views(pool: asyncpg.Pool, limit: int = OPEN_LIMIT) -> list[T
             " ORDER BY updated_at, id LIMIT $1",
             limit,
         )
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return []
     return [TaskView.model_validate(row["view"]) for row in rows]
 
@@ -44,7 +44,7 @@ async def load_waiting_since(pool: asyncpg.Pool) -> dict[str, datetime]:
         rows = await pool.fetch(
             f"SELECT task_id, submitted_at FROM {READINESS_SCHEMA}.tasks WHERE closed_at IS NULL AND ready IS NOT TRUE"
         )
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return {}
     return {row["task_id"]: row["submitted_at"] for row in rows}
 
@@ -122,7 +122,7 @@ async def load_board_history(pool: asyncpg.Pool, days: int, now: datetime) -> di
     try:
         by_input = await pool.fetch(_HISTORY_SQL, since, now)
         by_day = await pool.fetch(_DAYS_SQL, since, now)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         by_input, by_day = [], []
     return {
         "days": days,

@@ -18,10 +18,10 @@ from typing import Any
 import asyncpg
 
 from services.console.store import SCHEMA as VIEWS
+from services.console.views import MISSING_TABLES
 
 DISPATCHER_SCHEMA = "dispatcher"
 RECLAIMED_RECENTLY = timedelta(hours=1)
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
 
 class GpuStatus(StrEnum):
@@ -59,7 +59,7 @@ async def load_fleet_grid(pool: asyncpg.Pool, now: datetime) -> dict[str, Any]:
             f" WHERE l.end_reason = 'reclaimed_idle' AND l.ended_at > $1",
             now - RECLAIMED_RECENTLY,
         )
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return {"nodes": [], "counts": {}}
     util = await _load_utilisation(pool)
     holders = {(r["node_id"], r["gpu"]): r for r in held}
@@ -90,6 +90,6 @@ def _cell(node: asyncpg.Record, index: int, holders: dict, reclaimed: set, util:
 async def _load_utilisation(pool: asyncpg.Pool) -> dict[tuple[str, int], float]:
     try:
         rows = await pool.fetch(f"SELECT node_id, gpu_index, util_pct FROM {DISPATCHER_SCHEMA}.gpu_utilisation")
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return {}
     return {(r["node_id"], r["gpu_index"]): float(r["util_pct"]) for r in rows}

@@ -18,9 +18,9 @@ import asyncpg
 
 from services.console.store import SCHEMA as VIEWS
 from services.ledger.reports import SCHEMA as LEDGER
+from services.console.views import MISSING_TABLES
 
 BUCKETS = 48
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
 _UTILISATION_SQL = f"""
 WITH buckets AS (
@@ -71,7 +71,7 @@ async def utilisation_series(pool: asyncpg.Pool, now: datetime, hours: float = 2
         start, end, bucket = window(first, min(now, last or now), timedelta(hours=hours))
         rows = await pool.fetch(_UTILISATION_SQL, start, end, bucket)
         capacity = dict(await pool.fetch(f"SELECT card_type, sum(gpus) FROM {VIEWS}.nodes WHERE alive GROUP BY 1"))
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return _empty(now)
     times = _times(start, bucket)
     series = {card: [0.0] * BUCKETS for card in sorted({r["card_type"] for r in rows} | set(capacity))}
@@ -88,7 +88,7 @@ async def queue_series(pool: asyncpg.Pool, now: datetime, hours: float = 24) -> 
         first = await pool.fetchval(f"SELECT min(occurred_at) FROM {VIEWS}.events")
         start, end, bucket = window(first, now, timedelta(hours=hours))
         rows = await pool.fetch(_QUEUE_SQL, start, end, bucket)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return _empty(now)
     times = [start + bucket * (i + 1) for i in range(BUCKETS)]
     series = {cls: [0] * BUCKETS for cls in ("core", "standard", "opportunistic")}
@@ -102,7 +102,7 @@ async def spend_series(pool: asyncpg.Pool, now: datetime, days: int = 14) -> dic
     """Cost and GPU-hours per project per UTC day, the last `days` days that had usage."""
     try:
         rows = await pool.fetch(_SPEND_SQL, now - timedelta(days=days))
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         rows = []
     day_list = sorted({row["day"] for row in rows})
     series: dict[str, list[float]] = {}
@@ -154,7 +154,7 @@ async def period_totals(pool: asyncpg.Pool, now: datetime, days: int) -> dict[st
     since = now - timedelta(days=days)
     try:
         rows = await pool.fetch(_PERIOD_SQL, since)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         rows = []
     projects = []
     for row in rows:
@@ -191,7 +191,7 @@ async def quota_burn_series(pool: asyncpg.Pool, now: datetime, days: float = 30)
         first = await pool.fetchval(f"SELECT min(valid_from) FROM {LEDGER}.quotas WHERE valid_to > $1", now - timedelta(days=days))
         start, end, bucket = window(first, now, timedelta(days=days))
         rows = await pool.fetch(_BURN_SQL, start, end, bucket)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return _empty(now)
     times = [start + bucket * (i + 1) for i in range(BUCKETS)]
     series: dict[str, list[float | None]] = {}

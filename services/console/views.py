@@ -75,7 +75,8 @@ class Fleet(BaseModel):
     card_types: tuple[CardTypeTotals, ...]
 
 
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
+MISSING_TABLES = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
+"""What a read raises before the owning service created its schema (read as "nothing yet")."""
 
 
 async def views_exist(pool: asyncpg.Pool) -> bool:
@@ -100,7 +101,7 @@ async def find_task_by_idempotency_key(pool: asyncpg.Pool, key: str) -> TaskView
 async def _one_view(pool: asyncpg.Pool, sql: str, *args: object) -> TaskView | None:
     try:
         row = await pool.fetchrow(sql, *args)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return None  # nothing projected in this database yet
     return TaskView.model_validate(row["view"]) if row else None
 
@@ -116,7 +117,7 @@ async def list_tasks(
         args = (TaskState(state).value, limit)
     try:
         rows = await pool.fetch(sql, *args)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return []
     return [TaskView.model_validate(row["view"]) for row in rows]
 
@@ -134,7 +135,7 @@ async def task_history(pool: asyncpg.Pool, task_id: str) -> list[HistoryEntry]:
             " WHERE task_id = $1 ORDER BY occurred_at, event_id",
             task_id,
         )
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return []
     return [HistoryEntry(**dict(row)) for row in rows]
 

@@ -8,12 +8,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
+from services.config.holder import DocumentHolder, policy_holder
 from services.console.auth import Authenticated
 from services.console.blockers import preflight, queue_order
 from services.console.boards import load_board_groups, load_board_history, load_open_views
 from services.console.routes.common import Lang, Pool, now_utc
 from services.console.sentences import needs_original, reason_sentence
 from services.console.snapshots import SnapshotWritten, list_snapshots, write_board_snapshot
+from shared.scheduling.model import Policy
 
 router = APIRouter(tags=["board"])
 
@@ -29,8 +31,10 @@ async def get_board_history(pool: Pool, days: Annotated[int, Query(ge=1, le=366)
 
 
 @router.get("/queue", summary="Queued and held tasks in the order the dispatcher considers them")
-async def get_queue(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
-    ordered = queue_order(await load_open_views(pool), now_utc())
+async def get_queue(request: Request, pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
+    policies = _policies(request)
+    await policies.refresh(pool)  # the policy document in force (its queue order and aging)
+    ordered = queue_order(await load_open_views(pool), now_utc(), policies.value)
     return [
         {
             "position": position, "id": view.id, "name": view.name, "project": view.project,
@@ -50,6 +54,13 @@ async def get_queue(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
 
 class SnapshotRequest(BaseModel):
     reason: str = Field("on demand", max_length=500, description="why the snapshot is taken (kept in its metadata)")
+
+
+def _policies(request: Request) -> DocumentHolder[Policy]:
+    """The console's holder of the policy document in force (created on first use)."""
+    if getattr(request.app.state, "policies", None) is None:
+        request.app.state.policies = policy_holder(fallback=Policy())
+    return request.app.state.policies
 
 
 @router.post("/board/snapshot", status_code=201, response_model=SnapshotWritten,

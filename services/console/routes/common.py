@@ -5,19 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-import asyncpg
-from fastapi import Depends, Query, Request
+from fastapi import Query
 
+from services.console.api import Pool
 from services.console.labels import Language
 
-
-def pool_of(request: Request) -> asyncpg.Pool:
-    return request.app.state.pool
+__all__ = ["Lang", "Pool", "now_utc"]
 
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-Pool = Annotated[asyncpg.Pool, Depends(pool_of)]
 Lang = Annotated[Language, Query(description="language of the reason sentences: en or zh")]

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 
 from services.console.quota_banner import days_left, quota_alerts
 from services.console.routes.common import Pool, now_utc
 from services.console.series import period_totals
 from services.ledger.reports import Grouping, ledger_rows, quota_rows
+from services.console.views import MISSING_TABLES
 
 router = APIRouter(tags=["ledger"])
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 _NOT_STARTED = "the ledger is not available yet: the ledger service has not started"
 
 
@@ -21,7 +20,7 @@ _NOT_STARTED = "the ledger is not available yet: the ledger service has not star
 async def get_ledger(pool: Pool, by: Grouping = Grouping.PROJECT) -> list[dict[str, Any]]:
     try:
         return await ledger_rows(pool, by)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         raise HTTPException(503, _NOT_STARTED) from None
 
 
@@ -30,7 +29,7 @@ async def get_quotas(pool: Pool) -> list[dict[str, Any]]:
     now = now_utc()
     try:
         rows = await quota_rows(pool)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         raise HTTPException(503, _NOT_STARTED) from None
     return [{**row, "days_left": round(days_left(row, now), 2)} for row in rows]
 
@@ -39,7 +38,7 @@ async def get_quotas(pool: Pool) -> list[dict[str, Any]]:
 async def get_alerts(pool: Pool) -> list[dict[str, Any]]:
     try:
         rows = await quota_rows(pool)
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return []
     return quota_alerts(rows, now_utc())
 

@@ -14,10 +14,10 @@ from services.console.labels import REASON_LABELS_ZH
 from services.console.routes.common import Lang, Pool
 from services.console.sentences import needs_original, reason_sentence
 from services.console.views import load_task, task_history
+from services.console.views import MISSING_TABLES
 
 router = APIRouter(tags=["tasks"])
 MATCHER_SCHEMA = "matcher"
-_NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
 
 @router.get("/tasks/{task_id}/story", responses={404: {"description": "unknown task"}},
@@ -53,6 +53,6 @@ async def load_matches(pool: asyncpg.Pool, task_id: str) -> list[dict[str, Any]]
             f" catalog_version, created_at FROM {MATCHER_SCHEMA}.matches WHERE task_id = $1 ORDER BY created_at, match_id",
             task_id,
         )
-    except _NOT_CREATED:
+    except MISSING_TABLES:
         return []
     return [{**dict(row), "ranking": json.loads(row["ranking"]), "created_at": row["created_at"].isoformat()} for row in rows]
