@@ -23,7 +23,9 @@ class DispatcherConfig(BaseSettings):
     renewal_event_every_s: float = Field(5.0, ge=0, description="at most one lease.renewed per lease per this")
     node_lost_after_s: float = Field(60.0, gt=0, description="a node silent this long is lost")
     tick_s: float = Field(1.0, gt=0, description="cycle + expiry sweep at least this often")
-    debounce_s: float = Field(0.1, ge=0, description="collect relevant events this long before a cycle")
+    debounce_s: float = Field(
+        0.1, ge=0, description="at most one event-driven cycle per this (a burst of events lands in one cycle)"
+    )
     capacity_reason_every_s: float = Field(
         10.0, ge=0, description="a queued task's capacity reason (no capacity, headroom, reservation) is stored and"
         " published (`task.held`) only once its row has not changed for this long: a busy queue's reasons flip"

@@ -4,7 +4,7 @@
     2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator
     3. fold: apply_plan re-validates and turns the plan into records and events (pure)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
-    5. the loop runs 1-4 when relevant events arrived (debounced) and on every tick; the tick
+    5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s) and on every tick; the tick
        first sweeps expired leases and silent nodes (`shared.leasing.expiry.expire`)
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 
@@ -75,18 +76,22 @@ async def sweep(dc: Dispatcher) -> int:
 
 
 async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
-    """Step 5: run a cycle after relevant events (debounced) or at least every tick, until `stop`."""
-    next_tick = 0.0
+    """Step 5: run a cycle when relevant events arrived, at most once per `debounce_s` (a burst of
+    events lands in one cycle, and a lone task on an idle fleet is planned at once), and at least
+    every tick, until `stop`."""
+    next_tick, last_cycle = 0.0, -math.inf
     while not stop.is_set():
         timeout = max(0.0, next_tick - time.monotonic())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(dc.wake.wait(), timeout=timeout)
         if stop.is_set():
             return
-        if dc.wake.is_set():
-            await asyncio.sleep(dc.config.debounce_s)  # let a burst of events land in one cycle
+        too_soon_s = last_cycle + dc.config.debounce_s - time.monotonic()
+        if dc.wake.is_set() and too_soon_s > 0:
+            await asyncio.sleep(too_soon_s)  # the previous cycle was a moment ago: let this burst gather
         dc.wake.clear()
         if time.monotonic() >= next_tick:
             next_tick = time.monotonic() + dc.config.tick_s
             await sweep(dc)
+        last_cycle = time.monotonic()
         await run_cycle(dc)
