@@ -110,7 +110,10 @@ STATE_STYLES: dict[TaskState, str] = {
 PAGE_LABELS: dict[Language, dict[str, str]] = {
     "en": {
         "nav_board": "Readiness board", "nav_queue": "Queue", "nav_fleet": "Fleet", "nav_quotas": "Quotas",
-        "nav_ledger": "Ledger", "nav_tasks": "Tasks", "skip": "Skip to content", "switch_lang": "中文",
+        "nav_ledger": "Ledger", "nav_config": "Config", "nav_tasks": "Tasks",
+        "config_title": "Configuration: every version, who changed it and why", "document": "Document",
+        "version": "Version", "action": "Action", "diff": "Diff", "diff_between": "Compare versions", "from_v": "from",
+        "to_v": "to", "head": "in force", "compare": "Compare", "config_intro": "Documents are versioned in the config bucket; every change names its actor and reason. Pick two versions to see what changed.", "skip": "Skip to content", "switch_lang": "中文",
         "switch_lang_title": "切换到中文", "refresh_pause": "Pause refresh", "refresh_resume": "Resume refresh",
         "updated_at": "Shown at", "board_title": "Readiness board: what can run, what waits for what",
         "board_intro": "Open tasks grouped by what they wait for. Each group lists the oldest first.",
@@ -152,7 +155,10 @@ PAGE_LABELS: dict[Language, dict[str, str]] = {
     },
     "zh": {
         "nav_board": "数据就绪看板", "nav_queue": "队列", "nav_fleet": "算力集群", "nav_quotas": "配额",
-        "nav_ledger": "账本", "nav_tasks": "任务", "skip": "跳到正文", "switch_lang": "English",
+        "nav_ledger": "账本", "nav_config": "配置", "nav_tasks": "任务",
+        "config_title": "配置：每个版本、谁改的、为什么", "document": "文档",
+        "version": "版本", "action": "操作", "diff": "差异", "diff_between": "比较版本", "from_v": "从",
+        "to_v": "到", "head": "生效中", "compare": "比较", "config_intro": "文档在配置存储桶中按版本保存；每次修改都记录操作者和原因。选择两个版本查看改了什么。", "skip": "跳到正文", "switch_lang": "English",
         "switch_lang_title": "Switch to English", "refresh_pause": "暂停刷新", "refresh_resume": "恢复刷新",
         "updated_at": "显示时间", "board_title": "数据就绪看板：哪些任务可以运行，哪些在等待什么",
         "board_intro": "未结束的任务按等待原因分组，每组最早的排在前面。",

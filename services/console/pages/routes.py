@@ -28,7 +28,7 @@ router = APIRouter(include_in_schema=False)
 LANG_COOKIE = "cardflow_lang"
 TOKEN_COOKIE = "cardflow_session"
 """The session cookie identity's `services.console.auth` also reads (HttpOnly, SameSite=Strict)."""
-NAV = ("board", "queue", "fleet", "quotas", "ledger", "tasks")
+NAV = ("board", "queue", "fleet", "quotas", "ledger", "config", "tasks")
 LEDGER_DAYS = 7
 
 
@@ -69,6 +69,8 @@ async def call_api(request: Request, method: str, path: str, *, sign_in: bool = 
         detail = response.json().get("detail", response.text)
     except ValueError:
         detail = response.text
+    if response.status_code == 404 and detail == "Not Found":  # no such route: its owner has not landed it
+        detail = f"this console has no {method} {path} yet"
     return Unavailable(response.status_code, detail if isinstance(detail, str) else str(detail))
 
 
@@ -158,6 +160,20 @@ async def ledger_page(request: Request, days: int = LEDGER_DAYS) -> HTMLResponse
         plot = stacked_bars(spend["days"], spend["series"], y_label=labels_for(lang)["L"]["cost_axis"])
     return await render(request, "ledger.html", title="nav_ledger", page="ledger", by_project=by_project,
                         by_card=by_card, period=period, plot=plot, days=days)  # fmt: skip
+
+
+@router.get("/config")
+async def config_page(request: Request, name: str = "policy", diff_from: int | None = None,
+                      diff_to: int | None = None) -> HTMLResponse:  # fmt: skip
+    """Each document, the history of one (who, when, why), and a diff between any two of its versions."""
+    documents = await call_api(request, "GET", "/v1/config")
+    history = await call_api(request, "GET", f"/v1/config/{name}/history")
+    diff = None
+    if diff_from is not None:
+        params = {"from": diff_from} | ({"to": diff_to} if diff_to is not None else {})
+        diff = await call_api(request, "GET", f"/v1/config/{name}/diff", params=params)
+    return await render(request, "config.html", title="nav_config", page="config", documents=documents, name=name,
+                        history=history, diff=diff, diff_from=diff_from, diff_to=diff_to)  # fmt: skip
 
 
 @router.get("/tasks")

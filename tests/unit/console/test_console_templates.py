@@ -1,0 +1,37 @@
+"""Pages rendered from JSON shaped like their endpoints' answers (pure: the Jinja2 environment alone)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from services.console.pages.templating import Unavailable, environment, labels_for
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+BASE = {"title": "nav_config", "page": "config", "nav": ("board", "config"), "now": NOW, "alerts": [],
+        "switch_href": "/config?lang=zh", "path": "/config", "signed_in": True, "me": None}  # fmt: skip
+
+
+def version(v: int, reason: str, actor: str = "user:ops") -> dict:
+    return {"name": "policy", "version": v, "at": NOW.isoformat(), "actor": actor, "reason": reason, "action": "apply",
+            "base_version": v - 1 or None, "rolled_back_to": None, "sha256": "ab" * 32, "s3_key": "policy.yaml",
+            "s3_version_id": f"x{v}"}  # fmt: skip
+
+
+def render(lang: str, **context: object) -> str:
+    return environment.get_template("config.html").render(**BASE, **labels_for(lang), **context)  # type: ignore[arg-type]
+
+
+def test_config_page_shows_who_changed_each_version_why_and_the_diff() -> None:
+    history = [version(2, "raise the headroom for the eval burst"), version(1, "seeded", "system:config")]
+    diff = {"name": "policy", "from": 1, "to": 2, "diff": "--- v1\n+++ v2\n-headroom: 0.1\n+headroom: 0.2\n"}
+    html = render("en", documents=[history[0]], name="policy", history=history, diff=diff, diff_from=1, diff_to=2)
+    assert "raise the headroom for the eval burst" in html and "user:ops" in html and "system:config" in html
+    assert '<span class="del">-headroom: 0.1</span>' in html and '<span class="add">+headroom: 0.2</span>' in html
+    assert 'value="1" selected' in html and 'value="2" selected' in html
+    assert "配置" in render("zh", documents=[], name="policy", history=history, diff=None, diff_from=None, diff_to=None)
+
+
+def test_config_page_says_when_its_endpoints_are_not_there() -> None:
+    missing = Unavailable(404, "this console has no GET /v1/config yet")
+    html = render("en", documents=missing, name="policy", history=missing, diff=None, diff_from=None, diff_to=None)
+    assert html.count("this console has no GET /v1/config yet") == 2 and "Not available yet" in html
