@@ -6,7 +6,8 @@ One batch = one write step:
 2. inbox: record them as consumed; the ones already consumed drop out;
 3. load: the tasks they name that are not in the working set (final ones, or never seen);
 4. fold: `shared.leasing.task_facets.apply_events` (pure);
-5. save: changed records, accounts, usage, events; memory takes them over after the commit.
+5. save (`store.save_event_effects`): changed records, accounts, usage, events; memory takes them
+   over after the commit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.store import load_tasks, save_accounts, save_changes
+from services.dispatcher.store import load_tasks, save_event_effects
 from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope
 from shared.leasing.task_facets import RELEVANT, EventEffects, apply_events, task_ids_of
@@ -35,8 +36,7 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         unknown = task_ids_of(todo) - step.state.tasks.keys()
         book = step.state.book(tasks=await load_tasks(step.conn, dc.schema, unknown))
         effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
-        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
-        await save_accounts(step.conn, dc.schema, effects.accounts.values(), effects.usage)
+        await save_event_effects(step.conn, dc.schema, dc.emitter, effects)
         step.commit(lambda state: state.apply(effects.changes, effects.accounts, effects.usage))
     if effects.wake:
         dc.request_cycle()

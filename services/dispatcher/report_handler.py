@@ -5,8 +5,8 @@ One batch = one write step (the matcher's shape):
 1. inbox: record the reports as consumed; duplicates and those already applied drop out;
 2. load: the leases they name that are not in the working set (ended ones), with their tasks;
 3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim);
-4. save: changed records, events and commands, rejected reports, GPU utilisation; a rejected
-   report is also logged with its reason. Memory takes the changes over after the commit.
+4. save (`store.save_report_effects`): changed records, events and commands, rejected reports,
+   GPU utilisation; a rejected report is also logged with its reason. Memory takes the changes over after the commit.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.store import load_leases, load_tasks, save_changes, save_rejections, save_utilisation
+from services.dispatcher.store import load_leases, load_tasks, save_report_effects
 from shared.delivery.inbox import record_consumed_many
 from shared.events.reports import AgentReport
 from shared.leasing.report_fold import ReportEffects, apply_reports, claims_of
@@ -37,9 +37,7 @@ async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None
         ended = await load_leases(step.conn, dc.schema, named - step.state.leases.keys())
         tasks = await load_tasks(step.conn, dc.schema, {lease.task_id for lease in ended.values()} - step.state.tasks.keys())
         effects: ReportEffects = apply_reports(step.state.book(tasks, ended), todo, step.now, dc.rules)
-        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
-        await save_rejections(step.conn, dc.schema, effects.rejected)
-        await save_utilisation(step.conn, dc.schema, effects.utilisation)
+        await save_report_effects(step.conn, dc.schema, dc.emitter, effects)
         step.commit(lambda state: state.apply(effects.changes))
     for rejected in effects.rejected:
         log.warning("agent report rejected", report_type=rejected.report_type, agent_id=rejected.agent_id,

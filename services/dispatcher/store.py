@@ -20,16 +20,16 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.dispatcher.working_set import WorkingSet
 from shared.delivery.db import quote_schema
 from shared.events import new_event_id
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
 from shared.events.states import TaskState
 from shared.leasing.records import LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
-from shared.leasing.report_fold import GpuReading, RejectedReport
+from shared.leasing.report_fold import GpuReading, RejectedReport, ReportEffects
+from shared.leasing.task_facets import EventEffects
 from shared.leasing.work import BookChanges
 from shared.scheduling.model import CardOption, DeferralReason, PriorityClass
-
-from services.dispatcher.working_set import WorkingSet
 
 Column = tuple[str, str, Callable[[Any], Any]]  # name, SQL type, value of a record
 
@@ -198,6 +198,19 @@ async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, 
     if ended:
         await conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = ANY($1::text[]) AND active", ended)
     return await emitter.emit(conn, changes.emissions)
+
+
+async def save_report_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: ReportEffects) -> None:
+    """Everything a batch of reports changed: records, events and commands, rejected reports, utilisation."""
+    await save_changes(conn, schema, emitter, effects.changes)
+    await save_rejections(conn, schema, effects.rejected)
+    await save_utilisation(conn, schema, effects.utilisation)
+
+
+async def save_event_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: EventEffects) -> None:
+    """Everything a batch of `cf:events` changed: records, events, quota accounts, usage totals."""
+    await save_changes(conn, schema, emitter, effects.changes)
+    await save_accounts(conn, schema, effects.accounts.values(), effects.usage)
 
 
 async def save_accounts(conn: asyncpg.Connection, schema: str, accounts: Iterable[QuotaRecord],
