@@ -110,7 +110,10 @@ STATE_STYLES: dict[TaskState, str] = {
 PAGE_LABELS: dict[Language, dict[str, str]] = {
     "en": {
         "nav_board": "Readiness board", "nav_queue": "Queue", "nav_fleet": "Fleet", "nav_quotas": "Quotas",
-        "nav_ledger": "Ledger", "nav_config": "Config", "nav_tasks": "Tasks",
+        "nav_ledger": "Ledger", "nav_config": "Config", "nav_approvals": "Approvals",
+        "approvals_title": "Approvals: tasks waiting for a reviewer", "approve": "Approve", "deny": "Deny",
+        "approvals_intro": "Tasks the policy holds until a reviewer approves them. Approving or denying needs a reviewer's token and a reason; both are recorded with the decision.",
+        "done_approve": "Approved.", "done_deny": "Denied.", "nav_tasks": "Tasks",
         "config_title": "Configuration: every version, who changed it and why", "document": "Document",
         "version": "Version", "action": "Action", "diff": "Diff", "diff_between": "Compare versions", "from_v": "from",
         "to_v": "to", "head": "in force", "compare": "Compare", "config_intro": "Documents are versioned in the config bucket; every change names its actor and reason. Pick two versions to see what changed.", "skip": "Skip to content", "switch_lang": "中文",
@@ -155,7 +158,10 @@ PAGE_LABELS: dict[Language, dict[str, str]] = {
     },
     "zh": {
         "nav_board": "数据就绪看板", "nav_queue": "队列", "nav_fleet": "算力集群", "nav_quotas": "配额",
-        "nav_ledger": "账本", "nav_config": "配置", "nav_tasks": "任务",
+        "nav_ledger": "账本", "nav_config": "配置", "nav_approvals": "审批",
+        "approvals_title": "审批：等待审批人批准的任务", "approve": "批准", "deny": "拒绝",
+        "approvals_intro": "策略要求审批人批准后才能启动的任务。批准或拒绝需要审批人令牌和原因，二者都会随决定一起记录。",
+        "done_approve": "已批准。", "done_deny": "已拒绝。", "nav_tasks": "任务",
         "config_title": "配置：每个版本、谁改的、为什么", "document": "文档",
         "version": "版本", "action": "操作", "diff": "差异", "diff_between": "比较版本", "from_v": "从",
         "to_v": "到", "head": "生效中", "compare": "比较", "config_intro": "文档在配置存储桶中按版本保存；每次修改都记录操作者和原因。选择两个版本查看改了什么。", "skip": "跳到正文", "switch_lang": "English",

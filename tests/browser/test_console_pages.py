@@ -26,6 +26,7 @@ def pages_of(world: ConsoleWorld) -> dict[str, str]:
         "board": "/board", "board-history": "/board/history?days=7", "queue": "/queue", "fleet": "/fleet",
         "quotas": "/quotas", "ledger": "/ledger", "tasks": "/tasks", "task": f"/tasks/{world.task_id('dedup-corpus')}",
         "task-done": f"/tasks/{world.task_id('eval-1')}", "snapshots": "/board/snapshots", "config": "/config",
+        "approvals": "/approvals",
     }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ router = APIRouter(include_in_schema=False)
 LANG_COOKIE = "cardflow_lang"
 TOKEN_COOKIE = "cardflow_session"
 """The session cookie identity's `services.console.auth` also reads (HttpOnly, SameSite=Strict)."""
-NAV = ("board", "queue", "fleet", "quotas", "ledger", "config", "tasks")
+NAV = ("board", "queue", "approvals", "fleet", "quotas", "ledger", "config", "tasks")
 LEDGER_DAYS = 7
 
 
@@ -160,6 +160,36 @@ async def ledger_page(request: Request, days: int = LEDGER_DAYS) -> HTMLResponse
         plot = stacked_bars(spend["days"], spend["series"], y_label=labels_for(lang)["L"]["cost_axis"])
     return await render(request, "ledger.html", title="nav_ledger", page="ledger", by_project=by_project,
                         by_card=by_card, period=period, plot=plot, days=days)  # fmt: skip
+
+
+@router.get("/approvals")
+async def approvals_page(request: Request) -> HTMLResponse:
+    """Tasks held until a reviewer approves them (the board's `approval` group), with approve / deny."""
+    return await _approvals(request)
+
+
+@router.post("/approvals/{task_id}/{decision}")
+async def decide_from_page(request: Request, task_id: str, decision: str, reason: Annotated[str, Form()] = "") -> Response:
+    """Approve or deny (`POST /v1/tasks/{id}/approve|deny` with the reader's token); the API's refusal is shown."""
+    if decision not in DECISIONS:
+        return HTMLResponse(f"unknown decision {decision!r}: approve or deny", status_code=404)
+    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/{decision}", json={"reason": reason})
+    if isinstance(answer, Unavailable):
+        page = await _approvals(request, refused=answer)
+        page.status_code = answer.status
+        return page
+    return RedirectResponse(f"/approvals?done={decision}", status_code=303)
+
+
+DECISIONS = ("approve", "deny")
+
+
+async def _approvals(request: Request, refused: Unavailable | None = None) -> HTMLResponse:
+    lang = choose_lang(request)
+    board = await call_api(request, "GET", "/v1/board/groups", params={"lang": lang})
+    waiting = board if isinstance(board, Unavailable) else next(g["tasks"] for g in board["groups"] if g["kind"] == "approval")
+    return await render(request, "approvals.html", title="nav_approvals", page="approvals", waiting=waiting,
+                        refused=refused, done=request.query_params.get("done"))  # fmt: skip
 
 
 @router.get("/config")

@@ -35,3 +35,15 @@ def test_config_page_says_when_its_endpoints_are_not_there() -> None:
     missing = Unavailable(404, "this console has no GET /v1/config yet")
     html = render("en", documents=missing, name="policy", history=missing, diff=None, diff_from=None, diff_to=None)
     assert html.count("this console has no GET /v1/config yet") == 2 and "Not available yet" in html
+
+
+def test_approvals_list_waiting_tasks_with_a_reasoned_approve_and_deny_and_show_a_refusal() -> None:
+    task = {"id": "T9", "name": "pretrain-400b", "project": "llm", "priority_class": "core", "gpus": 64,
+            "waiting_since": NOW.isoformat(), "reason": "not_approved", "sentence": "此任务规模较大（64 张 GPU），需要审批人批准后才能启动",
+            "reason_detail": "64 GPUs need a reviewer's approval", "original_needed": True}  # fmt: skip
+    refused = Unavailable(403, "forbidden: this needs role reviewer (or admin)")
+    html = environment.get_template("approvals.html").render(
+        **{**BASE, "page": "approvals"}, **labels_for("zh"), waiting=[task], refused=refused, done=None)
+    assert "pretrain-400b" in html and "需要审批人批准" in html and "64 GPUs need a reviewer" in html
+    assert 'action="/approvals/T9/approve"' in html and 'formaction="/approvals/T9/deny"' in html
+    assert "批准" in html and "拒绝" in html and "needs role reviewer" in html
