@@ -15,9 +15,9 @@ app = typer.Typer(
 
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
-    from services.cli import agent, backends, board, ledger, service, simulate, submit, tokens, views
+    from services.cli import agent, backends, board, config_commands, export, ledger, service, simulate, submit, tokens, views
 
-    for module in (agent, backends, service, simulate, views, submit, ledger, board, tokens):
+    for module in (agent, backends, service, simulate, views, submit, ledger, board, tokens, config_commands, export):
         module.register(app)
 
 

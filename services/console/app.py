@@ -40,6 +40,9 @@ from services.console.labels import all_labels
 from services.console.pages.routes import SignInRequired, sign_in_redirect
 from services.console.pages.routes import router as pages_router
 from services.console.projector import SPEC as VIEWS_SPEC
+from services.config.service import SPEC as CONFIG_SPEC
+from services.config.service import open_config_store
+from services.console.routes import config as config_routes
 from services.console.routes import routes_router, tokens
 from services.console.snapshots import run_daily_board_snapshots
 from services.identity.tokens import IDENTITY_SPEC
@@ -61,12 +64,14 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = await create_pool(settings.database_dsn or "")
+        resources = contextlib.AsyncExitStack()
         try:
-            for spec in (VIEWS_SPEC, INTAKE_SPEC, IDENTITY_SPEC):
+            for spec in (VIEWS_SPEC, INTAKE_SPEC, IDENTITY_SPEC, CONFIG_SPEC):
                 await prepare_schema(pool, spec)
             app.state.pool = pool
             app.state.settings = settings
             app.state.producer = f"console/{settings.instance}-{os.getpid()}"
+            app.state.config_store = await open_config_store(pool, settings, app.state.producer, resources)
             daily = None
             if board_snapshots and settings.s3_endpoint:
                 daily = asyncio.create_task(run_daily_board_snapshots(pool, settings), name="board-snapshots")
@@ -77,6 +82,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await daily
         finally:
+            await resources.aclose()
             await pool.close()
 
     app = FastAPI(
@@ -86,6 +92,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     install_permission_handler(app)
+    config_routes.install(app)
     app.include_router(router)
     app.include_router(routes_router)
     app.include_router(tokens.router)

@@ -12,7 +12,7 @@ other, at `UNKNOWN_CARD_PRICE` per GPU-hour (and listed by `unknown_cards`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from shared.cards import Catalog, MatchRequest, load_catalog, rank_cards, scale_runtime_s, to_card_options
 from shared.scheduling.model import CardOption
@@ -25,12 +25,14 @@ UNKNOWN_CARD_PRICE = 1.0
 class CatalogCardModel:
     """Card options, speed ratios and prices from a card catalog (the packaged one by default)."""
 
-    def __init__(self, catalog_path: str | Path | None = None) -> None:
+    def __init__(self, catalog_path: str | Path | None = None, *, catalog: Catalog | None = None) -> None:
         self._path = catalog_path
-        self.catalog: Catalog = load_catalog(catalog_path)
+        self.catalog: Catalog = catalog or load_catalog(catalog_path)
         self._speeds: dict[tuple[str, str, str], float] = {}
 
-    def __reduce__(self) -> tuple[type, tuple[str | Path | None]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self._path is None and self.catalog is not None:
+            return (_with_catalog, (self.catalog,))  # a catalog given as a value (e.g. the `cards` document in force)
         return (CatalogCardModel, (self._path,))  # rebuilt from the file in worker processes
 
     def unknown_cards(self, cards: Mapping[str, int]) -> list[str]:
@@ -63,3 +65,7 @@ class CatalogCardModel:
 
     def price(self, card: str) -> float:
         return self.catalog.card(card).price_per_gpu_hour if card in self.catalog else UNKNOWN_CARD_PRICE
+
+
+def _with_catalog(catalog: Catalog) -> CatalogCardModel:
+    return CatalogCardModel(catalog=catalog)
