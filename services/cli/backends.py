@@ -229,6 +229,29 @@ def doctor(data_dir: DataDirOption = None) -> None:
     redis_url, dsn = (targets[0].url, targets[1].url)
     if redis_url and dsn:
         console.print(*asyncio.run(_retention_tables(redis_url, dsn)))
+    if dsn:
+        console.print(asyncio.run(_config_versions(dsn)))
+
+
+async def _config_versions(dsn: str) -> Table:
+    """The version in force of every configuration document (`cardflow config history NAME` for more)."""
+    import asyncpg
+
+    table = Table(title="configuration in force (cardflow config history NAME)")
+    for column in ("document", "version", "since", "by", "reason"):
+        table.add_column(column, overflow="fold")
+    conn = await asyncpg.connect(dsn)
+    try:
+        if not await conn.fetchval("SELECT to_regclass('config.versions') IS NOT NULL"):
+            table.add_row("-", "-", "", "", "no config store yet: the config service has not run")
+            return table
+        rows = await conn.fetch("SELECT DISTINCT ON (name) name, version, at, actor, reason FROM config.versions"
+                                " ORDER BY name, version DESC")
+    finally:
+        await conn.close()
+    for row in rows:
+        table.add_row(row["name"], str(row["version"]), f"{row['at']:%Y-%m-%d %H:%M:%S}", row["actor"], row["reason"])
+    return table
 
 
 async def _retention_tables(redis_url: str, dsn: str) -> list[Table]:
