@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.async_api import Page, expect
 
@@ -187,3 +188,22 @@ async def test_sign_in_with_a_token_and_out_again(world: ConsoleWorld, anonymous
     await expect(page.get_by_role("link", name="Sign in")).to_be_visible()
     await sign_in(page, world, "speech-dev")
     await expect(page.locator(".who")).to_contain_text("speech-dev (submitter, speech)")
+
+
+async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page: Page) -> None:
+    planner = {"authorization": f"Bearer {world.tokens['planner']}"}
+    async with httpx.AsyncClient(base_url=world.base_url, headers=planner) as client:
+        changed = await client.post("/v1/config/set", json={
+            "name": "policy", "assignments": ["headroom.default=0.2"], "reason": "more room for the eval burst"})
+        assert changed.status_code == 201, changed.text
+    await page.goto(world.base_url + "/board")
+    await page.get_by_role("link", name="Config").click()
+    newest = page.locator("table").nth(1).locator("tbody tr").first
+    await expect(newest).to_contain_text("user:planner")
+    await expect(newest).to_contain_text("more room for the eval burst")
+    await expect(page.locator("table").nth(1)).to_contain_text("first version")
+    await page.get_by_label("from").select_option("1")
+    await page.get_by_label("to").select_option("2")
+    await page.get_by_role("button", name="Compare").click()
+    await expect(page.locator(".diff .add", has_text="default: 0.2")).to_have_count(1)
+    await fits_the_width(page)

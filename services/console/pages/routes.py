@@ -195,15 +195,17 @@ async def _approvals(request: Request, refused: Unavailable | None = None) -> HT
 @router.get("/config")
 async def config_page(request: Request, name: str = "policy", diff_from: int | None = None,
                       diff_to: int | None = None) -> HTMLResponse:  # fmt: skip
-    """Each document, the history of one (who, when, why), and a diff between any two of its versions."""
-    documents = await call_api(request, "GET", "/v1/config")
-    history = await call_api(request, "GET", f"/v1/config/{name}/history")
+    """Each document, the history of one (who, when, why), and a diff between any two of its versions
+    (config's `GET /v1/config/documents`, `/v1/config/history`, `/v1/config/diff`)."""
+    documents = await call_api(request, "GET", "/v1/config/documents")
+    history = await call_api(request, "GET", "/v1/config/history", params={"name": name})
+    versions = history if isinstance(history, Unavailable) else sorted(history["versions"], key=lambda v: -v["version"])
     diff = None
     if diff_from is not None:
-        params = {"from": diff_from} | ({"to": diff_to} if diff_to is not None else {})
-        diff = await call_api(request, "GET", f"/v1/config/{name}/diff", params=params)
+        params = {"name": name, "old": diff_from} | ({"new": diff_to} if diff_to is not None else {})
+        diff = await call_api(request, "GET", "/v1/config/diff", params=params)
     return await render(request, "config.html", title="nav_config", page="config", documents=documents, name=name,
-                        history=history, diff=diff, diff_from=diff_from, diff_to=diff_to)  # fmt: skip
+                        history=versions, diff=diff, diff_from=diff_from, diff_to=diff_to)  # fmt: skip
 
 
 @router.get("/tasks")

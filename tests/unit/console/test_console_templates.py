@@ -23,7 +23,7 @@ def render(lang: str, **context: object) -> str:
 
 def test_config_page_shows_who_changed_each_version_why_and_the_diff() -> None:
     history = [version(2, "raise the headroom for the eval burst"), version(1, "seeded", "system:config")]
-    diff = {"name": "policy", "from": 1, "to": 2, "diff": "--- v1\n+++ v2\n-headroom: 0.1\n+headroom: 0.2\n"}
+    diff = {"name": "policy", "diff": "--- v1\n+++ v2\n-headroom: 0.1\n+headroom: 0.2\n"}
     html = render("en", documents=[history[0]], name="policy", history=history, diff=diff, diff_from=1, diff_to=2)
     assert "raise the headroom for the eval burst" in html and "user:ops" in html and "system:config" in html
     assert '<span class="del">-headroom: 0.1</span>' in html and '<span class="add">+headroom: 0.2</span>' in html
