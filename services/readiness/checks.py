@@ -64,14 +64,19 @@ class Readiness:
 
 @dataclass(frozen=True, slots=True)
 class InputState:
-    """An input as last recorded; `signalled` = its dataset version has been signalled ready."""
+    """An input as last recorded; `signal_event_id`: the `data.ready_signalled` that made its dataset
+    version ready, if one has."""
 
     position: int
     ref: InputRef
     kind: InputKind
     key: str
     available: bool | None
-    signalled: bool = False
+    signal_event_id: str | None = None
+
+    @property
+    def signalled(self) -> bool:
+        return self.signal_event_id is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +156,17 @@ def ref_from_json(value: Any) -> InputRef:
 def describe_ref(ref: InputRef) -> str:
     """An input as one line of text: the URI, or `dataset@version`."""
     return str(ref)
+
+
+def signal_that_readied(inputs: Sequence[InputState], availability: Sequence[bool | None]) -> str | None:
+    """The newest signal among the inputs this review made available, if a signal made any.
+
+    A re-check's cause is what changed the data, whoever noticed it: the sweep may see a signal
+    before the signal's own handler re-checks the task, and the report still names the signal.
+    """
+    signals = [
+        state.signal_event_id
+        for state, now in zip(inputs, availability, strict=True)
+        if now and not state.available and state.signal_event_id is not None
+    ]
+    return max(signals, default=None)  # event ids are ULIDs: the largest is the newest

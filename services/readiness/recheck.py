@@ -20,7 +20,7 @@ import asyncpg
 
 from services.common.runtime import Emitter
 from shared.events.emission import Emission
-from services.readiness.checks import InputKind, Probe, Readiness, ref_to_json, review
+from services.readiness.checks import InputKind, Probe, Readiness, ref_to_json, review, signal_that_readied
 from services.readiness.probing import HeadsObjects, ProbeResult, probe_keys
 from services.readiness.store import (
     InputUpdate,
@@ -74,14 +74,16 @@ class Checker:
         verdicts = {key: result.probe for key, result in probes.items()}
         input_updates: list[InputUpdate] = []
         reported: list[ReadinessUpdate] = []
+        found_by: dict[str, str | None] = {}  # task -> the event that prompted or explains its report
         for task in tracked:
             outcome = review(task.inputs, task.previous, verdicts)
             input_updates += _input_updates(task, outcome.availability, probes)
             if outcome.emit and outcome.readiness is not None:
                 reported.append(ReadinessUpdate(task.task_id, outcome.readiness))
+                found_by[task.task_id] = causes.get(task.task_id) or signal_that_readied(task.inputs, outcome.availability)
         await save_checks(conn, self.schema, input_updates, reported, [t.task_id for t in tracked])
         by_id = {t.task_id: t for t in tracked}
-        emissions = [self._emission(u, by_id[u.task_id], causes.get(u.task_id)) for u in reported]
+        emissions = [self._emission(u, by_id[u.task_id], found_by[u.task_id]) for u in reported]
         return await self.emitter.emit(conn, emissions) if emissions else []
 
     def _emission(self, update: ReadinessUpdate, task: TrackedTask, cause_id: str | None) -> Emission:

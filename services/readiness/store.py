@@ -135,7 +135,7 @@ async def lock_tracked(conn: asyncpg.Connection, schema: str, task_ids: Sequence
         list(task_ids),
     )
     inputs = await conn.fetch(
-        f"SELECT i.task_id, i.position, i.ref::text, i.kind, i.key, i.available, d.dataset IS NOT NULL AS signalled"
+        f"SELECT i.task_id, i.position, i.ref::text, i.kind, i.key, i.available, d.event_id AS signal_event_id"
         f" FROM {q}.inputs i LEFT JOIN {q}.datasets d ON i.kind = 'dataset'"
         " AND d.dataset = i.ref->>'dataset' AND d.version = i.ref->>'version'"
         " WHERE i.task_id = ANY($1::text[]) ORDER BY i.task_id, i.position",
@@ -157,7 +157,7 @@ def _input_state(row: asyncpg.Record) -> InputState:
         kind=InputKind(row["kind"]),
         key=row["key"],
         available=row["available"],
-        signalled=row["signalled"],
+        signal_event_id=row["signal_event_id"],
     )
 
 

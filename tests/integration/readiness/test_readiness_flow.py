@@ -9,11 +9,14 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from services.common.runtime import Emitter
 from services.intake.service import SPEC as INTAKE
 from services.readiness.board import load_board
+from services.readiness.recheck import Checker
 from services.readiness.service import ReadinessSettings, make_spec
+from services.readiness.store import record_signals
 from shared.delivery import create_pool, wire_fields
-from shared.events import TaskReadinessChanged, TaskSubmitted, make_event, parse_event
+from shared.events import DataReadySignalled, TaskReadinessChanged, TaskSubmitted, make_event, parse_event
 from shared.events.subjects import task_subject
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -207,3 +210,27 @@ async def test_a_cancelled_task_is_no_longer_checked(
 
     assert await committed_reports(pool, doomed.data.task_id) == [False]
     assert [row.task_id for row in await load_board(pool)] == [witness.data.task_id]
+
+
+async def test_a_sweep_that_sees_a_signal_before_its_handler_names_the_signal_as_the_cause(
+    fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, store: ObjectStore
+) -> None:
+    """The handler records a signal, commits, then re-checks; a sweep may run in between and find
+    the task ready first. Its report must still say the signal caused it (audit `why` reads it)."""
+    await xadd_ingest(redis, "task.submit", a_submission("late-dataset", inputs=[{"dataset": "clicks", "version": 9}]))
+    async with RunningServices(fresh_settings, INTAKE, make_spec(ReadinessSettings(sweep_seconds=3600))) as services:
+        task = await submitted_task(services, redis, "late-dataset")
+
+        async def checked() -> bool:
+            return bool(await readiness_of(redis, task.data.task_id))
+
+        assert await services.wait_until(checked)
+    signal = make_event(
+        DataReadySignalled, subject="dataset/clicks@9", subject_seq=1, producer="intake/test", actor="upstream:etl",
+        data={"input": {"dataset": "clicks", "version": 9}},
+    )  # fmt: skip
+    async with pool.acquire() as conn, conn.transaction():  # the handler's first transaction, alone
+        assert await record_signals(conn, "readiness", [signal]) == {task.data.task_id: signal.event_id}
+    checker = Checker(pool, Emitter("readiness", "readiness/test", "service:readiness"), store)
+    [report] = await checker.sweep()  # the sweep gets there before the handler's re-check
+    assert (report.data.ready, report.causation_id, report.correlation_id) == (True, signal.event_id, task.event_id)

@@ -18,6 +18,7 @@ from services.readiness.checks import (
     ref_from_json,
     ref_to_json,
     review,
+    signal_that_readied,
 )
 from shared.submission import DatasetRef
 
@@ -73,7 +74,7 @@ def test_an_event_is_due_at_the_first_assessment_and_on_every_change_only() -> N
 
 def test_review_uses_signals_for_datasets_and_probes_for_s3() -> None:
     inputs = [
-        InputState(0, CLICKS, InputKind.DATASET, "clicks@7", available=None, signalled=True),
+        InputState(0, CLICKS, InputKind.DATASET, "clicks@7", available=None, signal_event_id="01SIGNAL"),
         InputState(1, "s3://b/x/", InputKind.PREFIX, "s3://b/x/_READY", available=None),
         InputState(2, "s3://b/y", InputKind.OBJECT, "s3://b/y", available=True),
     ]
@@ -84,6 +85,18 @@ def test_review_uses_signals_for_datasets_and_probes_for_s3() -> None:
     assert waiting.readiness == Readiness(False, ("s3://b/x/",), 2 / 3) and waiting.emit
     recorded = [inputs[0], replace(inputs[1], available=False), inputs[2]]
     assert not review(recorded, waiting.readiness, {}).emit  # nothing changed since the last report
+
+
+def test_a_report_names_the_newest_signal_that_made_an_input_available_whoever_noticed_it() -> None:
+    inputs = [
+        InputState(0, CLICKS, InputKind.DATASET, "clicks@7", available=False, signal_event_id="01B"),
+        InputState(1, "s3://b/y", InputKind.OBJECT, "s3://b/y", available=False),
+        InputState(2, CLICKS, InputKind.DATASET, "clicks@8", available=False, signal_event_id="01C"),
+        InputState(3, CLICKS, InputKind.DATASET, "clicks@9", available=True, signal_event_id="01D"),
+    ]
+    assert signal_that_readied(inputs, (True, True, True, True)) == "01C"  # 01D was available before
+    assert signal_that_readied(inputs, (True, True, False, True)) == "01B"
+    assert signal_that_readied(inputs, (False, True, False, True)) is None  # only a probe found data
 
 
 def test_inputs_round_trip_through_their_stored_form() -> None:
