@@ -45,5 +45,8 @@ bench: install-dev
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/pipeline.py
 
+chaos: install-dev
+	nice -n 15 $(BIN)/python bench/chaos.py
+
 clean:
 	rm -rf $(VENV) .cardflow .pytest_cache .hypothesis

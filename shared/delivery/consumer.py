@@ -18,6 +18,8 @@ Each entry then goes through the same steps:
 1. redelivered (claimer) entries: read the delivery count (XPENDING); past `max_deliveries`
    (the consumer kept dying) -> dead-letter `exhausted`;
 2. parse the body with `parse` -> on any error, dead-letter `invalid` at once (never retried);
+   so is an event whose type another service owns (`shared.events.ownership.refused_producer`:
+   e.g. a `task.succeeded` not produced by the dispatcher);
    with `parse_entry=True` the parser gets the whole `Entry` (id and every field) instead of
    the body (for streams written by plain Redis clients, e.g. `cf:ingest`); what it returns
    then need not be an `Envelope`;
@@ -56,6 +58,7 @@ from redis.asyncio import Redis
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
 from shared.delivery.wire import BODY_FIELD, ensure_group, extract_body
 from shared.events.envelope import Envelope
+from shared.events.ownership import refused_producer
 from shared.logging import bind_message_context, get_logger
 from shared.names import DEADLETTER_STREAM
 
@@ -72,6 +75,10 @@ OUTAGE_AFTER_FAILURES = 3
 def default_consumer_name() -> str:
     """Unique per process: `<host>-<pid>`. Entries a dead process left pending are claimed by others."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class ForeignProducerError(ValueError):
+    """An event whose type another service owns (`shared.events.ownership`): never trusted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +191,17 @@ class DeliveryPipeline:
         await self.dead(entry, DeadReason.FAILED, 1, exc)
 
     async def parse_or_dead(self, entry: Entry, deliveries: int) -> Envelope | None:
-        """The parsed event, or None after dead-lettering an entry that can never be processed."""
+        """The parsed event, or None after dead-lettering an entry that can never be processed
+        (unreadable, or an event from a producer that does not own its type)."""
         try:
             if self.sub.parse_entry:
-                return self._parse(entry)
-            return self._parse(extract_body(entry.fields, self.sub.body_field))
+                event = self._parse(entry)
+            else:
+                event = self._parse(extract_body(entry.fields, self.sub.body_field))
+            refused = refused_producer(event) if isinstance(event, Envelope) else None
+            if refused is not None:
+                raise ForeignProducerError(refused)
+            return event
         except Exception as exc:
             await self.dead(entry, DeadReason.INVALID, deliveries, exc)
             return None

@@ -7,7 +7,7 @@ pending (XPENDING's oldest id). The trim point is the smallest of those ids (`sa
 pure); XTRIM MINID removes only entries strictly below it. A stream without consumer groups is
 never trimmed (nobody has read it), nor is `cf:deadletter` (operators read it by hand).
 
-Outboxes (`prune_archived_outbox`): a published row may go once it is older than `outbox_keep`
+Outboxes (`prune_trimmed_outbox`): a published row may go once it is older than `outbox_keep`
 AND its stream entry is gone from the stream — which, by the rule above, means every group of
 that stream read it, the audit archive's among them. Inboxes (`prune_inbox`): consumed ids are
 kept for `inbox_keep`, far longer than any redelivery by a claimer; replaying a dead letter older
@@ -123,7 +123,7 @@ async def cardflow_streams(redis: Redis) -> list[str]:
     return sorted(names)
 
 
-async def prune_archived_outbox(conn: asyncpg.Connection | asyncpg.Pool, redis: Redis, schema: str, older_than: timedelta) -> int:
+async def prune_trimmed_outbox(conn: asyncpg.Connection | asyncpg.Pool, redis: Redis, schema: str, older_than: timedelta) -> int:
     """Delete published outbox rows older than `older_than` whose entry is no longer in its stream."""
     firsts: dict[str, str] = {}
     for row in await conn.fetch(f"SELECT DISTINCT stream FROM {quote_schema(schema)}.outbox WHERE published_at IS NOT NULL"):
@@ -149,7 +149,7 @@ async def sweep(pool: asyncpg.Pool, redis: Redis, schema: str | None, policy: Re
         trimmed += (await trim_stream(redis, stream, policy)).trimmed
     done = {"stream_entries": trimmed, "outbox_rows": 0, "inbox_rows": 0}
     if schema is not None:
-        done["outbox_rows"] = await prune_archived_outbox(pool, redis, schema, policy.outbox_keep)
+        done["outbox_rows"] = await prune_trimmed_outbox(pool, redis, schema, policy.outbox_keep)
         done["inbox_rows"] = await prune_inbox(pool, schema, policy.inbox_keep)
     if any(done.values()):
         log.info("retention sweep", schema=schema, **done)

