@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -85,6 +86,7 @@ class Figures:
     tasks_failed: int = 0
     tasks_lost: int = 0
     tasks_run_twice: int = 0
+    run_twice_details: list[str] = field(default_factory=list)
     double_leased_gpus: int = 0
     requeues_by_reason: dict[str, int] = field(default_factory=dict)
     hostile_submitted: int = 0
@@ -199,22 +201,34 @@ async def chaos_loop(supervisor: Supervisor, rng: random.Random, every_s: float,
         kills[victim] += 1
 
 
-async def forge_success(redis: Redis, events: list[Envelope], producer: str) -> str | None:
-    """XADD a `task.succeeded` for a running task as `producer`; the task id, or None."""
+DECOY_HOURS = 100.0
+"""A decoy runs 100 GPU-hours / 600 = 10 minutes: no honest success can come while it is forged."""
+
+
+def a_decoy(name: str) -> dict[str, Any]:
+    return {"name": name, "project": "chaos", "priority_class": "core", "gpus": 1, "estimate_gpu_hours": DECOY_HOURS,
+            "profile": "compute", "idempotency_key": name}  # fmt: skip
+
+
+async def forge_success(redis: Redis, decoy: str, producer: str) -> str | None:
+    """Once the decoy task runs, XADD a `task.succeeded` for it as `producer`; its id (None: it never ran)."""
     from shared.delivery.wire import wire_fields
     from shared.events import make_event
 
-    started = {e.data.task_id for e in events if e.type == "task.started"}
-    ended = {e.data.task_id for e in events if e.type in TERMINAL}
-    running = sorted(started - ended)
-    if not running:
+    deadline = time.monotonic() + 120
+    task_id = None
+    while task_id is None and time.monotonic() < deadline:
+        events = await read_events(redis)
+        ids = {e.data.task_id for e in events if e.type == "task.submitted" and e.data.submission.name == decoy}
+        task_id = next((e.data.task_id for e in events if e.type == "task.started" and e.data.task_id in ids), None)
+        await asyncio.sleep(1)
+    if task_id is None:
         return None
-    task_id = running[0]
-    forged = make_event(
+    event = make_event(
         "task.succeeded", subject=f"task/{task_id}", subject_seq=10_000, producer=producer, actor="upstream:intruder",
         data={"task_id": task_id, "lease_id": "forged", "output_units": 1e9},
     )
-    await redis.xadd(EVENTS_STREAM, wire_fields(forged))
+    await redis.xadd(EVENTS_STREAM, wire_fields(event))
     return task_id
 
 
@@ -246,7 +260,9 @@ def tally(events: list[Envelope], names: set[str], figures: Figures) -> None:
     figures.tasks_finished = sum(1 for t in ids if t in succeeded)
     figures.tasks_failed = sum(1 for t in ids if t in failed)
     figures.tasks_lost = len(names) - sum(1 for t in ids if t in ended)
-    figures.tasks_run_twice = sum(1 for t in ids if succeeded[t] > 1 or t in granted_after_success)
+    twice = [t for t in ids if succeeded[t] > 1 or t in granted_after_success]
+    figures.tasks_run_twice = len(twice)
+    figures.run_twice_details = [story_of(t, ids[t], events) for t in twice]
     figures.double_leased_gpus = len(double_leases(events))
     figures.requeues_by_reason = dict(Counter(str(e.data.reason) for e in events if e.type == "task.requeued"))
     rejected = [e for e in events if e.type == "task.rejected"]
@@ -254,11 +270,22 @@ def tally(events: list[Envelope], names: set[str], figures: Figures) -> None:
     figures.rejections_by_field = dict(Counter(r.field.split("[")[0].split(".")[0] for e in rejected for r in e.data.reasons))
 
 
+def story_of(task_id: str, name: str, events: list[Envelope]) -> str:
+    """One line: the task's lease and outcome events in order (for a task that ran twice)."""
+    kinds = {"lease.granted", "lease.expired", "lease.released", "lease.revoked", "task.requeued", "task.succeeded"}
+    steps = []
+    for e in events:
+        if e.type in kinds and getattr(e.data, "task_id", None) == task_id:
+            why = getattr(e.data, "reason", "")
+            steps.append(f"{e.occurred_at:%H:%M:%S} {e.type}{f' ({why})' if why else ''}")
+    return f"{name} ({task_id}): " + "; ".join(steps)
+
+
 async def run(options: argparse.Namespace) -> Figures:
     figures, rng, kills = Figures(), random.Random(options.seed), Counter[str]()
     data_dir = Path(tempfile.mkdtemp(prefix="cardflow-chaos-"))
     data_dir.chmod(0o711)
-    backends = Backends(Settings(), data_dir, durable=True)  # as `cardflow up`: AOF fsync'd every second
+    backends = Backends(Settings(), data_dir, durable=True, start_timeout=300.0)  # as `cardflow up` (AOF fsync every second)
     endpoints = await asyncio.to_thread(backends.start)
     (port,) = free_ports(1)
     url = f"http://127.0.0.1:{port}"
@@ -281,15 +308,16 @@ async def run(options: argparse.Namespace) -> Figures:
             chaos = asyncio.create_task(chaos_loop(supervisor, rng, options.kill_every_s, stop_chaos, kills))
             tasks = [a_task(n, rng) for n in range(options.tasks)]
             names = {t["name"] for t in tasks}
+            for decoy in ("decoy-1", "decoy-2"):
+                await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(a_decoy(decoy))})
             waves = [tasks[i::4] for i in range(4)]
             started = time.monotonic()
             for index, wave in enumerate(waves):
                 for task in wave:
                     await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(task)})
                 if index == 0:
-                    await asyncio.sleep(5)  # some tasks are running now
-                    figures.forged_by_intruder_believed = await forgery(redis, endpoints, "intruder/1")
-                    figures.forged_as_dispatcher_believed = await forgery(redis, endpoints, "dispatcher/forged")
+                    figures.forged_by_intruder_believed = await forgery(redis, endpoints, "decoy-1", "intruder/1")
+                    figures.forged_as_dispatcher_believed = await forgery(redis, endpoints, "decoy-2", "dispatcher/forged")
                 if index == 1:
                     figures.recovery_s["redis"] = await recovery_after_kill(backends, endpoints, "redis")
                 if index == 2:
@@ -311,6 +339,8 @@ async def run(options: argparse.Namespace) -> Figures:
         figures.peak_rss_mb = round(memory.peak_bytes / 2**20, 1)
         await redis.aclose()
         await asyncio.to_thread(backends.stop)
+        if not options.keep_data:
+            shutil.rmtree(data_dir, ignore_errors=True)
     return figures
 
 
@@ -327,13 +357,18 @@ async def wait_healthy(url: str, timeout: float = 180.0) -> None:
     raise RuntimeError("the console did not answer")
 
 
-async def forgery(redis: Redis, endpoints: Endpoints, producer: str) -> bool | None:
-    """Forge a success for a running task as `producer`; did the views believe it before the dispatcher said so?"""
-    task_id = await forge_success(redis, await read_events(redis), producer)
+async def forgery(redis: Redis, endpoints: Endpoints, decoy: str, producer: str) -> bool | None:
+    """Forge a success for the running decoy as `producer`: do the views believe it? The decoy is
+    then cancelled (it would run for minutes)."""
+    from services.demo.upstream import cancel_fields
+
+    task_id = await forge_success(redis, decoy, producer)
     if task_id is None:
         return None
-    await asyncio.sleep(3)
-    return await views_state(endpoints.database_url, task_id) == "succeeded" and not await _dispatcher_succeeded(redis, task_id)
+    await asyncio.sleep(5)
+    believed = await views_state(endpoints.database_url, task_id) == "succeeded" and not await _dispatcher_succeeded(redis, task_id)
+    await redis.xadd(INGEST_STREAM, cancel_fields(task_id, "chaos decoy", actor="upstream:chaos"))
+    return believed
 
 
 async def _dispatcher_succeeded(redis: Redis, task_id: str) -> bool:
@@ -382,13 +417,17 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         "Measured by `bench/chaos.py` (rerun: `make chaos`, about 5 minutes; `nice -n 15` on a shared machine).",
         f"Run: {options.tasks} valid tasks, chaos for {options.chaos_s:.0f} s (a `kill -9` every {options.kill_every_s:g} s",
-        "on a random service, agent or the console), Redis, PostgreSQL and S3 each `kill -9`ed once, three simulated",
+        "on each service, agent and the console in turn, shuffled), Redis, PostgreSQL and S3 each `kill -9`ed once, three simulated",
         f"GPU hosts (2 x H100x8, L40Sx8) at time scale {TIME_SCALE:g}, lease TTL 6 s. Seed {options.seed}.",
         "",
         "| tasks | count |", "|---|---|", *[f"| {name} | {value} |" for name, value in rows],
         "",
         f"Every valid task ended {f.settle_s:.0f} s after the first wave was submitted." if f.tasks_lost == 0 else
         f"{f.tasks_lost} tasks had not ended {f.settle_s:.0f} s after the first wave.",
+        "",
+        "\"Run twice\" counts a task that succeeded more than once or got a lease after it had succeeded. Each one:",
+        "",
+        *([f"- {line}" for line in f.run_twice_details] or ["- none"]),
         "",
         "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
         + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
@@ -417,7 +456,7 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         "## Forgeries (observed)",
         "",
-        "- a `task.succeeded` XADDed onto `cf:events` for a running task by a producer calling itself `intruder/1` was"
+        "- a `task.succeeded` XADDed onto `cf:events` for a running (10-minute) task by a producer calling itself `intruder/1` was"
         f" believed by the views: **{_yes_no(f.forged_by_intruder_believed)}** (refused and dead-lettered:"
         " `shared.events.ownership`)",
         "- the same, by a producer calling itself `dispatcher/forged`: believed:"
@@ -447,6 +486,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "RELIABILITY.md")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep-data", action="store_true", help="keep the run's data dir (logs) for a post-mortem")
     options = parser.parse_args()
     figures = asyncio.run(run(options))
     options.out.write_text(markdown(figures, options), encoding="utf-8")
