@@ -56,7 +56,9 @@ async def test_entries_that_are_not_utf8_are_dead_lettered_with_the_reason_at_on
     await broker.start()
 
     async def settled() -> bool:
-        return handled == [7] and len(await deadletters(redis, names["deadletter"])) == 2
+        # {7}, not [7]: delivery is at-least-once, and on a loaded machine the claimer (150 ms idle)
+        # may hand the slow valid entry out again while it is being handled; that is allowed here.
+        return set(handled) == {7} and len(await deadletters(redis, names["deadletter"])) == 2
 
     assert await wait_until(settled), (handled, await redis.xpending(names["stream"], names["group"]))
     dead = await deadletters(redis, names["deadletter"])
