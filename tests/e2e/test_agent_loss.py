@@ -31,31 +31,33 @@ def first_lease(system: RunningSystem) -> Envelope | None:
     return grants[0] if grants else None
 
 
-async def run_long_task_on(system: RunningSystem, agent_id: str) -> tuple[str, Envelope]:
-    """Submit the long task with only `agent_id` up; wait until it checkpointed there.
+async def run_long_task_on(system: RunningSystem, agent_id: str, *, standby: str) -> tuple[str, Envelope]:
+    """Submit the long task with only `agent_id` up; start the `standby` agent once the task is leased
+    there (it registers while the task runs); wait until the task checkpointed.
 
-    The first agent has 16 GPUs and the second 8: once the first lease ends, best-fit placement
-    (fewest free GPUs that fit) prefers the second agent's node, so the task moves there.
+    The caller stops `agent_id` right after this returns: nothing else happens between the first
+    checkpoint and the stop, so the task is still far from done on a slow machine. Once the first
+    lease ends, best-fit placement (fewest free GPUs that fit) prefers the standby's 8 GPUs over
+    the first agent's 16, so the task moves there even while the first agent is only paused.
     """
     system.start_agent(agent_id, "H100x16", time_scale=TIME_SCALE)
     await system.submit([LONG_TASK])
     grant = await system.wait_for(first_lease, what="the first lease")
     assert grant.data.agent_id == agent_id
+    system.start_agent(standby, "H100x8", time_scale=TIME_SCALE)
     await system.wait_for(lambda s: events_of(s, "task.checkpointed", grant.data.task_id), what="a checkpoint")
     return grant.data.task_id, grant
 
 
-async def start_second_agent(system: RunningSystem, agent_id: str) -> None:
-    system.start_agent(agent_id, "H100x8", time_scale=TIME_SCALE)
+async def standby_registered(system: RunningSystem, agent_id: str) -> None:
     await system.wait_for(lambda s: [e for e in s.of_type("node.registered") if e.data.agent_id == agent_id],
                           what=f"{agent_id} to register")  # fmt: skip
 
 
 async def test_a_killed_agents_task_resumes_from_its_checkpoint_on_another_agent(system: RunningSystem) -> None:
-    task_id, first = await run_long_task_on(system, "h100-a")
-    await start_second_agent(system, "h100-b")
-
+    task_id, first = await run_long_task_on(system, "h100-a", standby="h100-b")
     system.kill_agent("h100-a", signal.SIGKILL)
+    await standby_registered(system, "h100-b")
     requeued = await system.wait_for(lambda s: events_of(s, "task.requeued", task_id), what="the task to be requeued")
     second = await system.wait_for(lambda s: events_of(s, "lease.granted", task_id)[1:], what="a second lease")
     await system.wait_for(lambda s: s.views[task_id].state is TaskState.SUCCEEDED, what="the task to succeed")
@@ -75,10 +77,9 @@ async def test_a_killed_agents_task_resumes_from_its_checkpoint_on_another_agent
 
 
 async def test_reports_with_a_stale_fencing_token_are_rejected(system: RunningSystem) -> None:
-    task_id, first = await run_long_task_on(system, "h100-a")
-    await start_second_agent(system, "h100-b")
-
+    task_id, first = await run_long_task_on(system, "h100-a", standby="h100-b")
     system.kill_agent("h100-a", signal.SIGSTOP)  # a paused agent: alive, silent, still thinks it holds the lease
+    await standby_registered(system, "h100-b")
     second = (await system.wait_for(lambda s: events_of(s, "lease.granted", task_id)[1:], what="a second lease"))[0]
     assert second.data.fencing_token > first.data.fencing_token
     forged = await forge_finished(system, second.data, fencing_token=first.data.fencing_token)
