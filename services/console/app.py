@@ -2,7 +2,8 @@
 
     app = create_app(settings)        # serve with uvicorn; tests use httpx's ASGI transport
 
-- `/v1/...`: the API (`services.console.api`); OpenAPI at `/openapi.json`, Swagger UI at `/docs`.
+- `/v1/...`: the API (`services.console.api`); OpenAPI at `/openapi.json`, Swagger UI at `/docs` and
+  ReDoc at `/redoc`, their scripts served from the installed `fastapi-offline` package (no CDN).
 - `/board`, `/queue`, `/fleet`, `/quotas`, `/ledger`, `/tasks`, `/tasks/{id}`: the web console,
   server-rendered pages in English / 中文 (`services.console.pages`; no build step, no CDN);
   `/static/`: its stylesheet and script.
@@ -31,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
 from services.common.runtime import prepare_schema
@@ -85,7 +87,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
             await resources.aclose()
             await pool.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc load Swagger UI / ReDoc from the package, not a CDN
         title="cardflow API",
         version="1",
         summary="Submit GPU tasks, watch their state and why they wait, see the readiness board and the fleet.",
