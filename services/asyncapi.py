@@ -14,13 +14,14 @@ groups they create on each stream are exactly the ones documented here.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Union
 
 from faststream.redis import RedisBroker, StreamSub
 from faststream.specification import AsyncAPI
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from services.intake.ingest import CancelPayload, DataReadyPayload, IngestKind
 from shared import names
@@ -173,8 +174,48 @@ def asyncapi_yaml() -> str:
     document = AsyncAPI(
         contract_broker(), title="cardflow streams", version=version("cardflow"),
         description="The Redis Streams through which cardflow's services, agents and upstream systems talk.",
-    )
-    return yaml.safe_dump(document.to_specification().to_jsonable(), sort_keys=True, allow_unicode=True, width=100)
+    ).to_specification().to_jsonable()
+    _replace_payload_schemas(document)
+    return yaml.safe_dump(document, sort_keys=True, allow_unicode=True, width=100)
+
+
+def _replace_payload_schemas(document: dict[str, Any]) -> None:
+    """Give every message a payload schema from ONE pydantic generation over all payloads.
+
+    FastStream generates each payload on its own and merges the definitions by class name, so two
+    classes of one name (the agent's `TaskCheckpointed` report and the `task.checkpointed` event)
+    would overwrite each other; a joint generation gives each its own, qualified name.
+    """
+    payloads = _payload_types()
+    fields = {f"p{index}": (schema, ...) for index, schema in enumerate(payloads.values())}
+    joint = create_model("Payloads", **fields).model_json_schema(ref_template="#/components/schemas/{model}")  # type: ignore[call-overload]
+    schemas: dict[str, Any] = dict(joint.get("$defs", {}))
+    for (message_key, payload_name), field in zip(payloads, fields, strict=True):
+        schema = {key: value for key, value in joint["properties"][field].items() if key != "title"}
+        schemas[payload_name] = schema
+        document["components"]["messages"][message_key]["payload"] = {"$ref": f"#/components/schemas/{payload_name}"}
+    unknown = set(document["components"]["messages"]) - {message_key for message_key, _ in payloads}
+    if unknown:
+        raise RuntimeError(f"messages without a payload schema: {sorted(unknown)}")
+    document["components"]["schemas"] = schemas
+
+
+def _payload_types() -> dict[tuple[str, str], Any]:
+    """(FastStream's message key, payload schema name) -> the payload's type, for every message."""
+    by_stream: dict[str, list[Any]] = {}
+    for appender in APPENDERS:
+        by_stream.setdefault(appender.stream, []).append(appender.schema)
+    payloads: dict[tuple[str, str], Any] = {
+        (f"{appender.title}:Message", _schema_name(appender.title)): appender.schema for appender in APPENDERS
+    }
+    for group in CONSUMER_GROUPS:
+        title = f"{group.stream}:{group.group}"
+        payloads[(f"{title}:SubscribeMessage", _schema_name(title))] = Union[tuple(by_stream[group.stream])]
+    return payloads
+
+
+def _schema_name(title: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:-]", "", title) + ":Payload"
 
 
 if __name__ == "__main__":

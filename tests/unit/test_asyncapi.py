@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+from urllib.parse import unquote
 from pathlib import Path
 
 import pytest
@@ -53,9 +55,25 @@ def test_every_stream_and_consumer_group_is_documented() -> None:
     }
     operations = {op["action"] for op in document["operations"].values()}
     assert operations == {"send", "receive"}
-    event_payload = document["components"]["schemas"]["cf:events:append:Message:Payload"]
+    event_payload = document["components"]["schemas"]["cf:events:append:Payload"]
     documented = {ref["$ref"].rsplit("/", 1)[1] for ref in event_payload["oneOf"]}
-    assert documented == {cls.__name__ for cls in EVENT_CLASSES}  # every event type of the catalog
+    assert {name.rsplit("__", 1)[-1] for name in documented} == {cls.__name__ for cls in EVENT_CLASSES}
+
+
+def test_every_reference_resolves_and_same_named_classes_stay_apart() -> None:
+    text = DOCUMENT.read_text(encoding="utf-8")
+    document = yaml.safe_load(text)
+    references = set(re.findall(r"\$ref: '#/([^']+)'", text)) | set(re.findall(r": '#/(components/schemas/[^']+)'", text))
+
+    assert references
+    for reference in references:
+        node = document
+        for part in reference.split("/"):
+            node = node[unquote(part)]
+    schemas = document["components"]["schemas"]
+    report = schemas["cf:reports:append:Payload"]["discriminator"]["mapping"]["report.checkpointed"]
+    event = schemas["cf:events:append:Payload"]["discriminator"]["mapping"]["task.checkpointed"]
+    assert report != event  # the agent's TaskCheckpointed report and the task.checkpointed event
 
 
 def test_the_dead_letter_message_has_exactly_the_fields_the_code_writes() -> None:
