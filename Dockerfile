@@ -2,7 +2,8 @@
 #   cardflow service intake|readiness|matcher|dispatcher|ledger|views
 #   cardflow agent --id ID --sim H100x8      cardflow console      cardflow doctor
 # The image also carries the embedded servers' packages, so `cardflow up` works in it as well, and
-# nvidia-ml-py (the `gpu` extra) for `cardflow agent --real` on GPU nodes (deploy/kubernetes).
+# nvidia-ml-py (the `gpu` extra) for `cardflow agent --real` on GPU nodes (deploy/kubernetes), and the
+# OpenTelemetry SDK and OTLP exporter (the `tracing` extra) for CARDFLOW_TRACING=otlp.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -17,7 +18,7 @@ WORKDIR /app
 COPY pyproject.toml README.m[d] ./
 RUN mkdir -p shared services \
     && touch shared/__init__.py services/__init__.py \
-    && pip install '.[gpu]' \
+    && pip install '.[gpu,tracing]' \
     && pip uninstall --yes cardflow
 COPY shared ./shared
 COPY services ./services

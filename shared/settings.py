@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
     data_dir: Path = Path(".cardflow")
     instance: str = Field("local", description="name of this process instance, used in event producers")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="serve Prometheus /metrics on this port (services and agents; unset = off)"
+    )
+    tracing: Literal["off", "otlp", "console"] = Field(
+        "off", description="OpenTelemetry tracing of message handling: otlp (OTEL_EXPORTER_OTLP_* settings) or console"
+    )
 
     @property
     def database_dsn(self) -> str | None:

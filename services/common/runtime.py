@@ -28,6 +28,7 @@ import asyncpg
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
+from services.observability.delivery import instrument_service
 from shared.delivery.consumer import Entry
 from shared.delivery.consumer import default_consumer_name
 from shared.delivery.db import create_pool
@@ -186,6 +187,7 @@ async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event
         await prepare_schema(pool, spec)
         ctx = ServiceContext(spec, settings, pool, redis, broker, stop, instance=f"{settings.instance}-{os.getpid()}")
         async with ctx.resources:
+            await instrument_service(ctx)  # metrics and tracing, when the settings turn them on
             await spec.setup(ctx)
             await _run_until_stopped(ctx)
     finally:

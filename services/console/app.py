@@ -8,6 +8,7 @@
   server-rendered pages in English / 中文 (`services.console.pages`; no build step, no CDN);
   `/static/`: its stylesheet and script.
 - `/healthz`: 200 when PostgreSQL answers, else 503.
+- `/metrics`: Prometheus metrics of the system's state (`services.observability.system_state`).
 
 At start-up the process applies the `views`, `intake` and `identity` schema migrations (idempotent
 and serialised, like every service start), so the API works before those services first ran; the
@@ -50,6 +51,7 @@ from services.console.snapshots import run_daily_board_snapshots
 from services.identity.tokens import IDENTITY_SPEC
 from services.identity.tokens import SCHEMA as IDENTITY_SCHEMA
 from services.intake.service import SPEC as INTAKE_SPEC
+from services.observability.system_state import metrics_endpoint
 from shared.delivery.db import create_pool
 from shared.delivery.relay import OutboxRelay
 from shared.settings import Settings
@@ -102,6 +104,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     app.add_exception_handler(SignInRequired, sign_in_redirect)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_api_route("/healthz", healthz, methods=["GET"], summary="200 when the database answers")
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)  # Prometheus
     app.add_api_route("/v1/labels", labels, methods=["GET"], summary="Console labels in English and Chinese")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

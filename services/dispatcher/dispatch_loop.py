@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import fresh_leases, save_changes
+from services.observability.metrics import observe_cycle
 from shared.leasing.expiry import expire
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
 from shared.logging import get_logger
@@ -35,12 +36,14 @@ class CycleReport:
 
 async def run_cycle(dc: Dispatcher) -> CycleReport:
     """One scheduling cycle (steps 1-4)."""
+    entered = time.perf_counter()
     async with dc.write_step() as step:
         started = time.perf_counter()
         # 1. The snapshot and the queue, from memory (and a newer `policy` version, if one came into force).
         await dc.policies.refresh(step.conn)
         queue = step.state.plan_queue()
         if not queue:
+            observe_cycle(started - entered)
             return CycleReport(0, None, 0.0)
         snapshot = step.state.snapshot(step.now.timestamp())
         # 2. Decide: the pure core, the same function the simulator runs.
@@ -52,6 +55,7 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
         # 4. Save; memory follows after the commit.
         await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
         step.commit(lambda state: state.apply(effects.changes))
+    observe_cycle(started - entered, planned - started, time.perf_counter() - planned)  # Prometheus histogram
     if effects.leases or effects.preempted:
         log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,
                  plan_ms=round((planned - started) * 1000, 1),

@@ -333,3 +333,17 @@ def test_the_console_is_published_through_its_service(rendered: list[dict[str, A
     assert backend["name"] == "cardflow-console"
     assert backend["port"]["name"] in {port["name"] for port in service["spec"]["ports"]}
     assert console["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_every_service_and_the_console_are_scraped_on_their_metrics_port(rendered: list[dict[str, Any]]) -> None:
+    settings = by_kind(rendered, "ConfigMap")["cardflow-settings"]["data"]
+    for name, deployment in by_kind(rendered, "Deployment").items():
+        template = deployment["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        ports = {port["containerPort"] for port in template["spec"]["containers"][0]["ports"]}
+        expected = 8080 if name == "cardflow-console" else int(settings["CARDFLOW_METRICS_PORT"])
+
+        assert annotations["prometheus.io/scrape"] == "true", name
+        assert int(annotations["prometheus.io/port"]) == expected and expected in ports, name
+        assert annotations["prometheus.io/path"] == "/metrics", name
+    assert settings["CARDFLOW_TRACING"] == "off"  # tracing is opt-in

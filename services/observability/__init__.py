@@ -1,0 +1,1 @@
+"""Metrics (Prometheus) and tracing (OpenTelemetry) for every cardflow process; see docs/operations.md."""
