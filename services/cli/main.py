@@ -8,7 +8,7 @@ app = typer.Typer(
     name="cardflow",
     help="cardflow — keep every GPU busy with the right work; make every GPU-hour accountable.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # `cardflow --install-completion` (bash, zsh, fish, PowerShell)
     pretty_exceptions_show_locals=False,
 )
 
