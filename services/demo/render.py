@@ -73,6 +73,12 @@ def _counts(board: Board) -> Text:
     return Text.assemble(*parts)
 
 
+def plain_status(board: Board) -> str:
+    """One line for a non-terminal output: the task counts and the GPUs leased per card type."""
+    fleet = "  ".join(f"{card} {busy}/{total} GPUs leased" for card, (busy, total) in board.fleet().items())
+    return f"{_counts(board).plain}  |  {fleet or 'no node registered yet'}"
+
+
 def _fleet(board: Board) -> Table:
     table = Table.grid(padding=(0, 1))
     table.add_row(Text("fleet", style="bold"))

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.live import Live
 
 from services.demo.board import Board
-from services.demo.render import Header, live_view, summary
+from services.demo.render import Header, live_view, plain_status, summary
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
 from services.demo.upstream import perform, submit
@@ -182,7 +182,11 @@ class DemoSession:
 
 
 async def _follow(session: DemoSession, console: Console, stop: asyncio.Event, supervisor: Supervisor | None) -> None:
-    """Steps 2-3: step the session under a live view until the demo is done (or stopped)."""
+    """Steps 2-3: step the session under a live view until the demo is done (or stopped); plain
+    lines instead when the output is not a terminal (a pipe, a file, CI)."""
+    if not console.is_terminal:
+        await _follow_plain(session, console, stop, supervisor)
+        return
     options = session.options
     header = Header(session.workload.run_id, options.time_scale, options.console_url, session.started, options.logs)
     render = _renderer(session.board, supervisor, console)
@@ -193,6 +197,29 @@ async def _follow(session: DemoSession, console: Console, stop: asyncio.Event, s
             live.update(render(replace(header, notes=tuple(session.progress.notes))))
             if done:
                 return
+
+
+async def _follow_plain(session: DemoSession, console: Console, stop: asyncio.Event,
+                        supervisor: Supervisor | None) -> None:  # fmt: skip
+    """Like `_follow`, printing one line whenever the counts change, and each note and process exit once."""
+    printed_status, printed_notes, seen_notices = "", 0, len(supervisor.notices) if supervisor else 0
+    while not stop.is_set():
+        done = await session.step()
+        elapsed = time.monotonic() - session.started
+        for note in session.progress.notes[printed_notes:]:
+            console.print(note, markup=False, highlight=False)
+        printed_notes = len(session.progress.notes)
+        notices = list(supervisor.notices) if supervisor else []
+        for notice in notices[seen_notices:]:
+            if notice.message.startswith("exited"):
+                console.print(f"{notice.child}: {notice.message}", markup=False, highlight=False)
+        seen_notices = len(notices)
+        status = plain_status(session.board)
+        if status != printed_status:
+            console.print(f"{elapsed:4.0f}s  {status}", markup=False, highlight=False)
+            printed_status = status
+        if done:
+            return
 
 
 def _renderer(board: Board, supervisor: Supervisor | None, console: Console) -> Callable[[Header], object]:

@@ -247,6 +247,7 @@ class Supervisor:
         return popen.pid
 
     def _stop_all(self) -> None:
+        self._stopping.set()  # from now on an exit is a stop: no "exited ... restarting" notice, no restart
         self._stop(list(self._children.values()))
 
     def _stop(self, children: list[_Child]) -> None:

@@ -66,7 +66,7 @@ async def test_services_and_console_expose_the_documented_metrics(
     port = free_port()
     settings = fresh_settings.model_copy(update={"metrics_port": port})
     async with running_system(settings, data_dir_factory()) as system:
-        system.start_agent("h100-m", "H100x8", time_scale=20)  # tasks run long enough to be seen running
+        system.start_agent("h100-m", "H100x8", time_scale=5)  # tasks run for minutes: still running when scraped
         await _grant_quota(system, "metrics", 100.0)
         await system.submit([
             {"name": "core-run", "project": "metrics", "priority_class": "core", "gpus": 2, "min_vram_gb": 80,
@@ -74,7 +74,7 @@ async def test_services_and_console_expose_the_documented_metrics(
             {"name": "filler", "project": "metrics", "priority_class": "opportunistic", "gpus": 1,
              "min_vram_gb": 80, "estimate_gpu_hours": 2.0, "profile": "compute"},
         ])  # fmt: skip
-        await system.wait_for(_both_running, timeout=90, what="both tasks running")
+        await system.wait_for(_both_running, timeout=180, what="both tasks running")
 
         async with httpx.AsyncClient() as client:
 

@@ -67,3 +67,7 @@ def test_up_demo_settles_with_a_summary_and_stops_cleanly(data_dir_factory: Call
     assert len(children) >= 10  # six services, the console, three agents (and the embedded servers)
     assert processes_of(data_dir) == []
     assert "Stopped." in output.read_text(errors="replace")
+    # Not a terminal: plain progress lines, no cursor movement; Ctrl-C / SIGTERM reports no restart.
+    assert re.search(r"^\s*\d+s  tasks: .*GPUs leased", text, re.MULTILINE)
+    assert "\x1b[" not in text and "\r" not in text
+    assert "restarting in" not in output.read_text(errors="replace")

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from services.demo.board import Board
-from services.demo.render import Header, live_view, summary
+from services.demo.render import Header, live_view, plain_status, summary
 from services.demo.supervisor import ChildStatus
 from shared.cards import load_catalog
 from shared.events import Envelope, TaskState, make_event
@@ -113,3 +113,15 @@ def test_the_live_view_and_summary_say_what_happened() -> None:
     assert "uploaded s3://b/k" in text
     assert "vision" in text and "total" in text
     assert "job-T2" in text  # did not run: listed with its reason
+
+
+def test_the_plain_status_line_counts_tasks_and_leased_gpus() -> None:
+    board = Board(CATALOG)
+    assert plain_status(board).endswith("no node registered yet")
+
+    board.apply_all([node(), submitted("T1", "k1"), granted("T1", "L1", at=1.0)])
+    line = plain_status(board)
+
+    assert "leased 1" in line and "total 1" in line
+    assert "2/8 GPUs leased" in line
+    assert "\x1b" not in line  # plain text: nothing for a terminal to interpret

@@ -101,3 +101,15 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+def test_stopping_the_supervisor_reports_stops_not_restarts(tmp_path: Path) -> None:
+    """Ctrl-C of `cardflow up`: each child is reported stopped, none 'exited … restarting'."""
+    sleeper = python("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(60)")
+    with Supervisor(tmp_path) as supervisor:
+        supervisor.start([ChildSpec(f"service-{n}", sleeper) for n in range(4)])
+        wait_for(lambda: all(child.running for child in supervisor.status()), what="every child running")
+
+    messages = [notice.message for notice in supervisor.notices]
+    assert [m for m in messages if "restarting" in m or m.startswith("exited")] == []
+    assert len([m for m in messages if m.startswith("stopped")]) == 4
