@@ -125,6 +125,8 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
                   "The leader's queue, leases and nodes; emits the dispatcher's task, lease and node events."),
     ConsumerGroup(names.EVENTS_STREAM, names.LEDGER_GROUP, "ledger",
                   "Usage, cost and quotas; emits usage.recorded and the quota events."),
+    ConsumerGroup(names.EVENTS_STREAM, names.AUDIT_GROUP, "ledger",
+                  "The audit archiver: every event into audit.events with a hash chain, rolled to object storage."),
     ConsumerGroup(names.EVENTS_STREAM, names.CONSOLE_GROUP, "views",
                   "Projects tasks, nodes and leases into the console's read models; emits nothing."),
     ConsumerGroup(names.REPORTS_STREAM, names.DISPATCHER_GROUP, "dispatcher",
