@@ -36,6 +36,8 @@ from pathlib import Path
 from shared.embedded.processes import group_members, next_backoff, open_log
 
 _PR_SET_PDEATHSIG = 1
+KILL_WAIT_S = 5.0
+"""How long `close` waits for SIGKILLed processes to be gone (the kernel needs a moment)."""
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,9 @@ def _kill_group(pgid: int, deadline: float) -> None:
     if group_members(pgid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+        killed_by = time.monotonic() + KILL_WAIT_S
+        while group_members(pgid) and time.monotonic() < killed_by:  # SIGKILL takes effect asynchronously
+            time.sleep(0.02)
 
 
 def _die_with_spawning_thread() -> Callable[[], None] | None:

@@ -124,7 +124,7 @@ def _both_running(system: RunningSystem) -> bool:
 
 async def _grant_quota(system: RunningSystem, project: str, gpu_hours: float) -> None:
     async def ledger_ready() -> bool:
-        return bool(await system.pool.fetchval("SELECT to_regclass('ledger.subject_seq') IS NOT NULL"))
+        return bool(await system.pool.fetchval("SELECT to_regclass('ledger.quotas') IS NOT NULL"))
 
     assert await poll_until(ledger_ready, timeout=60), "the ledger never created its tables"
     now = datetime.now(UTC)
