@@ -15,9 +15,12 @@ app = typer.Typer(
 
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
-    from services.cli import agent, backends, board, config_commands, export, ledger, service, simulate, submit, tokens, views
+    from services.cli import (
+        agent, backends, board, config_commands, deadletter, export, ledger, service, simulate, submit, tokens, views,
+    )
 
-    for module in (agent, backends, service, simulate, views, submit, ledger, board, tokens, config_commands, export):
+    for module in (agent, backends, service, simulate, views, submit, ledger, board, tokens, config_commands, export,
+                   deadletter):
         module.register(app)
 
 

@@ -25,6 +25,7 @@ from shared.events.dispatch import (
     TaskSucceeded,
 )
 from shared.events.envelope import Envelope, Payload, utcnow
+from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.identity import TokenCreated, TokenRevoked
 from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
 from shared.events.leases import (
@@ -66,6 +67,8 @@ Event = Annotated[
         ConfigChanged, TemplateChanged,
         # identity (the console process)
         TokenCreated, TokenRevoked,
+        # operators' dead-letter actions (the console's API, through intake's outbox)
+        DeadLetterReplayed, DeadLetterPurged,
     ],
     Field(discriminator="type"),
 ]

@@ -51,6 +51,11 @@ def token_subject(token_id: str) -> str:
     return f"token/{token_id}"
 
 
+def deadletter_subject(deadletter_id: str) -> str:
+    """`deadletter/<id>`: one entry of cf:deadletter."""
+    return f"deadletter/{deadletter_id}"
+
+
 def split_subject(subject: str) -> tuple[str, str]:
     """`"task/T1"` -> `("task", "T1")`; ValueError if there is no kind prefix."""
     kind, sep, entity_id = subject.partition("/")
