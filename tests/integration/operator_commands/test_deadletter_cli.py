@@ -15,7 +15,7 @@ from services.cli.main import app
 from services.intake.service import SPEC as INTAKE
 from shared.delivery.db import create_pool
 from shared.names import DEADLETTER_STREAM, INGEST_STREAM
-from shared.settings import Settings
+from shared.settings import Settings, get_settings
 from tests.helpers.console_server import serving_console
 from tests.helpers.running_services import RunningServices
 
@@ -25,6 +25,7 @@ CLEARED = ("CARDFLOW_API_URL", "CARDFLOW_TOKEN", "CARDFLOW_TOKEN_FILE", "CARDFLO
 
 def cardflow(*args: str, **env: str) -> Result:
     environment: dict[str, str | None] = {key: None for key in CLEARED} | {"COLUMNS": "200"} | env
+    get_settings.cache_clear()  # commands that read settings must see this call's environment, not an earlier test's
     return runner.invoke(app, list(args), env=environment)
 
 

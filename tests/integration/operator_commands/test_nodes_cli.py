@@ -13,7 +13,7 @@ from services.console.projector import SPEC as VIEWS
 from services.console.views import load_fleet
 from shared.events import new_event_id
 from shared.events.subjects import node_subject
-from shared.settings import Settings
+from shared.settings import Settings, get_settings
 from tests.helpers.console_server import serving_console
 from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import TaskStory
@@ -24,6 +24,7 @@ CLEARED = ("CARDFLOW_API_URL", "CARDFLOW_TOKEN", "CARDFLOW_TOKEN_FILE", "CARDFLO
 
 def cardflow(*args: str, **env: str) -> Result:
     environment: dict[str, str | None] = {key: None for key in CLEARED} | {"COLUMNS": "200"} | env
+    get_settings.cache_clear()  # commands that read settings must see this call's environment, not an earlier test's
     return runner.invoke(app, list(args), env=environment)
 
 
