@@ -11,8 +11,10 @@ transaction:
 
 Every entry is parsed with `parse_event` before it is archived (so replay can always fold the
 archive); one that cannot be parsed is dead-lettered like for any consumer. What is hashed and
-stored is the event's canonical JSON as written (`canonical_json` of its JSON object: an event of
-an old schema version is archived as it was, and upcast only when read).
+stored is the event's canonical JSON as it was written: the `event` field as the outbox relay
+published it (the outbox stores `canonical_json`; `wire_fields` builds the same for hand-written
+producers), or, for an entry FastStream framed itself, `canonical_json` of its JSON object. An
+event of an old schema version is archived as it was, and upcast only when read.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import asyncpg
 from services.audit.chain import EMPTY_HEAD, ChainHead, Linked, chain_from
 from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.migrations import advisory_key, migrate
-from shared.delivery.wire import extract_body
+from shared.delivery.wire import BODY_FIELD, extract_body
 from shared.events import canonical_json, parse_event
 from shared.logging import get_logger
 from shared.names import AUDIT_GROUP, EVENTS_STREAM
@@ -62,7 +64,7 @@ def archivable(entry: Entry) -> ArchivableEvent:
     """Parse a stream entry (raises, and the entry is dead-lettered, when it is not a valid event)."""
     raw = extract_body(entry.fields)
     event = parse_event(raw)
-    body = canonical_json(json.loads(raw)).decode()
+    body = raw.decode() if BODY_FIELD.encode() in entry.fields else canonical_json(json.loads(raw)).decode()
     return ArchivableEvent(
         entry_id=entry.entry_id, event_id=event.event_id, type=event.type, subject=event.subject,
         subject_seq=event.subject_seq, producer=event.producer, actor=event.actor,

@@ -167,6 +167,13 @@ def _readiness(t: _Teller, e: Envelope) -> Told:
     return f"waiting for data: {len(d.missing_inputs)} input(s) missing ({d.ready_fraction:.0%} ready): {missing}", "data_not_ready"
 
 
+def _data_ready(t: _Teller, e: Envelope) -> Told:
+    d = e.data
+    where = f" at {d.location}" if d.location else ""
+    source = f" ({d.source})" if d.source else ""
+    return f"input {d.input} signalled ready by {e.actor}{where}{source}", None
+
+
 def _matched(t: _Teller, e: Envelope) -> Told:
     d = e.data
     chosen = next(o for o in d.ranking if o.card_type == d.chosen)
@@ -293,7 +300,8 @@ def _hours(seconds: float) -> str:
 
 _TELL: dict[str, Callable[[_Teller, Envelope], Told]] = {
     "task.submitted": _submitted, "task.rejected": _rejected, "task.cancel_requested": _cancel_requested,
-    "task.readiness_changed": _readiness, "task.matched": _matched, "task.unmatchable": _unmatchable,
+    "task.readiness_changed": _readiness, "data.ready_signalled": _data_ready,
+    "task.matched": _matched, "task.unmatchable": _unmatchable,
     "task.queued": _queued, "task.held": _held, "task.approved": _approved, "lease.granted": _granted,
     "task.started": _started, "task.checkpointed": _checkpointed, "lease.revoked": _revoked,
     "lease.expired": _expired, "lease.released": _released, "usage.recorded": _usage,
