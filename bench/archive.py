@@ -32,7 +32,7 @@ from shared.delivery.wire import wire_fields
 from shared.embedded import Backends
 from shared.events import Envelope, make_event
 from shared.events.subjects import lease_subject, task_subject
-from shared.replay import ReplayState, apply
+from shared.replay import ReplayState, replay_event
 from shared.settings import Settings
 from services.audit.reading import archived_events
 
@@ -101,7 +101,7 @@ async def bench(dsn: str, count: int, batch: int) -> None:
         started = time.perf_counter()
         state = ReplayState()
         async for item in archived_events(pool):
-            apply(state, item.event)
+            replay_event(state, item.event)
         replay_s = time.perf_counter() - started
     finally:
         await pool.close()

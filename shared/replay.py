@@ -42,7 +42,7 @@ def exact(value: float) -> Decimal:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseRecord:
+class ReplayedLease:
     """One lease as the events tell it."""
 
     lease_id: str
@@ -94,7 +94,7 @@ class UsageTotal:
 
 
 @dataclass(frozen=True, slots=True)
-class QuotaRecord:
+class ReplayedQuota:
     """A quota account: granted hours plus adjustments, its window."""
 
     account_id: str
@@ -109,7 +109,7 @@ class QuotaRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRecord:
+class ReplayedNode:
     node_id: str
     agent_id: str
     card_type: str
@@ -127,10 +127,10 @@ class ReplayState:
     """Everything `replay` rebuilt; `events` counts what was folded, `as_of` is the latest time seen."""
 
     tasks: dict[str, TaskView] = field(default_factory=dict)
-    leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    leases: dict[str, ReplayedLease] = field(default_factory=dict)
     usage: list[UsageSlice] = field(default_factory=list)
-    quotas: dict[str, QuotaRecord] = field(default_factory=dict)
-    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    quotas: dict[str, ReplayedQuota] = field(default_factory=dict)
+    nodes: dict[str, ReplayedNode] = field(default_factory=dict)
     events: int = 0
     as_of: datetime | None = None
 
@@ -153,7 +153,7 @@ class ReplayState:
     def usage_by_task(self) -> dict[str, UsageTotal]:
         return _totals(self.usage, lambda piece: piece.task_id)
 
-    def quota_used_gpu_hours(self, quota: QuotaRecord) -> Decimal:
+    def quota_used_gpu_hours(self, quota: ReplayedQuota) -> Decimal:
         """GPU-hours of the account's project (and card type) inside its window, cut at the edges."""
         seconds = Decimal(0)
         for piece in self.usage:
@@ -189,11 +189,11 @@ def replay(events: Iterable[Envelope]) -> ReplayState:
     """Fold `events` (archive order) into a `ReplayState`."""
     state = ReplayState()
     for event in events:
-        apply(state, event)
+        replay_event(state, event)
     return state
 
 
-def apply(state: ReplayState, event: Envelope) -> None:
+def replay_event(state: ReplayState, event: Envelope) -> None:
     """Fold one event into `state` (in place)."""
     state.events += 1
     if state.as_of is None or event.occurred_at > state.as_of:
@@ -206,8 +206,8 @@ def apply(state: ReplayState, event: Envelope) -> None:
         applier(state, event.data, event)
 
 
-def _lease(state: ReplayState, lease_id: str, task_id: str) -> LeaseRecord:
-    return state.leases.get(lease_id) or LeaseRecord(lease_id=lease_id, task_id=task_id)
+def _lease(state: ReplayState, lease_id: str, task_id: str) -> ReplayedLease:
+    return state.leases.get(lease_id) or ReplayedLease(lease_id=lease_id, task_id=task_id)
 
 
 def _granted(state: ReplayState, data: Any, event: Envelope) -> None:
@@ -250,7 +250,7 @@ def _usage(state: ReplayState, data: Any, event: Envelope) -> None:
 
 
 def _quota_granted(state: ReplayState, data: Any, event: Envelope) -> None:
-    state.quotas[data.account_id] = QuotaRecord(
+    state.quotas[data.account_id] = ReplayedQuota(
         account_id=data.account_id, project=data.project, card_type=data.card_type, gpu_hours=exact(data.gpu_hours),
         valid_from=data.valid_from, valid_to=data.valid_to, granted_event=event.event_id, granted_by=event.actor,
     )  # fmt: skip
@@ -267,7 +267,7 @@ def _quota_adjusted(state: ReplayState, data: Any, event: Envelope) -> None:
 
 
 def _node_registered(state: ReplayState, data: Any, event: Envelope) -> None:
-    state.nodes[data.node_id] = NodeRecord(data.node_id, data.agent_id, data.card_type, data.gpus, event.occurred_at)
+    state.nodes[data.node_id] = ReplayedNode(data.node_id, data.agent_id, data.card_type, data.gpus, event.occurred_at)
 
 
 def _node_lost(state: ReplayState, data: Any, event: Envelope) -> None:

@@ -20,7 +20,7 @@ from services.audit.reading import archived_events, events_about, task_events
 from services.audit.story import story_json, tell
 from shared.events import parse_event
 from shared.events.subjects import data_subject
-from shared.replay import ReplayState, apply
+from shared.replay import ReplayState, replay_event
 
 CHANGE_TYPES = (
     "config.changed", "template.changed", "quota.granted", "quota.adjusted", "task.approved",
@@ -37,7 +37,7 @@ class UnknownTaskError(LookupError):
 async def replay_at(pool: asyncpg.Pool, until: datetime | None = None) -> ReplayState:
     state = ReplayState()
     async for item in archived_events(pool, until=until):
-        apply(state, item.event)
+        replay_event(state, item.event)
     return state
 
 

@@ -26,7 +26,7 @@ from shared.replay import exact
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class StoryStep:
     """One event of the story."""
 
     seq: int
@@ -40,7 +40,7 @@ class Step:
 
 
 @dataclass
-class Run:
+class StoryRun:
     """One grant of GPUs and what became of it (several leases when a grant spans nodes)."""
 
     number: int
@@ -65,8 +65,8 @@ class Run:
 class Story:
     task_id: str
     view: TaskView | None
-    steps: list[Step] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
+    steps: list[StoryStep] = field(default_factory=list)
+    runs: list[StoryRun] = field(default_factory=list)
     match: dict[str, Any] | None = None
     submission: dict[str, Any] | None = None
 
@@ -95,7 +95,7 @@ def tell(task_id: str, archived: Sequence[ArchivedEvent]) -> Story:
 class _Teller:
     def __init__(self, story: Story) -> None:
         self.story = story
-        self.run_of_lease: dict[str, Run] = {}
+        self.run_of_lease: dict[str, StoryRun] = {}
         self.last_grant: tuple[datetime, str | None] | None = None
 
     def add(self, item: ArchivedEvent) -> None:
@@ -109,10 +109,10 @@ class _Teller:
             return
         sentence, reason = told(self, event)
         run = self.run_of_lease.get(getattr(event.data, "lease_id", None) or "")
-        self.story.steps.append(Step(item.seq, event.event_id, event.occurred_at, event.actor, event.type,
+        self.story.steps.append(StoryStep(item.seq, event.event_id, event.occurred_at, event.actor, event.type,
                                      run.number if run else None, sentence, reason))  # fmt: skip
 
-    def _run(self, event: Envelope) -> Run:
+    def _run(self, event: Envelope) -> StoryRun:
         lease_id = event.data.lease_id
         run = self.run_of_lease.get(lease_id)
         if run is None:
@@ -121,14 +121,14 @@ class _Teller:
             self.run_of_lease[lease_id] = run
         return run
 
-    def _new_run(self, event: Envelope) -> Run:
+    def _new_run(self, event: Envelope) -> StoryRun:
         """A lease of the same grant (same time and cause) joins the run; any other starts one."""
         key = (event.occurred_at, event.causation_id)
         if event.type == "lease.granted" and self.last_grant == key and self.story.runs:
             return self.story.runs[-1]
         if event.type == "lease.granted":
             self.last_grant = key
-        run = Run(number=len(self.story.runs) + 1)
+        run = StoryRun(number=len(self.story.runs) + 1)
         self.story.runs.append(run)
         return run
 
@@ -325,7 +325,7 @@ def story_json(story: Story) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _run_json(run: Run) -> dict[str, Any]:
+def _run_json(run: StoryRun) -> dict[str, Any]:
     at = lambda value: value.isoformat() if value else None  # noqa: E731
     return {
         "run": run.number, "lease_ids": run.lease_ids, "node_ids": run.node_ids, "card_type": run.card_type,

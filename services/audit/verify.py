@@ -38,7 +38,7 @@ from services.audit.segments import SegmentProblem, check_segment, load_rows, lo
 from shared.events import Envelope
 from shared.names import EVENTS_STREAM, SCHEMAS
 from shared.projection import task_id_of
-from shared.replay import ReplayState, apply
+from shared.replay import ReplayState, replay_event
 from shared.storage import ObjectStore
 
 SETTLE_S = 15.0
@@ -168,7 +168,7 @@ async def check_models(pool: asyncpg.Pool, report: VerifyReport, settle_s: float
 
 
 def _fold(state: ReplayState, history: dict[str, list[Envelope]], event: Envelope) -> None:
-    apply(state, event)
+    replay_event(state, event)
     task_id = task_id_of(event)
     if task_id is not None:
         history.setdefault(task_id, []).append(event)

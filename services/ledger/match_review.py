@@ -36,14 +36,14 @@ class Verdict(StrEnum):
 VERDICT_LABELS_ZH = {"worth_it": "值得", "oversized": "事后看过大", "underestimated": "低估"}
 
 
-class Grouping(StrEnum):
+class ReviewGrouping(StrEnum):
     CARD = "card"
     PROJECT = "project"
     PROFILE = "profile"
 
 
 @dataclass(frozen=True, slots=True)
-class CardOption:
+class RankedCard:
     """One ranked card type of the task's match: the matcher's estimates."""
 
     card_type: str
@@ -62,7 +62,7 @@ class MatchFacts:
     scenario: str | None
     gpus: int
     chosen: str
-    ranking: tuple[CardOption, ...]
+    ranking: tuple[RankedCard, ...]
     ran_on: str
     gpu_seconds: Decimal
     cost: Decimal
@@ -125,19 +125,19 @@ def review_match(facts: MatchFacts, thresholds: ReviewThresholds = ReviewThresho
     return MatchReview(facts, verdict, reason, estimate.est_runtime_s, estimate.est_cost, ratio, alternatives)
 
 
-def _estimate_for(facts: MatchFacts) -> CardOption:
+def _estimate_for(facts: MatchFacts) -> RankedCard:
     """The estimate for the card it ran on (the chosen card's when the ranking does not list it)."""
     by_card = {option.card_type: option for option in facts.ranking}
     return by_card.get(facts.ran_on) or by_card[facts.chosen]
 
 
-def _hindsight(option: CardOption, ratio: float, runtime_limit_s: float, actual_cost: float) -> Alternative:
+def _hindsight(option: RankedCard, ratio: float, runtime_limit_s: float, actual_cost: float) -> Alternative:
     runtime, cost = option.est_runtime_s * ratio, option.est_cost * ratio
     return Alternative(option.card_type, option.est_runtime_s, option.est_cost, runtime, cost,
                        meets_runtime=runtime <= runtime_limit_s, cheaper=cost < actual_cost)  # fmt: skip
 
 
-def _verdict(facts: MatchFacts, ratio: float, estimate: CardOption, alternatives: Sequence[Alternative],
+def _verdict(facts: MatchFacts, ratio: float, estimate: RankedCard, alternatives: Sequence[Alternative],
              t: ReviewThresholds) -> tuple[Verdict, str]:  # fmt: skip
     ran = f"{_h(facts.runtime_s)} on {facts.ran_on} ({ratio:.2f}x its estimate of {_h(estimate.est_runtime_s)})"
     if facts.util_pct is not None and facts.util_pct < t.low_util_pct:
@@ -162,16 +162,16 @@ def _h(seconds: float) -> str:
 # ---- summaries ------------------------------------------------------------------------------------
 
 
-def group_key(review: MatchReview, by: Grouping) -> str:
+def group_key(review: MatchReview, by: ReviewGrouping) -> str:
     facts = review.facts
-    if by is Grouping.CARD:
+    if by is ReviewGrouping.CARD:
         return facts.ran_on
-    if by is Grouping.PROJECT:
+    if by is ReviewGrouping.PROJECT:
         return facts.project
     return facts.profile or "unknown"
 
 
-def summarize_reviews(reviews: Iterable[MatchReview], by: Grouping) -> list[dict[str, Any]]:
+def summarize_reviews(reviews: Iterable[MatchReview], by: ReviewGrouping) -> list[dict[str, Any]]:
     """Per group: tasks, verdicts, GPU-hours, cost, output, cost per output unit, mean ratio;
     cheapest output first (groups without output last)."""
     groups: dict[str, list[MatchReview]] = {}
@@ -181,7 +181,7 @@ def summarize_reviews(reviews: Iterable[MatchReview], by: Grouping) -> list[dict
     return sorted(rows, key=lambda r: (r["cost_per_output_unit"] is None, r["cost_per_output_unit"] or 0.0, r["key"]))
 
 
-def _summary_row(by: Grouping, key: str, members: list[MatchReview]) -> dict[str, Any]:
+def _summary_row(by: ReviewGrouping, key: str, members: list[MatchReview]) -> dict[str, Any]:
     cost = sum((r.facts.cost for r in members), Decimal(0))
     units = sum((r.facts.output_units or Decimal(0) for r in members), Decimal(0))
     unit_names = {r.facts.output_unit for r in members if r.facts.output_unit}

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from services.ledger.match_review import Grouping, review_json, review_match, speed_corrections, summarize_reviews
+from services.ledger.match_review import ReviewGrouping, review_json, review_match, speed_corrections, summarize_reviews
 from services.ledger.rounds import RoundError, load_match_facts
 
 SCHEMA = "ledger"
@@ -38,7 +38,7 @@ async def task_match(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
             "matched_at": match["matched_at"].isoformat(), "finished": review is not None, "review": review}  # fmt: skip
 
 
-async def review(pool: asyncpg.Pool, *, round_id: str | None = None, by: Grouping = Grouping.CARD) -> dict[str, Any]:
+async def review(pool: asyncpg.Pool, *, round_id: str | None = None, by: ReviewGrouping = ReviewGrouping.CARD) -> dict[str, Any]:
     """Every succeeded task's verdict (of one round: finished within it), grouped by `by`."""
     window = None
     if round_id is not None:

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from services.ledger.accounting import cost_of
-from services.ledger.match_review import Grouping, MatchReview, Verdict, review_json, speed_corrections, summarize_reviews
+from services.ledger.match_review import ReviewGrouping, MatchReview, Verdict, review_json, speed_corrections, summarize_reviews
 
 GROUPINGS = ("task", "project", "scenario", "card")
 NO_SCENARIO = "(none)"
@@ -241,7 +241,7 @@ def _estimate_row(review: MatchReview) -> dict[str, Any]:
 def review_summary(reviews: Sequence[MatchReview]) -> dict[str, Any]:
     return {
         "counts": {verdict.value: sum(1 for r in reviews if r.verdict is verdict) for verdict in Verdict},
-        "by_card": summarize_reviews(reviews, Grouping.CARD),
+        "by_card": summarize_reviews(reviews, ReviewGrouping.CARD),
         "speed_corrections": speed_corrections(reviews),
         "tasks": [review_json(review) for review in reviews],
     }

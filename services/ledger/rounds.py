@@ -30,7 +30,7 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
-from services.ledger.match_review import CardOption, MatchFacts, ReviewThresholds, review_match
+from services.ledger.match_review import RankedCard, MatchFacts, ReviewThresholds, review_match
 from services.ledger.round_render import report_csv, report_html, report_json
 from services.ledger.round_report import (
     GROUPINGS,
@@ -284,7 +284,7 @@ async def load_match_facts(conn: asyncpg.Connection | asyncpg.Pool, task_ids: Se
 
 
 def _facts(row: asyncpg.Record) -> MatchFacts:
-    ranking = tuple(CardOption(o["card_type"], o["est_runtime_s"], o["est_cost"]) for o in row["ranking"])
+    ranking = tuple(RankedCard(o["card_type"], o["est_runtime_s"], o["est_cost"]) for o in row["ranking"])
     return MatchFacts(
         task_id=row["task_id"], name=row["name"], project=row["project"], profile=row["profile"],
         scenario=row["scenario"], gpus=row["gpus"] or 1, chosen=row["chosen"], ranking=ranking,

@@ -3,15 +3,22 @@ runs, and after services are killed mid-flow `verify` passes and replay equals t
 
 from __future__ import annotations
 
+import json
+import signal
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from services.audit.reading import archived_events, task_events
 from services.audit.story import story_json, tell
 from services.audit.verify import VerifyReport, verify_archive
 from shared.events import TaskState
-from shared.replay import ReplayState, apply
+from shared.replay import ReplayState, replay_event
 from shared.storage import open_object_store
-from tests.helpers.system import RunningSystem, double_leases
+from services.demo.supervisor import ChildSpec
+from services.demo.system import cardflow_argv
+from shared.settings import Settings
+from tests.helpers.system import ALL_SERVICES, RunningSystem, double_leases, running_system
 
 OPPORTUNISTIC = {
     "name": "sweep-filler", "project": "research", "priority_class": "opportunistic", "gpus": 8, "min_vram_gb": 80,
@@ -68,7 +75,7 @@ async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: Runn
     assert story["match"]["chosen"] == "H100" and story["match"]["ranking"][0]["card_type"] == "H100"
 
     report = await verified(system)
-    assert report.ok, report.as_json()
+    assert report.ok, json.dumps(report.as_json(), indent=1, default=str)
 
 
 def mixed(count: int) -> list[dict[str, Any]]:
@@ -82,33 +89,42 @@ def mixed(count: int) -> list[dict[str, Any]]:
 
 
 async def test_after_services_are_killed_mid_flow_verify_passes_and_replay_equals_the_live_state(
-    system: RunningSystem,
+    fresh_settings: Settings, data_dir_factory: Callable[[], Path],
 ) -> None:
-    for agent_id, sim in (("h100-a", "H100x8"), ("l40s-a", "L40Sx8")):
-        system.start_agent(agent_id, sim, time_scale=3000)
-    await system.submit(mixed(24))
-    await system.wait_for(lambda s: len(s.of_type("lease.granted")) >= 4, what="the first grants")
-    for name in ("ledger", "views", "dispatcher", "matcher"):  # killed mid-flow, then started again
-        await system.kill_service(name)
-    await system.submit(mixed(30)[24:])
-    for name in ("ledger", "views", "dispatcher", "matcher"):
-        system.start_service(name)
-    await system.wait_for(lambda s: len(s.views) == 30 and all(v.is_terminal for v in s.views.values()),
-                          timeout=180, what="30 terminal tasks")  # fmt: skip
-    await system.wait_for(lambda s: len(s.of_type("lease.released")) == len(s.of_type("lease.granted")),
-                          what="every lease released")  # fmt: skip
-    await system.kill_service("ledger")  # once more, while it may still be archiving the tail
-    system.start_service("ledger")
-    await system.wait_for(everything_archived, timeout=60, what="the archive to catch up")
+    in_process = [name for name in ALL_SERVICES if name != "ledger"]
+    async with running_system(fresh_settings, data_dir_factory(), services=in_process) as system:
+        # the ledger (and its archiver) as a supervised process: SIGKILLed, restarted by its supervisor
+        system.supervisor.start([ChildSpec("ledger", cardflow_argv("service", "ledger"), restart=True)])
+        for agent_id, sim in (("h100-a", "H100x8"), ("l40s-a", "L40Sx8")):
+            system.start_agent(agent_id, sim, time_scale=3000)
+        await system.submit(mixed(24))
+        await system.wait_for(lambda s: len(s.of_type("lease.granted")) >= 4, what="the first grants")
+        system.supervisor.kill("ledger", signal.SIGKILL)
+        for name in ("views", "dispatcher", "matcher"):  # killed mid-flow, then started again
+            await system.kill_service(name)
+        await system.submit(mixed(30)[24:])
+        for name in ("views", "dispatcher", "matcher"):
+            system.start_service(name)
+        await system.wait_for(lambda s: len(s.views) == 30 and all(v.is_terminal for v in s.views.values()),
+                              timeout=180, what="30 terminal tasks")  # fmt: skip
+        await system.wait_for(lambda s: len(s.of_type("lease.released")) == len(s.of_type("lease.granted")),
+                              what="every lease released")  # fmt: skip
+        system.supervisor.kill("ledger", signal.SIGKILL)  # once more, while it may still be archiving the tail
+        await system.wait_for(everything_archived, timeout=240, what="the archive to catch up")
+        (ledger,) = [child for child in system.supervisor.status() if child.name == "ledger"]
+        assert ledger.restarts >= 2 and ledger.running
+        await _check_verify_and_replay(system)
 
-    report = await verified(system, settle_s=30.0)
-    assert report.ok, report.as_json()
+
+async def _check_verify_and_replay(system: RunningSystem) -> None:
+    report = await verified(system, settle_s=60.0)
+    assert report.ok, json.dumps(report.as_json(), indent=1, default=str)
     assert report.compared["tasks"] == 30 and report.compared["leases"] == len(system.of_type("lease.granted"))
     assert double_leases(system.events) == []
 
     replayed = ReplayState()
     async for item in archived_events(system.pool):
-        apply(replayed, item.event)
+        replay_event(replayed, item.event)
     live = {row["id"]: row["state"] for row in await system.pool.fetch("SELECT id, state FROM views.tasks")}
     assert {task_id: view.state.value for task_id, view in replayed.tasks.items()} == live
     ledger = {row["lease_id"]: (row["gpu_seconds"], row["cost"])

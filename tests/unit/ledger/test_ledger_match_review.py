@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from services.ledger.match_review import (
-    CardOption,
-    Grouping,
+    RankedCard,
+    ReviewGrouping,
     MatchFacts,
     Verdict,
     review_match,
@@ -18,9 +18,9 @@ from services.ledger.match_review import (
 )
 
 # the matcher ranks by estimated cost: L40S first (2 h, 4.00), then H100 (1 h, 6.00)
-COMPUTE_RANKING = (CardOption("L40S", 7200.0, 4.0), CardOption("H100", 3600.0, 6.0))
+COMPUTE_RANKING = (RankedCard("L40S", 7200.0, 4.0), RankedCard("H100", 3600.0, 6.0))
 # a memory-bound task: A100 is estimated almost as fast as H100 for much less
-MEMORY_RANKING = (CardOption("A100", 3700.0, 3.5), CardOption("H100", 3600.0, 6.0))
+MEMORY_RANKING = (RankedCard("A100", 3700.0, 3.5), RankedCard("H100", 3600.0, 6.0))
 
 
 def facts(task_id: str, ran_on: str, gpu_seconds: int, cost: str, output: int, *, ranking=COMPUTE_RANKING,
@@ -61,7 +61,7 @@ def test_each_task_gets_its_hand_computed_verdict_and_reason() -> None:
 
 def test_summaries_rank_groups_by_cost_per_output_unit() -> None:
     reviews = [review_match(f) for f in (A, B, C, D)]
-    by_card = summarize_reviews(reviews, Grouping.CARD)
+    by_card = summarize_reviews(reviews, ReviewGrouping.CARD)
     assert [(r["key"], r["tasks"], r["cost"], r["output_units"]) for r in by_card] == [
         ("L40S", 3, 14.0, 3000.0),  # 14 / 3000 = 0.00467 per sample
         ("H100", 1, 6.0, 1000.0),  # 0.006 per sample
@@ -70,7 +70,7 @@ def test_summaries_rank_groups_by_cost_per_output_unit() -> None:
     assert (l40s["worth_it"], l40s["oversized"], l40s["underestimated"]) == (1, 1, 1)
     assert l40s["cost_per_output_unit"] == pytest.approx(14 / 3000)
     assert l40s["mean_runtime_ratio"] == pytest.approx((1.0 + 1.0 + 1.5) / 3)
-    assert [r["key"] for r in summarize_reviews(reviews, Grouping.PROJECT)] == ["llm", "vision"]
+    assert [r["key"] for r in summarize_reviews(reviews, ReviewGrouping.PROJECT)] == ["llm", "vision"]
 
 
 def test_the_runtime_ratio_per_card_and_profile_says_which_speed_factor_is_off() -> None:
