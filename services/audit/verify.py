@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -194,15 +193,3 @@ async def _first_break(pool: asyncpg.Pool, report: VerifyReport, seq_of: dict[st
                  "occurred_at": row["occurred_at"].isoformat()} if row else {}  # fmt: skip
     return {"seq": seq, "event_id": event_id, "what": what, **described}
 
-
-def summarize(report: VerifyReport) -> Sequence[str]:
-    """One line per check, for the CLI."""
-    lines = [
-        f"chain: {report.events} events, " + ("holds" if report.chain_break is None else f"BROKEN at {report.chain_break.seq}"),
-        f"segments: {report.segments}, " + (
-            "not checked (no object storage)" if not report.segments_checked and report.segments
-            else "hold" if not report.segment_problems else f"{len(report.segment_problems)} problem(s)"),
-        "completeness: " + ("every published event is archived" if not report.lost else f"{len(report.lost)} event(s) lost"),
-        "models: " + ("replay equals the live state" if not report.mismatches else f"{len(report.mismatches)} difference(s)"),
-    ]  # fmt: skip
-    return lines

@@ -38,7 +38,9 @@ async def task_match(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
             "matched_at": match["matched_at"].isoformat(), "finished": review is not None, "review": review}  # fmt: skip
 
 
-async def review(pool: asyncpg.Pool, *, round_id: str | None = None, by: ReviewGrouping = ReviewGrouping.CARD) -> dict[str, Any]:
+async def review_matches(
+    pool: asyncpg.Pool, *, round_id: str | None = None, by: ReviewGrouping = ReviewGrouping.CARD
+) -> dict[str, Any]:
     """Every succeeded task's verdict (of one round: finished within it), grouped by `by`."""
     window = None
     if round_id is not None:

@@ -122,16 +122,22 @@ async def close_round(
 
 async def close_due_round(conn: asyncpg.Connection, store: ObjectStore | None, emitter: Emitter, now: datetime,
                           period: timedelta) -> ClosedRound | None:  # fmt: skip
-    """Close the open round if a period boundary has passed since it started (the ledger's loop)."""
-    await conn.execute("SELECT pg_advisory_xact_lock($1)", ROUNDS_LOCK)  # re-entrant: close_round takes it again
+    """Close the open round if a period boundary has passed since it started (the ledger's loop).
+
+    The check takes no lock (it runs every 30 s in every ledger instance); `close_round` takes the
+    rounds lock and checks again, so two instances never close the same period twice.
+    """
     last = await conn.fetchval(f"SELECT max(ends_at) FROM {SCHEMA}.rounds")
     if last is None and not await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {SCHEMA}.usage_increments)"):
         return None  # nothing has been spent yet: no round to report
     starts = last or await first_round_start(conn, now, period)
     if now < next_boundary(starts, period):
         return None
-    return await close_round(conn, store, emitter, actor="system:rounds", note=PERIOD_END_NOTE, now=now,
-                             period=period, how=HowClosed.PERIOD_END)  # fmt: skip
+    try:
+        return await close_round(conn, store, emitter, actor="system:rounds", note=PERIOD_END_NOTE, now=now,
+                                 period=period, how=HowClosed.PERIOD_END)  # fmt: skip
+    except RoundError:
+        return None  # another instance (or a planner) closed it a moment ago
 
 
 async def first_round_start(conn: asyncpg.Connection, now: datetime, period: timedelta) -> datetime:

@@ -1,0 +1,330 @@
+"""`cardflow audit verify|replay|why|log`, `cardflow round close|note|list|show|compare`,
+`cardflow matches TASK`, `cardflow review`: thin clients of the HTTP API (`/v1/audit/*`,
+`/v1/rounds*`, `/v1/matches/*`, `/v1/review`), printing rich tables (English or `--lang zh`) or
+`--json`. `audit verify` exits 0 only when every check holds (1 when one does not).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.cli.client import cli_api
+from services.cli.views import Lang
+
+console = Console()
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+ReasonOption = Annotated[str, typer.Option("--reason", help="why; recorded with the change")]
+
+
+LangOption = Annotated[Lang, typer.Option("--lang", help="labels: en or zh (中文)")]
+
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "check": "check", "result": "result", "time": "time", "actor": "actor", "event": "event", "run": "run",
+        "what": "what happened", "node": "node", "card": "card", "gpus": "GPUs", "granted": "granted",
+        "ended": "ended", "why_ended": "why it ended", "gpu_hours": "GPU-h", "cost": "cost", "output": "output",
+        "state": "state", "tasks": "tasks", "key": "key", "note": "note", "round": "round", "from": "from",
+        "to": "to", "closed_by": "closed by", "verdict": "verdict", "reason": "reason", "ratio": "actual/est",
+        "cost_per_unit": "cost/unit", "subject": "subject", "model": "model", "difference": "difference",
+        "est_runtime": "est. runtime h", "est_cost": "est. cost", "hindsight_runtime": "hindsight h",
+        "hindsight_cost": "hindsight cost", "account": "account", "used": "used GPU-h", "left": "left GPU-h",
+        "lease": "lease", "task": "task", "first": "first", "second": "second", "change": "change",
+    },
+    "zh": {
+        "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
+        "what": "经过", "node": "节点", "card": "卡型", "gpus": "GPU 数", "granted": "分配时间", "ended": "结束时间",
+        "why_ended": "结束原因", "gpu_hours": "GPU 小时", "cost": "成本", "output": "产出", "state": "状态",
+        "tasks": "任务数", "key": "分组", "note": "复盘备注", "round": "周期", "from": "开始", "to": "结束",
+        "closed_by": "结算人", "verdict": "结论", "reason": "理由", "ratio": "实际/预估", "cost_per_unit": "单位产出成本",
+        "subject": "对象", "model": "模型", "difference": "差异", "est_runtime": "预估时长 h", "est_cost": "预估成本",
+        "hindsight_runtime": "事后时长 h", "hindsight_cost": "事后成本", "account": "账户", "used": "已用 GPU 小时",
+        "left": "剩余 GPU 小时", "lease": "租约", "task": "任务", "first": "前", "second": "后", "change": "变化",
+    },
+}
+
+
+def register(app: typer.Typer) -> None:
+    audit = typer.Typer(help="The audit archive: verify, replay, why a task, who changed what (auditor).",
+                        no_args_is_help=True)  # fmt: skip
+    app.add_typer(audit, name="audit")
+    for name, command in (("verify", verify), ("replay", replay), ("why", why), ("log", log)):
+        audit.command(name)(command)
+    rounds = typer.Typer(help="Accounting rounds: close with a note, amend it, list, show, compare.", no_args_is_help=True)
+    app.add_typer(rounds, name="round")
+    for name, command in (("close", close), ("note", note), ("list", list_rounds), ("show", show), ("compare", compare)):
+        rounds.command(name)(command)
+    app.command("matches")(matches)
+    app.command("review")(review)
+
+
+def emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def table(lang: Lang, title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    labels = LABELS[lang.value]
+    shown = Table(title=title, title_justify="left")
+    for column in columns:
+        shown.add_column(labels.get(column, column))
+    for row in rows:
+        shown.add_row(*("–" if cell is None else f"{cell:,.4g}" if isinstance(cell, float) else str(cell) for cell in row))
+    return shown
+
+
+def _at(text: str | None) -> str:
+    return text.replace("T", " ")[:19] if text else "–"
+
+
+# ---- audit ---------------------------------------------------------------------------------------------
+
+
+def verify(
+    settle: Annotated[float, typer.Option("--settle", help="seconds to re-check differences while services catch up")] = 15.0,
+    as_json: JsonOption = False, lang: LangOption = Lang.en,
+) -> None:  # fmt: skip
+    """Check the hash chain, every segment in object storage, that nothing published is missing,
+    and that replaying the archive rebuilds the live state; exit 0 only when all of it holds."""
+    with cli_api() as api:
+        report = api.get("/v1/audit/verify", settle_s=settle)
+    if as_json:
+        emit_json(report)
+    else:
+        print_verify(report, lang)
+    raise typer.Exit(0 if report["ok"] else 1)
+
+
+def print_verify(report: dict[str, Any], lang: Lang) -> None:
+    chain = report["chain"]
+    segments, models = report["segments"], report["models"]
+    rows = [
+        ["chain", f"{report['events']} events, " + ("holds" if chain is None else f"BROKEN at {chain['seq']}: {chain['detail']}")],
+        ["segments", f"{segments['count']}, " + ("not checked (no object storage)" if not segments["checked"] and segments["count"]
+                     else "hold" if not segments["problems"] else f"{len(segments['problems'])} problem(s)")],
+        ["completeness", "every published event is archived" if not report["lost"]
+                         else f"{len(report['lost'])} published event(s) not in the archive"],
+        ["models", ("replay equals the live state" if not models["mismatches"] else f"{len(models['mismatches'])} difference(s)")
+                   + f" ({', '.join(f'{k} {v}' for k, v in models['compared'].items())})"],
+    ]  # fmt: skip
+    console.print(table(lang, "audit verify", ["check", "result"], rows))
+    for problem in segments["problems"]:
+        console.print(f"[red]segment {problem['segment_no']}:[/red] {problem['detail']}")
+    for lost in report["lost"]:
+        console.print(f"[red]not archived:[/red] {lost['type']} {lost['event_id']} ({lost['subject']}), published by"
+                      f" {lost['schema']} at {_at(lost['published_at'])}")  # fmt: skip
+    if models["mismatches"]:
+        console.print(table(lang, "", ["model", "key", "difference", "event"],
+                            [[m["model"], m["key"], m["detail"], m["event_id"]] for m in models["mismatches"][:50]]))  # fmt: skip
+    if models["not_running"]:
+        console.print(f"not compared (service never ran): {', '.join(models['not_running'])}")
+    first = report["first_break"]
+    if first:
+        console.print(f"[bold red]first breaking event:[/bold red] #{first['seq']} {first['event_id']} {first.get('type', '')}"
+                      f" {first.get('subject', '')} at {_at(first.get('occurred_at'))} — {first['what']}")  # fmt: skip
+    console.print("[green]the history holds[/green]" if report["ok"] else "[red]the history does NOT hold[/red]")
+
+
+def replay(
+    until: Annotated[datetime | None, typer.Option("--until", help="ISO 8601 with a time zone, e.g. 2026-03-01T12:00:00+08:00")] = None,
+    as_json: JsonOption = False, lang: LangOption = Lang.en,
+) -> None:  # fmt: skip
+    """The state at any moment, folded from the archive: tasks, leases in force, quotas, spend."""
+    if until is not None and until.tzinfo is None:
+        raise typer.BadParameter("give --until a time zone (Z, +08:00, ...)", param_hint="--until")
+    with cli_api() as api:
+        state = api.get("/v1/audit/replay", until=until.isoformat() if until else None)
+    if as_json:
+        emit_json(state)
+        return
+    console.print(f"as of {_at(state['as_of'])}: {state['events']} events")
+    console.print(table(lang, "tasks", ["state", "tasks"], [[k, v] for k, v in sorted(state["task_states"].items())]))
+    console.print(table(lang, "leases in force", ["lease", "task", "node", "card", "gpus", "granted"],
+                        [[x["lease_id"], x["task_id"], x["node_id"], x["card_type"], ",".join(map(str, x["gpu_indices"])),
+                          _at(x["granted_at"])] for x in state["active_leases"]]))  # fmt: skip
+    console.print(table(lang, "quotas", ["account", "key", "gpu_hours", "used", "left"],
+                        [[q["account_id"], q["project"], q["gpu_hours"], q["used_gpu_hours"], q["remaining_gpu_hours"]]
+                         for q in state["quotas"]]))  # fmt: skip
+    for name in ("spend_by_project", "spend_by_card"):
+        console.print(table(lang, name.replace("_", " "), ["key", "gpu_hours", "cost"],
+                            [[r["key"], r["gpu_hours"], r["cost"]] for r in state[name]]))  # fmt: skip
+
+
+def why(
+    task_id: Annotated[str, typer.Argument(help="the task id")], as_json: JsonOption = False, lang: LangOption = Lang.en,
+) -> None:  # fmt: skip
+    """The whole story of a task: each step with time, actor and reason, and its runs."""
+    with cli_api() as api:
+        story = api.get(f"/v1/audit/why/{task_id}")
+    if as_json:
+        emit_json(story)
+        return
+    console.print(f"[bold]{story['name'] or task_id}[/bold] ({task_id}), project {story['project']}: "
+                  f"{story['state']} — {story['reason']}; {story['gpu_hours']:.4f} GPU-h, cost {story['cost']:.4f}, "
+                  f"output {story['output_units'] if story['output_units'] is not None else '–'}")  # fmt: skip
+    console.print(table(lang, "runs", ["run", "node", "card", "gpus", "granted", "ended", "why_ended", "gpu_hours", "cost", "output"],
+                        [[r["run"], ",".join(r["node_ids"]), r["card_type"], r["gpus"], _at(r["granted_at"]),
+                          _at(r["ended_at"]), (r["end_reason"] or "") + (f" ({r['stopped_by']})" if r["stopped_by"] else ""),
+                          r["gpu_hours"], r["cost"], r["output_units"]] for r in story["runs"]]))  # fmt: skip
+    console.print(table(lang, "steps", ["time", "actor", "run", "what"],
+                        [[_at(s["at"]), s["actor"], s["run"], s["sentence"]] for s in story["steps"]]))  # fmt: skip
+
+
+def log(
+    actor: Annotated[str | None, typer.Option("--actor", help="user:alice, or alice")] = None,
+    event_type: Annotated[str | None, typer.Option("--type", help="an event type, or a prefix like quota.")] = None,
+    since: Annotated[datetime | None, typer.Option("--since", help="ISO 8601 with a time zone")] = None,
+    as_json: JsonOption = False, lang: LangOption = Lang.en,
+) -> None:  # fmt: skip
+    """Who changed what: configuration, templates, quotas, approvals, cancellations, tokens, rounds."""
+    with cli_api() as api:
+        rows = api.get("/v1/audit/log", actor=actor, type=event_type, since=since.isoformat() if since else None)
+    if as_json:
+        emit_json(rows)
+        return
+    console.print(table(lang, "audit log", ["time", "actor", "event", "subject", "what", "reason"],
+                        [[_at(r["at"]), r["actor"], r["type"], r["subject"], r["what"], r["reason"]] for r in rows]))  # fmt: skip
+
+
+# ---- rounds ----------------------------------------------------------------------------------------------
+
+NoteOption = Annotated[str, typer.Option("--note", help="the one-line retrospective: which allocation was worth it")]
+
+
+def close(note: NoteOption, reason: ReasonOption = "", as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+    """Close the open round now (operator): the report goes to PostgreSQL and the reports bucket."""
+    with cli_api() as api:
+        closed = api.post("/v1/rounds/close", {"note": note, "reason": reason})
+    if as_json:
+        emit_json(closed)
+        return
+    print_round(closed, lang)
+
+
+def note(
+    round_id: Annotated[str, typer.Argument(help="e.g. R0003")], text: NoteOption, reason: ReasonOption = "",
+) -> None:  # fmt: skip
+    """Amend a round's note (operator); every earlier version is kept."""
+    with cli_api() as api:
+        answer = api.post(f"/v1/rounds/{round_id}/note", {"note": text, "reason": reason})
+    console.print(f"round {answer['round_id']}: note version {answer['version']}")
+
+
+def list_rounds(as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+    """Closed rounds, oldest first."""
+    with cli_api() as api:
+        rows = api.get("/v1/rounds")
+    if as_json:
+        emit_json(rows)
+        return
+    console.print(table(lang, "rounds", ["round", "from", "to", "gpu_hours", "cost", "output", "closed_by", "note"],
+                        [[r["round_id"], _at(r["starts_at"]), _at(r["ends_at"]), r["gpu_hours"], r["cost"],
+                          r["output_units"], r["closed_by"], r["note"]] for r in rows]))  # fmt: skip
+
+
+def show(round_id: Annotated[str, typer.Argument(help="e.g. R0003")], as_json: JsonOption = False,
+         lang: LangOption = Lang.en) -> None:  # fmt: skip
+    """One round's report: totals, spend against output by project, scenario and card, the review."""
+    with cli_api() as api:
+        found = api.get(f"/v1/rounds/{round_id}")
+    if as_json:
+        emit_json(found)
+        return
+    print_round(found, lang)
+
+
+def print_round(found: dict[str, Any], lang: Lang) -> None:
+    report = found["report"]
+    console.print(f"[bold]round {found['round_id']}[/bold] {_at(found['starts_at'])} – {_at(found['ends_at'])},"
+                  f" closed by {found['closed_by']}: {found['note']}")  # fmt: skip
+    if found.get("report_uri"):
+        console.print(f"report: {found['report_uri']}report.html (.json, .csv)")
+    console.print(table(lang, "totals", ["key", "result"], [[k, v] for k, v in report["totals"].items()]))
+    for grouping in ("project", "scenario", "card"):
+        console.print(table(lang, f"by {grouping}", ["key", "tasks", "gpu_hours", "cost", "output", "cost_per_unit"],
+                            [[r["key"], r["tasks"], r["gpu_hours"], r["cost"], r["output_units"], r["cost_per_output_unit"]]
+                             for r in report[f"by_{grouping}"]]))  # fmt: skip
+    counts = report["review"]["counts"]
+    console.print("match review: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for version in found.get("notes", [])[1:]:
+        console.print(f"note v{version['version']} by {version['actor']}: {version['note']}")
+
+
+def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, typer.Argument()],
+            as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:  # fmt: skip
+    """Two rounds side by side: totals, and spend per project and card type, with the change."""
+    with cli_api() as api:
+        result = api.get("/v1/rounds/compare", first=first, second=second)
+    if as_json:
+        emit_json(result)
+        return
+    console.print(table(lang, f"{first} → {second}", ["key", "first", "second", "change"],
+                        [[k, v["first"], v["second"], v["change"]] for k, v in result["totals"].items()]))  # fmt: skip
+    for grouping in ("project", "card"):
+        console.print(table(lang, f"cost by {grouping}", ["key", "first", "second", "change"],
+                            [[k, v["cost"]["first"], v["cost"]["second"], v["cost"]["change"]]
+                             for k, v in result[f"by_{grouping}"].items()]))  # fmt: skip
+
+
+# ---- the match review --------------------------------------------------------------------------------------
+
+
+def matches(task_id: Annotated[str, typer.Argument(help="the task id")], as_json: JsonOption = False,
+            lang: LangOption = Lang.en) -> None:  # fmt: skip
+    """A task's card match: every ranked card type, and once it finished, the verdict in hindsight."""
+    with cli_api() as api:
+        found = api.get(f"/v1/matches/{task_id}")
+    if as_json:
+        emit_json(found)
+        return
+    reviewed = found["review"]
+    hindsight = {a["card_type"]: a for a in (reviewed or {}).get("alternatives", [])}
+    rows = [[o["card_type"] + (" (chosen)" if o["card_type"] == found["chosen"] else "")
+             + (" (ran on)" if reviewed and o["card_type"] == reviewed["ran_on"] else ""),
+             o["est_runtime_s"] / 3600, o["est_cost"],
+             hindsight[o["card_type"]]["predicted_runtime_s"] / 3600 if o["card_type"] in hindsight else None,
+             hindsight[o["card_type"]]["predicted_cost"] if o["card_type"] in hindsight else None]
+            for o in found["ranking"]]  # fmt: skip
+    console.print(f"[bold]{found['name'] or task_id}[/bold]: {found['why']}"
+                  + (f" (catalog {found['catalog_version']})" if found["catalog_version"] else ""))  # fmt: skip
+    console.print(table(lang, "ranking", ["card", "est_runtime", "est_cost", "hindsight_runtime", "hindsight_cost"], rows))
+    if reviewed:
+        console.print(f"[bold]{reviewed['verdict']}[/bold]: {reviewed['reason']}; cost per output unit "
+                      f"{reviewed['cost_per_output_unit'] if reviewed['cost_per_output_unit'] is not None else '–'}")  # fmt: skip
+    else:
+        console.print("not finished yet: no verdict")
+
+
+class ReviewBy(StrEnum):
+    card = "card"
+    project = "project"
+    profile = "profile"
+
+
+def review(
+    round_id: Annotated[str | None, typer.Option("--round", help="only tasks that finished in this round")] = None,
+    by: Annotated[ReviewBy, typer.Option("--by", help="group by card type, project or profile")] = ReviewBy.card,
+    as_json: JsonOption = False, lang: LangOption = Lang.en,
+) -> None:  # fmt: skip
+    """Which matches were worth it: verdicts per group, cheapest output first, and the actual/estimated
+    runtime per card type and profile (to correct the catalog's speed factors)."""
+    with cli_api() as api:
+        result = api.get("/v1/review", round=round_id, by=by.value)
+    if as_json:
+        emit_json(result)
+        return
+    console.print(table(lang, f"review by {by.value}", ["key", "tasks", "worth_it", "oversized", "underestimated",
+                                                        "gpu_hours", "cost", "output", "cost_per_unit", "ratio"],
+                        [[g["key"], g["tasks"], g["worth_it"], g["oversized"], g["underestimated"], g["gpu_hours"],
+                          g["cost"], g["output_units"], g["cost_per_output_unit"], g["mean_runtime_ratio"]]
+                         for g in result["groups"]]))  # fmt: skip
+    console.print(table(lang, "actual / estimated runtime", ["card", "key", "tasks", "ratio"],
+                        [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
+    for task in result["tasks"]:
+        if task["verdict"] != "worth_it":
+            console.print(f"{task['task_id']} {task['name']}: [bold]{task['verdict']}[/bold] — {task['reason']}")
