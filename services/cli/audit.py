@@ -171,8 +171,18 @@ def why(
                         [[r["run"], ",".join(r["node_ids"]), r["card_type"], r["gpus"], _at(r["granted_at"]),
                           _at(r["ended_at"]), (r["end_reason"] or "") + (f" ({r['stopped_by']})" if r["stopped_by"] else ""),
                           r["gpu_hours"], r["cost"], r["output_units"]] for r in story["runs"]]))  # fmt: skip
-    console.print(table(lang, "steps", ["time", "actor", "run", "what"],
-                        [[_at(s["at"]), s["actor"], s["run"], s["sentence"]] for s in story["steps"]]))  # fmt: skip
+    console.print(table(lang, "steps", ["time", "actor", "run", "reason", "what"],
+                        [[_at(s["at"]), s["actor"], s["run"], reason_label(s["reason"], lang), s["sentence"]]
+                         for s in story["steps"]]))  # fmt: skip
+
+
+def reason_label(reason: str | None, lang: Lang) -> str | None:
+    """A step's machine reason, in Chinese when asked (the console's labels)."""
+    if reason is None or lang is Lang.en:
+        return reason
+    from services.console.labels import REASON_LABELS_ZH, STATE_LABELS
+
+    return REASON_LABELS_ZH.get(reason) or STATE_LABELS["zh"].get(reason) or reason
 
 
 def log(
