@@ -21,18 +21,22 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
+import asyncpg
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.audit.archive import prepare_archive, subscribe_archive
 from services.audit.segments import SegmentPolicy, roll_due_segments
 from services.ledger.rounds import close_due_round
+from services.config.holder import DocumentHolder
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.cards import Catalog, load_catalog
+from shared.config import POLICY
+from shared.config.policy import RoundsSection
 from shared.events import Envelope, utcnow
 from shared.logging import get_logger
 from shared.names import ARCHIVE_BUCKET, LEDGER_GROUP, REPORTS_BUCKET
@@ -70,13 +74,11 @@ class LedgerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CARDFLOW_LEDGER_", extra="ignore")
 
-    round_period_days: float = Field(7.0, gt=0, description="a round closes by itself at the end of each period")
+    round_period_days: float | None = Field(
+        None, gt=0, description="overrides the policy's rounds.period_days (tests); None = the policy in force"
+    )
     segment_events: int = Field(10_000, ge=1, description="an archive segment is rolled once this many events wait")
     segment_max_age_s: float = Field(3600.0, gt=0, description="... or once the oldest waiting event is this old")
-
-    @property
-    def round_period(self) -> timedelta:
-        return timedelta(days=self.round_period_days)
 
     @property
     def segments(self) -> SegmentPolicy:
@@ -106,7 +108,7 @@ def build_spec(
         await prepare_archive(ctx.pool)
         subscribe_archive(ctx.broker, ctx.pool)
         store = await open_stores(ctx)
-        ctx.every(periodic_check_s, _rounds_loop(store, settings.round_period), name="rounds")
+        ctx.every(periodic_check_s, _rounds_loop(store, RoundPeriods(settings)), name="rounds")
         if store is not None:
             ctx.every(periodic_check_s, _segments_loop(store, settings.segments), name="archive-segments")
 
@@ -131,10 +133,29 @@ def _segments_loop(store: ObjectStore, policy: SegmentPolicy) -> Loop:
     return roll
 
 
-def _rounds_loop(store: ObjectStore | None, period: timedelta) -> Loop:
+class RoundPeriods:
+    """The round period in force: the policy's `rounds.period_days` (hot-reloaded on `refresh`),
+    unless `CARDFLOW_LEDGER_ROUND_PERIOD_DAYS` overrides it."""
+
+    def __init__(self, settings: LedgerSettings) -> None:
+        default = timedelta(days=RoundsSection().period_days)
+        self._policy = DocumentHolder(POLICY, lambda model, _version: timedelta(days=model.rounds.period_days), default)
+        self._override = timedelta(days=settings.round_period_days) if settings.round_period_days else None
+
+    async def refresh(self, pool: asyncpg.Pool) -> None:
+        if self._override is None:
+            await self._policy.refresh(pool)
+
+    @property
+    def value(self) -> timedelta:
+        return self._override or self._policy.value
+
+
+def _rounds_loop(store: ObjectStore | None, periods: RoundPeriods) -> Loop:
     async def close_due(ctx: ServiceContext) -> None:
+        await periods.refresh(ctx.pool)
         async with ctx.transaction() as conn:
-            closed = await close_due_round(conn, store, ctx.emitter, utcnow(), period)
+            closed = await close_due_round(conn, store, ctx.emitter, utcnow(), periods.value)
         if closed is not None:
             log.info("round closed at its period's end", round_id=closed.round_id, ends_at=closed.ends_at.isoformat())
 

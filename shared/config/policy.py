@@ -114,6 +114,15 @@ class QuotaSection(BaseModel):
     )
 
 
+class RoundsSection(BaseModel):
+    """Accounting rounds (the ledger): how long a round runs before it closes by itself."""
+
+    model_config = _SECTION
+
+    period_days: float = Field(7.0, gt=0, le=366, description="a round closes by itself at the end of each period"
+                               " (whole multiples from Monday 1970-01-05 00:00 UTC: 7 = weekly, on Mondays)")
+
+
 class PolicyDocument(BaseModel):
     """`policy.yaml`: the scheduling policy in force. Every section and field has a default."""
 
@@ -125,6 +134,7 @@ class PolicyDocument(BaseModel):
     backfill: BackfillSection = Field(default_factory=BackfillSection)
     preemption: PreemptionSection = Field(default_factory=PreemptionSection)
     quota: QuotaSection = Field(default_factory=QuotaSection)
+    rounds: RoundsSection = Field(default_factory=RoundsSection)
 
 
 class HeadroomShares(Mapping[str, float]):

@@ -28,7 +28,7 @@ from services.console.auth import Authenticated, requires
 from services.ledger.match_review import ReviewGrouping
 from services.ledger.reviews import UnmatchedTaskError, review_matches, task_match
 from services.ledger.rounds import RoundError, amend_note, close_round, compare_rounds, list_rounds, load_round
-from services.ledger.service import LedgerSettings
+from services.ledger.service import LedgerSettings, RoundPeriods
 from shared.events import utcnow
 from shared.events.values import Detail
 from shared.identity import Principal, Role
@@ -60,12 +60,13 @@ def ledger_emitter(request: Request, principal: Principal) -> Emitter:
 
 @router.post("/rounds/close", status_code=201, summary="Close the open round now, with a note (operator)")
 async def post_close(body: NoteBody, request: Request, principal: Planner) -> dict[str, Any]:
+    periods = RoundPeriods(LedgerSettings())
+    await periods.refresh(request.app.state.pool)
     async with reports_store(request) as store, request.app.state.pool.acquire() as conn:
         try:
             async with conn.transaction():
                 closed = await close_round(conn, store, ledger_emitter(request, principal), actor=principal.actor,
-                                           note=body.note, now=utcnow(), period=LedgerSettings().round_period,
-                                           reason=body.reason)  # fmt: skip
+                                           note=body.note, now=utcnow(), period=periods.value, reason=body.reason)  # fmt: skip
         except RoundError as exc:
             raise HTTPException(409, str(exc)) from None
     return await load_round(request.app.state.pool, closed.round_id)

@@ -79,3 +79,4 @@ def test_the_runtime_ratio_per_card_and_profile_says_which_speed_factor_is_off()
         ("H100", "memory", 1, 1.0),
         ("L40S", "compute", 3, round(3.5 / 3, 4)),
     ]
+
