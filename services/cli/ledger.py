@@ -1,52 +1,27 @@
 """`cardflow ledger` (usage and cost totals) and `cardflow quota grant | list` (quota accounts).
 
-They connect to CARDFLOW_DATABASE_URL and make sure the ledger's tables exist (the same migrations
-the ledger service applies at start-up). `quota grant` is a ledger command run outside the service:
-it writes the account and its `quota.granted` event through a ledger `Emitter`; the running ledger
-service's outbox relay publishes the event.
+API clients (`services.cli.client`): `ledger` reads `GET /v1/ledger?by=`, `quota list` reads
+`GET /v1/quotas` (any valid token); `quota grant` is `POST /v1/quotas`, which needs role operator
+(not limited to a project) and records the caller and `--reason` in its `quota.granted` event.
 """
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import json
-import socket
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.cli.client import cli_api
 
-T = TypeVar("T")
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
 
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S"]
-
-
-async def _with_ledger(action: Callable[[Any], Awaitable[T]]) -> T:
-    """Run `action(pool)` on a pool whose database has the ledger's tables."""
-    from services.common.runtime import prepare_schema
-    from services.ledger.service import SPEC
-    from shared.delivery.db import create_pool
-
-    from services.cli.views import resolve_settings
-
-    dsn = resolve_settings().database_dsn
-    if not dsn:
-        errors.print("CARDFLOW_DATABASE_URL is not set (see `cardflow endpoints`)")
-        raise typer.Exit(2)
-    pool = await create_pool(dsn, min_size=1, max_size=2)
-    try:
-        await prepare_schema(pool, SPEC)
-        return await action(pool)
-    finally:
-        await pool.close()
 
 
 def _utc(value: datetime) -> datetime:
@@ -103,9 +78,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
     ) -> None:
         """GPU-hours, cost, output units and cost per output unit (* = a lease still running)."""
-        from services.ledger.reports import Grouping, ledger_rows
-
-        rows = asyncio.run(_with_ledger(lambda pool: ledger_rows(pool, Grouping(by.value))))
+        with cli_api() as api:
+            rows = api.get("/v1/ledger", by=by.value)
         if as_json:
             _print_json(rows)
         else:
@@ -120,39 +94,25 @@ def register(app: typer.Typer) -> None:
         gpu_hours: Annotated[float, typer.Option("--gpu-hours", help="GPU-hours granted")],
         valid_from: Annotated[datetime, typer.Option("--valid-from", formats=DATE_FORMATS, help="start (UTC if no zone)")],
         valid_to: Annotated[datetime, typer.Option("--valid-to", formats=DATE_FORMATS, help="end (UTC if no zone)")],
+        reason: Annotated[str, typer.Option("--reason", help="why; recorded in the quota.granted event")],
         alert_days: Annotated[float, typer.Option("--alert-days", help="warn this many days before the end")] = 15.0,
         card_type: Annotated[str | None, typer.Option("--card-type", help="only this card type")] = None,
     ) -> None:
-        """Grant a quota account: writes it and its quota.granted event."""
-        from pydantic import ValidationError
-
-        from services.common.runtime import Emitter
-        from services.ledger.quotas import grant_quota
-
-        emitter = Emitter("ledger", f"cli/{socket.gethostname()}", f"user:{getpass.getuser()}")
-
-        async def run(pool: Any) -> Any:
-            async with pool.acquire() as conn, conn.transaction():
-                return await grant_quota(
-                    conn, emitter, project=project, gpu_hours=gpu_hours, valid_from=_utc(valid_from),
-                    valid_to=_utc(valid_to), alert_lead_days=alert_days, card_type=card_type,
-                )  # fmt: skip
-
-        try:
-            event = asyncio.run(_with_ledger(run))
-        except ValidationError as exc:
-            errors.print(f"quota not granted: {'; '.join(error['msg'] for error in exc.errors())}")
-            raise typer.Exit(2) from None
-        console.print(f"granted {gpu_hours:g} GPU-hours to {project}: account {event.data.account_id}")
+        """Grant a quota account (operator): writes it and its quota.granted event."""
+        body = {"project": project, "gpu_hours": gpu_hours, "valid_from": _utc(valid_from).isoformat(),
+                "valid_to": _utc(valid_to).isoformat(), "alert_lead_days": alert_days, "card_type": card_type,
+                "reason": reason}  # fmt: skip
+        with cli_api() as api:
+            granted = api.post("/v1/quotas", body)
+        console.print(f"granted {gpu_hours:g} GPU-hours to {project}: account {granted['account_id']}")
 
     @quota.command("list")
     def list_quotas(
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
     ) -> None:
         """Every quota account: used and remaining GPU-hours, validity, alerts raised."""
-        from services.ledger.reports import quota_rows
-
-        rows = asyncio.run(_with_ledger(quota_rows))
+        with cli_api() as api:
+            rows = api.get("/v1/quotas")
         if as_json:
             _print_json(rows)
         else:

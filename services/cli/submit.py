@@ -1,31 +1,30 @@
-"""`cardflow submit FILE [--wait]` and `cardflow cancel TASK`: write `cf:ingest` entries.
+"""`cardflow submit FILE [--wait]` and `cardflow cancel TASK --reason`: API clients of the console.
 
-`submit` does exactly what an upstream system does (docs/ingest.md): one `XADD cf:ingest` per
-submission with `type=task.submit`, `payload=<JSON>`, `actor=user:<login>`. A submission without
-an `idempotency_key` gets one derived from its content (`cli-<sha256 prefix>`), so running the
-same command again never creates a second task, and `--wait` can find each task in the console's
-task view. `--wait` polls that view until every task has ended and exits non-zero unless all
-succeeded (1: some failed, were rejected or cancelled; 2: the timeout passed first).
+`submit` sends each submission of the file as `POST /v1/tasks` with the caller's token, so it is
+validated at once: the table says for each whether it became a task, was submitted before (same
+idempotency key) or was rejected, with every problem. A submission without an `idempotency_key`
+gets one derived from its content (`cli-<sha256 prefix>`), so running the same command again never
+creates a second task. `--wait` then polls `GET /v1/tasks/{id}` until every task has ended and
+exits non-zero unless all succeeded (1: some failed, were rejected or cancelled; 2: the timeout
+passed first). 401/403 end the command at once with one line (exit 3) and nothing submitted.
 """
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import hashlib
 import json
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from redis.asyncio import Redis
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-from shared.names import INGEST_STREAM
-from shared.settings import Settings
+from services.cli.client import ApiClient, cli_api
 from shared.submission import SubmissionFileError, load_submission_file
 
 console = Console()
@@ -35,6 +34,7 @@ KEY_PREFIX = "cli-"
 POLL_SECONDS = 0.5
 EXIT_NOT_ALL_SUCCEEDED = 1
 EXIT_TIMED_OUT = 2
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 
 
 def derive_key(raw: dict[str, Any]) -> str:
@@ -50,30 +50,38 @@ def with_key(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "idempotency_key": derive_key(raw)}
 
 
-def ingest_fields(entry_type: str, payload: dict[str, Any], actor: str) -> dict[str, str]:
-    """The fields of one `cf:ingest` entry (the contract in docs/ingest.md)."""
-    return {"type": entry_type, "payload": json.dumps(payload, ensure_ascii=False), "actor": actor}
+@dataclass(frozen=True)
+class Sent:
+    """What the API answered for one submission."""
+
+    raw: dict[str, Any]
+    task_id: str | None
+    outcome: str  # created | submitted before | rejected | conflict
+    problems: list[dict[str, Any]]
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome in ("created", "submitted before")
 
 
-def default_actor() -> str:
-    return f"user:{getpass.getuser()}"
+def send(api: ApiClient, raw: dict[str, Any]) -> Sent:
+    """POST one submission; 201 created, 200 the key was used before, 409/422 rejected with problems."""
+    response = api.call("POST", "/v1/tasks", body=raw, expect=(409, 422))
+    answer = response.json()
+    if response.status_code in (409, 422):
+        outcome = "conflict" if response.status_code == 409 else "rejected"
+        return Sent(raw, answer.get("task_id"), outcome, answer.get("problems", []))
+    return Sent(raw, answer["task_id"], "created" if answer["created"] else "submitted before", [])
 
 
-async def send(redis_url: str, entries: Sequence[dict[str, str]]) -> list[str]:
-    """XADD each entry to `cf:ingest` in order; the entry ids."""
-    redis = Redis.from_url(redis_url)
-    try:
-        return [(await redis.xadd(INGEST_STREAM, fields)).decode() for fields in entries]
-    finally:
-        await redis.aclose()
-
-
-def sent_table(submissions: Sequence[dict[str, Any]], entry_ids: Sequence[str]) -> Table:
-    table = Table(title=f"sent to {INGEST_STREAM}")
-    for column in ("#", "name", "project", "gpus", "idempotency key", "entry id"):
-        table.add_column(column)
-    for index, (raw, entry_id) in enumerate(zip(submissions, entry_ids, strict=True), start=1):
-        table.add_row(str(index), *(_cell(raw.get(f)) for f in ("name", "project", "gpus", "idempotency_key")), entry_id)
+def sent_table(sent: Sequence[Sent]) -> Table:
+    table = Table(title="submitted")
+    for column in ("#", "name", "project", "gpus", "idempotency key", "task id", "outcome"):
+        table.add_column(column, overflow="fold")
+    for index, item in enumerate(sent, start=1):
+        outcome = item.outcome + "".join(f"\n{p['field']}: {p['expected']} (got {p['value']!r})" for p in item.problems)
+        cells = (_cell(item.raw.get(f)) for f in ("name", "project", "gpus", "idempotency_key"))
+        table.add_row(str(index), *cells, item.task_id or "", outcome)
     return table
 
 
@@ -81,101 +89,79 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-async def wait_for_tasks(settings: Settings, submissions: Sequence[dict[str, Any]], timeout: float) -> int:
-    """Poll the task view until every submission's task ended; the exit code (module docstring)."""
-    from services.console.views import find_task_by_idempotency_key
-    from shared.delivery.db import create_pool
-
-    pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
-    keys = [str(raw["idempotency_key"]) for raw in submissions]
-    views: dict[str, Any] = {}
-    try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[state]}"),
-                      console=console) as progress:  # fmt: skip
-            rows = {key: progress.add_task(_cell(raw.get("name")) or key, total=1, state="sent") for key, raw in zip(keys, submissions)}
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            while not _all_ended(views, keys) and loop.time() < deadline:
-                for key in keys:
-                    views[key] = await find_task_by_idempotency_key(pool, key) or views.get(key)
-                    _show(progress, rows[key], views[key])
-                if not _all_ended(views, keys):
-                    await asyncio.sleep(POLL_SECONDS)
-    finally:
-        await pool.close()
-    console.print(_result_table(submissions, keys, views))
-    if not _all_ended(views, keys):
+def wait_for_tasks(api: ApiClient, sent: Sequence[Sent], timeout: float) -> int:
+    """Poll each task until every one has ended; the exit code (module docstring)."""
+    views: dict[int, dict[str, Any]] = {i: {"state": "rejected", "id": s.task_id} for i, s in enumerate(sent) if not s.accepted}
+    deadline = time.monotonic() + timeout
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[state]}"),
+                  console=console) as progress:  # fmt: skip
+        rows = {i: progress.add_task(_cell(s.raw.get("name")) or s.task_id or "", total=1, state="sent") for i, s in enumerate(sent)}
+        while not _all_ended(views, sent) and time.monotonic() < deadline:
+            for index, item in enumerate(sent):
+                if item.accepted and views.get(index, {}).get("state") not in TERMINAL_STATES:
+                    response = api.call("GET", f"/v1/tasks/{item.task_id}", expect=(404,))
+                    views[index] = response.json() if response.status_code == 200 else {}
+                _show(progress, rows[index], views.get(index))
+            if not _all_ended(views, sent):
+                time.sleep(POLL_SECONDS)
+    console.print(_result_table(sent, views))
+    if not _all_ended(views, sent):
         errors.print(f"timed out after {timeout:g} s: some tasks have not ended yet")
         return EXIT_TIMED_OUT
-    return 0 if all(views[key].state.value == "succeeded" for key in keys) else EXIT_NOT_ALL_SUCCEEDED
+    return 0 if all(view["state"] == "succeeded" for view in views.values()) else EXIT_NOT_ALL_SUCCEEDED
 
 
-def _all_ended(views: dict[str, Any], keys: Sequence[str]) -> bool:
-    return all(views.get(key) is not None and views[key].state.is_terminal for key in keys)
+def _all_ended(views: dict[int, dict[str, Any]], sent: Sequence[Sent]) -> bool:
+    return all(views.get(i, {}).get("state") in TERMINAL_STATES for i in range(len(sent)))
 
 
-def _show(progress: Progress, row: Any, view: Any) -> None:
-    if view is None:
+def _show(progress: Progress, row: Any, view: dict[str, Any] | None) -> None:
+    if not view:
         progress.update(row, state="not seen yet")
         return
-    progress.update(row, state=f"{view.state.value}: {view.reason_detail or view.reason}"[:120],
-                    completed=1 if view.state.is_terminal else 0)  # fmt: skip
+    state = view["state"]
+    progress.update(row, state=f"{state}: {view.get('reason_detail') or view.get('reason') or ''}"[:120],
+                    completed=1 if state in TERMINAL_STATES else 0)  # fmt: skip
 
 
-def _result_table(submissions: Sequence[dict[str, Any]], keys: Sequence[str], views: dict[str, Any]) -> Table:
+def _result_table(sent: Sequence[Sent], views: dict[int, dict[str, Any]]) -> Table:
     table = Table(title="tasks")
     for column in ("name", "task id", "state", "why"):
-        table.add_column(column)
-    for raw, key in zip(submissions, keys, strict=True):
-        view = views.get(key)
-        state = view.state.value if view else "not seen"
-        table.add_row(_cell(raw.get("name")), view.id if view else "", state, view.reason_detail if view else "")
+        table.add_column(column, overflow="fold")
+    for index, item in enumerate(sent):
+        view = views.get(index) or {}
+        why = view.get("reason_detail") or "; ".join(f"{p['field']}: {p['expected']}" for p in item.problems)
+        table.add_row(_cell(item.raw.get("name")), item.task_id or "", view.get("state", "not seen"), why or "")
     return table
-
-
-def _require_redis(settings: Settings) -> str:
-    if not settings.redis_url:
-        errors.print("CARDFLOW_REDIS_URL is not set (`cardflow endpoints` prints the running instance's settings)")
-        raise typer.Exit(2)
-    return settings.redis_url
 
 
 def submit(
     file: Annotated[Path, typer.Argument(help="JSON or YAML file: one submission or a list of them", exists=True, dir_okay=False)],
     wait: Annotated[bool, typer.Option("--wait", help="wait until every task has ended; exit 1 unless all succeeded")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most (exit 2 after)")] = 600.0,
-    actor: Annotated[str | None, typer.Option("--actor", help="who submits [default: user:<login>]")] = None,
 ) -> None:
-    """Submit tasks from FILE to cf:ingest, like an upstream system would (see docs/ingest.md)."""
-    from services.cli.views import resolve_settings
-
-    settings = resolve_settings()
-    redis_url = _require_redis(settings)
+    """Submit tasks from FILE through the API (needs role submitter for their project)."""
     try:
         submissions = [with_key(raw) for raw in load_submission_file(file)]
     except SubmissionFileError as error:
         errors.print(str(error))
         raise typer.Exit(2) from None
-    who = actor or default_actor()
-    entry_ids = asyncio.run(send(redis_url, [ingest_fields("task.submit", raw, who) for raw in submissions]))
-    console.print(sent_table(submissions, entry_ids))
-    if wait:
-        code = asyncio.run(wait_for_tasks(settings, submissions, timeout))
-        raise typer.Exit(code)
+    with cli_api() as api:
+        sent = [send(api, raw) for raw in submissions]
+        console.print(sent_table(sent))
+        code = wait_for_tasks(api, sent, timeout) if wait else 0
+    if code or any(not item.accepted for item in sent):
+        raise typer.Exit(code or EXIT_NOT_ALL_SUCCEEDED)
 
 
 def cancel(
     task_id: Annotated[str, typer.Argument(help="id of the task to cancel")],
-    reason: Annotated[str | None, typer.Option("--reason", help="why, shown in the task's history")] = None,
-    actor: Annotated[str | None, typer.Option("--actor", help="who asks [default: user:<login>]")] = None,
+    reason: Annotated[str, typer.Option("--reason", help="why, shown in the task's history")] = "",
 ) -> None:
-    """Ask to cancel TASK (a task.cancel entry on cf:ingest; the dispatcher stops it)."""
-    from services.cli.views import resolve_settings
-
-    redis_url = _require_redis(resolve_settings())
-    payload = {"task_id": task_id, **({"reason": reason} if reason else {})}
-    [entry_id] = asyncio.run(send(redis_url, [ingest_fields("task.cancel", payload, actor or default_actor())]))
-    console.print(f"cancel of {task_id} requested ({INGEST_STREAM} entry {entry_id})")
+    """Ask to cancel TASK (the dispatcher stops it); needs role submitter for the task's project."""
+    with cli_api() as api:
+        api.post(f"/v1/tasks/{task_id}/cancel", {"reason": reason or None})
+    console.print(f"cancel of {task_id} requested")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,32 +1,31 @@
-"""`cardflow tasks`, `cardflow status TASK`, `cardflow console`: read the task views, serve the console.
+"""`cardflow tasks`, `cardflow status TASK`, `cardflow console`: tasks from the API, serve the console.
 
-Where the database is: `CARDFLOW_DATABASE_URL`, else the running local instance (`cardflow up`)
-of the data dir. `--json` prints machine-readable output (a list for `tasks`, one object with its
-`history` for `status`); otherwise rich tables coloured by state, in English or Chinese (`--lang zh`).
+`tasks` and `status` are API clients (`services.cli.client`: `CARDFLOW_API_URL` + the caller's
+token, else the instance `cardflow up` runs on the data dir); any valid token may read. `--json`
+prints machine-readable output (a list for `tasks`, one object with its `history` for `status`);
+otherwise rich tables coloured by state, in English or Chinese (`--lang zh`). `console` serves the
+API itself, so it needs the database (`CARDFLOW_DATABASE_URL`, else the running local instance).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import asyncpg
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from services.cli.client import cli_api
 from shared.embedded import running_instance
 from shared.events.states import TaskState
 from shared.projection import TaskView
-from shared.settings import Settings, get_settings, redact_url
+from shared.settings import Settings, get_settings
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
-T = TypeVar("T")
 
 
 class Lang(StrEnum):
@@ -35,7 +34,7 @@ class Lang(StrEnum):
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
-LangOption = Annotated[Lang, typer.Option("--lang", help="Labels: en or zh (中文)")]
+LangOption = Annotated[Lang, typer.Option("--lang", envvar="CARDFLOW_LANG", help="Labels: en or zh (中文)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -63,42 +62,19 @@ def resolve_settings() -> Settings:
     return found.settings()
 
 
-def run_query(settings: Settings, query: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    """Run `query(pool)` against the views; clear messages when the database or the views are missing."""
-    from services.console.views import views_exist
-    from shared.delivery.db import create_pool
-
-    async def main() -> T:
-        pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
-        try:
-            if not await views_exist(pool):
-                raise fail("no task views in this database yet: is the views service running? "
-                           "(`cardflow service views`, or `cardflow up`)")
-            return await query(pool)
-        finally:
-            await pool.close()
-
-    try:
-        return asyncio.run(main())
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InvalidCatalogNameError,
-            asyncpg.InvalidAuthorizationSpecificationError) as exc:
-        raise fail(f"cannot reach PostgreSQL at {redact_url(settings.database_dsn)}: {exc}") from None
-
-
 def tasks(
     state: Annotated[TaskState | None, typer.Option("--state", help="Only tasks in this state")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (most recently changed first)")] = 200,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=5000, help="At most this many (most recently changed first)")] = 200,
     as_json: JsonOption = False,
     lang: LangOption = Lang.en,
 ) -> None:
     """List tasks with their state and the reason they wait (or ended)."""
-    from services.console.views import list_tasks
-
-    views = run_query(resolve_settings(), lambda pool: list_tasks(pool, state, limit))
+    with cli_api() as api:
+        rows = api.get("/v1/tasks", state=state.value if state else None, limit=limit)
     if as_json:
-        print(json.dumps([view.model_dump(mode="json") for view in views], ensure_ascii=False, indent=2))
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
         return
-    console.print(tasks_table(views, lang))
+    console.print(tasks_table([TaskView.model_validate(row) for row in rows], lang))
 
 
 def status(
@@ -107,22 +83,22 @@ def status(
     lang: LangOption = Lang.en,
 ) -> None:
     """One task: its state, why it waits or how it ended, and its history."""
-    from services.console.views import find_task_by_idempotency_key, load_task, task_history
+    from services.console.views import HistoryEntry
 
-    async def load(pool: asyncpg.Pool) -> tuple[TaskView | None, list[Any]]:
-        view = await load_task(pool, task) or await find_task_by_idempotency_key(pool, task)
-        return view, (await task_history(pool, view.id) if view else [])
-
-    view, history = run_query(resolve_settings(), load)
-    if view is None:
+    with cli_api() as api:
+        found = api.call("GET", f"/v1/tasks/{task}/history", expect=(404, 422))
+        answer = found.json() if found.status_code == 200 else None
+        if answer is None:
+            [view] = api.get("/v1/tasks", idempotency_key=task) or [None]
+            answer = api.get(f"/v1/tasks/{view['id']}/history") if view else None
+    if answer is None:
         raise fail(f"no task {task!r} in the views (neither an id nor an idempotency key); "
-                   "a task submitted a moment ago may take a moment to appear")
+                   "a task submitted a moment ago may take a moment to appear")  # fmt: skip
     if as_json:
-        body = view.model_dump(mode="json") | {"history": [entry.model_dump(mode="json") for entry in history]}
-        print(json.dumps(body, ensure_ascii=False, indent=2))
+        print(json.dumps(answer["task"] | {"history": answer["history"]}, ensure_ascii=False, indent=2))
         return
-    console.print(status_table(view, lang))
-    console.print(history_table(history, lang))
+    console.print(status_table(TaskView.model_validate(answer["task"]), lang))
+    console.print(history_table([HistoryEntry.model_validate(entry) for entry in answer["history"]], lang))
 
 
 def console_command(

@@ -5,7 +5,9 @@ HTTP submission is exactly an ingest submission: validated, stored, `task.submit
 `task.rejected` in intake's outbox. Reads come from the views (eventually consistent: a task
 submitted a moment ago may answer 404 for a short while).
 
-Who is asking: the `X-Cardflow-Actor` header (e.g. `user:alice`), else `api:anonymous`.
+Who is asking: the caller's token (`services.console.auth`; app.py requires one on every route
+here). Events record `principal.actor` (`user:<token name>`); a submission or a cancellation needs
+role `submitter` (or `operator`, `admin`) for the task's project, else 403 and nothing is written.
 
 Hostile input is a 4xx that names the problem, never a 500 (a 500 also made uvicorn close the
 kept-alive connection, losing the next request a client sent on it): a body that is not
@@ -16,6 +18,7 @@ key reused with a different body a 409. Path ids are checked before they reach P
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -25,18 +28,27 @@ from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field
 
 from services.common.runtime import Emitter
-from services.console.views import DEFAULT_LIMIT, Fleet, HistoryEntry, list_tasks, load_fleet, load_task, task_history
-from services.intake.commands import request_cancel, submit_task
+from services.console.views import (
+    DEFAULT_LIMIT,
+    Fleet,
+    HistoryEntry,
+    find_task_by_idempotency_key,
+    list_tasks,
+    load_fleet,
+    load_task,
+    task_history,
+)
+from services.console.auth import Authenticated
+from services.intake.commands import load_task_project, request_cancel, submit_task
 from services.readiness.board import load_board
 from shared.events.states import TaskState
+from shared.identity import Role, require
 from shared.projection import TaskView
 from shared.submission import Problem
 from shared.submission.limits import MAX_SUBMISSION_BYTES
 from shared.submission.storable import unstorable_text
 
 INTAKE_SCHEMA = "intake"
-ACTOR_HEADER = "x-cardflow-actor"
-ANONYMOUS = "api:anonymous"
 MAX_BODY_BYTES = MAX_SUBMISSION_BYTES
 JSON_MEDIA_TYPES = ("application/json",)
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,199}$"
@@ -90,10 +102,6 @@ def pool_of(request: Request) -> asyncpg.Pool:
 Pool = Annotated[asyncpg.Pool, Depends(pool_of)]
 
 
-def actor_of(request: Request) -> str:
-    return request.headers.get(ACTOR_HEADER) or ANONYMOUS
-
-
 def intake_emitter(request: Request, actor: str) -> Emitter:
     return Emitter(INTAKE_SCHEMA, request.app.state.producer, actor)
 
@@ -111,16 +119,27 @@ def intake_emitter(request: Request, actor: str) -> Emitter:
         "schema": {"$ref": "#/components/schemas/TaskSubmission"}}}}},
     summary="Submit a task (body = submission schema v1)",
 )
-async def post_task(request: Request, pool: Pool) -> JSONResponse:
+async def post_task(request: Request, pool: Pool, principal: Authenticated) -> JSONResponse:
     _require_json(request)
     body = await read_body(request, MAX_BODY_BYTES)
-    actor = actor_of(request)
-    outcome = await submit_task(pool, intake_emitter(request, actor), body, actor)
+    require(principal, Role.SUBMITTER, submission_project(body) or principal.project)
+    outcome = await submit_task(pool, intake_emitter(request, principal.actor), body, principal.actor)
     if outcome.problems:
         rejected = Rejected(task_id=outcome.task_id, problems=outcome.problems)
         return JSONResponse(rejected.model_dump(mode="json"), status_code=409 if outcome.conflict_with else 422)
     submitted = Submitted(task_id=outcome.task_id, created=outcome.created)
     return JSONResponse(submitted.model_dump(), status_code=201 if outcome.created else 200)
+
+
+def submission_project(body: bytes) -> str | None:
+    """The `project` a submission names, if it is readable JSON with a text project (else intake's
+    validation rejects it, recorded with the caller as actor)."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    project = raw.get("project") if isinstance(raw, dict) else None
+    return project if isinstance(project, str) else None
 
 
 def _require_json(request: Request) -> None:
@@ -149,7 +168,12 @@ async def get_tasks(
     pool: Pool,
     state: Annotated[TaskState | None, Query(description="only tasks in this state")] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_LIMIT,
-) -> list[TaskView]:
+    idempotency_key: Annotated[str | None, Query(max_length=200, description="only the task submitted with this key"
+                                                 " (if only rejected attempts used it, the latest of them)")] = None,
+) -> list[TaskView]:  # fmt: skip
+    if idempotency_key is not None:
+        found = await find_task_by_idempotency_key(pool, idempotency_key)
+        return [found] if found is not None and (state is None or found.state == state) else []
     return await list_tasks(pool, state, limit)
 
 
@@ -174,12 +198,16 @@ async def get_task_history(task_id: TaskIdPath, pool: Pool) -> TaskWithHistory:
     responses={404: {"description": "unknown task"}},
 )
 async def cancel_task(
-    task_id: TaskIdPath, request: Request, pool: Pool, body: Annotated[CancelBody | None, Body()] = None
-) -> CancelAccepted:
-    actor = actor_of(request)
-    known = await request_cancel(pool, intake_emitter(request, actor), task_id, actor, body.reason if body else None)
-    if not known:
+    task_id: TaskIdPath, request: Request, pool: Pool, principal: Authenticated,
+    body: Annotated[CancelBody | None, Body()] = None,
+) -> CancelAccepted:  # fmt: skip
+    require(principal, Role.SUBMITTER, principal.project)  # no submitting role at all: 403 before any lookup
+    project = await load_task_project(pool, task_id)
+    if project is None:
         raise HTTPException(404, f"no task with id {task_id!r} was ever submitted; nothing to cancel")
+    require(principal, Role.SUBMITTER, project)
+    emitter = intake_emitter(request, principal.actor)
+    await request_cancel(pool, emitter, task_id, principal.actor, body.reason if body else None)
     return CancelAccepted(task_id=task_id)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -38,7 +38,7 @@ from redis.asyncio import Redis
 
 from services.common.runtime import prepare_schema
 from services.console.api import router
-from services.console.auth import install_permission_handler
+from services.console.auth import authenticate, install_permission_handler
 from services.console.labels import all_labels
 from services.console.pages.routes import SignInRequired, sign_in_redirect
 from services.console.pages.routes import router as pages_router
@@ -46,12 +46,13 @@ from services.console.projector import SPEC as VIEWS_SPEC
 from services.config.service import SPEC as CONFIG_SPEC
 from services.config.service import open_config_store
 from services.console.routes import config as config_routes
-from services.console.routes import routes_router, tokens
+from services.console.routes import quota_grants, routes_router, tokens
 from services.console.snapshots import run_daily_board_snapshots
 from services.identity.tokens import IDENTITY_SPEC
 from services.identity.tokens import SCHEMA as IDENTITY_SCHEMA
 from services.intake.service import SPEC as INTAKE_SPEC
 from services.observability.system_state import metrics_endpoint
+from services.ledger.service import SPEC as LEDGER_SPEC
 from shared.delivery.db import create_pool
 from shared.delivery.relay import OutboxRelay
 from shared.settings import Settings
@@ -70,7 +71,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
         pool = await create_pool(settings.database_dsn or "")
         resources = contextlib.AsyncExitStack()
         try:
-            for spec in (VIEWS_SPEC, INTAKE_SPEC, IDENTITY_SPEC, CONFIG_SPEC):
+            for spec in (VIEWS_SPEC, INTAKE_SPEC, IDENTITY_SPEC, CONFIG_SPEC, LEDGER_SPEC):
                 await prepare_schema(pool, spec)
             app.state.pool = pool
             app.state.settings = settings
@@ -97,9 +98,11 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     )
     install_permission_handler(app)
     config_routes.install(app)
-    app.include_router(router)
-    app.include_router(routes_router)
+    signed_in = [Depends(authenticate)]  # every /v1 route but /v1/labels: 401 without a valid token
+    app.include_router(router, dependencies=signed_in)
+    app.include_router(routes_router, dependencies=signed_in)
     app.include_router(tokens.router)
+    app.include_router(quota_grants.router)
     app.include_router(pages_router)
     app.add_exception_handler(SignInRequired, sign_in_redirect)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

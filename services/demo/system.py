@@ -18,6 +18,7 @@ import contextlib
 import socket
 import sys
 import time
+from urllib.parse import urlencode
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -101,8 +102,10 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
         supervisor.start([*service_children(env=service_env), console_child(port)])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
             console.print(f"[yellow]the console has not answered within {CONSOLE_START_TIMEOUT_S:g} s; see {supervisor.log_path('console')}[/yellow]")
-        write_instance_api(data_dir, url, local_token_path(data_dir))
+        token_file = local_token_path(data_dir)
+        write_instance_api(data_dir, url, token_file)
         console.print(f"Services and console started (logs: {supervisor.log_dir}). Console: [bold]{url}[/bold]")
+        console.print(f"Sign in to the console as the local admin: {login_link(url, token_file)}", soft_wrap=True)
         if workload is None:
             yield supervisor
             return
@@ -111,6 +114,12 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
                               fleet=tuple(agent.agent_id for agent in DEMO_FLEET))
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
             yield supervisor
+
+
+def login_link(url: str, token_file: Path) -> str:
+    """`<url>/login?token=...`: opening it signs the browser in with the local admin token (like
+    Jupyter's link); the page keeps the token in an HttpOnly cookie and drops it from the address."""
+    return f"{url}/login?{urlencode({'token': token_file.read_text().strip()})}"
 
 
 def wait_for_console(url: str, timeout_s: float) -> bool:

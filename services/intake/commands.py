@@ -83,6 +83,11 @@ async def request_cancel(
     return known
 
 
+async def load_task_project(pool: asyncpg.Pool, task_id: str, schema: str = "intake") -> str | None:
+    """The project of a task intake accepted, None when there is no such task (for permission checks)."""
+    return await pool.fetchval(f"SELECT project FROM {quote_schema(schema)}.tasks WHERE task_id = $1", task_id)
+
+
 async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequence[SubmitRequest]) -> list[SubmitOutcome]:
     """Batch form of `submit_task` in the caller's transaction; one outcome per request, in order.
 

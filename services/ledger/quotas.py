@@ -93,6 +93,7 @@ async def grant_quota(
     card_type: str | None = None,
     account_id: str | None = None,
     actor: str | None = None,
+    reason: str = "",
 ) -> Envelope:
     """Create a quota account and its `quota.granted` event (in the caller's transaction)."""
     data = QuotaGrantedData(
@@ -104,6 +105,7 @@ async def grant_quota(
         valid_to=valid_to,
         alert_lead_days=alert_lead_days,
         thresholds=tuple(sorted(thresholds)),
+        reason=reason,
     )  # validates: positive hours, forward window, thresholds within 0..1
     [event] = await emitter.emit(conn, [Emission(QuotaGranted, quota_subject(data.account_id), data, actor=actor)])
     await conn.execute(

@@ -39,6 +39,7 @@ class QuotaGrantedData(Payload):
     valid_to: AwareDatetime
     alert_lead_days: float = Field(15.0, ge=0, description="warn this many days before valid_to")
     thresholds: tuple[Fraction, ...] = Field((0.8, 0.95), description="alert when used share crosses these")
+    reason: Detail = Field("", description="why it was granted (the actor says who)")
 
     @model_validator(mode="after")
     def _window_is_forward(self) -> QuotaGrantedData:

@@ -115,7 +115,8 @@ def running_up(data_dir_factory: Callable[[], Path]) -> Iterator[tuple[subproces
 def test_up_serves_until_sigterm_and_a_second_shell_connects(running_up: tuple[subprocess.Popen[str], Path]) -> None:
     up, data_dir = running_up
     cardflow = f"{sys.executable} -m services.cli.main"
-    second_shell = f'eval "$({cardflow} endpoints --data-dir {data_dir})" && {cardflow} doctor && {cardflow} whoami'
+    second_shell = (f'eval "$({cardflow} endpoints --data-dir {data_dir})" && {cardflow} doctor && {cardflow} whoami'
+                    f" && {cardflow} submit examples/minimal.json && {cardflow} token list")
 
     shell = subprocess.run(["bash", "-c", second_shell], cwd=REPO, capture_output=True, text=True, env={
         k: v for k, v in os.environ.items() if not k.startswith("CARDFLOW_")
@@ -127,6 +128,7 @@ def test_up_serves_until_sigterm_and_a_second_shell_connects(running_up: tuple[s
 
     assert shell.returncode == 0, shell.stdout + shell.stderr
     assert ": role admin (API http://127.0.0.1:" in shell.stdout  # whoami: the local admin token
+    assert "created" in shell.stdout and "local admin of the embedded instance" in shell.stdout
     assert token_mode == 0o600
     assert up.returncode == 0, rest
     assert "Stopped." in rest

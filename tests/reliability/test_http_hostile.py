@@ -14,6 +14,7 @@ import asyncpg
 import httpx
 
 from shared.settings import Settings
+from tests.helpers.console_server import bearer, first_admin
 from tests.reliability.hostile import HOSTILE, a_valid
 from tests.reliability.http_server import served_console
 
@@ -41,8 +42,9 @@ async def tasks_stored(settings: Settings) -> int:
 async def test_no_body_gets_a_500_and_every_rejection_names_its_problem(
     fresh_settings: Settings, data_dir_factory: Callable[[], Path]
 ) -> None:
+    token = await first_admin(fresh_settings)
     with served_console(fresh_settings, data_dir_factory()) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers=bearer(token)) as http:
             answers = {label: await http.post("/v1/tasks", content=body, headers=JSON) for label, body in HTTP_HOSTILE.items()}
             plain = await http.post("/v1/tasks", content=a_valid("as text"), headers={"content-type": "text/plain"})
             bad_ids = [await http.get(f"/v1/tasks/{task_id}") for task_id in ("%00", "%ED%A0%80", "x" * 5000)]
@@ -67,9 +69,10 @@ async def test_eight_concurrent_clients_mixing_hostile_and_valid_bodies_lose_not
     on it was lost. Each client here alternates valid and hostile bodies on one connection."""
     outcomes: Counter[str] = Counter()
     hostile_bodies = list(HTTP_HOSTILE.values())
+    token = await first_admin(fresh_settings)
 
     async def client(number: int) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers=bearer(token)) as http:
             for i in range(10):
                 for body in (a_valid(f"client-{number}-{i}").encode(), hostile_bodies[(number * 10 + i) % len(hostile_bodies)]):
                     try:
@@ -89,8 +92,9 @@ async def test_a_reused_idempotency_key_with_a_different_body_is_a_conflict(
     fresh_settings: Settings, data_dir_factory: Callable[[], Path]
 ) -> None:
     body = json.loads(a_valid("nightly"))
+    token = await first_admin(fresh_settings)
     with served_console(fresh_settings, data_dir_factory()) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=60, headers=bearer(token)) as http:
             first = await http.post("/v1/tasks", json={**body, "idempotency_key": "nightly-1"})
             same = await http.post("/v1/tasks", json={**body, "idempotency_key": "nightly-1"})
             other = await http.post("/v1/tasks", json={**body, "idempotency_key": "nightly-1", "gpus": 2})

@@ -20,14 +20,15 @@ import httpx
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from services.console.auth import SESSION_COOKIE, principal_from_token
 from services.console.labels import LANGUAGES, Language
 from services.console.pages.charts import line_chart, stacked_bars
 from services.console.pages.templating import Unavailable, environment, labels_for, parse_time
 
 router = APIRouter(include_in_schema=False)
 LANG_COOKIE = "cardflow_lang"
-TOKEN_COOKIE = "cardflow_session"
-"""The session cookie identity's `services.console.auth` also reads (HttpOnly, SameSite=Strict)."""
+TOKEN_COOKIE = SESSION_COOKIE
+"""The session cookie `services.console.auth` reads (HttpOnly, SameSite=Strict)."""
 NAV = ("board", "queue", "approvals", "fleet", "quotas", "ledger", "config", "tasks")
 LEDGER_DAYS = 7
 
@@ -237,7 +238,12 @@ async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str
 
 
 @router.get("/login")
-async def login_page(request: Request) -> HTMLResponse:
+async def login_page(request: Request) -> Response:
+    """The sign-in form; `?token=` (the link `cardflow up` prints, like Jupyter's) signs in at once
+    when the token is valid, and drops it from the address bar."""
+    token = request.query_params.get("token")
+    if token and await principal_from_token(request.app.state.pool, token.strip()) is not None:
+        return _signed_in(request.query_params.get("back") or "/board", token)
     return await render(request, "login.html", title="login", page="login", request_back=request.query_params.get("back"))
 
 
@@ -253,9 +259,12 @@ async def login(request: Request, token: Annotated[str, Form()], back: Annotated
                             refused=Unavailable(answer.status_code, answer.json().get("detail", answer.text)))  # fmt: skip
         page.status_code = answer.status_code
         return page
-    target = back if back.startswith("/") and not back.startswith("//") else "/board"
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", max_age=12 * 3600)
+    return _signed_in(back, token)
+
+
+def _signed_in(back: str, token: str) -> Response:
+    response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/board", status_code=303)
+    response.set_cookie(TOKEN_COOKIE, token.strip(), httponly=True, samesite="strict", max_age=12 * 3600)
     return response
 
 

@@ -1,4 +1,5 @@
-"""The HTTP API and web page against real servers: intake's commands behind POST, views behind GET."""
+"""The HTTP API and web page against real servers: intake's commands behind POST, views behind GET,
+a token on every /v1 route (docs/identity.md)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,21 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from services.console.app import create_app
 from services.console.projector import SPEC as VIEWS
 from services.intake.service import SPEC as INTAKE
 from services.readiness.service import SPEC as READINESS
 from shared.settings import Settings
+from tests.helpers.console_server import console_client, first_admin, issue_token
 from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import a_submission
 
 
 @asynccontextmanager
 async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The console app with its lifespan run, reached in-process through httpx."""
-    app = create_app(settings, board_snapshots=False)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
-            yield client
+    """The console app in-process, signed in as `alice`, a submitter of proj-a (a_submission's project)."""
+    alice = await issue_token(settings, await first_admin(settings), "alice", "submitter", "proj-a")
+    async with console_client(settings, alice) as client:
+        yield client
 
 
 async def test_post_valid_duplicate_key_and_invalid(fresh_settings: Settings) -> None:
@@ -53,7 +52,7 @@ async def test_post_valid_duplicate_key_and_invalid(fresh_settings: Settings) ->
 
 async def test_submitted_task_is_projected_listed_and_cancellable(fresh_settings: Settings) -> None:
     async with RunningServices(fresh_settings, INTAKE, VIEWS) as services, api(fresh_settings) as client:
-        created = await client.post("/v1/tasks", json=a_submission(name="eval-7"), headers={"x-cardflow-actor": "user:alice"})
+        created = await client.post("/v1/tasks", json=a_submission(name="eval-7"), headers={"x-cardflow-actor": "user:mallory"})
         task_id = created.json()["task_id"]
         rejected = await client.post("/v1/tasks", json=a_submission(gpus=-1))
         rejected_id = rejected.json()["task_id"]
@@ -78,7 +77,7 @@ async def test_submitted_task_is_projected_listed_and_cancellable(fresh_settings
         assert await services.wait_until(cancel_shown)
         history = (await client.get(f"/v1/tasks/{task_id}/history")).json()["history"]
         assert [h["type"] for h in history] == ["task.submitted", "task.cancel_requested"]
-        assert [h["actor"] for h in history] == ["user:alice", "api:anonymous"]
+        assert [h["actor"] for h in history] == ["user:alice", "user:alice"]  # the token's holder, not the header
 
 
 async def test_unknown_ids_answer_404_with_a_clear_message(fresh_settings: Settings) -> None:

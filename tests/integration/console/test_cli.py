@@ -1,4 +1,4 @@
-"""`cardflow tasks` / `cardflow status` as a user runs them: a subprocess reading the views."""
+"""`cardflow tasks` / `cardflow status` as a user runs them: a subprocess, a client of the console's API."""
 
 from __future__ import annotations
 
@@ -12,20 +12,21 @@ from services.console.projector import SPEC as VIEWS
 from services.console.views import load_task
 from shared.events import new_event_id
 from shared.settings import Settings
+from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import TaskStory
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def env_for(settings: Settings | None, data_dir: Path) -> dict[str, str]:
+def env_for(settings: Settings | None, data_dir: Path, **extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
     env["CARDFLOW_DATA_DIR"] = str(data_dir)
     env["COLUMNS"] = "200"
     if settings is not None:
         env["CARDFLOW_DATABASE_URL"] = settings.database_dsn or ""
         env["CARDFLOW_REDIS_URL"] = settings.redis_url or ""
-    return env
+    return env | extra
 
 
 async def cardflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -49,8 +50,12 @@ async def test_tasks_json_and_status(fresh_settings: Settings, tmp_path: Path) -
             return view is not None and view.state == "running" and await load_task(services.pool, waiting.task_id) is not None
 
         assert await services.wait_until(projected)
-    env = env_for(fresh_settings, tmp_path)
+    reader = await issue_token(fresh_settings, await first_admin(fresh_settings), "reader", "auditor")
+    with serving_console(fresh_settings) as url:
+        await check_tasks_and_status(env_for(None, tmp_path, CARDFLOW_API_URL=url, CARDFLOW_TOKEN=reader), waiting, running)
 
+
+async def check_tasks_and_status(env: dict[str, str], waiting: TaskStory, running: TaskStory) -> None:
     code, out, err = await cardflow(env, "tasks", "--json")
     assert code == 0, err
     listed = json.loads(out)
@@ -76,12 +81,13 @@ async def test_tasks_json_and_status(fresh_settings: Settings, tmp_path: Path) -
     assert code == 1 and "NO-SUCH-TASK" in err
 
 
-async def test_clear_errors_without_an_instance_or_without_views(fresh_settings: Settings, tmp_path: Path) -> None:
+async def test_clear_errors_without_an_api_or_without_a_token(fresh_settings: Settings, tmp_path: Path) -> None:
     code, _, err = await cardflow(env_for(None, tmp_path), "tasks")
-    assert code == 1 and "no cardflow instance is configured or running" in err and "cardflow up" in err
+    assert code == 1 and "no cardflow API to talk to" in err and "cardflow up" in err
 
-    code, _, err = await cardflow(env_for(fresh_settings, tmp_path), "tasks", "--json")  # database without views
-    assert code == 1 and "views service" in err
+    with serving_console(fresh_settings) as url:
+        code, _, err = await cardflow(env_for(None, tmp_path, CARDFLOW_API_URL=url), "tasks", "--json")
+    assert code == 3 and "not authenticated" in err and "no token configured" in err
 
 
 async def test_console_command_serves_the_api_until_terminated(fresh_settings: Settings, tmp_path: Path) -> None:
@@ -106,7 +112,7 @@ async def test_console_command_serves_the_api_until_terminated(fresh_settings: S
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
             assert health is not None and health.json() == {"status": "ok"}
-            assert (await client.get("/v1/tasks")).json() == []
+            assert (await client.get("/v1/tasks")).status_code == 401
     finally:
         process.terminate()
         _, err = await process.communicate()

@@ -1,5 +1,5 @@
-"""`cardflow submit` / `cardflow cancel` as a user runs them (a subprocess), against intake and the
-console's task view running in-process on real servers."""
+"""`cardflow submit` / `cardflow cancel` as a user runs them (a subprocess): clients of the console's
+API (served in a thread), with intake and the task views running in-process on real servers."""
 
 from __future__ import annotations
 
@@ -14,22 +14,17 @@ from redis.asyncio import Redis
 
 from services.console.projector import SPEC as VIEWS
 from services.intake.service import SPEC as INTAKE
-from shared.names import INGEST_STREAM
 from shared.settings import Settings
+from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.delivery_support import REPO_ROOT
 from tests.helpers.running_services import RunningServices
 from tests.integration.intake.harness import a_submission, published_events
 
 
-async def cardflow(settings: Settings, *args: str) -> tuple[int, str]:
-    """Run `cardflow ARGS` with the test's backends; its exit code and output."""
-    env = {
-        **os.environ,
-        "CARDFLOW_REDIS_URL": settings.redis_url or "",
-        "CARDFLOW_DATABASE_URL": settings.database_dsn or "",
-        "PYTHONPATH": str(REPO_ROOT),
-        "COLUMNS": "200",
-    }
+async def cardflow(url: str, token: str, *args: str) -> tuple[int, str]:
+    """Run `cardflow ARGS` against the API at `url` with `token`; its exit code and output."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
+    env |= {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": token, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "200"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli.main", *args, cwd=REPO_ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -38,56 +33,79 @@ async def cardflow(settings: Settings, *args: str) -> tuple[int, str]:
     return process.returncode or 0, output.decode()
 
 
-async def test_submitting_a_file_twice_creates_each_task_once(
-    fresh_settings: Settings, redis: Redis, tmp_path: Path
-) -> None:
+async def a_submitter(settings: Settings, project: str = "proj-a") -> str:
+    return await issue_token(settings, await first_admin(settings), "sam", "submitter", project)
+
+
+async def test_submitting_a_file_twice_creates_each_task_once(fresh_settings: Settings, redis: Redis, tmp_path: Path) -> None:
     file = tmp_path / "tasks.yaml"
     file.write_text(yaml.safe_dump([a_submission("keyed", idempotency_key="mine-1"), a_submission("keyless")]))
+    sam = await a_submitter(fresh_settings)
+    async with RunningServices(fresh_settings, INTAKE):
+        with serving_console(fresh_settings) as url:
+            first = await cardflow(url, sam, "submit", str(file))
+            again = await cardflow(url, sam, "submit", str(file))
 
-    first = await cardflow(fresh_settings, "submit", str(file))
-    again = await cardflow(fresh_settings, "submit", str(file))
-    async with RunningServices(fresh_settings, INTAKE) as services:
+            async def relayed() -> bool:
+                return len(await published_events(redis, "task.submitted")) == 2
 
-        async def all_read() -> bool:
-            return len(await redis.xrange(INGEST_STREAM)) == 4 and len(await published_events(redis)) == 2
-
-        assert await services.wait_until(all_read)
+            await asyncio.wait_for(_until(relayed), timeout=60)
 
     assert first[0] == 0 and again[0] == 0, first[1] + again[1]
-    assert "keyless" in first[1] and "mine-1" in first[1]
-    payloads = [json.loads(fields[b"payload"]) for _, fields in await redis.xrange(INGEST_STREAM)]
-    keys = [p["idempotency_key"] for p in payloads]
-    assert keys[0] == keys[2] == "mine-1" and keys[1] == keys[3] and keys[1].startswith("cli-")
+    assert "keyless" in first[1] and "mine-1" in first[1] and first[1].count("created") == 2
+    assert again[1].count("submitted before") == 2
     submitted = await published_events(redis, "task.submitted")
-    assert sorted(e.data.idempotency_key for e in submitted) == sorted(["mine-1", keys[1]])
-    assert all(e.actor.startswith("user:") for e in submitted)
+    keys = sorted(e.data.idempotency_key for e in submitted)
+    assert keys[0].startswith("cli-") and keys[1] == "mine-1"
+    assert {e.actor for e in submitted} == {"user:sam"}
+
+
+async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+    while not await condition():
+        await asyncio.sleep(0.1)
 
 
 async def test_wait_reports_a_rejected_task_and_exits_non_zero(fresh_settings: Settings, tmp_path: Path) -> None:
     file = tmp_path / "bad.json"
     file.write_text(json.dumps(a_submission("bad", gpus=0)))
+    sam = await a_submitter(fresh_settings)
     async with RunningServices(fresh_settings, INTAKE, VIEWS):
-        code, output = await cardflow(fresh_settings, "submit", str(file), "--wait", "--timeout", "120")
+        with serving_console(fresh_settings) as url:
+            code, output = await cardflow(url, sam, "submit", str(file), "--wait", "--timeout", "120")
 
     assert code == 1, output
     assert "rejected" in output and "gpus" in output
 
 
-async def test_cancel_writes_a_task_cancel_entry(fresh_settings: Settings, redis: Redis) -> None:
-    code, output = await cardflow(fresh_settings, "cancel", "01TASK", "--reason", "wrong data", "--actor", "user:ops")
+async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Settings, redis: Redis, tmp_path: Path) -> None:
+    file = tmp_path / "task.json"
+    file.write_text(json.dumps(a_submission("to-cancel", idempotency_key="cancel-me")))
+    admin = await first_admin(fresh_settings)
+    sam = await issue_token(fresh_settings, admin, "sam", "submitter", "proj-a")
+    olga = await issue_token(fresh_settings, admin, "olga", "submitter", "proj-b")
+    async with RunningServices(fresh_settings, INTAKE):
+        with serving_console(fresh_settings) as url:
+            code, output = await cardflow(url, sam, "submit", str(file))
+            assert code == 0, output
+            task_id = next(line.split("│")[6].strip() for line in output.splitlines() if "cancel-me" in line)
+            code, output = await cardflow(url, olga, "cancel", task_id, "--reason", "not mine")
+            assert code == 3 and output == (
+                "error: forbidden: this needs role submitter for project proj-a (or operator, admin); token 'olga'"
+                " (submitter for project proj-b) does not have it\n"
+            ), output
+            code, output = await cardflow(url, sam, "cancel", task_id, "--reason", "wrong data")
+            assert code == 0 and f"cancel of {task_id} requested" in output, output
 
-    assert code == 0, output
-    [(_, fields)] = await redis.xrange(INGEST_STREAM)
-    assert fields[b"type"] == b"task.cancel" and fields[b"actor"] == b"user:ops"
-    assert json.loads(fields[b"payload"]) == {"task_id": "01TASK", "reason": "wrong data"}
+            async def relayed() -> bool:
+                return len(await published_events(redis, "task.cancel_requested")) == 1
+
+            await asyncio.wait_for(_until(relayed), timeout=60)
+    [cancel] = await published_events(redis, "task.cancel_requested")
+    assert (cancel.actor, cancel.data.task_id, cancel.data.reason) == ("user:sam", task_id, "wrong data")
 
 
-async def test_an_unreadable_file_is_refused_before_anything_is_sent(
-    fresh_settings: Settings, redis: Redis, tmp_path: Path
-) -> None:
+async def test_an_unreadable_file_is_refused_before_anything_is_sent(fresh_settings: Settings, tmp_path: Path) -> None:
     file = tmp_path / "broken.json"
     file.write_text("[{]")
-    code, output = await cardflow(fresh_settings, "submit", str(file))
+    code, output = await cardflow("http://127.0.0.1:9", "cfk_unused", "submit", str(file))
     assert code == 2 and "not valid JSON" in output
-    assert await redis.xlen(INGEST_STREAM) == 0
-

@@ -19,6 +19,7 @@ from services.ledger.service import build_spec
 from shared.cards import load_catalog
 from shared.events import UsageRecorded
 from shared.settings import Settings
+from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.delivery_support import REPO_ROOT
 from tests.helpers.running_services import RunningServices
 from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
@@ -34,9 +35,10 @@ def expected_cost(gpus: int, start: datetime, end: datetime, card_type: str) -> 
     return gpu_seconds, (gpu_seconds * PRICE[card_type] / 3600).quantize(Decimal("0.000001"))
 
 
-async def cardflow(settings: Settings, *args: str) -> str:
-    """Run the `cardflow` CLI against `settings`' database; its stdout (fails on a non-zero exit)."""
-    env = {**os.environ, "CARDFLOW_DATABASE_URL": settings.database_dsn or "", "CARDFLOW_REDIS_URL": settings.redis_url or ""}
+async def cardflow(api: tuple[str, str], *args: str) -> str:
+    """Run the `cardflow` CLI against the console API `api` = (url, token); its stdout (fails on a non-zero exit)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
+    env |= {"CARDFLOW_API_URL": api[0], "CARDFLOW_TOKEN": api[1]}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli.main", *args, cwd=REPO_ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -94,25 +96,29 @@ async def test_granted_renewed_released_costs_duration_times_price_once(fresh_se
 
 async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) -> None:
     valid_to = (datetime.now(UTC) + timedelta(days=60)).strftime("%Y-%m-%d")
+    ops = await issue_token(fresh_settings, await first_admin(fresh_settings), "ops", "operator")
     async with RunningServices(fresh_settings, build_spec(quota_check_interval_s=0.1)) as running:
-        out = await cardflow(fresh_settings, "quota", "grant", "proj-q", "--gpu-hours", "1",
-                             "--valid-from", "2024-12-01", "--valid-to", valid_to)  # fmt: skip
-        assert "granted 1 GPU-hours to proj-q" in out
-        (grant,) = await running.wait_for_events("quota.granted", 1)
-        assert grant.data.project == "proj-q" and grant.data.thresholds == (0.8, 0.95)
+        with serving_console(fresh_settings) as url:
+            api = (url, ops)
+            out = await cardflow(api, "quota", "grant", "proj-q", "--gpu-hours", "1", "--valid-from", "2024-12-01",
+                                 "--valid-to", valid_to, "--reason", "pilot budget")  # fmt: skip
+            assert "granted 1 GPU-hours to proj-q" in out
+            (grant,) = await running.wait_for_events("quota.granted", 1)
+            assert grant.data.project == "proj-q" and grant.data.thresholds == (0.8, 0.95)
+            assert (grant.actor, grant.data.reason) == ("user:ops", "pilot budget")
 
-        end_a = T0 + timedelta(minutes=25)  # 2 GPUs x 25 min = 0.833 GPU-hours: past 80 %
-        await running.publish(submitted("TQ", project="proj-q"), granted("LA", "TQ"), released("LA", "TQ", ended_at=end_a))
-        (crossed,) = await running.wait_for_events("quota.threshold_crossed", 1)
-        assert crossed.data.threshold == 0.8 and crossed.data.used_gpu_hours == pytest.approx(50 / 60)
+            end_a = T0 + timedelta(minutes=25)  # 2 GPUs x 25 min = 0.833 GPU-hours: past 80 %
+            await running.publish(submitted("TQ", project="proj-q"), granted("LA", "TQ"), released("LA", "TQ", ended_at=end_a))
+            (crossed,) = await running.wait_for_events("quota.threshold_crossed", 1)
+            assert crossed.data.threshold == 0.8 and crossed.data.used_gpu_hours == pytest.approx(50 / 60)
 
-        async with running.pool.acquire() as conn, conn.transaction():  # another instance checking: nothing due
-            assert await raise_due_alerts(conn, Emitter("ledger", "tests/1", "test:ledger"), datetime.now(UTC)) == []
+            async with running.pool.acquire() as conn, conn.transaction():  # another instance checking: nothing due
+                assert await raise_due_alerts(conn, Emitter("ledger", "tests/1", "test:ledger"), datetime.now(UTC)) == []
 
-        end_b = end_a + timedelta(minutes=5)  # + 0.167 GPU-hours: 100 %
-        await running.publish(granted("LB", "TQ", at=end_a), released("LB", "TQ", granted_at=end_a, ended_at=end_b))
-        crossings = await running.wait_for_events("quota.threshold_crossed", 2)
-        listed = json.loads(await cardflow(fresh_settings, "quota", "list", "--json"))
+            end_b = end_a + timedelta(minutes=5)  # + 0.167 GPU-hours: 100 %
+            await running.publish(granted("LB", "TQ", at=end_a), released("LB", "TQ", granted_at=end_a, ended_at=end_b))
+            crossings = await running.wait_for_events("quota.threshold_crossed", 2)
+            listed = json.loads(await cardflow(api, "quota", "list", "--json"))
 
     assert [e.data.threshold for e in crossings] == [0.8, 0.95]
     (account,) = listed
@@ -133,9 +139,11 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
             return bool(await running.fetch("SELECT 1 FROM ledger.task_output WHERE task_id = 'TO'"))
 
         assert await running.wait_until(output_recorded)
-        by_task = json.loads(await cardflow(fresh_settings, "ledger", "--by", "task", "--json"))
-        by_card = json.loads(await cardflow(fresh_settings, "ledger", "--by", "card", "--json"))
-        table = await cardflow(fresh_settings, "ledger", "--by", "project")
+        reader = await issue_token(fresh_settings, await first_admin(fresh_settings), "finance", "auditor")
+        with serving_console(fresh_settings) as url:
+            by_task = json.loads(await cardflow((url, reader), "ledger", "--by", "task", "--json"))
+            by_card = json.loads(await cardflow((url, reader), "ledger", "--by", "card", "--json"))
+            table = await cardflow((url, reader), "ledger", "--by", "project")
 
     _, cost = expected_cost(4, T0, end, "A10")
     (task,) = by_task

@@ -1,10 +1,8 @@
-"""`cardflow submit`'s derived idempotency keys and entry fields (pure)."""
+"""`cardflow submit`'s derived idempotency keys (pure)."""
 
 from __future__ import annotations
 
-import json
-
-from services.cli.submit import derive_key, ingest_fields, with_key
+from services.cli.submit import derive_key, with_key
 
 
 def test_a_derived_key_depends_on_content_only() -> None:
@@ -20,7 +18,3 @@ def test_a_submission_keeps_its_own_key() -> None:
     assert with_key({"name": "a", "idempotency_key": None})["idempotency_key"] == derive_key({"name": "a", "idempotency_key": None})
     assert with_key({"name": "a"})["idempotency_key"] == derive_key({"name": "a"})
 
-
-def test_entry_fields_follow_the_ingest_contract() -> None:
-    fields = ingest_fields("task.cancel", {"task_id": "T1", "reason": "é"}, "user:me")
-    assert fields == {"type": "task.cancel", "payload": json.dumps({"task_id": "T1", "reason": "é"}, ensure_ascii=False), "actor": "user:me"}
