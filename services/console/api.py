@@ -18,7 +18,6 @@ key reused with a different body a 409. Path ids are checked before they reach P
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -122,24 +121,17 @@ def intake_emitter(request: Request, actor: str) -> Emitter:
 async def post_task(request: Request, pool: Pool, principal: Authenticated) -> JSONResponse:
     _require_json(request)
     body = await read_body(request, MAX_BODY_BYTES)
-    require(principal, Role.SUBMITTER, submission_project(body) or principal.project)
-    outcome = await submit_task(pool, intake_emitter(request, principal.actor), body, principal.actor)
+    require(principal, Role.SUBMITTER, principal.project)  # no submitting role at all: 403 before any work
+
+    def may_submit(project: str | None) -> None:  # the project as resolved, its template applied
+        require(principal, Role.SUBMITTER, project or principal.project)
+
+    outcome = await submit_task(pool, intake_emitter(request, principal.actor), body, principal.actor, authorize=may_submit)
     if outcome.problems:
         rejected = Rejected(task_id=outcome.task_id, problems=outcome.problems)
         return JSONResponse(rejected.model_dump(mode="json"), status_code=409 if outcome.conflict_with else 422)
     submitted = Submitted(task_id=outcome.task_id, created=outcome.created)
     return JSONResponse(submitted.model_dump(), status_code=201 if outcome.created else 200)
-
-
-def submission_project(body: bytes) -> str | None:
-    """The `project` a submission names, if it is readable JSON with a text project (else intake's
-    validation rejects it, recorded with the caller as actor)."""
-    try:
-        raw = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    project = raw.get("project") if isinstance(raw, dict) else None
-    return project if isinstance(project, str) else None
 
 
 def _require_json(request: Request) -> None:

@@ -13,7 +13,7 @@ Every effect is an `intake` table row plus its event in the outbox, in the calle
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ from shared.submission.limits import MAX_DEPTH
 from shared.submission.storable import storable
 
 HTTP_SOURCE = "http"
+ProjectCheck = Callable[[str | None], object]
+"""Raises when the caller may not submit for that project (see `submit_task`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +68,17 @@ class DataReadySignal:
     actor: str
 
 
-async def submit_task(pool: asyncpg.Pool, emitter: Emitter, raw: dict | bytes, actor: str) -> SubmitOutcome:
-    """Validate and store one submission (HTTP: the body's bytes, or a decoded object); see `SubmitOutcome`."""
+async def submit_task(
+    pool: asyncpg.Pool, emitter: Emitter, raw: dict | bytes, actor: str, *, authorize: ProjectCheck | None = None
+) -> SubmitOutcome:
+    """Validate and store one submission (HTTP: the body's bytes, or a decoded object); see `SubmitOutcome`.
+
+    `authorize(project)` is called with the project of the submission as resolved (its template
+    applied) before anything is written; whatever it raises (the API's `PermissionDenied`) leaves
+    no trace. `project` is None when the submission names none it could be validated with.
+    """
     async with pool.acquire() as conn, conn.transaction():
-        [outcome] = await submit_many(conn, emitter, [SubmitRequest(raw, actor, HTTP_SOURCE)])
+        [outcome] = await submit_many(conn, emitter, [SubmitRequest(raw, actor, HTTP_SOURCE)], authorize=authorize)
     return outcome
 
 
@@ -88,7 +97,9 @@ async def load_task_project(pool: asyncpg.Pool, task_id: str, schema: str = "int
     return await pool.fetchval(f"SELECT project FROM {quote_schema(schema)}.tasks WHERE task_id = $1", task_id)
 
 
-async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequence[SubmitRequest]) -> list[SubmitOutcome]:
+async def submit_many(
+    conn: asyncpg.Connection, emitter: Emitter, requests: Sequence[SubmitRequest], *, authorize: ProjectCheck | None = None
+) -> list[SubmitOutcome]:
     """Batch form of `submit_task` in the caller's transaction; one outcome per request, in order.
 
     1. look up the templates the batch names; screen (pure): template applied, valid / repeated
@@ -99,6 +110,8 @@ async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
     """
     templates = await load_template_lookup(conn, [request.raw for request in requests])
     decisions = screen(requests, new_event_id, templates, site_limits())
+    for decision in decisions if authorize is not None else ():
+        authorize(project_of(decision))
     accepted = [d for d in decisions if isinstance(d, Accepted)]
     created, stored = await _insert_tasks(conn, emitter.schema, accepted)
     decisions = settle_stored_keys(decisions, created, stored, new_event_id)
@@ -110,6 +123,13 @@ async def submit_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequ
     if emissions:
         await emitter.emit(conn, emissions)
     return outcomes
+
+
+def project_of(decision: Screened) -> str | None:
+    """The project a screened submission is for (its template applied); None if it names none."""
+    if isinstance(decision, Rejected):
+        return decision.project
+    return (decision.first if isinstance(decision, Repeated) else decision).submission.project
 
 
 async def cancel_many(conn: asyncpg.Connection, emitter: Emitter, requests: Sequence[CancelRequest]) -> list[bool]:

@@ -8,8 +8,17 @@ import re
 
 import asyncpg
 
+from services.common.runtime import prepare_schema
+from services.config.service import SPEC as CONFIG
+from services.config.store import ConfigStore
+from services.intake.service import SPEC as INTAKE
+from shared.config import template_document
+from shared.delivery import create_pool
+from shared.names import CONFIG_BUCKET
 from shared.settings import Settings
+from shared.storage import open_object_store
 from tests.helpers.console_server import bearer, console_client, first_admin, issue_token
+from tests.helpers.delivery_support import unique
 from tests.helpers.task_events import a_submission
 
 OPEN_PATHS = {"/v1/labels"}
@@ -117,3 +126,38 @@ async def test_a_forged_actor_header_changes_nothing_and_a_revoked_token_stops_a
         assert after.status_code == 401 and "not valid" in after.json()["detail"]
         assert (await client.get("/v1/tasks", headers=bearer(alice))).status_code == 401
     assert (await events_by_type(fresh_settings))["task.submitted"] == ["user:alice"]
+
+
+async def test_the_project_a_template_sets_is_the_one_checked(fresh_settings: Settings) -> None:
+    """A submitter of proj-a naming a template of project llm is refused: the check sees the submission
+    as resolved, not only the fields the caller sent."""
+    pool = await create_pool(fresh_settings.database_dsn or "")
+    try:
+        for spec in (INTAKE, CONFIG):
+            await prepare_schema(pool, spec)
+        async with open_object_store(fresh_settings) as objects:
+            await objects.ensure_bucket(CONFIG_BUCKET)
+            store = ConfigStore(pool, objects, "config/test", prefix=f"{unique('t')}/")
+            await store.apply(template_document("llm-run"), LLM_TEMPLATE, base=None, actor="user:ops", reason="first")
+    finally:
+        await pool.close()
+    admin = await first_admin(fresh_settings)
+    alice = await issue_token(fresh_settings, admin, "alice", "submitter", "proj-a")
+    lena = await issue_token(fresh_settings, admin, "lena", "submitter", "llm")
+    async with console_client(fresh_settings) as client:
+        before = await written(fresh_settings)
+        refused = await client.post("/v1/tasks", json={"name": "sneaky", "template": "llm-run"}, headers=bearer(alice))
+        assert refused.status_code == 403 and "role submitter for project llm" in refused.json()["detail"]
+        assert await written(fresh_settings) == before
+        allowed = await client.post("/v1/tasks", json={"name": "mine", "template": "llm-run"}, headers=bearer(lena))
+        assert allowed.status_code == 201, allowed.text
+
+
+LLM_TEMPLATE = """description: runs of the llm project
+defaults:
+  project: llm
+  priority_class: standard
+  gpus: 1
+  estimate_gpu_hours: 1
+  profile: compute
+"""
