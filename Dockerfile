@@ -14,12 +14,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first (cached while only the code changes), then the code.
+# Dependencies first, at the exact versions of the lock file (cached while only the code changes),
+# then the code without resolving anything again.
+COPY requirements.lock ./
+RUN pip install -r requirements.lock
 COPY pyproject.toml README.m[d] ./
-RUN mkdir -p shared services \
-    && touch shared/__init__.py services/__init__.py \
-    && pip install '.[gpu,tracing]' \
-    && pip uninstall --yes cardflow
 COPY shared ./shared
 COPY services ./services
 RUN pip install --no-deps .

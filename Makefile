@@ -6,19 +6,27 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test install install-dev browser bench clean
+.PHONY: run test install install-dev lock browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# Dependencies come from the lock files (exact versions, tools/write_lock.py), then the project itself
+# without resolving anything again (--no-deps). `make lock` moves the locks to the newest versions
+# pyproject.toml allows; commit the result after `make test` passes with it.
+$(VENV)/.installed: pyproject.toml requirements.lock | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml requirements-dev.lock | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@ $(VENV)/.installed
+
+lock: | $(BIN)/python
+	$(BIN)/python tools/write_lock.py
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

@@ -215,11 +215,12 @@ class Target:
 
 
 def doctor(data_dir: DataDirOption = None) -> None:
-    """Check that Redis, PostgreSQL and S3 are reachable (from env, else the running instance)."""
+    """cardflow's version; Redis, PostgreSQL and S3 reachable (from env, else the running instance); retention; config in force."""
     settings = Settings()
     where = _data_dir(settings, data_dir)
     targets = _targets(settings, running_instance(where), where)
     results = asyncio.run(_probe_all(targets))
+    console.print(f"cardflow {cardflow_version()} (Python {sys.version.split()[0]}; dependencies from requirements.lock)")
     console.print(_health_table(targets, results))
     problems = [_problem(t, r) for t, r in zip(targets, results, strict=True) if r is None or not r.ok]
     if problems:
@@ -231,6 +232,16 @@ def doctor(data_dir: DataDirOption = None) -> None:
         console.print(*asyncio.run(_retention_tables(redis_url, dsn)))
     if dsn:
         console.print(asyncio.run(_config_versions(dsn)))
+
+
+def cardflow_version() -> str:
+    """The installed cardflow's version (pyproject.toml's, as pip recorded it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cardflow")
+    except PackageNotFoundError:
+        return "unknown (not installed: run `make install`)"
 
 
 async def _config_versions(dsn: str) -> Table:

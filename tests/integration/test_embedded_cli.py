@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def test_doctor_passes_when_every_backend_answers(backends: Endpoints) -> None:
 
     assert result.exit_code == 0, result.output
     assert "all backends reachable" in result.output
+    assert f"cardflow {version('cardflow')} (Python " in result.output
     assert not [secret for secret in secrets_of(backends) if secret in result.output]
 
 
