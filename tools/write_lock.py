@@ -3,8 +3,8 @@
     python tools/write_lock.py            # `make lock`: newest versions pyproject.toml allows
     python tools/write_lock.py --keep     # only add what is missing, keeping the versions locked now
 
-pip resolves `.[gpu]` (runtime; what `make install`, the Dockerfile and CI install) and
-`.[dev,gpu]` (adds the test tools; `make install-dev`) without installing anything
+pip resolves `.[gpu,tracing]` (runtime; what `make install`, the Dockerfile and CI install) and
+`.[dev,gpu,tracing]` (adds the test tools; `make install-dev`) without installing anything
 (`pip install --dry-run --report`), with the pip configuration of this machine (its index).
 """
 
@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCKS = {"requirements.lock": ".[gpu]", "requirements-dev.lock": ".[dev,gpu]"}
+LOCKS = {"requirements.lock": ".[gpu,tracing]", "requirements-dev.lock": ".[dev,gpu,tracing]"}
 HEADER = (
     "# Exact versions of cardflow's Python dependencies for `{extras}`, written by tools/write_lock.py\n"
     "# (`make lock`). make, the Dockerfile and CI install this file, then the project with --no-deps.\n"

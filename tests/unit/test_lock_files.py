@@ -28,7 +28,7 @@ def pins(file: str) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize(("file", "groups"), [("requirements.lock", ["gpu"]), ("requirements-dev.lock", ["dev", "gpu"])])
+@pytest.mark.parametrize(("file", "groups"), [("requirements.lock", ["gpu", "tracing"]), ("requirements-dev.lock", ["dev", "gpu", "tracing"])])
 def test_every_dependency_is_locked_at_a_version_pyproject_allows(file: str, groups: list[str]) -> None:
     locked = pins(file)
     wanted = [Requirement(text) for text in PYPROJECT["dependencies"]]
