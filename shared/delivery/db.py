@@ -2,6 +2,14 @@
 
 `create_pool` is called in a service's lifespan (never at import time). json/jsonb columns
 read and write plain Python values (dict, list, str, numbers), so callers never dump JSON.
+
+A released connection goes back to the pool without asyncpg's default reset query (`SELECT
+pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`): that is one more round trip per
+`pool.acquire()`, i.e. per handled batch, in every service. asyncpg still rolls back a transaction
+left open and drops listener callbacks. Session-level state is therefore the taker's to undo:
+`UNLISTEN` (the relay's `remove_listener`), `pg_advisory_unlock` after `pg_advisory_lock` (the
+daily export), `SET LOCAL` rather than `SET` (the audit writer role). The dispatcher's leader lock
+lives on a connection of its own, outside the pool.
 """
 
 from __future__ import annotations
@@ -36,6 +44,10 @@ async def init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(type_name, encoder=_dump_json, decoder=json.loads, schema="pg_catalog")
 
 
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset: nothing beyond asyncpg's own rollback (see the module docstring)."""
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -57,6 +69,7 @@ async def create_pool(
         command_timeout=command_timeout,
         max_inactive_connection_lifetime=300.0,
         init=init_connection,
+        reset=keep_session,
         **options,
     )
     assert pool is not None

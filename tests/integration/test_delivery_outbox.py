@@ -18,7 +18,9 @@ from shared.delivery import (
     record_consumed,
     record_consumed_many,
 )
+from shared.delivery.db import create_pool
 from shared.delivery.outbox import NotInTransactionError
+from shared.embedded import Endpoints
 from shared.events.envelope import canonical_json
 from tests.helpers.delivery_support import a_test_event, pool, redis, schema, unique, wait_until  # noqa: F401
 
@@ -185,3 +187,21 @@ async def test_pool_reads_and_writes_jsonb_as_python_values(pool: asyncpg.Pool) 
     value = {"gpus": [0, 1], "card": "H100", "nested": {"ok": True}}
     assert await pool.fetchval("SELECT $1::jsonb", value) == value
     assert json.loads(await pool.fetchval("SELECT ($1::jsonb)::text", value)) == value
+
+
+async def test_a_released_connection_keeps_its_session_but_never_an_open_transaction(backends: Endpoints) -> None:
+    """The pool skips asyncpg's reset query (one round trip per acquire; shared/delivery/db.py):
+    session state is the taker's to undo, while a transaction left open is still rolled back."""
+    one = await create_pool(backends.database_url, min_size=1, max_size=1)
+    try:
+        async with one.acquire() as conn:
+            await conn.execute("SET application_name = 'left-by-a-taker'")
+            transaction = conn.transaction()
+            await transaction.start()
+            await conn.execute("SET LOCAL statement_timeout = 1234")
+        async with one.acquire() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT current_setting('statement_timeout')") != "1234ms"
+            assert await conn.fetchval("SELECT current_setting('application_name')") == "left-by-a-taker"
+    finally:
+        await one.close()
