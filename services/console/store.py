@@ -59,21 +59,26 @@ async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope]) ->
 
 
 async def load_views(conn: asyncpg.Connection, task_ids: Sequence[str]) -> dict[str, TaskView]:
-    rows = await conn.fetch(f"SELECT view FROM {SCHEMA}.tasks WHERE id = ANY($1::text[])", list(task_ids))
-    return {row["view"]["id"]: TaskView.model_validate(row["view"]) for row in rows}
+    """The stored views of `task_ids`, read as JSON text and validated by pydantic in one step
+    (the per-batch load and save of views was most of the service's CPU)."""
+    rows = await conn.fetch(f"SELECT view::text AS view FROM {SCHEMA}.tasks WHERE id = ANY($1::text[])", list(task_ids))
+    views = [TaskView.model_validate_json(row["view"]) for row in rows]
+    return {view.id: view for view in views}
 
 
 async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView]) -> None:
     await execute_bulk(
         conn,
         f"INSERT INTO {SCHEMA}.tasks (id, state, project, idempotency_key, name, updated_at, view)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[])"
+        " SELECT id, state, project, idempotency_key, name, updated_at, view::jsonb"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])"
+        " AS t(id, state, project, idempotency_key, name, updated_at, view)"
         " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, project = EXCLUDED.project,"
         " idempotency_key = EXCLUDED.idempotency_key, name = EXCLUDED.name, updated_at = EXCLUDED.updated_at,"
         " view = EXCLUDED.view",
         views,
         ("id", "state.value", "project", "idempotency_key", "name", "last_event_at",
-         lambda v: v.model_dump(mode="json")),
+         TaskView.model_dump_json),
     )  # fmt: skip
 
 
