@@ -18,7 +18,9 @@ the `CARDFLOW_*` ones), then in one run:
    also writes, per offered rate, `{"offered", "throughput", "steady", "p50_ms", "p99_ms",
    "cpu_ms_per_task", ...}` (a list `rates`) and the run's `raw_redis_msgs_per_s`.
 
-`--profile SERVICE` runs that service under cProfile and adds its top functions to the output.
+`--profile NAMES` runs those processes (comma-separated services, `fleet`, or `all`) under cProfile
+and adds, per process, where its time went by kind of code (`bench.profile_shares`) and its top
+functions to the output.
 """
 
 from __future__ import annotations
@@ -65,17 +67,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of submitting per rate")
     parser.add_argument("--task-seconds", type=float, default=0.25, help="real seconds each task runs")
     parser.add_argument("--raw-messages", type=int, default=50_000, help="messages of the raw Redis round trip")
-    parser.add_argument("--profile", choices=("intake", "readiness", "matcher", "dispatcher", "ledger", "views"))
+    parser.add_argument("--profile", type=_profiled, default=(), help="processes to run under cProfile: "
+                        f"comma-separated, of {', '.join(PROFILABLE)}, or all")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="also write the numbers per offered rate to this JSON file")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data dir: logs of every process stay there")
     return parser.parse_args(argv)
 
 
+PROFILABLE = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "fleet")
+
+
+def _profiled(text: str) -> tuple[str, ...]:
+    names = PROFILABLE if text == "all" else tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(set(names) - set(PROFILABLE))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"cannot profile {', '.join(unknown)}; choose from {', '.join(PROFILABLE)} or all")
+    return names
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     if args.mode == "fleet":
-        asyncio.run(run_fleet_worker(args.agents, args.sim, args.time_scale, args.heartbeat))
+        import uvloop
+
+        uvloop.run(run_fleet_worker(args.agents, args.sim, args.time_scale, args.heartbeat))  # as the services run
         return
     from rich.console import Console
 

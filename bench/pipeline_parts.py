@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench.pipeline_report import PhaseResult, RawResult, percentiles, print_results, stage_lags
+from bench.profile_shares import profile_report
 from services.demo.supervisor import ChildSpec, Supervisor
 from services.demo.system import SERVICE_NAMES, service_children
 from services.demo.upstream import submit_fields
@@ -135,14 +136,13 @@ class PipelineBench:
     """Backends + services + fleet for the benchmark (a context manager), and its phases."""
 
     def __init__(self, data_dir: Path, fleet: Fleet, task_seconds: float, task: Mapping[str, Any], console: Console,
-                 *, profile: str | None = None) -> None:  # fmt: skip
+                 *, profile: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.data_dir, self.fleet, self.task, self.console, self.profile = data_dir, fleet, dict(task), console, profile
         self.time_scale = _runtime_on(fleet.card_type, self.task) / task_seconds
         self.task_seconds = task_seconds
         self.backends = Backends(Settings(), data_dir / "backends", durable=False)
         self.endpoints: Endpoints | None = None
         self.supervisor: Supervisor | None = None
-        self.profile_path = data_dir / "profile.pstats"
         self.phases = 0
         self.load_before = os.getloadavg()
 
@@ -167,18 +167,22 @@ class PipelineBench:
         self.supervisor.start([*self._service_children(), self._fleet_child()])
         asyncio.run(self._wait_for_fleet())
 
+    def profile_path(self, name: str) -> Path:
+        return self.data_dir / f"profile-{name}.pstats"
+
+    def _profiled(self, name: str, argv: list[str]) -> list[str]:
+        """`argv` (a python command line) under cProfile when `name` is profiled."""
+        if name not in self.profile:
+            return argv
+        return [argv[0], "-m", "cProfile", "-o", str(self.profile_path(name)), *argv[1:]]
+
     def _service_children(self) -> list[ChildSpec]:
-        children = service_children(SERVICE_NAMES)
-        if self.profile is None:
-            return children
-        profiled = [sys.executable, "-m", "cProfile", "-o", str(self.profile_path), "-m", "services.cli.main",
-                    "service", self.profile]  # fmt: skip
-        return [ChildSpec(c.name, profiled) if c.name == self.profile else c for c in children]
+        return [replace(c, argv=self._profiled(c.name, list(c.argv))) for c in service_children(SERVICE_NAMES)]
 
     def _fleet_child(self) -> ChildSpec:
         argv = [sys.executable, str(REPO / "bench" / "pipeline.py"), "fleet", "--agents", str(self.fleet.agents),
                 "--sim", self.fleet.sim, "--time-scale", f"{self.time_scale:g}"]  # fmt: skip
-        return ChildSpec("fleet", argv)
+        return ChildSpec("fleet", self._profiled("fleet", argv))
 
     async def _wait_for_fleet(self) -> None:
         pool = await asyncpg.create_pool(self.endpoints.database_url, min_size=1, max_size=2)  # type: ignore[union-attr]
@@ -234,21 +238,13 @@ class PipelineBench:
         return cpu_by_process(pids)
 
     def stop_and_profile(self) -> str | None:
-        """Stop every process (a profiled service writes its profile on exit); the profile's top lines."""
+        """Stop every process (a profiled one writes its profile on exit); per profiled process, where its
+        time went by kind of code and its top functions."""
         if self.supervisor is not None:
             self.supervisor.close()
             self.supervisor = None
-        if self.profile is None or not self.profile_path.exists():
-            return None
-        import io
-        import pstats
-
-        out = io.StringIO()
-        stats = pstats.Stats(str(self.profile_path), stream=out)
-        out.write(f"cProfile of `cardflow service {self.profile}` (profiling slows it down), cardflow code only\n")
-        stats.sort_stats("tottime").print_stats(r"/(services|shared)/", 20)
-        stats.sort_stats("cumulative").print_stats(r"/(services|shared)/(?!cli)", 20)
-        return "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+        written = {name: self.profile_path(name) for name in self.profile if self.profile_path(name).exists()}
+        return profile_report(written) if written else None
 
     def print_results(self, raw: RawResult, phases: list[PhaseResult], profile: str | None) -> None:
         print_results(self.console, raw, phases, profile, self.describe())
