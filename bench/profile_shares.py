@@ -2,8 +2,8 @@
 
 cProfile's `tottime` of every function is summed by what the function belongs to: cardflow's own
 code, pydantic, JSON, asyncpg, redis-py, FastStream (with fast_depends and anyio), structlog and
-logging, the event loop and the rest. The event loop's own entry (uvloop's `run`, asyncio's
-selector) also holds the time the process sat idle waiting for I/O, so it is reported apart and
+logging, the event loop and the rest. The event loop's own entry (asyncio's `Runner.run`, inside
+which uvloop's C loop runs, or asyncio's selector) also holds the time the process sat idle waiting for I/O, so it is reported apart and
 the shares are of the time spent elsewhere ("busy"). cProfile measures wall time and slows the
 code it profiles (about 2x), so the shares matter, not the absolute seconds.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern))
     for kind, pattern in (
-        ("event loop (and idle)", r"uvloop|selectors\.py|<method 'run_until_complete'|<method 'select' of|<method 'poll' of|<built-in method select\.epoll"),
+        ("event loop (and idle)", r"uvloop|asyncio/runners\.py|selectors\.py|<method 'run_until_complete'|<method 'select' of|<method 'poll' of|<built-in method select\.epoll"),
         ("cardflow", r"/(services|shared|bench)/"),
         ("pydantic", r"pydantic|<method '(validate_json|validate_python|to_json|to_python)'"),
         ("json", r"/json/|_json|orjson"),

@@ -25,3 +25,25 @@ def test_one_entry_per_rate_with_cpu_per_task_summed_over_processes() -> None:
         "offered": 500.0, "throughput": 200.0, "steady": 180.0, "p50_ms": 12.3, "p99_ms": 250.0, "cpu_ms_per_task": 1.5}
     assert rate["cpu_ms_per_task_by_process"] == {"postgres": 1.0, "dispatcher": 0.5}
     assert json.loads(json.dumps(result)) == result
+
+
+def test_a_profile_is_split_by_kind_of_code_with_the_event_loop_apart(tmp_path: Path) -> None:
+    import cProfile
+
+    from bench.profile_shares import kind_of, profile_report, shares
+    from shared.events import canonical_json
+    from tests.helpers.task_events import TaskStory
+
+    assert kind_of("/usr/lib/python3.11/asyncio/runners.py", "run") == "event loop (and idle)"
+    assert kind_of("~", "<method 'validate_json' of 'pydantic_core._pydantic_core.SchemaValidator' objects>") == "pydantic"
+    assert kind_of("/repo/shared/events/parsing.py", "_parse") == "cardflow"
+    assert kind_of("/venv/site-packages/asyncpg/connection.py", "execute") == "asyncpg"
+    event = TaskStory("T1").submitted()
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [canonical_json(event) for _ in range(200)])
+    path = tmp_path / "p.pstats"
+    profiler.dump_stats(path)
+    loop, busy, by_kind = shares(path)
+    assert loop == 0.0 and busy == sum(by_kind.values()) > 0
+    assert {"cardflow", "json", "pydantic"} <= set(by_kind)
+    assert profile_report({"test": path}).startswith("== test: ")
