@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -76,10 +76,10 @@ async def load_views(pool: asyncpg.Pool) -> list[TaskView]:
 
 async def export_task_list(
     pool: asyncpg.Pool, objects: ObjectStore, *, trigger: ExportTrigger, actor: str, bucket: str = REPORTS_BUCKET,
-    prefix: str = "",
+    prefix: str = "", now: datetime | None = None,
 ) -> ExportRecord:
-    """Write the four objects of today's export and record them."""
-    now = utcnow()
+    """Write the four objects of the export of `now`'s UTC day (default: today) and record them."""
+    now = (now or utcnow()).astimezone(UTC)
     views = await load_views(pool)
     tasks, demand = task_rows(views), demand_rows(views)
     meta = {"generated_at": now.isoformat(), "actor": actor, "trigger": trigger.value}
@@ -113,9 +113,12 @@ async def list_exports(pool: asyncpg.Pool, limit: int = 100) -> list[ExportRecor
                          tuple(ExportedObject(**o) for o in row["objects"]), row["tasks"], row["at"]) for row in rows]  # fmt: skip
 
 
-async def run_daily_export(pool: asyncpg.Pool, objects: ObjectStore, *, hour_utc: int = 0) -> ExportRecord | None:
-    """Today's daily export if it is due and not done yet (one instance at a time); else None."""
-    now = utcnow()
+async def run_daily_export(
+    pool: asyncpg.Pool, objects: ObjectStore, *, hour_utc: int = 0, now: datetime | None = None
+) -> ExportRecord | None:
+    """The daily export of `now`'s UTC day (default: today) if it is due and not done yet (one instance
+    at a time); else None. The config service calls it every `check_s` with its clock's time."""
+    now = (now or utcnow()).astimezone(UTC)
     if now.hour < hour_utc:
         return None
     async with pool.acquire() as conn:
@@ -127,6 +130,6 @@ async def run_daily_export(pool: asyncpg.Pool, objects: ObjectStore, *, hour_utc
             )
             if done:
                 return None
-            return await export_task_list(pool, objects, trigger=ExportTrigger.DAILY, actor=DAILY_ACTOR)
+            return await export_task_list(pool, objects, trigger=ExportTrigger.DAILY, actor=DAILY_ACTOR, now=now)
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK)

@@ -152,10 +152,11 @@ class ConfigStore:
             raise UnknownVersionError(await self._missing(name, version))
         return record
 
-    async def history(self, name: DocumentName) -> list[VersionRecord]:
+    async def history(self, name: DocumentName, *, content: bool = False) -> list[VersionRecord]:
         """Every version of the document, oldest first (rollbacks are versions too)."""
         rows = await self.pool.fetch(
-            f"SELECT {_COLUMNS} FROM {SCHEMA}.versions WHERE name = $1 ORDER BY version", name.name
+            f"SELECT {_COLUMNS}{', content' if content else ''} FROM {SCHEMA}.versions WHERE name = $1 ORDER BY version",
+            name.name,
         )
         return [_record(row) for row in rows]
 

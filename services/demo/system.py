@@ -60,6 +60,12 @@ def demo_dispatcher_env(time_scale: float) -> dict[str, str]:
     return {"CARDFLOW_DISPATCHER_PREEMPT_AFTER_S": f"{grace_s:.3g}"}
 
 
+def demo_config_env(time_scale: float) -> dict[str, str]:
+    """The config service puts the demo's scaled policy in force as a recorded change
+    (`services.config.seeding.reconcile_demo_policy`); without it, it takes a demo's values back."""
+    return {"CARDFLOW_DEMO_TIME_SCALE": f"{time_scale:g}"}
+
+
 def console_child(port: int, host: str = CONSOLE_HOST) -> ChildSpec:
     return ChildSpec("console", cardflow_argv("console", "--host", host, "--port", str(port)))
 
@@ -96,8 +102,9 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     url = f"http://{CONSOLE_HOST}:{port}"
     workload = build_workload(new_event_id()[-6:].lower()) if demo else None
     scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
-    # The config service seeds version 1 of `policy` from the same knobs the dispatcher starts with.
-    service_env = dict.fromkeys(("dispatcher", "config"), demo_dispatcher_env(scale)) if demo else {}
+    # The config service records the demo's policy as a change by system:demo (a start without --demo
+    # takes it back); the dispatcher's knobs only matter until that version is in force.
+    service_env = {"dispatcher": demo_dispatcher_env(scale), "config": demo_config_env(scale)} if demo else {}
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
         supervisor.start([*service_children(env=service_env), console_child(port)])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):

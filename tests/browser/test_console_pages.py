@@ -201,7 +201,7 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
     newest = page.locator("table").nth(1).locator("tbody tr").first
     await expect(newest).to_contain_text("user:planner")
     await expect(newest).to_contain_text("more room for the eval burst")
-    await expect(page.locator("table").nth(1)).to_contain_text("first version")
+    await expect(page.locator("table").nth(1)).to_contain_text("seeded at first start")
     await page.get_by_label("from").select_option("1")
     await page.get_by_label("to").select_option("2")
     await page.get_by_role("button", name="Compare").click()

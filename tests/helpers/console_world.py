@@ -12,7 +12,7 @@ What it holds once ready (agents at 3600x: one estimated hour takes one second):
   `asr-train` held by the `speech` quota (5 GPU-hours), `vision-embed` held because the `vision`
   quota expires (in 2 days) before its estimated end, `giant-moe` for a card with 200 GB;
 - quota accounts: `speech` (used up), `vision` (expiring within 15 days), `llm` (plenty);
-- the `policy` document's first version (applied by root), so the Config page has a history;
+- the `policy` and `cards` documents' first versions (seeded by the config service), so the Config page has a history;
 - tokens (`world.tokens`): `root` (admin), `planner` (operator), `speech-dev` (submitter of
   project speech), `reviewer` (reviewer).
 """
@@ -36,9 +36,7 @@ from services.common.runtime import Emitter
 from services.console.app import create_app
 from services.identity.bootstrap import bootstrap_admin
 from services.ledger.quotas import grant_quota
-from shared.config.seeds import policy_seed_text
 from shared.projection import TaskView
-from shared.scheduling.model import Policy
 from shared.settings import Settings
 from tests.helpers.system import RunningSystem, running_system
 
@@ -149,7 +147,4 @@ async def _issue_tokens(settings: Settings, base_url: str) -> dict[str, str]:
             answer = await client.post("/v1/tokens", json={"name": name, "role": role, "project": project})
             answer.raise_for_status()
             tokens[name] = answer.json()["secret"]
-        seeded = await client.post("/v1/config/apply", json={
-            "name": "policy", "content": policy_seed_text(Policy(), "the console world's defaults"), "reason": "first version"})
-        seeded.raise_for_status()
     return tokens

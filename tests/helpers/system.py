@@ -45,7 +45,7 @@ from shared.settings import Settings
 from shared.storage import open_object_store
 
 T = TypeVar("T")
-ALL_SERVICES = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views")
+ALL_SERVICES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,13 @@ def settings_env(settings: Settings, data_dir: Path | None = None) -> dict[str, 
 
 
 def service_specs(timings: Timings, names: Sequence[str] = ALL_SERVICES) -> dict[str, ServiceSpec]:
-    """The services' specs, tuned by `timings` where a service has knobs."""
+    """The services' specs, tuned by `timings` where a service has knobs.
+
+    The config service seeds version 1 of `policy` from the dispatcher's configuration here (as
+    `cardflow up` gives it the dispatcher's environment), so grants record `policy_version: 1`;
+    its daily export is off (tests that want it run the config service themselves)."""
+    from services.config.service import ConfigServiceSettings, DemoSettings
+    from services.config.service import make_spec as config_service
     from services.console.projector import SPEC as views
     from services.dispatcher.config import DispatcherConfig
     from services.dispatcher.service import make_spec as dispatcher
@@ -94,6 +100,7 @@ def service_specs(timings: Timings, names: Sequence[str] = ALL_SERVICES) -> dict
         preempt_grace_s=5.0, revoke_grace_s=5.0, preempt_after_s=0.0, preempt_max_lost_gpu_hours=1e9,
     )  # fmt: skip
     specs = {
+        "config": config_service(ConfigServiceSettings(daily=False), seed_from=config, demo=DemoSettings(time_scale=None)),
         "intake": intake,
         "readiness": readiness(ReadinessSettings(sweep_seconds=timings.readiness_sweep_s)),
         "matcher": matcher,
@@ -219,25 +226,50 @@ class RunningSystem:
 @contextlib.asynccontextmanager
 async def running_system(settings: Settings, data_dir: Path, *, timings: Timings = Timings(),
                          services: Sequence[str] = ALL_SERVICES) -> AsyncIterator[RunningSystem]:  # fmt: skip
-    """Start the services (in-process) and an agent supervisor; stop everything on exit."""
+    """Start the services (in-process) and an agent supervisor; stop everything on exit.
+
+    The config service (when in `services`) starts first and seeds the documents before the others
+    start, so every grant and match records the versions it used (never the env preset's None)."""
     settings = settings.model_copy(update={"data_dir": data_dir})
     stop = asyncio.Event()
     specs = service_specs(timings, services)
-    tasks = {name: asyncio.create_task(run_service(spec, settings, stop), name=f"e2e:{name}")
-             for name, spec in specs.items()}  # fmt: skip
+    tasks: dict[str, asyncio.Task[None]] = {}
     redis = Redis.from_url(settings.redis_url or "")
     pool = await create_pool(settings.database_dsn or "")
     try:
+        for name, spec in specs.items():
+            tasks[name] = asyncio.create_task(run_service(spec, settings, stop), name=f"e2e:{name}")
+            if name == "config":
+                await _wait_until_seeded(pool, tasks[name])
         with Supervisor(data_dir / "logs", env=settings_env(settings, data_dir), stop_timeout_s=5.0) as supervisor:
             yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop)
     finally:
         stop.set()
-        done, pending = await asyncio.wait(tasks.values(), timeout=20)
+        _, pending = await asyncio.wait(tasks.values(), timeout=20) if tasks else (set(), set())
         for task in pending:
             task.cancel()
         await asyncio.gather(*tasks.values(), return_exceptions=True)
         await pool.close()
         await redis.aclose()
+
+
+SEEDED = ("policy", "cards")
+
+
+async def _wait_until_seeded(pool: asyncpg.Pool, config: asyncio.Task[None], timeout: float = 60.0) -> None:
+    """Until the config service has written version 1 of `SEEDED` (fails if it stopped or took too long)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if config.done():
+            error = None if config.cancelled() else config.exception()
+            raise ServiceDied(f"service config stopped before seeding: {error!r}") from error
+        with contextlib.suppress(asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
+            names = {row["name"] for row in await pool.fetch("SELECT DISTINCT name FROM config.versions")}
+            if set(SEEDED) <= names:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the config service did not seed {SEEDED} within {timeout:.0f}s")
+        await asyncio.sleep(0.1)
 
 
 # ---- checks over the event log ---------------------------------------------------------------

@@ -79,18 +79,21 @@ async def render(request: Request, template: str, *, title: str, page: str, **co
     """The page in the reader's language, with the nav, the language switch and the quota banner."""
     lang = choose_lang(request)
     alerts = await call_api(request, "GET", "/v1/alerts", sign_in=False)
-    me = await call_api(request, "GET", "/v1/whoami", sign_in=False) if request.cookies.get(TOKEN_COOKIE) else None
+    whoami = await call_api(request, "GET", "/v1/whoami", sign_in=False) if request.cookies.get(TOKEN_COOKIE) else None
+    me = None if isinstance(whoami, Unavailable) else whoami  # the header names a reader only for a valid session
     other = "en" if lang == "zh" else "zh"
     query = {**request.query_params, "lang": other}
     html = environment.get_template(template).render(
         title=title, page=page, nav=NAV, now=datetime.now(UTC), alerts=[] if isinstance(alerts, Unavailable) else alerts,
         switch_href=f"{request.url.path}?{urlencode(query)}", path=request.url.path,
-        signed_in=bool(request.cookies.get(TOKEN_COOKIE)), me=None if isinstance(me, Unavailable) else me,
+        me=me,
         **labels_for(lang), **context,
     )  # fmt: skip
     response = HTMLResponse(html)
     if request.query_params.get("lang") in LANGUAGES:
         response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, samesite="lax")
+    if isinstance(whoami, Unavailable) and whoami.status == 401:
+        response.delete_cookie(TOKEN_COOKIE)  # an expired or revoked token: forget it; the header offers "sign in"
     return response
 
 
