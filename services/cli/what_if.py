@@ -58,12 +58,16 @@ def what_if(
     summaries = _replay_both(tasks, fleet, {"current": current, "proposed": scheduling_policy(proposal, name="proposed")}, catalog)
     rows = compare(summaries["current"], summaries["proposed"])
     sentence = verdict(rows, days, len(tasks))
+    left_out = workload.get("left_out") or {}
     if as_json:
-        print(json.dumps({"days": days, "tasks": len(tasks), "current_version": current_doc["version"],
+        print(json.dumps({"days": days, "tasks": len(tasks), "left_out": left_out, "current_version": current_doc["version"],
                           "measures": [_row_json(r) for r in rows], "verdict": sentence,
                           "current": summaries["current"], "proposed": summaries["proposed"]}, indent=2, default=str))
     else:
         console.print(_table(rows, current_doc["version"], days, len(tasks), fleet.summary()))
+        if left_out:
+            said = ", ".join(f"{count} {why}" for why, count in sorted(left_out.items()))
+            console.print(f"Not replayed: {said} (docs/config.md#what-if).", style="dim")
         console.print(f"[bold]{sentence}[/bold]")
     if apply_it:
         from services.cli.config_commands import print_change

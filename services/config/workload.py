@@ -2,14 +2,15 @@
 
 For the tasks submitted in the last N days (intake.tasks: arrival and the resolved submission):
 
-- readiness time: the first `task.readiness_changed` after which the task no longer waited for
-  data (views.events), else the submission time;
+- readiness time: since when the readiness service found every input ready
+  (readiness.tasks.ready_since), else the submission time;
 - real run: the seconds its leases held GPUs (dispatcher.leases, granted to ended or now; a
   preempted and resumed task counts every run) and the card type of its last lease; a task that
   never ran has none (the replay uses its estimate);
 - the fleet: every node that registered (dispatcher.nodes).
 
-Tasks cancelled before they ever ran are left out (they never used a GPU).
+Left out, and counted in `left_out`: tasks cancelled before they ever ran, and tasks whose data
+was not ready when the history was read and that never ran (no policy could have started them).
 """
 
 from __future__ import annotations
@@ -25,27 +26,46 @@ _TABLES = ("intake.tasks", "dispatcher.leases", "dispatcher.nodes", "dispatcher.
 
 
 async def load_workload(pool: asyncpg.Pool, days: float) -> dict[str, Any]:
-    """`{"since", "until", "tasks": [...], "nodes": [...]}` (empty lists before the services first ran)."""
+    """`{"since", "until", "tasks": [...], "nodes": [...], "left_out": {why: count}}` (empty before the
+    services first ran)."""
     until = utcnow()
     since = until - timedelta(days=days)
+    workload: dict[str, Any] = {"since": since.isoformat(), "until": until.isoformat(), "tasks": [], "nodes": [],
+                                "left_out": {}}  # fmt: skip
     async with pool.acquire() as conn:
         if not all([await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table) for table in _TABLES]):
-            return {"since": since.isoformat(), "until": until.isoformat(), "tasks": [], "nodes": []}
-        tasks = await _tasks(conn, since, until)
+            return workload
+        rows = await _task_rows(conn, since, until)
         nodes = await conn.fetch("SELECT node_id, card_type, gpus FROM dispatcher.nodes ORDER BY node_id")
-    return {"since": since.isoformat(), "until": until.isoformat(), "tasks": tasks,
-            "nodes": [dict(row) for row in nodes]}  # fmt: skip
+    for row in rows:
+        why = _left_out(row)
+        if why is None:
+            workload["tasks"].append(_task(row))
+        else:
+            workload["left_out"][why] = workload["left_out"].get(why, 0) + 1
+    workload["nodes"] = [dict(row) for row in nodes]
+    return workload
 
 
-async def _tasks(conn: asyncpg.Connection, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    views = await conn.fetchval("SELECT to_regclass('views.events') IS NOT NULL")
+def _left_out(row: asyncpg.Record) -> str | None:
+    """Why a task is not replayed (None: it is)."""
+    if row["run_s"] is not None:
+        return None
+    if row["state"] == "cancelled":
+        return "cancelled before it ran"
+    if row["data_ready"] is not True:
+        return "data not ready, never ran"
+    return None
+
+
+async def _task_rows(conn: asyncpg.Connection, since: datetime, until: datetime) -> list[asyncpg.Record]:
+    readiness = await conn.fetchval("SELECT to_regclass('readiness.tasks') IS NOT NULL")
     ready = (
-        "(SELECT min(e.occurred_at) FROM views.events AS e WHERE e.task_id = t.task_id"
-        " AND e.type = 'task.readiness_changed' AND e.reason <> 'data_not_ready')"
-        if views else "NULL::timestamptz"
+        "(SELECT r.ready_since FROM readiness.tasks AS r WHERE r.task_id = t.task_id AND r.ready)"
+        if readiness else "NULL::timestamptz"
     )
-    rows = await conn.fetch(
-        f"SELECT t.task_id, t.submitted_at, t.submission, {ready} AS ready_at, d.state,"
+    return await conn.fetch(
+        f"SELECT t.task_id, t.submitted_at, t.submission, {ready} AS ready_at, d.state, d.data_ready,"
         " (SELECT sum(extract(epoch FROM coalesce(l.ended_at, $2) - l.granted_at)) FROM dispatcher.leases AS l"
         "  WHERE l.task_id = t.task_id) AS run_s,"
         " (SELECT l.card_type FROM dispatcher.leases AS l WHERE l.task_id = t.task_id"
@@ -54,7 +74,6 @@ async def _tasks(conn: asyncpg.Connection, since: datetime, until: datetime) -> 
         " WHERE t.submitted_at >= $1 AND t.submitted_at <= $2 ORDER BY t.submitted_at, t.task_id",
         since, until,
     )  # fmt: skip
-    return [_task(row) for row in rows if not (row["state"] == "cancelled" and row["run_s"] is None)]
 
 
 def _task(row: asyncpg.Record) -> dict[str, Any]:
