@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     s3_secret_key: SecretStr | None = None
     s3_region: str = "us-east-1"
     s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
+    s3_bucket_prefix: str = Field(
+        "",
+        pattern=r"^([a-z0-9][a-z0-9-]{0,29})?$",
+        description="prepended to cardflow's bucket names (cardflow-config, cardflow-reports, cardflow-archive): "
+        "bucket names are global on most clouds, so e.g. `acme-` gives acme-cardflow-config",
+    )
     data_dir: Path = Path(".cardflow")
     instance: str = Field("local", description="name of this process instance, used in event producers")
     metrics_port: int | None = Field(
@@ -51,6 +57,7 @@ class Settings(BaseSettings):
             "CARDFLOW_S3_SECRET_KEY": "***" if self.s3_secret_key else None,
             "CARDFLOW_S3_REGION": self.s3_region,
             "CARDFLOW_S3_ADDRESSING_STYLE": self.s3_addressing_style,
+            "CARDFLOW_S3_BUCKET_PREFIX": self.s3_bucket_prefix,
             "CARDFLOW_DATA_DIR": str(self.data_dir),
         }
 

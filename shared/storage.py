@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 
 from shared.settings import Settings, get_settings
 
-_NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion", "NoSuchBucket"}
 _BUCKET_EXISTS = {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}
 _PRECONDITION_FAILED = {"PreconditionFailed", "412", "ConditionalRequestConflict"}
 
@@ -86,29 +86,55 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def open_object_store(settings: Settings | None = None) -> AsyncIterator[ObjectStore]:
-    """An `ObjectStore` whose client lives as long as the `async with` block."""
-    session = get_session()
-    async with session.create_client("s3", **client_options(settings or get_settings())) as client:
+    """An `ObjectStore` for cardflow's own buckets (CARDFLOW_S3_BUCKET_PREFIX applies), open for the `async with`."""
+    settings = settings or get_settings()
+    async with _client(settings) as client:
+        yield ObjectStore(client, bucket_prefix=settings.s3_bucket_prefix)
+
+
+@contextlib.asynccontextmanager
+async def open_data_store(settings: Settings | None = None) -> AsyncIterator[ObjectStore]:
+    """An `ObjectStore` for the users' data buckets, named exactly as a submission's `s3://bucket/...` inputs."""
+    async with _client(settings or get_settings()) as client:
         yield ObjectStore(client)
 
 
-class ObjectStore:
-    """Versioned objects in S3-compatible buckets."""
+@contextlib.asynccontextmanager
+async def _client(settings: Settings) -> AsyncIterator[Any]:
+    async with get_session().create_client("s3", **client_options(settings)) as client:
+        yield client
 
-    def __init__(self, client: Any) -> None:
+
+class ObjectStore:
+    """Versioned objects in S3-compatible buckets.
+
+    Callers name buckets by cardflow's names (`CONFIG_BUCKET`, ...); the store adds the deployment's
+    `bucket_prefix` (CARDFLOW_S3_BUCKET_PREFIX) on the wire, and `uri` shows where an object really is.
+    """
+
+    def __init__(self, client: Any, bucket_prefix: str = "") -> None:
         self._client = client
+        self.bucket_prefix = bucket_prefix
+
+    def bucket_name(self, bucket: str) -> str:
+        """The bucket's name on the server (the deployment's prefix + cardflow's name)."""
+        return f"{self.bucket_prefix}{bucket}"
+
+    def uri(self, bucket: str, key: str = "") -> str:
+        """`s3://<bucket as named on the server>/<key>`."""
+        return f"s3://{self.bucket_name(bucket)}/{key}"
 
     async def ensure_bucket(self, bucket: str) -> None:
         """Create `bucket` if missing and turn versioning on (idempotent)."""
         try:
-            await self._client.create_bucket(Bucket=bucket)
+            await self._client.create_bucket(Bucket=self.bucket_name(bucket))
         except ClientError as exc:
             if _code(exc) not in _BUCKET_EXISTS:
                 raise
-        await self._client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        await self._client.put_bucket_versioning(Bucket=self.bucket_name(bucket), VersioningConfiguration={"Status": "Enabled"})
 
     async def is_versioned(self, bucket: str) -> bool:
-        answer = await self._client.get_bucket_versioning(Bucket=bucket)
+        answer = await self._client.get_bucket_versioning(Bucket=self.bucket_name(bucket))
         return answer.get("Status") == "Enabled"
 
     async def put(
@@ -122,7 +148,7 @@ class ObjectStore:
     ) -> ObjectVersion:
         """Store `body` as the new latest version of `key`."""
         answer = await self._client.put_object(
-            Bucket=bucket, Key=key, Body=body, ContentType=content_type, Metadata=dict(metadata or {})
+            Bucket=self.bucket_name(bucket), Key=key, Body=body, ContentType=content_type, Metadata=dict(metadata or {})
         )
         return ObjectVersion(key, answer.get("VersionId"), answer["ETag"], size=len(body), is_latest=True)
 
@@ -138,7 +164,7 @@ class ObjectStore:
         """Store `body` only if `key` does not exist yet; else raise `ObjectExistsError`."""
         try:
             answer = await self._client.put_object(
-                Bucket=bucket,
+                Bucket=self.bucket_name(bucket),
                 Key=key,
                 Body=body,
                 ContentType=content_type,
@@ -155,7 +181,7 @@ class ObjectStore:
         """The latest version of `key`, or the version `version_id`."""
         options = {"VersionId": version_id} if version_id else {}
         try:
-            answer = await self._client.get_object(Bucket=bucket, Key=key, **options)
+            answer = await self._client.get_object(Bucket=self.bucket_name(bucket), Key=key, **options)
         except ClientError as exc:
             raise _not_found_or(exc, bucket, key, version_id) from exc
         async with answer["Body"] as stream:
@@ -173,7 +199,7 @@ class ObjectStore:
         """What the store knows about `key` (or one version of it), or None if it does not exist."""
         options = {"VersionId": version_id} if version_id else {}
         try:
-            answer = await self._client.head_object(Bucket=bucket, Key=key, **options)
+            answer = await self._client.head_object(Bucket=self.bucket_name(bucket), Key=key, **options)
         except ClientError as exc:
             if _code(exc) in _NOT_FOUND:
                 return None
@@ -189,20 +215,20 @@ class ObjectStore:
         """The latest version of every key under `prefix`, in key order."""
         found: list[ObjectVersion] = []
         paginator = self._client.get_paginator("list_objects_v2")
-        async for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        async for page in paginator.paginate(Bucket=self.bucket_name(bucket), Prefix=prefix):
             found += [ObjectVersion(item["Key"], None, item["ETag"], item.get("Size"), item.get("LastModified"))
                       for item in page.get("Contents", [])]  # fmt: skip
         return found
 
     async def delete_version(self, bucket: str, key: str, version_id: str) -> None:
         """Remove ONE version of `key` for good (other versions stay; no delete marker is written)."""
-        await self._client.delete_object(Bucket=bucket, Key=key, VersionId=version_id)
+        await self._client.delete_object(Bucket=self.bucket_name(bucket), Key=key, VersionId=version_id)
 
     async def list_versions(self, bucket: str, key: str) -> list[ObjectVersion]:
         """Every version of exactly `key`, newest first as the store lists them (no delete markers)."""
         versions: list[ObjectVersion] = []
         paginator = self._client.get_paginator("list_object_versions")
-        async for page in paginator.paginate(Bucket=bucket, Prefix=key):
+        async for page in paginator.paginate(Bucket=self.bucket_name(bucket), Prefix=key):
             versions += [_version(item) for item in page.get("Versions", []) if item["Key"] == key]
         return versions
 

@@ -61,9 +61,10 @@ class ExportRecord:
     tasks: int
     at: datetime
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, bucket: str = REPORTS_BUCKET) -> dict[str, Any]:
+        """As JSON; `bucket` is the reports bucket as the server names it (`ObjectStore.bucket_name`)."""
         return {"export_id": self.export_id, "day": self.day.isoformat(), "trigger": self.trigger.value,
-                "actor": self.actor, "tasks": self.tasks, "at": self.at.isoformat(), "bucket": REPORTS_BUCKET,
+                "actor": self.actor, "tasks": self.tasks, "at": self.at.isoformat(), "bucket": bucket,
                 "objects": [asdict(o) for o in self.objects]}  # fmt: skip
 
 

@@ -85,7 +85,7 @@ async def write_board_snapshot(pool: asyncpg.Pool, settings: Settings, now: date
         await store.ensure_bucket(REPORTS_BUCKET)
         written = [await _put(store, day_prefix(now) + name, body, kind, metadata) for name, (body, kind) in bodies.items()]
     log.info("board snapshot written", day=day_prefix(now), tasks=board.total, actor=actor)
-    return SnapshotWritten(bucket=REPORTS_BUCKET, day=now.astimezone(UTC).date().isoformat(), taken_at=now,
+    return SnapshotWritten(bucket=store.bucket_name(REPORTS_BUCKET), day=now.astimezone(UTC).date().isoformat(), taken_at=now,
                            tasks=board.total, objects=written)  # fmt: skip
 
 

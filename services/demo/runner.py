@@ -34,7 +34,7 @@ from services.demo.upstream import perform, submit
 from services.demo.workload import DEMO_BUCKET, DEMO_QUOTAS, DemoWorkload
 from shared.cards import load_catalog
 from shared.settings import Settings
-from shared.storage import ObjectStore, open_object_store
+from shared.storage import ObjectStore, open_data_store
 
 
 @dataclass
@@ -106,7 +106,7 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
     redis = Redis.from_url(settings.redis_url or "")
     try:
         await grant_demo_quotas(settings)
-        async with open_object_store(settings) as store:
+        async with open_data_store(settings) as store:  # the demo's input data, in a bucket of "its users"
             await store.ensure_bucket(DEMO_BUCKET)
             session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress)
             await _follow(session, console, stop, supervisor)

@@ -160,7 +160,7 @@ async def _put_report(conn: asyncpg.Connection, store: ObjectStore | None, repor
     for name, body in bodies.items():
         stored = await store.put(REPORTS_BUCKET, prefix + name, body, content_type=REPORT_FILES[name])
         versions[name] = [stored.version_id]
-    return f"s3://{REPORTS_BUCKET}/{prefix}", versions
+    return store.uri(REPORTS_BUCKET, prefix), versions
 
 
 async def _installation(conn: asyncpg.Connection) -> str:

@@ -36,7 +36,7 @@ from shared.events import (
 )
 from shared.logging import get_logger
 from shared.names import EVENTS_STREAM, READINESS_GROUP
-from shared.storage import open_object_store
+from shared.storage import open_data_store
 
 MIGRATIONS = Path(__file__).parent / "sql"
 
@@ -64,7 +64,7 @@ def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
 
     async def setup(ctx: ServiceContext) -> None:
         tuning = settings or ReadinessSettings()
-        store = await ctx.resources.enter_async_context(open_object_store(ctx.settings))
+        store = await ctx.resources.enter_async_context(open_data_store(ctx.settings))
         checker = Checker(ctx.pool, ctx.emitter, store, tuning.probe_concurrency, tuning.sweep_batch)
 
         @reliable_batch_subscriber(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shared.events import TaskState, new_event_id
-from shared.storage import open_object_store
+from shared.storage import open_data_store
 from tests.helpers.system import RunningSystem
 
 
@@ -14,7 +14,7 @@ def a_task(name: str, **extra: object) -> dict[str, object]:
 
 async def test_tasks_wait_for_their_inputs_without_a_lease_then_run(system: RunningSystem) -> None:
     bucket = f"e2e-{new_event_id().lower()}"
-    async with open_object_store(system.settings) as store:
+    async with open_data_store(system.settings) as store:
         await store.ensure_bucket(bucket)  # the bucket exists; the inputs do not, yet
     waiting = {
         "needs-object": [f"s3://{bucket}/raw/part-0.parquet"],

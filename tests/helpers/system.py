@@ -72,6 +72,7 @@ def settings_env(settings: Settings, data_dir: Path | None = None) -> dict[str, 
         "CARDFLOW_S3_SECRET_KEY": secret(settings.s3_secret_key),
         "CARDFLOW_S3_REGION": settings.s3_region,
         "CARDFLOW_S3_ADDRESSING_STYLE": settings.s3_addressing_style,
+        "CARDFLOW_S3_BUCKET_PREFIX": settings.s3_bucket_prefix,
         "CARDFLOW_DATA_DIR": str(data_dir or settings.data_dir),
     }
     return {key: value for key, value in env.items() if value}

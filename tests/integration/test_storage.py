@@ -13,7 +13,14 @@ import pytest
 
 from shared.embedded import Endpoints
 from shared.settings import Settings
-from shared.storage import ObjectExistsError, ObjectNotFoundError, ObjectStore, client_options, open_object_store
+from shared.storage import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStore,
+    client_options,
+    open_data_store,
+    open_object_store,
+)
 from tests.helpers.delivery_support import unique
 
 BUCKET = unique("cf-test").replace("_", "-")
@@ -102,3 +109,24 @@ def test_client_options_follow_the_settings() -> None:
     assert (options["endpoint_url"], options["region_name"]) == ("http://s3.example:9000", "eu-west-3")
     assert (options["aws_access_key_id"], options["aws_secret_access_key"]) == ("ak", "sk")
     assert options["config"].s3 == {"addressing_style": "virtual"}
+
+
+async def test_a_bucket_prefix_names_cardflows_buckets_on_the_server_and_data_buckets_stay_as_written(
+    backends: Endpoints,
+) -> None:
+    prefix = BUCKET.removeprefix("cf-test-")[-12:] + "-"
+    settings = backends.settings().model_copy(update={"s3_bucket_prefix": prefix})
+    key = unique("policy")
+    async with open_object_store(settings) as own, open_data_store(settings) as data:
+        await own.ensure_bucket("cf-own")
+        await own.put("cf-own", key, b"headroom: 0.1\n")
+        on_server = await data.get(f"{prefix}cf-own", key)  # the data store names buckets as written
+        assert on_server.body == b"headroom: 0.1\n"
+        assert own.uri("cf-own", key) == f"s3://{prefix}cf-own/{key}"
+        with pytest.raises(ObjectNotFoundError):
+            await data.get("cf-own", key)
+
+
+def test_a_bucket_prefix_that_s3_would_refuse_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="s3_bucket_prefix"):
+        Settings(s3_bucket_prefix="Acme_")

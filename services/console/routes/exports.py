@@ -10,6 +10,7 @@ from services.config.exports import ExportTrigger, export_task_list, list_export
 from services.console.auth import Authenticated, requires
 from services.console.routes.config import store_of
 from shared.identity import Principal, Role
+from shared.names import REPORTS_BUCKET
 
 router = APIRouter(tags=["exports"])
 
@@ -18,10 +19,11 @@ router = APIRouter(tags=["exports"])
 async def post_export(request: Request, operator: Annotated[Principal, requires(Role.OPERATOR)]) -> dict[str, Any]:
     store = store_of(request)
     record = await export_task_list(store.pool, store.objects, trigger=ExportTrigger.MANUAL, actor=operator.actor)
-    return record.summary()
+    return record.summary(store.objects.bucket_name(REPORTS_BUCKET))
 
 
 @router.get("/exports", summary="The latest exports, newest first: day, who, the objects and their versions")
 async def get_exports(request: Request, _: Authenticated,
                       limit: Annotated[int, Query(ge=1, le=1000)] = 60) -> list[dict[str, Any]]:  # fmt: skip
-    return [record.summary() for record in await list_exports(request.app.state.pool, limit)]
+    bucket = store_of(request).objects.bucket_name(REPORTS_BUCKET)
+    return [record.summary(bucket) for record in await list_exports(request.app.state.pool, limit)]

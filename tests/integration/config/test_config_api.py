@@ -16,13 +16,19 @@ from services.console.app import create_app
 from services.identity.bootstrap import bootstrap_admin
 from shared.delivery.db import create_pool
 from shared.settings import Settings
+from tests.helpers.delivery_support import unique
 
 pytestmark = pytest.mark.integration
 
 
 @asynccontextmanager
 async def console(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
-    """The console app in-process, the documents seeded, and an admin, an operator and a submitter token."""
+    """The console app in-process, the documents seeded, and an admin, an operator and a submitter token.
+
+    Its buckets have a prefix of their own (CARDFLOW_S3_BUCKET_PREFIX), so other tests' versions of
+    policy.yaml in the shared S3 server are not this installation's (the history lists strays).
+    """
+    settings = settings.model_copy(update={"s3_bucket_prefix": f"{unique('t').replace('_', '-')}-"})
     pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
     try:
         await prepare_schema(pool, CONFIG)

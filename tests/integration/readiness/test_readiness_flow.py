@@ -20,7 +20,7 @@ from shared.events import DataReadySignalled, TaskReadinessChanged, TaskSubmitte
 from shared.events.subjects import task_subject
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
-from shared.storage import ObjectStore, open_object_store
+from shared.storage import ObjectStore, open_data_store
 from tests.helpers.delivery_support import unique
 from tests.helpers.running_services import RunningServices
 from tests.integration.intake.harness import a_submission, published_events, xadd_ingest
@@ -37,7 +37,7 @@ async def pool(fresh_settings: Settings) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def store(fresh_settings: Settings) -> AsyncIterator[ObjectStore]:
-    async with open_object_store(fresh_settings) as opened:
+    async with open_data_store(fresh_settings) as opened:
         yield opened
 
 
