@@ -382,10 +382,12 @@ async def parse_undecoded(message: Any, original_parser: Callable[[Any], Awaitab
     FastStream's own parser turns every field into JSON text before a handler runs: an entry
     holding bytes that are not UTF-8 made it raise before our steps, so such an entry was never
     acked nor dead-lettered, only claimed again and again. Here it parses an empty stand-in and
-    keeps the raw entry, so every entry reaches `parse_or_dead` whatever its bytes.
+    keeps the raw entry, so every entry reaches `parse_or_dead` whatever its bytes. A batch's
+    stand-in is an empty list: FastStream's batch parser tries (and fails) to decode every item,
+    about 4 us an entry for nothing.
     """
     data = message["data"]
-    stand_in = {} if isinstance(data, dict) else [{} for _ in data]
+    stand_in: dict[bytes, bytes] | list[Any] = {} if isinstance(data, dict) else []
     parsed = await original_parser({**message, "data": stand_in})
     parsed.raw_message = message
     return parsed
