@@ -1,10 +1,18 @@
 """The views service (`cardflow service views`): projects `cf:events` into the console's read models.
 
 It reads every event of `cf:events` in its own consumer group (`console`), in batches (types it
-does not project, e.g. `lease.renewed`, are acked unparsed), and per batch, in ONE transaction: records the event ids in its inbox (duplicates are skipped), folds
-the task events through `shared.projection.evolve` into `views.tasks` + `views.events`, and
-keeps the fleet (`views.nodes`, `views.leases`). It emits nothing. Readers: the HTTP API and
-the CLI, through `services.console.views`.
+does not project, e.g. `lease.renewed`, are acked unparsed), and per batch, in ONE transaction:
+records the ids of node events in its inbox (duplicates are skipped), folds the task events
+through `shared.projection.evolve` into `views.tasks` + `views.events`, and keeps the fleet
+(`views.nodes`, `views.leases`). It emits nothing. Readers: the HTTP API and the CLI, through
+`services.console.views`.
+
+Task events (those about a task, lease events included) need no inbox row: `evolve` itself
+ignores an event whose owner and subject it has already seen at that sequence number or later,
+the history insert skips a known event id, and the lease rows are written by idempotent upserts
+(the first end wins). Only node events, whose upserts are not idempotent (a repeated
+`node.registered` after `node.lost` would revive the node), are recorded — an inbox row per task
+event was about an eighth of PostgreSQL's inserts per task.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event
 from shared.names import CONSOLE_GROUP, EVENTS_STREAM
-from shared.projection import TASK_EVENT_TYPES
+from shared.projection import TASK_EVENT_TYPES, task_id_of
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
@@ -56,9 +64,10 @@ async def setup(ctx: ServiceContext) -> None:
         events = [e for e in batch if not isinstance(e, Ignored)]
         if not events:
             return
+        nodes = [e.event_id for e in events if task_id_of(e) is None]
         async with ctx.transaction() as conn:
-            fresh = await record_consumed_many(conn, ctx.schema, CONSOLE_GROUP, [e.event_id for e in events])
-            await apply_events(conn, [e for e in events if e.event_id in fresh])
+            fresh = await record_consumed_many(conn, ctx.schema, CONSOLE_GROUP, nodes) if nodes else set()
+            await apply_events(conn, [e for e in events if task_id_of(e) is not None or e.event_id in fresh])
 
     async def forget_old_inbox(ctx: ServiceContext) -> None:
         await prune_inbox(ctx.pool, ctx.schema, INBOX_RETENTION)

@@ -165,3 +165,39 @@ async def test_types_the_views_do_not_project_are_skipped_unparsed(fresh_setting
 
         assert await services.wait_until(all_acked)
         assert await services.redis.xlen("cf:deadletter") == 0
+
+
+async def test_only_node_events_take_inbox_rows_and_a_redelivered_registration_does_not_revive_a_lost_node(
+    fresh_settings: Settings,
+) -> None:
+    story = TaskStory(new_event_id())
+    registered = node_registered(story, "n9", card="T4", gpus=4)
+    lost = make_event(
+        "node.lost", subject=node_subject("n9"), subject_seq=2, producer="dispatcher/test", actor="service:dispatcher",
+        data={"node_id": "n9", "agent_id": "agent-n9", "detail": "no heartbeat for 30 s", "lease_ids": []},
+    )
+    task_events = [story.submitted(), story.readiness(True), story.matched(), story.queued(), story.granted(node="n9")]
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        await services.publish(registered, *task_events, lost)
+
+        async def projected() -> bool:
+            view = await load_task(pool, story.task_id)
+            fleet = await load_fleet(pool)
+            return view is not None and view.lease_id is not None and bool(fleet.nodes) and not fleet.nodes[0].alive
+
+        assert await services.wait_until(projected)
+        inbox = {row["event_id"] for row in await pool.fetch("SELECT event_id FROM views.inbox")}
+        assert inbox == {registered.event_id, lost.event_id}
+        await services.publish(registered, *task_events)  # redeliveries
+        marker = story.started(node="n9")
+        await services.publish(marker)
+
+        async def started() -> bool:
+            return (await load_task(pool, story.task_id)).state is TaskState.RUNNING
+
+        assert await services.wait_until(started)
+        assert not (await load_fleet(pool)).nodes[0].alive
+        view = await load_task(pool, story.task_id)
+        assert view.events == len(task_events) + 1
+        assert len(await task_history(pool, story.task_id)) == len(task_events) + 1
