@@ -156,11 +156,11 @@ def parse_events_of(*event_types: type[Envelope]) -> Callable[[Entry], Envelope 
     handler the pydantic parse of the many entries it ignores. Entries without a `type` field (e.g.
     published by FastStream itself) are parsed in full. Handlers drop `SkippedEntry` values.
     """
-    wanted = frozenset(cls.model_fields["type"].default for cls in event_types)
+    wanted = frozenset(cls.model_fields["type"].default.encode() for cls in event_types)
 
     def parse(entry: Entry) -> Envelope | SkippedEntry:
         event_type = entry.fields.get(b"type")
-        if event_type is not None and event_type.decode() not in wanted:
+        if event_type is not None and event_type not in wanted:
             return SkippedEntry(entry.entry_id, event_type.decode())
         return parse_event(extract_body(entry.fields))
 
