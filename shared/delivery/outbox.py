@@ -1,7 +1,8 @@
 """Transactional outbox: events are inserted in the caller's transaction, next to its table changes.
 
 A handler updates its tables and calls `append_events` on the SAME connection inside the SAME
-transaction; both commit or neither does. A NOTIFY (delivered at commit) wakes the relay, which
+transaction; both commit or neither does. A NOTIFY (delivered at commit; sent by the same
+statement as the insert, one round trip for both) wakes the relay, which
 publishes the rows to Redis (see `shared.delivery.relay`). `next_subject_seq` hands out the
 per-subject, gap-free `subject_seq` under the same transaction.
 """
@@ -46,17 +47,17 @@ async def append_events(
     if not events:
         return
     await conn.execute(
-        f"INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
+        f"WITH appended AS (INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
         " SELECT e.event_id, e.type, e.subject, $5, e.body"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY"
-        " AS e(event_id, type, subject, body, ord) ORDER BY e.ord",
+        " AS e(event_id, type, subject, body, ord) ORDER BY e.ord) SELECT pg_notify($6, '')",
         [e.event_id for e in events],
         [e.type for e in events],
         [e.subject for e in events],
         [canonical_json(e).decode() for e in events],
         stream,
+        notify_channel(schema),
     )
-    await conn.execute("SELECT pg_notify($1, '')", notify_channel(schema))
 
 
 async def append_routed(conn: asyncpg.Connection, schema: str, routed: Sequence[tuple[Envelope, str]]) -> None:
@@ -69,17 +70,17 @@ async def append_routed(conn: asyncpg.Connection, schema: str, routed: Sequence[
     if not routed:
         return
     await conn.execute(
-        f"INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
+        f"WITH appended AS (INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
         " SELECT e.event_id, e.type, e.subject, e.stream, e.body"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY"
-        " AS e(event_id, type, subject, stream, body, ord) ORDER BY e.ord",
+        " AS e(event_id, type, subject, stream, body, ord) ORDER BY e.ord) SELECT pg_notify($6, '')",
         [e.event_id for e, _ in routed],
         [e.type for e, _ in routed],
         [e.subject for e, _ in routed],
         [stream for _, stream in routed],
         [canonical_json(e).decode() for e, _ in routed],
+        notify_channel(schema),
     )
-    await conn.execute("SELECT pg_notify($1, '')", notify_channel(schema))
 
 
 async def next_subject_seq(conn: asyncpg.Connection, schema: str, subject: str) -> int:

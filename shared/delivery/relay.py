@@ -6,7 +6,8 @@ One `publish_pending` call is one PostgreSQL transaction:
    publish nothing — relays of one schema never publish concurrently, so no row goes out twice
    at the same time and rows leave in `position` order (a SKIP LOCKED split would interleave
    batches and reorder a subject's events);
-2. read up to `limit` unpublished rows in `position` order;
+2. read up to `limit` unpublished rows in `position` order (a statement of its own, after the lock:
+   its snapshot then sees every row another relay marked before releasing the lock);
 3. XADD them all in one pipeline (one round trip);
 4. mark them published (with their entry ids) and commit.
 

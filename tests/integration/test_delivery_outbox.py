@@ -19,6 +19,7 @@ from shared.delivery import (
     record_consumed_many,
 )
 from shared.delivery.db import create_pool
+from shared.delivery.migrations import advisory_key
 from shared.delivery.outbox import NotInTransactionError
 from shared.embedded import Endpoints
 from shared.events.envelope import canonical_json
@@ -205,3 +206,17 @@ async def test_a_released_connection_keeps_its_session_but_never_an_open_transac
             assert await conn.fetchval("SELECT current_setting('application_name')") == "left-by-a-taker"
     finally:
         await one.close()
+
+
+async def test_a_relay_publishes_nothing_while_another_holds_the_schemas_relay_lock(
+    pool: asyncpg.Pool, redis: Redis, delivery_schema: str
+) -> None:
+    stream = unique("cf:test:events")
+    async with pool.acquire() as conn, conn.transaction():
+        await append_events(conn, delivery_schema, [a_test_event(1), a_test_event(2)], stream=stream)
+    relay = OutboxRelay(pool, redis, delivery_schema)
+    async with pool.acquire() as holder, holder.transaction():
+        assert await holder.fetchval("SELECT pg_try_advisory_xact_lock($1)", advisory_key("relay", delivery_schema))
+        assert await relay.publish_pending() == 0
+        assert await redis.xlen(stream) == 0
+    assert await relay.publish_pending() == 2
