@@ -57,6 +57,7 @@ class AgentConfig:
     register_every_s: float = 30.0
     shutdown_grace_s: float = 30.0
     claim_idle_ms: int = 10_000  # commands left pending this long (a dead agent process) are re-read
+    claim_every_ms: int = 3_000  # how often the inbox's claimer looks for them (each look costs a round trip)
 
 
 class AgentDaemon:
@@ -125,6 +126,7 @@ class AgentDaemon:
             parse=parse_command,
             consumer=f"{self.config.agent_id}@{default_consumer_name()}",
             min_idle_ms=self.config.claim_idle_ms,
+            claim_interval_ms=self.config.claim_every_ms,
         )(self.on_commands)
 
     async def _until_connected(self, stop: asyncio.Event) -> None:
