@@ -54,8 +54,9 @@ from services.demo.workload import DemoAgent  # noqa: E402
 from shared.embedded import Backends, Endpoints  # noqa: E402
 from shared.embedded.health import probe_postgres, probe_redis, probe_s3  # noqa: E402
 from shared.embedded.processes import free_ports  # noqa: E402
-from shared.events import Envelope, parse_event  # noqa: E402
-from shared.names import EVENTS_STREAM, INGEST_STREAM, agent_inbox  # noqa: E402
+from bench.chaos_tally import FORGED_LEASE, distinct, story_of, tally_runs  # noqa: E402
+from shared.events import Envelope, parse_event, parse_report  # noqa: E402
+from shared.names import EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from tests.helpers.system import double_leases  # noqa: E402
 from tests.reliability.hostile import HOSTILE  # noqa: E402
@@ -87,6 +88,7 @@ class Figures:
     tasks_lost: int = 0
     tasks_run_twice: int = 0
     run_twice_details: list[str] = field(default_factory=list)
+    delivered_twice: dict[str, int] = field(default_factory=dict)
     double_leased_gpus: int = 0
     requeues_by_reason: dict[str, int] = field(default_factory=dict)
     hostile_submitted: int = 0
@@ -125,11 +127,13 @@ def resilient_redis(url: str) -> Redis:
     return Redis.from_url(url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError])
 
 
-async def read_events(redis: Redis) -> list[Envelope]:
+async def read_events(redis: Redis, stream: str = EVENTS_STREAM) -> list[Envelope]:
+    """Every entry of `stream` (`cf:events`, or `cf:reports` for the agents' reports), parsed, in order."""
+    parse = parse_report if stream == REPORTS_STREAM else parse_event
     events, start = [], "-"
     while True:
-        batch = await redis.xrange(EVENTS_STREAM, min=start, count=5000)
-        events += [parse_event(fields[b"event"]) for _, fields in batch if b"event" in fields]
+        batch = await redis.xrange(stream, min=start, count=5000)
+        events += [parse(fields[b"event"]) for _, fields in batch if b"event" in fields]
         if len(batch) < 5000:
             return events
         start = "(" + batch[-1][0].decode()
@@ -169,6 +173,15 @@ async def recovery_after_kill(backends: Backends, endpoints: Endpoints, name: st
             return round(time.monotonic() - started, 1)
         await asyncio.sleep(0.2)
     return float("inf")
+
+
+async def server_kills(backends: Backends, endpoints: Endpoints, options: argparse.Namespace, figures: Figures) -> None:
+    """`--server-kills N`: N more `kill -9`s of each embedded server per wave (outages come often)."""
+    for _ in range(options.server_kills):
+        for server in ("redis", "postgres"):
+            await asyncio.sleep(options.chaos_s / len(FLEET) / 4 / max(1, options.server_kills))
+            recovered = await recovery_after_kill(backends, endpoints, server)
+            figures.recovery_s[server] = max(figures.recovery_s.get(server, 0.0), recovered)
 
 
 async def post_hostile(url: str, figures: Figures) -> None:
@@ -226,7 +239,7 @@ async def forge_success(redis: Redis, decoy: str, producer: str) -> str | None:
         return None
     event = make_event(
         "task.succeeded", subject=f"task/{task_id}", subject_seq=10_000, producer=producer, actor="upstream:intruder",
-        data={"task_id": task_id, "lease_id": "forged", "output_units": 1e9},
+        data={"task_id": task_id, "lease_id": FORGED_LEASE, "output_units": 1e9},
     )
     await redis.xadd(EVENTS_STREAM, wire_fields(event))
     return task_id
@@ -242,43 +255,23 @@ async def views_state(dsn: str, task_id: str) -> str | None:
         await conn.close()
 
 
-def tally(events: list[Envelope], names: set[str], figures: Figures) -> None:
-    """Figures of the valid tasks (by name) and of the rejections, from the event log."""
-    ids = {e.data.task_id: e.data.submission.name for e in events if e.type == "task.submitted" and e.data.submission.name in names}
-    honest = [e for e in events if e.type == "task.succeeded" and e.producer.startswith("dispatcher") and e.data.lease_id != "forged"]
-    succeeded = Counter(e.data.task_id for e in honest)
-    failed = {e.data.task_id for e in events if e.type == "task.failed"}
-    ended = set(succeeded) | failed | {e.data.task_id for e in events if e.type == "task.cancelled"}
-    first_success_at = {}
-    for e in honest:
-        first_success_at.setdefault(e.data.task_id, e.occurred_at)
-    granted_after_success = {
-        e.data.task_id for e in events
-        if e.type == "lease.granted" and e.data.task_id in first_success_at and e.occurred_at > first_success_at[e.data.task_id]
-    }  # fmt: skip
-    figures.tasks_submitted = len(ids)
-    figures.tasks_finished = sum(1 for t in ids if t in succeeded)
-    figures.tasks_failed = sum(1 for t in ids if t in failed)
-    figures.tasks_lost = len(names) - sum(1 for t in ids if t in ended)
-    twice = [t for t in ids if succeeded[t] > 1 or t in granted_after_success]
-    figures.tasks_run_twice = len(twice)
-    figures.run_twice_details = [story_of(t, ids[t], events) for t in twice]
-    figures.double_leased_gpus = len(double_leases(events))
-    figures.requeues_by_reason = dict(Counter(str(e.data.reason) for e in events if e.type == "task.requeued"))
-    rejected = [e for e in events if e.type == "task.rejected"]
+def tally(events: list[Envelope], reports: list[Envelope], names: set[str], figures: Figures) -> None:
+    """Figures of the valid tasks (by name) and of the rejections, from the event and report logs
+    (counted over distinct event ids: `bench/chaos_tally.py`)."""
+    counts = tally_runs(events, reports, names)
+    unique = distinct(events)
+    figures.tasks_submitted = len(counts.submitted)
+    figures.tasks_finished = len(counts.succeeded)
+    figures.tasks_failed = len(counts.failed)
+    figures.tasks_lost = len(names) - len(counts.ended)
+    figures.tasks_run_twice = len(counts.run_twice)
+    figures.run_twice_details = [story_of(t, counts.submitted[t], events, reports) for t in counts.run_twice]
+    figures.delivered_twice = counts.delivered_twice
+    figures.double_leased_gpus = len(double_leases(unique))
+    figures.requeues_by_reason = dict(Counter(str(e.data.reason) for e in unique if e.type == "task.requeued"))
+    rejected = [e for e in unique if e.type == "task.rejected"]
     figures.hostile_rejected = len(rejected)
     figures.rejections_by_field = dict(Counter(r.field.split("[")[0].split(".")[0] for e in rejected for r in e.data.reasons))
-
-
-def story_of(task_id: str, name: str, events: list[Envelope]) -> str:
-    """One line: the task's lease and outcome events in order (for a task that ran twice)."""
-    kinds = {"lease.granted", "lease.expired", "lease.released", "lease.revoked", "task.requeued", "task.succeeded"}
-    steps = []
-    for e in events:
-        if e.type in kinds and getattr(e.data, "task_id", None) == task_id:
-            why = getattr(e.data, "reason", "")
-            steps.append(f"{e.occurred_at:%H:%M:%S} {e.type}{f' ({why})' if why else ''}")
-    return f"{name} ({task_id}): " + "; ".join(steps)
 
 
 async def run(options: argparse.Namespace) -> Figures:
@@ -318,12 +311,10 @@ async def run(options: argparse.Namespace) -> Figures:
                 if index == 0:
                     figures.forged_by_intruder_believed = await forgery(redis, endpoints, "decoy-1", "intruder/1")
                     figures.forged_as_dispatcher_believed = await forgery(redis, endpoints, "decoy-2", "dispatcher/forged")
-                if index == 1:
-                    figures.recovery_s["redis"] = await recovery_after_kill(backends, endpoints, "redis")
-                if index == 2:
-                    figures.recovery_s["postgres"] = await recovery_after_kill(backends, endpoints, "postgres")
-                if index == 3:
-                    figures.recovery_s["s3"] = await recovery_after_kill(backends, endpoints, "s3")
+                server = {1: "redis", 2: "postgres", 3: "s3"}.get(index)
+                if server is not None:
+                    figures.recovery_s[server] = await recovery_after_kill(backends, endpoints, server)
+                await server_kills(backends, endpoints, options, figures)
                 await asyncio.sleep(options.chaos_s / len(waves))
             figures.agent_read_another_inbox = await read_another_inbox(endpoints)
             stop_chaos.set()
@@ -331,7 +322,7 @@ async def run(options: argparse.Namespace) -> Figures:
             figures.kills = dict(kills)
             print("chaos over; waiting for every task to end", flush=True)
             figures.settle_s = await settle(redis, names, options.settle_s, started)
-            tally(await read_events(redis), names, figures)
+            tally(await read_events(redis), await read_events(redis, REPORTS_STREAM), names, figures)
             figures.dead_letters_by_reason = await deadletter_reasons(redis)
     finally:
         stop_memory.set()
@@ -373,7 +364,7 @@ async def forgery(redis: Redis, endpoints: Endpoints, decoy: str, producer: str)
 
 async def _dispatcher_succeeded(redis: Redis, task_id: str) -> bool:
     return any(e.type == "task.succeeded" and e.data.task_id == task_id and e.producer.startswith("dispatcher")
-               and e.data.lease_id != "forged" for e in await read_events(redis))  # fmt: skip
+               and e.data.lease_id != FORGED_LEASE for e in await read_events(redis))  # fmt: skip
 
 
 async def read_another_inbox(endpoints: Endpoints) -> bool:
@@ -393,7 +384,7 @@ async def settle(redis: Redis, names: set[str], timeout: float, started: float) 
         events = await read_events(redis)
         ids = {e.data.task_id for e in events if e.type == "task.submitted" and e.data.submission.name in names}
         ended = {e.data.task_id for e in events if e.type in TERMINAL and e.producer.startswith("dispatcher")
-                 and getattr(e.data, "lease_id", None) != "forged"}
+                 and getattr(e.data, "lease_id", None) != FORGED_LEASE}
         if len(ids) == len(names) and ids <= ended:
             break
         await asyncio.sleep(2)
@@ -484,6 +475,7 @@ def main() -> None:
     parser.add_argument("--kill-every-s", type=float, default=8.0)
     parser.add_argument("--settle-s", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--server-kills", type=int, default=0, help="extra kill -9s of Redis and PostgreSQL per wave")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "RELIABILITY.md")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep-data", action="store_true", help="keep the run's data dir (logs) for a post-mortem")
