@@ -55,6 +55,7 @@ class DispatcherConfig(BaseSettings):
             lease_ttl_s=self.lease_ttl_s, renewal_event_every_s=self.renewal_event_every_s,
             revoke_grace_s=self.revoke_grace_s, preempt_grace_s=self.preempt_grace_s,
             node_lost_after_s=self.node_lost_after_s, capacity_reason_every_s=self.capacity_reason_every_s,
+            claim_after_s=self.min_idle_ms / 1000,
         )
 
     def policy_overrides(self) -> dict[str, Any]:

@@ -11,6 +11,10 @@ A write step of the leader â€” a batch of events or reports, a cycle, a sweep â€
 Steps are serialised by one in-process lock, so each folds over the state the previous one left.
 If a step fails after it started writing, its outcome is unknown (the commit may or may not have
 happened): the working set is dropped, and the next step reloads it from the tables.
+
+The dispatcher also keeps its record of report-path outages (`outages`, rules in
+`shared.leasing.outage`): a step that fails because PostgreSQL is unreachable starts one, the next
+step that commits ends it; the dispatch loop's Redis probe does the same for Redis (`watch_redis`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import asyncpg
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, policy_holder
@@ -30,6 +36,7 @@ from services.dispatcher.leader import check_epoch
 from services.dispatcher.store import load_everything
 from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
+from shared.leasing.outage import OutageSource, OutageWatch
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
 from shared.scheduling.model import Policy
@@ -63,10 +70,14 @@ class Dispatcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
+    redis: Redis | None = None  # probed every tick (`watch_redis`); None: no probe (tests)
     policies: DocumentHolder[Policy] = field(init=False)
+    outages: OutageWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.policies = policy_holder(fallback=self.config.policy_in_force())
+        self.outages = OutageWatch(self.rules)
+        self.outages.took_over(utcnow())  # whatever came before this leader: an outage of unknown start
 
     @property
     def policy(self) -> Policy:
@@ -104,10 +115,41 @@ class Dispatcher:
                         yield step
                     for apply in step._after_commit:
                         apply(self.state)
-            except BaseException:
+            except BaseException as error:
                 self.state = None  # the step's outcome is unknown: reload before the next one
+                if is_unreachable(error):
+                    self.source_down(OutageSource.POSTGRES, error)
                 raise
+            self.source_up(OutageSource.POSTGRES)
+
+    async def watch_redis(self, timeout_s: float = 2.0) -> None:
+        """Probe Redis (the report path's first half); a failure starts an outage, success ends it."""
+        if self.redis is None:
+            return
+        try:
+            await asyncio.wait_for(self.redis.ping(), timeout=timeout_s)
+        except (RedisError, OSError, TimeoutError) as error:
+            self.source_down(OutageSource.REDIS, error)
+            return
+        self.source_up(OutageSource.REDIS)
+
+    def source_down(self, source: OutageSource, error: BaseException) -> None:
+        if self.outages.down(source, utcnow()):
+            log.warning("report path down: leases do not expire and nodes are not lost until it is back",
+                        source=source.value, error=repr(error))
+
+    def source_up(self, source: OutageSource) -> None:
+        ended = self.outages.up(source, utcnow())
+        if ended is not None:
+            log.warning("report path back: leases alive when it went down get a TTL plus the claim delay",
+                        sources=sorted(ended.sources), outage_s=ended.duration_s, grace_until=ended.grace_end(self.rules))
 
     def request_cycle(self) -> None:
         """Something relevant changed: run a cycle soon (debounced by the dispatch loop)."""
         self.wake.set()
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Did this step fail because PostgreSQL could not be reached (not because of what it did)?"""
+    return isinstance(error, OSError | TimeoutError | asyncpg.PostgresConnectionError
+                      | asyncpg.exceptions.OperatorInterventionError | asyncpg.InterfaceError)

@@ -5,7 +5,10 @@
     3. fold: apply_plan re-validates and turns the plan into records and events (pure)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
     5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s) and on every tick; the tick
-       first sweeps expired leases and silent nodes (`shared.leasing.expiry.expire`)
+       first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
+       (`shared.leasing.expiry.expire`, which knows the report path's outages)
+
+While Redis is known unreachable no cycle runs: its grants could not reach the agents.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import fresh_leases, save_changes
 from services.observability.metrics import observe_cycle
 from shared.leasing.expiry import expire
+from shared.leasing.outage import OutageSource
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
 from shared.logging import get_logger
 from shared.scheduling.plan import plan
@@ -37,6 +41,8 @@ class CycleReport:
 async def run_cycle(dc: Dispatcher) -> CycleReport:
     """One scheduling cycle (steps 1-4)."""
     entered = time.perf_counter()
+    if dc.outages.is_down(OutageSource.REDIS):
+        return CycleReport(0, None, 0.0)
     async with dc.write_step() as step:
         started = time.perf_counter()
         # 1. The snapshot and the queue, from memory (and a newer `policy` version, if one came into force).
@@ -66,7 +72,7 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
 async def sweep(dc: Dispatcher) -> int:
     """Expire overdue leases and mark silent nodes lost; return how many records changed."""
     async with dc.write_step() as step:
-        changes = expire(step.state.book(), step.now, dc.rules)
+        changes = expire(step.state.book(), step.now, dc.rules, dc.outages.current())
         if not changes:
             return 0
         await save_changes(step.conn, dc.schema, dc.emitter, changes)
@@ -96,6 +102,7 @@ async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
         dc.wake.clear()
         if time.monotonic() >= next_tick:
             next_tick = time.monotonic() + dc.config.tick_s
+            await dc.watch_redis()
             await sweep(dc)
         last_cycle = time.monotonic()
         await run_cycle(dc)

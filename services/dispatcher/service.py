@@ -54,7 +54,7 @@ async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> Non
     epoch = await lock.acquire(ctx.stop, config.leader_poll_s)
     if epoch is None:  # stopped while standby
         return
-    dc = Dispatcher(ctx.pool, ctx.schema, ctx.producer, ctx.actor, config, epoch)
+    dc = Dispatcher(ctx.pool, ctx.schema, ctx.producer, ctx.actor, config, epoch, redis=ctx.redis)
     ctx.state["dispatcher"] = dc
     consumer = f"{default_consumer_name()}-{ctx.instance}-e{epoch}"
     options: dict[str, Any] = {

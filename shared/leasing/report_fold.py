@@ -17,7 +17,10 @@ a refused claim becomes a `RejectedReport` and has no effect. Accepted reports:
 - `report.progress` / `report.checkpointed`: the run has started (`task.started` once); progress
   and output are kept; a checkpoint of the task's current run becomes its `resume_from`
   (`task.checkpointed`);
-- `report.finished`: the lease ends (`LeaseWork.end_lease`, rules in `lease_end.decide_lease_end`).
+- `report.finished`: the lease ends (`LeaseWork.end_lease`, rules in `lease_end.decide_lease_end`),
+  charged up to the run's end as the agent saw it (`work.run_end`). A clean finish refused only
+  because its lease had EXPIRED is reconciled instead (`late_report.reconcilable`): the task
+  succeeded with that run and is not run again.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from shared.events.reports import AgentRegistered, AgentReport, Heartbeat, TaskF
 from shared.events.reports import TaskCheckpointed as CheckpointReport
 from shared.events.subjects import node_subject, task_subject
 from shared.leasing.fencing import LeaseClaim, Refusal, Rejection
+from shared.leasing.late_report import reconcilable
 from shared.leasing.lease_end import Trigger
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
 from shared.leasing.screening import screen_claim
@@ -131,11 +135,21 @@ class _ReportFold:
     # -- reports --------------------------------------------------------------------------------
 
     def finished(self, report: TaskFinished) -> None:
-        d = report.data
-        for lease in self.accepted(report, claims_of(report)):
-            self.work.end_lease(lease, Trigger.FINISHED, report,
-                                RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error))
+        d, work = report.data, self.work
+        outcome = RunOutcome(exit_code=d.exit_code, output_units=d.output_units, error=d.error,
+                             finished_at=report.occurred_at)
+        [claim] = claims_of(report)
+        lease = work.lease(claim.lease_id)
+        refusal = screen_claim(claim, report, lease, work.now, work.rules)
+        if refusal is None:
+            assert lease is not None
+            work.end_lease(lease, Trigger.FINISHED, report, outcome)
             self.capacity_changed = True
+        elif lease is not None and reconcilable(refusal, lease, work.task(lease.task_id), outcome):
+            work.reconcile_late_success(lease, report, outcome)
+            self.capacity_changed = True
+        else:
+            self.reject(report, claim.agent_id, refusal, claim.lease_id, claim.fencing_token)
 
     def progressed(self, report: TaskProgress) -> None:
         d = report.data

@@ -62,6 +62,7 @@ class LeaseRules:
     revoke_grace_s: float = 30.0  # time an agent gets to stop a revoked run
     preempt_grace_s: float = 60.0  # time an agent gets to checkpoint and yield
     node_lost_after_s: float = 60.0  # a node silent this long is lost
+    claim_after_s: float = 30.0  # reports a failed batch left pending are applied again after this (see outage.py)
     capacity_reason_every_s: float = 10.0  # see `waiting.update_waiting`
 
 
@@ -72,6 +73,18 @@ class RunOutcome:
     exit_code: int | None = None
     output_units: float | None = None
     error: str | None = None
+    finished_at: datetime | None = None  # when the agent saw the run end (the report's `occurred_at`)
+
+
+def run_end(lease: LeaseRecord, outcome: RunOutcome, now: datetime) -> datetime:
+    """When the lease's use of its GPUs ended, as charged (`lease.released`'s `ended_at`): when the
+    agent saw the run end — not when its report got through (after an outage, much later) — but no
+    earlier than the dispatcher last heard the lease was held, and no later than now (an agent's
+    clock is not trusted beyond what the dispatcher saw itself). Without a finish time: now."""
+    if outcome.finished_at is None:
+        return now
+    heard = max(lease.granted_at, lease.last_renewed_at or lease.granted_at)
+    return min(now, max(heard, outcome.finished_at))
 
 
 @dataclass(frozen=True)
@@ -200,8 +213,9 @@ class LeaseWork:
             raise ValueError(f"lease {lease.lease_id} has already ended ({lease.end_reason})")
         task, others = self.require_task(lease.task_id), self.other_parts(lease)
         decision = decide_lease_end(_ending(lease, task, len(others)), trigger, outcome.exit_code, outcome.error)
-        self.put(replace(lease, state=LeaseState.ENDED, ended_at=self.now, end_reason=decision.release))
-        self._emit_lease_end(lease, trigger, decision, cause)
+        ended_at = run_end(lease, outcome, self.now)
+        self.put(replace(lease, state=LeaseState.ENDED, ended_at=ended_at, end_reason=decision.release))
+        self._emit_lease_end(lease, trigger, decision, cause, ended_at)
         if decision.effect is not TaskEffect.NONE:
             self._emit_task_effect(lease, task, decision, outcome, cause)
             self.put(replace(task, state=NEW_TASK_STATE[decision.effect], deferral_reason=None, deferral_detail=None,
@@ -256,6 +270,20 @@ class LeaseWork:
             "detail": "the lease ended; its GPUs may be leased again",
         }, stream=agent_inbox(lease.agent_id))
 
+    def reconcile_late_success(self, lease: LeaseRecord, report: Envelope, outcome: RunOutcome) -> None:
+        """A clean finish of a lease that had EXPIRED (`late_report.reconcilable`): the task succeeded
+        with that run; a newer run of it, if one was granted meanwhile, is revoked (superseded)."""
+        task = self.require_task(lease.task_id)
+        newer = [other for other in self.leases_of_task(task.task_id) if other.run != lease.run]
+        self.put(replace(task, state=TaskState.SUCCEEDED, deferral_reason=None, deferral_detail=None,
+                         updated_at=self.now))
+        self.emit(TaskSucceeded, task_subject(task.task_id), {
+            "task_id": task.task_id, "lease_id": lease.lease_id, "output_units": outcome.output_units,
+        }, cause=report)
+        self.revoke(newer, RevokeReason.SUPERSEDED,
+                    f"an earlier run (lease {lease.lease_id}) finished; its report came after that lease had expired",
+                    cause=report)
+
     def mark_started(self, lease: LeaseRecord, cause: Envelope) -> None:
         """The first accepted report about a lease means its run started (`task.started` once)."""
         lease = self.lease(lease.lease_id) or lease
@@ -287,7 +315,8 @@ class LeaseWork:
 
     # -- events of a lease end ------------------------------------------------------------------
 
-    def _emit_lease_end(self, lease: LeaseRecord, trigger: Trigger, decision: LeaseEnd, cause: Envelope | None) -> None:
+    def _emit_lease_end(self, lease: LeaseRecord, trigger: Trigger, decision: LeaseEnd, cause: Envelope | None,
+                        ended_at: datetime) -> None:
         subject = lease_subject(lease.lease_id)
         if trigger is Trigger.EXPIRED:
             self.emit(LeaseExpired, subject, {
@@ -296,7 +325,7 @@ class LeaseWork:
         self.emit(LeaseReleased, subject, {
             "lease_id": lease.lease_id, "task_id": lease.task_id, "node_id": lease.node_id,
             "card_type": lease.card_type, "gpus": len(lease.gpu_indices), "granted_at": lease.granted_at,
-            "ended_at": self.now, "reason": decision.release,
+            "ended_at": ended_at, "reason": decision.release,
         }, cause=cause)
 
     def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,

@@ -74,8 +74,24 @@ CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
      Outcome([], ["wrong_task"], "leased", "active")),
     ("a lease that was never granted", a_running_lease_book(), [finished("a1", "L9", "T1", 7, exit_code=0)],
      Outcome([], ["unknown_lease"], "leased", "active")),
-    ("a report after the lease expired",
+    ("a clean finish reported after the lease expired (its report was late): the task succeeded, no rerun",
      a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(**ENDED)),
+     [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome(["task.succeeded"], [], "succeeded", "expired")),
+    ("a failure reported after the lease expired is refused (the requeued task runs again)",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(**ENDED)),
+     [finished("a1", "L1", "T1", 7, exit_code=1)], Outcome([], ["lease_ended"], "queued", "expired")),
+    ("a late clean finish of a revoked lease is refused",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED),
+            a_lease_record(**ENDED | {"end_reason": ReleaseReason.REVOKED})),
+     [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "revoked")),
+    ("a late clean finish with a stale token is refused",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(**ENDED)),
+     [finished("a1", "L1", "T1", 6, exit_code=0)], Outcome([], ["stale_token"], "queued", "expired")),
+    ("a late clean finish of a task being cancelled is refused",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED, cancel_requested=True), a_lease_record(**ENDED)),
+     [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "expired")),
+    ("a late clean finish of one part of a multi-node run is refused",
+     a_book(a_node_record(), a_task_record(state=TaskState.QUEUED), a_lease_record(parts=2, **ENDED)),
      [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "expired")),
     ("a duplicate finish (another report id) in the same batch", a_running_lease_book(),
      [finished("a1", "L1", "T1", 7, exit_code=0), finished("a1", "L1", "T1", 7, exit_code=0)],
@@ -116,6 +132,37 @@ CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
 @pytest.mark.parametrize(("book", "reports", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_what_a_batch_of_reports_does(book: LeaseBook, reports: list[Any], expected: Outcome) -> None:
     assert outcome(book, fold(book, *reports)) == expected
+
+
+def test_a_late_clean_finish_supersedes_the_rerun_already_granted() -> None:
+    # L1 expired while its report was on its way; T1 was requeued and granted again (L2, run 2).
+    book = a_book(a_node_record(gpus=2), a_task_record(state=TaskState.RUNNING, run=2), a_lease_record(**ENDED),
+                  a_lease_record("L2", run=2, token=9, gpus=(1,)))
+    effects = fold(book, finished("a1", "L1", "T1", 7, exit_code=0, output_units=12.0))
+    emitted = [(e.event_type.model_fields["type"].default, e.data.get("lease_id")) for e in effects.changes.emissions]
+    assert emitted == [("command.revoke", "L2"), ("task.succeeded", "L1"), ("lease.revoked", "L2")]
+    assert effects.changes.emissions[1].data["output_units"] == 12.0
+    assert effects.changes.tasks["T1"].state is TaskState.SUCCEEDED
+    assert effects.changes.leases["L2"].revoke_reason is RevokeReason.SUPERSEDED and effects.changes.leases["L2"].active
+    # the superseded run's own end then only frees its GPUs
+    after = a_book(a_node_record(gpus=2), effects.changes.tasks["T1"], effects.changes.leases["L2"])
+    end = fold(after, finished("a1", "L2", "T1", 9, exit_code=143, error="revoked: superseded"))
+    assert [e.event_type.model_fields["type"].default for e in end.changes.emissions] == ["lease.released"]
+
+
+@pytest.mark.parametrize(("finished_s_ago", "renewed_s_ago", "charged_until_s_ago"), [
+    (20, 30, 20),   # the run ended 20 s ago (its report was held up): charged until then, not until now
+    (20, 10, 10),   # never before the dispatcher last heard the lease was held
+    (-5, 30, 0),    # an agent clock ahead of the dispatcher's: no later than now
+])  # fmt: skip
+def test_a_finished_lease_is_charged_until_the_run_ended(finished_s_ago: int, renewed_s_ago: int,
+                                                          charged_until_s_ago: int) -> None:
+    s = timedelta(seconds=1)
+    book = a_book(a_node_record(), a_task_record(), a_lease_record(last_renewed_at=NOW - renewed_s_ago * s))
+    report = finished("a1", "L1", "T1", 7, exit_code=0).model_copy(update={"occurred_at": NOW - finished_s_ago * s})
+    effects = fold(book, report)
+    [released] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
+    assert released.data["ended_at"] == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
 
 
 def test_a_checkpoint_becomes_the_resume_point_of_the_requeued_task() -> None:
