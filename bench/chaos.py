@@ -184,11 +184,14 @@ async def server_kills(backends: Backends, endpoints: Endpoints, options: argpar
             figures.recovery_s[server] = max(figures.recovery_s.get(server, 0.0), recovered)
 
 
-async def post_hostile(url: str, figures: Figures) -> None:
+async def post_hostile(url: str, token: str, figures: Figures) -> None:
+    """Every hostile body against `POST /v1/tasks`, as a valid token's holder (an admin): with a token the
+    body reaches validation, which is what this measures."""
     bodies = {h.label: h.text.encode("utf-8", "surrogatepass") for h in HOSTILE} | HTTP_ONLY
     answers: Counter[str] = Counter()
     figures.hostile_http_bodies = len(bodies) + 1
-    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+    auth = {"authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, timeout=60, headers=auth) as http:
         for body in bodies.values():
             try:
                 answer = await http.post("/v1/tasks", content=body, headers={"content-type": "application/json"})
@@ -294,7 +297,10 @@ async def run(options: argparse.Namespace) -> Figures:
             for hostile in HOSTILE:
                 await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": hostile.text.encode("utf-8", "surrogatepass")})
             figures.hostile_submitted = len(HOSTILE)
-            await post_hostile(url, figures)
+            from services.identity.bootstrap import bootstrap_admin
+
+            token = (await bootstrap_admin(endpoints.database_url, "chaos", "bench/chaos.py: hostile HTTP bodies")).secret
+            await post_hostile(url, token, figures)
 
             print(f"load: {options.tasks} tasks, chaos for {options.chaos_s:.0f} s", flush=True)
             stop_chaos = asyncio.Event()
@@ -416,9 +422,17 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         f"Every valid task ended {f.settle_s:.0f} s after the first wave was submitted." if f.tasks_lost == 0 else
         f"{f.tasks_lost} tasks had not ended {f.settle_s:.0f} s after the first wave.",
         "",
-        "\"Run twice\" counts a task that succeeded more than once or got a lease after it had succeeded. Each one:",
+        "\"Run twice\" counts a task whose work was done more than once: two leases whose runs the agents reported"
+        " finished cleanly (exit 0, not stopped on request; accepted or not), two distinct `task.succeeded`, or a lease"
+        " granted after the task succeeded (`bench/chaos_tally.py`). Each one:",
         "",
         *([f"- {line}" for line in f.run_twice_details] or ["- none"]),
+        "",
+        "Events delivered twice (the same event id published again by an outbox relay that died between its XADD and"
+        " marking the row sent; every consumer de-duplicates by event id, so these are copies, not second runs): "
+        + (", ".join(f"`{k}` {v}" for k, v in sorted(f.delivered_twice.items())) or "none") + ".",
+        "",
+        *RUN_TWICE_DIAGNOSIS,
         "",
         "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
         + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
@@ -462,6 +476,29 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+RUN_TWICE_DIAGNOSIS = (
+    "### What \"run twice\" was (diagnosed 2026-12-01)",
+    "",
+    "An earlier run of this script counted 1 task run twice in one of three runs. Both of its possible causes were"
+    " real, and only one was a second run:",
+    "",
+    "- **A counting artefact.** The script counted `task.succeeded` events, not distinct event ids. Delivery is at"
+    " least once: a relay killed (or whose Redis or PostgreSQL is killed) after its XADD and before it marks the rows"
+    " sent publishes them again with the same ids. Such a copy counted as a second success (and a copied"
+    " `lease.granted` as a double-leased GPU). Consumers de-duplicate by id, so nothing ran twice. Fixed in the count.",
+    "- **A real double execution, which that count could not see.** `bench/chaos.py --server-kills 2` reproduced it:"
+    " PostgreSQL killed, the leader lost its lock and stopped; 16 s later its successor's first expiry sweep expired a"
+    " lease whose agent had reported a clean finish (the report sat pending in `cf:reports`, unread through the"
+    " gap); the task was requeued and ran again, and the late finish was refused as `lease_ended`. With only one"
+    " `task.succeeded` the old count missed it; the count now reads the agents' finish reports too. Fixed in the"
+    " dispatcher: a known outage of the report path (a takeover, Redis or PostgreSQL unreachable) holds expiries back"
+    " and gives the leases it covered a TTL plus the claim delay afterwards (`shared/leasing/outage.py`), and a"
+    " clean finish refused only because its lease expired ends the task instead of a rerun"
+    " (`shared/leasing/late_report.py`); tests: `tests/reliability/test_report_path_outage.py`,"
+    " `tests/unit/dispatcher/test_outage.py`, `tests/unit/test_chaos_tally.py`.",
+)
 
 
 def _yes_no(value: bool | None) -> str:

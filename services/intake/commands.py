@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.config.limits import load_submission_limits
 from services.config.template_lookup import load_template_lookup
 from shared.events.emission import Emission
 from services.intake.ingest import DataReadyPayload
@@ -34,7 +35,7 @@ from shared.events import (
     new_event_id,
 )
 from shared.events.subjects import data_subject, task_subject
-from shared.submission import Problem, TaskSubmission, site_limits
+from shared.submission import Problem, TaskSubmission
 from shared.submission.limits import MAX_DEPTH
 from shared.submission.storable import storable
 
@@ -102,14 +103,14 @@ async def submit_many(
 ) -> list[SubmitOutcome]:
     """Batch form of `submit_task` in the caller's transaction; one outcome per request, in order.
 
-    1. look up the templates the batch names; screen (pure): template applied, valid / repeated
-       within the batch / rejected with every problem;
+    1. look up the templates the batch names and the limits in force (the policy's `limits`);
+       screen (pure): template applied, valid / repeated within the batch / rejected with every problem;
     2. insert the valid ones; a key already stored inserts nothing: with the same body it yields
        the stored id, with another body it is a conflict (`settle_stored_keys`, pure);
     3. store the rejections; 4. emit `task.submitted` / `task.rejected`, in request order.
     """
     templates = await load_template_lookup(conn, [request.raw for request in requests])
-    decisions = screen(requests, new_event_id, templates, site_limits())
+    decisions = screen(requests, new_event_id, templates, await load_submission_limits(conn))
     for decision in decisions if authorize is not None else ():
         authorize(project_of(decision))
     accepted = [d for d in decisions if isinstance(d, Accepted)]

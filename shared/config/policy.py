@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.scheduling.model import Policy
 from shared.submission.fields import CardTypeName
+from shared.submission.limits import SubmissionLimits
 
 _DEFAULT = Policy()
 _SECTION = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -135,6 +136,9 @@ class PolicyDocument(BaseModel):
     preemption: PreemptionSection = Field(default_factory=PreemptionSection)
     quota: QuotaSection = Field(default_factory=QuotaSection)
     rounds: RoundsSection = Field(default_factory=RoundsSection)
+    limits: SubmissionLimits = Field(
+        default_factory=SubmissionLimits, description="bounds every submission must stay within, checked at intake"
+    )
 
 
 class HeadroomShares(Mapping[str, float]):

@@ -9,8 +9,11 @@ Two kinds of bound:
   (`validate_submission(raw, limits=...)`); a site may lower or raise them. They are not
   checked when an event is parsed, so a site that tightens its limits can still replay history.
 
-The defaults suit a site whose largest task spans 1,024 GPUs; set `CARDFLOW_MAX_GPUS_PER_TASK`
-to the largest fleet (or node group) a task may span at yours.
+The site limits are the `limits` section of the policy document (`shared.config.PolicyDocument`):
+intake checks each batch against the version in force (`services.config.limits.load_submission_limits`),
+so `cardflow config set policy limits.max_gpus_per_task=64 --reason ...` applies to the next
+submission. The defaults suit a site whose largest task spans 1,024 GPUs. `CARDFLOW_MAX_GPUS_PER_TASK`
+still overrides the document's `max_gpus_per_task` where it is set (tests, one-off runs).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ MAX_GPUS_ENV = "CARDFLOW_MAX_GPUS_PER_TASK"
 class SubmissionLimits(BaseModel):
     """Site limits on a submission (see the module docstring); the policy's `limits` section."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_gpus_per_task: int = Field(1024, ge=1, le=HARD_MAX_GPUS, description="the most GPUs one task may ask for")
     max_estimate_gpu_hours: float = Field(
@@ -48,12 +51,13 @@ class SubmissionLimits(BaseModel):
     )
 
 
-def site_limits() -> SubmissionLimits:
-    """The limits in force: the defaults, with `CARDFLOW_MAX_GPUS_PER_TASK` when it is set."""
+def site_limits(limits: SubmissionLimits | None = None) -> SubmissionLimits:
+    """`limits` (default: the defaults), with `CARDFLOW_MAX_GPUS_PER_TASK` over them when it is set."""
+    limits = limits or DEFAULT_LIMITS
     override = os.environ.get(MAX_GPUS_ENV)
     if not override:
-        return DEFAULT_LIMITS
-    return SubmissionLimits(max_gpus_per_task=int(override))
+        return limits
+    return SubmissionLimits.model_validate(limits.model_dump() | {"max_gpus_per_task": int(override)})
 
 
 DEFAULT_LIMITS = SubmissionLimits()

@@ -18,7 +18,7 @@ from services.config.service import SPEC as CONFIG
 from services.config.store import ConfigStore
 from services.intake.commands import submit_task
 from services.intake.service import SPEC as INTAKE
-from shared.config import template_document
+from shared.config import POLICY, template_document
 from shared.delivery import create_pool
 from shared.events import parse_event
 from shared.settings import Settings
@@ -101,3 +101,20 @@ async def test_a_merged_submission_is_validated_as_a_whole(pool: asyncpg.Pool, s
     assert event.type == "task.rejected"
     assert {r.field for r in event.data.reasons} == {"gpus", "priority_class", "estimate_gpu_hours", "profile"}
     assert not outcome.created  # type: ignore[attr-defined]
+
+
+async def test_the_policy_documents_limits_apply_to_the_next_submission(pool: asyncpg.Pool, store: ConfigStore) -> None:
+    # issue 15: the site limits (SubmissionLimits) are the policy document's `limits` section
+    wide = {"name": "wide", "project": "llm", "priority_class": "standard", "gpus": 8, "estimate_gpu_hours": 8,
+            "profile": "compute"}
+    chatty = {**wide, "name": "chatty", "gpus": 1, "checkpoint": {"interval_minutes": 2}}
+    await store.apply(POLICY, "limits:\n  max_gpus_per_task: 4\n  min_checkpoint_interval_minutes: 5\n", base=None,
+                      actor="user:ops", reason="a 4-GPU site")
+    refused, _ = await submit(pool, wide)
+    too_often, _ = await submit(pool, chatty)
+    await store.set(POLICY, ["limits.max_gpus_per_task=16"], base=1, actor="user:ops", reason="a bigger node")
+    accepted, event = await submit(pool, {**wide, "name": "wide again"})
+
+    assert [(p.field, "at most 4 GPUs" in p.expected) for p in refused.problems] == [("gpus", True)]  # type: ignore[attr-defined]
+    assert [p.field for p in too_often.problems] == ["checkpoint.interval_minutes"]  # type: ignore[attr-defined]
+    assert accepted.created and event.data.submission.gpus == 8  # type: ignore[attr-defined]

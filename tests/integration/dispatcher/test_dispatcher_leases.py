@@ -74,7 +74,8 @@ async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh
         grants = await h.events("lease.granted")
         commands = await h.commands("a1")
 
-        await h.report(finished("a1", lease_id, "T1", token, exit_code=0))  # the old run, too late
+        # the old run's failure, too late (a clean finish would be reconciled: tests/reliability/test_report_path_outage.py)
+        await h.report(finished("a1", lease_id, "T1", token, exit_code=1))
         assert await h.wait_until(lambda: _count(rejections(h), 1))
         assert [r["reason"] for r in await rejections(h)] == ["lease_ended"]
         # an agent that still heartbeats the ended lease is told to stop that run, once
