@@ -41,6 +41,7 @@ from services.console.api import router
 from services.console.auth import authenticate, install_permission_handler
 from services.console.labels import all_labels
 from services.console.pages.routes import SignInRequired, sign_in_redirect
+from services.console.pages.accountability import router as accountability_pages_router
 from services.console.pages.routes import router as pages_router
 from services.console.projector import SPEC as VIEWS_SPEC
 from services.config.service import SPEC as CONFIG_SPEC
@@ -104,6 +105,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     app.include_router(tokens.router)
     app.include_router(quota_grants.router)
     app.include_router(pages_router)
+    app.include_router(accountability_pages_router)
     app.add_exception_handler(SignInRequired, sign_in_redirect)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_api_route("/healthz", healthz, methods=["GET"], summary="200 when the database answers")

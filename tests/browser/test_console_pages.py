@@ -27,7 +27,7 @@ def pages_of(world: ConsoleWorld) -> dict[str, str]:
         "board": "/board", "board-history": "/board/history?days=7", "queue": "/queue", "fleet": "/fleet",
         "quotas": "/quotas", "ledger": "/ledger", "tasks": "/tasks", "task": f"/tasks/{world.task_id('dedup-corpus')}",
         "task-done": f"/tasks/{world.task_id('eval-1')}", "snapshots": "/board/snapshots", "config": "/config",
-        "approvals": "/approvals",
+        "approvals": "/approvals", "rounds": "/rounds", "review": "/review?by=project", "audit": "/audit",
     }  # fmt: skip
 
 
@@ -207,3 +207,59 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
     await page.get_by_role("button", name="Compare").click()
     await expect(page.locator(".diff .add", has_text="default: 0.2")).to_have_count(1)
     await fits_the_width(page)
+
+
+async def test_a_planner_closes_a_round_with_a_note_and_amends_it(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/rounds")
+    await page.get_by_label("Retrospective note (one line)").fill("L40S evals were worth it; H100 idle too long")
+    await page.get_by_label("Reason for the record").fill("end of the browser-test week")
+    await page.get_by_role("button", name="Close round").click()
+    await expect(page).to_have_url(re.compile(r"/rounds/R\d+\?notice=round_closed$"))
+    await expect(page.locator(".why .big")).to_have_text("L40S evals were worth it; H100 idle too long")
+    by_card = page.locator("h2", has_text="By card type").locator("xpath=following-sibling::table[1]")
+    await expect(by_card).to_contain_text("L40S")
+    await page.get_by_label("Reason for the record").fill("the H100s were reserved, not idle")
+    await page.get_by_label("Retrospective note (one line)").fill("L40S evals were worth it; H100 reserved for pretraining")
+    await page.get_by_role("button", name="Save new version").click()
+    await expect(page.locator(".notice")).to_be_visible()
+    notes = page.locator("ol.story li")
+    await expect(notes).to_have_count(2)
+    await expect(notes.first).to_contain_text("v2")
+    await expect(notes.first).to_contain_text("the H100s were reserved, not idle")
+    await expect(notes.first).to_contain_text("user:planner")
+    await fits_the_width(page)
+
+
+async def test_a_submitter_may_not_close_a_round(world: ConsoleWorld, anonymous_page: Page) -> None:
+    await sign_in(anonymous_page, world, "speech-dev")
+    await anonymous_page.goto(world.base_url + "/rounds")
+    await anonymous_page.get_by_label("Retrospective note (one line)").fill("should not close")
+    await anonymous_page.get_by_label("Reason for the record").fill("testing the role check")
+    await anonymous_page.get_by_role("button", name="Close round").click()
+    await expect(anonymous_page.locator(".refused")).to_contain_text("403")
+    await expect(anonymous_page.locator(".refused")).to_contain_text("operator")
+
+
+async def test_the_match_review_gives_a_verdict_per_finished_task(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/review?by=card")
+    groups = page.locator("table").first
+    await expect(groups).to_contain_text("L40S")
+    reviewed = page.locator("h2", has_text="Reviewed tasks").locator("xpath=following-sibling::table[1]")
+    await expect(reviewed.locator(".verdict").first).to_be_visible()
+    await expect(reviewed).to_contain_text("eval-1")
+
+
+async def test_an_auditor_reads_a_tasks_audit_trail_and_the_change_log(world: ConsoleWorld, anonymous_page: Page) -> None:
+    finished = f"/tasks/{world.task_id('eval-1')}"
+    await sign_in(anonymous_page, world, "planner")
+    await anonymous_page.goto(world.base_url + finished)
+    await expect(anonymous_page.get_by_text("The audit trail needs the auditor role")).to_be_visible()
+    await anonymous_page.get_by_role("button", name="Sign out").click()
+    await sign_in(anonymous_page, world, "auditor")
+    await anonymous_page.goto(world.base_url + finished)
+    trail = anonymous_page.locator("h2", has_text="Audit trail").locator("xpath=following-sibling::table[1]")
+    await expect(trail).to_contain_text("succeeded")
+    await expect(anonymous_page.locator("ol.story.audit li", has_text="task.submitted")).to_have_count(1)
+    await anonymous_page.get_by_role("link", name="Change log").click()
+    await expect(anonymous_page.locator("table")).to_contain_text("user:root")
+    await expect(anonymous_page.locator("table")).to_contain_text("config.changed")

@@ -14,7 +14,7 @@ What it holds once ready (agents at 3600x: one estimated hour takes one second):
 - quota accounts: `speech` (used up), `vision` (expiring within 15 days), `llm` (plenty);
 - the `policy` and `cards` documents' first versions (seeded by the config service), so the Config page has a history;
 - tokens (`world.tokens`): `root` (admin), `planner` (operator), `speech-dev` (submitter of
-  project speech), `reviewer` (reviewer).
+  project speech), `reviewer` (reviewer), `auditor` (auditor).
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ async def console_world(settings: Settings, data_dir: Path) -> AsyncIterator[Con
             yield ConsoleWorld(system, base_url, ids, await _issue_tokens(settings, base_url))
 
 
-TOKENS = (("planner", "operator", None), ("speech-dev", "submitter", "speech"), ("reviewer", "reviewer", None))
+TOKENS = (("planner", "operator", None), ("speech-dev", "submitter", "speech"), ("reviewer", "reviewer", None),
+          ("auditor", "auditor", None))
 
 
 async def _issue_tokens(settings: Settings, base_url: str) -> dict[str, str]:

@@ -30,6 +30,9 @@ _FONTS = [name for name in ("Noto Sans CJK SC", "DejaVu Sans")
           if any(font.name == name for font in font_manager.fontManager.ttflist)] or ["sans-serif"]  # fmt: skip
 """Fonts matplotlib measures text with (a CJK one when installed); the browser draws the text itself."""
 
+MIN_BAR_SLOTS = 8
+"""A bar chart is laid out for at least this many bars, so a lone bar is not a wall."""
+
 
 def _figure() -> tuple[plt.Figure, plt.Axes]:
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 10, "font.family": _FONTS})
@@ -80,4 +83,5 @@ def stacked_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *
     for (name, values), hatch, colour in zip(series.items(), cycle(_HATCHES), cycle(_COLOURS)):
         axes.bar(labels, values, bottom=bottom, label=name, hatch=hatch, color=colour, edgecolor="white", width=0.6)
         bottom = [b + v for b, v in zip(bottom, values)]
+    axes.set_xlim(-0.5, max(len(labels), MIN_BAR_SLOTS) - 0.5)  # one or two bars stay bar-shaped
     return _finish(figure, axes, y_label, title, bool(series))

@@ -29,7 +29,7 @@ router = APIRouter(include_in_schema=False)
 LANG_COOKIE = "cardflow_lang"
 TOKEN_COOKIE = SESSION_COOKIE
 """The session cookie `services.console.auth` reads (HttpOnly, SameSite=Strict)."""
-NAV = ("board", "queue", "approvals", "fleet", "quotas", "ledger", "config", "tasks")
+NAV = ("board", "queue", "approvals", "fleet", "quotas", "ledger", "rounds", "config", "audit", "tasks")
 LEDGER_DAYS = 7
 
 
@@ -221,9 +221,19 @@ async def tasks_page(request: Request, state: str | None = None) -> HTMLResponse
 
 @router.get("/tasks/{task_id}")
 async def task_page(request: Request, task_id: str, notice: str | None = None) -> HTMLResponse:
+    return await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, notice=notice,
+                        **await _task_context(request, task_id))  # fmt: skip
+
+
+async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
+    """What the task page shows: the story from the views, the match review, and — for auditors —
+    the audit trail from the archive (`/v1/audit/why`; others see the API's refusal in its place)."""
     lang = choose_lang(request)
-    story = await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang})
-    return await render(request, "task.html", title="task_title", page="tasks", story=story, task_id=task_id, notice=notice)
+    return {
+        "story": await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang}),
+        "match_review": await call_api(request, "GET", f"/v1/matches/{task_id}", sign_in=False),
+        "why": await call_api(request, "GET", f"/v1/audit/why/{task_id}", sign_in=False),
+    }
 
 
 @router.post("/tasks/{task_id}/cancel")
@@ -231,10 +241,8 @@ async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str
     """Forward the cancel to the API with the reader's token; show the API's refusal if any."""
     answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/cancel", json={"reason": reason or None})
     if isinstance(answer, Unavailable):
-        lang = choose_lang(request)
-        story = await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang})
-        page = await render(request, "task.html", title="task_title", page="tasks", story=story, task_id=task_id,
-                            refused=answer)  # fmt: skip
+        page = await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=answer,
+                            **await _task_context(request, task_id))  # fmt: skip
         page.status_code = answer.status
         return page
     return RedirectResponse(f"/tasks/{task_id}?notice=cancel_sent", status_code=303)

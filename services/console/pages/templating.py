@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescap
 from services.console.labels import (
     BLOCKER_LABELS, GPU_STATUS_LABELS, PAGE_LABELS, REASON_LABELS_ZH, STATE_LABELS, UI_LABELS, Language,
 )  # fmt: skip
+from services.console.labels_accountability import ACCOUNTABILITY_LABELS
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 _UNITS: dict[str, tuple[str, str, str, str]] = {"en": ("d", "h", "min", "s"), "zh": ("天", "小时", "分", "秒")}
@@ -78,7 +79,7 @@ def _sig(value: float | None, digits: int = 4) -> str:
 def labels_for(lang: Language) -> dict[str, Any]:
     """Everything a template needs to say things in `lang`."""
     return {
-        "L": {**UI_LABELS[lang], **PAGE_LABELS[lang]},
+        "L": {**UI_LABELS[lang], **PAGE_LABELS[lang], **ACCOUNTABILITY_LABELS[lang]},
         "STATES": STATE_LABELS[lang],
         "BLOCKERS": BLOCKER_LABELS[lang],
         "GPU_STATUS": GPU_STATUS_LABELS[lang],
