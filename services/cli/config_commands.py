@@ -82,7 +82,11 @@ def history(name: NameArgument, as_json: JsonOption = False) -> None:
     if as_json:
         print(json.dumps(answer["versions"], indent=2, ensure_ascii=False))
         return
-    console.print(history_table(answer["name"], answer["versions"]))
+    wide = console.width >= WIDE_HISTORY
+    console.print(history_table(answer["name"], answer["versions"], with_objects=wide))
+    if not wide:
+        errors.print(f"sha256 and S3 version ids: `cardflow config history {answer['name']} --json` "
+                     f"(or a terminal of {WIDE_HISTORY}+ columns)", style="dim")  # fmt: skip
     if answer["uncommitted_s3_versions"]:
         errors.print(f"{len(answer['uncommitted_s3_versions'])} S3 version(s) of {answer['name']} belong to no version: "
                      "changes that never committed (never in force; harmless).")  # fmt: skip
@@ -134,17 +138,28 @@ def template_apply(file: Annotated[Path, typer.Argument(exists=True, dir_okay=Fa
 
 def print_change(answer: dict[str, Any]) -> None:
     """What a change wrote, and its diff."""
-    errors.print(f"{answer['name']} version {answer['version']} is in force ({answer['action']} by {answer['actor']}: "
+    errors.print(f"{answer['name']} version {answer['version']} is in force ({answer['action'].replace('_', ' ')} by {answer['actor']}: "
                  f"{answer['reason']}); s3 version {answer['s3_version_id']}")  # fmt: skip
     print(answer["diff"], end="")
 
 
-def history_table(name: str, versions: list[dict[str, Any]]) -> Table:
+WIDE_HISTORY = 150
+"""Terminal columns from which `config history` shows each version's sha256 and S3 version id."""
+
+
+def history_table(name: str, versions: list[dict[str, Any]], *, with_objects: bool = True) -> Table:
+    """Who, when, what and why per version; `with_objects`: also its sha256 and S3 version id."""
     table = Table(title=f"{name}: {len(versions)} version(s)")
-    for column in ("version", "at", "actor", "action", "reason", "sha256", "s3 version"):
-        table.add_column(column, overflow="fold")
+    table.add_column("version", no_wrap=True)
+    table.add_column("at", min_width=10)  # date and time on two lines when narrow
+    table.add_column("actor", overflow="fold")
+    table.add_column("action", overflow="fold")
+    table.add_column("reason", overflow="fold")
+    if with_objects:
+        table.add_column("sha256", no_wrap=True)
+        table.add_column("s3 version", no_wrap=True)
     for row in versions:
-        action = row["action"] + (f" to v{row['rolled_back_to']}" if row["rolled_back_to"] else "")
-        table.add_row(str(row["version"]), row["at"][:19].replace("T", " "), row["actor"], action, row["reason"],
-                      row["sha256"][:12], row["s3_version_id"])  # fmt: skip
+        action = row["action"].replace("_", " ") + (f" to v{row['rolled_back_to']}" if row["rolled_back_to"] else "")
+        cells = [str(row["version"]), row["at"][:19].replace("T", " "), row["actor"], action, row["reason"]]
+        table.add_row(*cells, *([row["sha256"][:12], row["s3_version_id"]] if with_objects else []))
     return table

@@ -154,7 +154,7 @@ def status_table(view: TaskView, lang: Lang) -> Table:
     for key, value in (
         ("name", view.name or "-"), ("state", state_text(view.state, lang)),
         ("reason", f"{reason_label(view.reason, lang.value)}: {view.reason_detail}"),
-        ("project", view.project or ""), ("priority", f"{view.priority_class or ''} {view.priority or ''}".strip()),
+        ("project", view.project or ""), ("template", view.template or "-"), ("priority", f"{view.priority_class or ''} {view.priority or ''}".strip()),
         ("gpus", str(view.gpus or "")), ("card_type", view.card_type or ""), ("node", view.node_id or ""),
         ("cost", cost), ("used_cost", f"{view.used_cost:.2f}"), ("progress", progress),
         ("attempts", str(view.attempts)), ("missing", ", ".join(view.missing_inputs)),

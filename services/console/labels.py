@@ -70,7 +70,7 @@ UI_LABELS: dict[Language, dict[str, str]] = {
     "en": {
         "title": "cardflow console", "tasks": "Tasks", "task": "Task", "name": "Name", "state": "State",
         "reason": "Reason", "project": "Project", "card_type": "Card type", "node": "Node", "gpus": "GPUs",
-        "cost": "Est. cost", "used_cost": "Cost so far", "progress": "Progress", "attempts": "Attempts",
+        "cost": "Est. cost", "used_cost": "Cost so far", "progress": "Progress", "attempts": "Attempts", "template": "Template",
         "updated": "Updated", "board": "Readiness board", "ready": "data ready", "waiting": "waiting for data",
         "checking": "checking", "missing": "Missing inputs", "fleet": "Fleet", "alive": "online", "lost": "lost",
         "leased_gpus": "Leased GPUs", "nodes": "Nodes", "all": "all", "filter": "State filter",
@@ -81,7 +81,7 @@ UI_LABELS: dict[Language, dict[str, str]] = {
     "zh": {
         "title": "cardflow 控制台", "tasks": "任务", "task": "任务", "name": "名称", "state": "状态",
         "reason": "原因", "project": "项目", "card_type": "卡型", "node": "节点", "gpus": "GPU 数",
-        "cost": "预估成本", "used_cost": "已用成本", "progress": "进度", "attempts": "尝试次数",
+        "cost": "预估成本", "used_cost": "已用成本", "progress": "进度", "attempts": "尝试次数", "template": "模板",
         "updated": "更新时间", "board": "数据就绪看板", "ready": "数据就绪", "waiting": "等待数据",
         "checking": "检查中", "missing": "缺失输入", "fleet": "算力集群", "alive": "在线", "lost": "失联",
         "leased_gpus": "已占用 GPU", "nodes": "节点数", "all": "全部", "filter": "按状态筛选",

@@ -142,10 +142,17 @@ def _round_trip_load(text: str) -> CommentedMap:
     return tree
 
 
+def _represent_null(representer: Any, _: None) -> Any:
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")
+
+
 def _round_trip_dump(tree: CommentedMap) -> str:
     out = io.StringIO()
     dumper = YAML(typ="rt")
     dumper.width = 120
+    # `null` as the seeded documents write it (ruamel's default is an empty value: a diff would show
+    # `max_lost_gpu_hours: null` -> `max_lost_gpu_hours:` for a change that touched another key)
+    dumper.representer.add_representer(type(None), _represent_null)
     dumper.indent(mapping=2, sequence=4, offset=2)
     dumper.dump(tree, out)
     return out.getvalue()

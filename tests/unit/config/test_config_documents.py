@@ -124,6 +124,18 @@ def test_set_values_changes_only_the_named_keys_and_keeps_comments_and_order() -
     )
 
 
+def test_set_values_writes_null_as_the_seeded_documents_do_so_a_diff_shows_only_the_change() -> None:
+    seeded = policy_seed_text(POLICIES["cardflow"], "preset cardflow")
+    assert "max_lost_gpu_hours: null" in seeded
+
+    edited = set_values(seeded, ["headroom.default=0.25", "queue.aging_per_hour=null"])
+
+    assert "max_lost_gpu_hours: null\n" in edited and "aging_per_hour: null\n" in edited
+    changed = [line for line in unified_diff(seeded, edited, "policy", "v1", "v2").splitlines()
+               if line[:1] in "+-" and line[:3] not in ("+++", "---")]  # fmt: skip
+    assert changed == ["-  aging_per_hour: 1.0", "+  aging_per_hour: null", "-  default: 0.1", "+  default: 0.25"]
+
+
 @pytest.mark.parametrize(("assignment", "field"), [("queue.order", "queue.order"), ("=1", "=1"), ("a..b=1", "a..b")])
 def test_malformed_assignments_are_refused(assignment: str, field: str) -> None:
     with pytest.raises(DocumentTextError) as refused:
