@@ -3,8 +3,9 @@
 `DemoRunner` runs on its own thread (with its own event loop) so `cardflow up` keeps its main
 thread for signals:
 
-1. create the demo bucket and grant the demo's quota accounts (`DEMO_QUOTAS`, once per data
-   dir: an account that exists is kept); follow `cf:events` into a `Board` under a live view (redrawn four
+1. create the demo bucket, grant the demo's quota accounts (`DEMO_QUOTAS`, once per data
+   dir: an account that exists is kept) and write its submission templates (`DEMO_TEMPLATES`,
+   version 1 by `system:demo` when missing: a template an operator changed is kept); follow `cf:events` into a `Board` under a live view (redrawn four
    times a second) until every demo agent has registered, so tasks are matched against the whole
    fleet; then submit every task and the invalid submission (one XADD each);
 2. carry out each delayed data action when its time comes (upload an object / a `_READY`
@@ -17,6 +18,7 @@ thread for signals:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +33,7 @@ from services.demo.render import Header, live_view, plain_status, summary
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
 from services.demo.upstream import perform, submit
-from services.demo.workload import DEMO_BUCKET, DEMO_QUOTAS, DemoWorkload
+from services.demo.workload import DEMO_BUCKET, DEMO_QUOTAS, DEMO_TEMPLATES, DemoWorkload, wire_form
 from shared.cards import load_catalog
 from shared.settings import Settings
 from shared.storage import ObjectStore, open_data_store
@@ -106,6 +108,7 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
     redis = Redis.from_url(settings.redis_url or "")
     try:
         await grant_demo_quotas(settings)
+        await write_demo_templates(settings)
         async with open_data_store(settings) as store:  # the demo's input data, in a bucket of "its users"
             await store.ensure_bucket(DEMO_BUCKET)
             session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress)
@@ -143,6 +146,40 @@ async def grant_demo_quotas(settings: Settings) -> None:
         await pool.close()
 
 
+async def write_demo_templates(settings: Settings) -> list[str]:
+    """Write version 1 of each `DEMO_TEMPLATES` that does not exist yet (actor `system:demo`),
+    before the workload that names them is sent; the names written."""
+    from services.common.runtime import prepare_schema
+    from services.config.service import SPEC as CONFIG
+    from services.config.service import open_config_store
+    from services.config.store import StaleBaseError
+    from shared.config import template_document, validate_document
+    from shared.config.demo_policy import DEMO_ACTOR
+    from shared.delivery.db import create_pool
+    from shared.events.config import ConfigAction
+
+    written = []
+    pool = await create_pool(settings.database_dsn or "", min_size=1, max_size=2)
+    try:
+        await prepare_schema(pool, CONFIG)
+        async with contextlib.AsyncExitStack() as resources:
+            store = await open_config_store(pool, settings, "demo", resources)
+            if store is None:
+                return written
+            for template in DEMO_TEMPLATES:
+                name = template_document(template.name)
+                if await store.head(name) is not None:
+                    continue
+                with contextlib.suppress(StaleBaseError):  # another demo start wrote it meanwhile
+                    await store.change(validate_document(name, template.text()), base=None, action=ConfigAction.APPLIED,
+                                       actor=DEMO_ACTOR, reason=f"cardflow up --demo: the demo's template ({template.description})",
+                                       first_only=True)  # fmt: skip
+                    written.append(template.name)
+    finally:
+        await pool.close()
+    return written
+
+
 class DemoSession:
     """One demo run's state, advanced by `step()` a few times a second."""
 
@@ -175,7 +212,8 @@ class DemoSession:
         return set(self.options.fleet) <= registered
 
     async def submit_workload(self) -> None:
-        self.progress.submitted = len(await submit(self.redis, [*self.workload.submissions, *self.workload.invalid]))
+        sent = [*map(wire_form, self.workload.submissions), *self.workload.invalid]
+        self.progress.submitted = len(await submit(self.redis, sent))
         self.submitted_at = time.monotonic()
         count = len(self.workload.submissions) + len(self.workload.invalid)
         self.progress.notes.append(f"submitted {count} tasks through cf:ingest")

@@ -8,7 +8,10 @@ upstream system would:
 - three tasks whose inputs appear later: an S3 object, an S3 prefix completed by its `_READY`
   marker, and a dataset version announced by a `data.ready` entry (`data_actions`, with delays);
 - one impossible task (200 GB of VRAM per GPU: no card type has that much) and one invalid
-  submission (several problems at once), so the view shows both kinds of "no".
+  submission (several problems at once), so the view shows both kinds of "no";
+- two submission templates (`DEMO_TEMPLATES`): the big llm jobs and the llm evals are sent as
+  `template: NAME` plus only the fields the template does not give (`wire_form`), so intake merges
+  and pins them (`cardflow status TASK` shows `demo-llm-h100@1`).
 
 `demo_time_scale(...)` picks the agents' `--time-scale` so the whole workload finishes within
 `target_s` real seconds on the demo fleet.
@@ -71,6 +74,42 @@ DEMO_FLEET: tuple[DemoAgent, ...] = (
 """Two card types: H100 (80 GB, fast, dear) and L40S (48 GB, slower, far cheaper per job)."""
 
 
+@dataclass(frozen=True)
+class DemoTemplate:
+    """A submission template the demo writes (as `system:demo`, once per data dir) and submits through."""
+
+    name: str
+    description: str
+    defaults: Mapping[str, Any]
+
+    def text(self) -> str:
+        """The template document (`templates/<name>.yaml`)."""
+        import yaml
+
+        body = {"description": self.description, "defaults": dict(self.defaults)}
+        return f"# the demo's template (cardflow up --demo)\n{yaml.safe_dump(body, sort_keys=False, width=100)}"
+
+
+DEMO_TEMPLATES: tuple[DemoTemplate, ...] = (
+    DemoTemplate("demo-llm-h100", "the llm team's big jobs: a whole H100 node, 80 GB per GPU, checkpoints every 20 min",
+                 {"project": "llm", "gpus": 8, "min_vram_gb": 80, "profile": "compute",
+                  "checkpoint": {"interval_minutes": 20}, "output_unit": "samples"}),
+    DemoTemplate("demo-llm-eval", "the llm team's evals: memory-bound, small, on whatever card is cheapest",
+                 {"project": "llm", "profile": "memory", "output_unit": "samples"}),
+)  # fmt: skip
+
+
+def wire_form(submission: Mapping[str, Any]) -> dict[str, Any]:
+    """What the demo sends for `submission`: with a `template`, only the fields it does not give."""
+    template = next((t for t in DEMO_TEMPLATES if t.name == submission.get("template")), None)
+    if template is None:
+        return dict(submission)
+    return {key: value for key, value in submission.items() if template.defaults.get(key, _UNSET) != value}
+
+
+_UNSET = object()
+
+
 class DataActionKind(StrEnum):
     PUT_OBJECT = "put_object"  # upload an object (a single input, or a prefix's _READY marker)
     DATA_READY = "data_ready"  # XADD a data.ready entry for a dataset version to cf:ingest
@@ -124,6 +163,7 @@ def build_workload(run_id: str, *, seed: int = 7, small_jobs: int = 18) -> DemoW
 
 def _task(run_id: str, name: str, project: str, priority_class: str, *, gpus: int, hours: float, profile: str,
           **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """The whole submission (with `template`: what intake resolves it to; `wire_form` is what is sent)."""
     return {
         "idempotency_key": f"demo-{run_id}-{name}",
         "name": name,
@@ -142,9 +182,9 @@ def _big_jobs(run_id: str) -> list[dict[str, Any]]:
     every_20_min = {"interval_minutes": 20}
     return [
         _task(run_id, "finetune-7b", "llm", "core", gpus=8, hours=96, profile="compute", min_vram_gb=80,
-              priority=10, checkpoint=every_20_min),
+              priority=10, checkpoint=every_20_min, template="demo-llm-h100"),
         _task(run_id, "pretrain-ablation", "llm", "standard", gpus=8, hours=64, profile="compute", min_vram_gb=80,
-              checkpoint=every_20_min),
+              checkpoint=every_20_min, template="demo-llm-h100"),
         _task(run_id, "vision-sweep-a", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64),
         _task(run_id, "vision-sweep-b", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64),
         _task(run_id, "rl-rollouts", "research", "opportunistic", gpus=4, hours=16, profile="memory", min_vram_gb=72),
@@ -164,9 +204,10 @@ def _small_jobs(run_id: str, rng: random.Random, count: int) -> list[dict[str, A
     for n in range(count):
         kind, project, priority_class, profile = kinds[n % len(kinds)]
         gpus = rng.choice((1, 1, 2))
+        template = {"template": "demo-llm-eval"} if project == "llm" else {}
         jobs.append(_task(run_id, f"{kind}-{n:02d}", project, priority_class, gpus=gpus,
                           hours=round(rng.uniform(0.8, 2.4) * gpus, 2), profile=profile,
-                          min_vram_gb=rng.choice((16, 24, 40)), priority=rng.randint(0, 5)))  # fmt: skip
+                          min_vram_gb=rng.choice((16, 24, 40)), priority=rng.randint(0, 5), **template))  # fmt: skip
     return jobs
 
 

@@ -6,12 +6,16 @@ import pytest
 
 from services.demo.workload import (
     DEMO_FLEET,
+    DEMO_TEMPLATES,
     DataActionKind,
     build_workload,
     demo_time_scale,
     estimated_busy_s,
+    wire_form,
 )
 from shared.cards import load_catalog
+from shared.config import FoundTemplate, template_document, validate_document
+from shared.config.submission_templates import resolve_submission
 from shared.cards.matching import MatchRequest, rank_cards
 from shared.submission import SubmissionInvalid, parse_s3_uri, validate_submission
 
@@ -29,8 +33,8 @@ def chosen_card(submission: dict) -> str | None:
 def test_every_submission_but_the_invalid_one_validates() -> None:
     workload = build_workload("r1")
 
-    for submission in workload.submissions:
-        validate_submission(submission)
+    for submission in workload.submissions:  # a templated one as intake stores it: pinned to the version
+        validate_submission({**submission, "template": f"{submission['template']}@1"} if "template" in submission else submission)
     for submission in workload.invalid:
         with pytest.raises(SubmissionInvalid) as caught:
             validate_submission(submission)
@@ -80,3 +84,19 @@ def test_the_time_scale_fits_the_busiest_card_type_into_the_target() -> None:
 
     assert max(busy.values()) / scale == pytest.approx(30, rel=0.01)
     assert set(busy) == FLEET_CARDS
+
+
+def test_templated_jobs_are_sent_without_the_template_defaults_and_resolve_to_the_whole_submission() -> None:
+    documents = {t.name: validate_document(template_document(t.name), t.text()).model for t in DEMO_TEMPLATES}
+    lookup = lambda call: FoundTemplate(call.name, 1, documents[call.name])  # noqa: E731
+    templated = [s for s in build_workload("r1").submissions if "template" in s]
+
+    assert {s["template"] for s in templated} == set(documents) and len(templated) >= 4
+    for submission in templated:
+        sent = wire_form(submission)
+        assert "project" not in sent and "profile" not in sent and sent["template"] == submission["template"]
+        resolved, problems = resolve_submission(sent, lookup)
+        assert problems == []
+        assert validate_submission(resolved) == validate_submission({**submission, "template": f"{submission['template']}@1"})
+    untemplated = next(s for s in build_workload("r1").submissions if "template" not in s)
+    assert wire_form(untemplated) == untemplated
