@@ -24,7 +24,16 @@ from services.config.limits import load_submission_limits
 from services.config.template_lookup import load_template_lookup
 from shared.events.emission import Emission
 from services.intake.ingest import DataReadyPayload
-from services.intake.screening import Accepted, Rejected, Repeated, Screened, SubmitRequest, screen, settle_stored_keys
+from services.intake.screening import (
+    Accepted,
+    Rejected,
+    Repeated,
+    Screened,
+    SubmitRequest,
+    retries_to_repin,
+    screen,
+    settle_stored_keys,
+)
 from shared.delivery.db import quote_schema
 from shared.events import (
     DataReadySignalled,
@@ -35,7 +44,7 @@ from shared.events import (
     new_event_id,
 )
 from shared.events.subjects import data_subject, task_subject
-from shared.submission import Problem, TaskSubmission
+from shared.submission import Problem, SubmissionLimits, TaskSubmission
 from shared.submission.limits import MAX_DEPTH
 from shared.submission.storable import storable
 
@@ -110,12 +119,14 @@ async def submit_many(
     3. store the rejections; 4. emit `task.submitted` / `task.rejected`, in request order.
     """
     templates = await load_template_lookup(conn, [request.raw for request in requests])
-    decisions = screen(requests, new_event_id, templates, await load_submission_limits(conn))
+    limits = await load_submission_limits(conn)
+    decisions = screen(requests, new_event_id, templates, limits)
     for decision in decisions if authorize is not None else ():
         authorize(project_of(decision))
     accepted = [d for d in decisions if isinstance(d, Accepted)]
     created, stored = await _insert_tasks(conn, emitter.schema, accepted)
-    decisions = settle_stored_keys(decisions, created, stored, new_event_id)
+    retries = await _retries_of_stored(conn, retries_to_repin(decisions, created, stored), stored, limits)
+    decisions = settle_stored_keys(decisions, created, stored, new_event_id, same_as_stored=retries)
     rejections = [d for d in decisions if isinstance(d, Rejected)]
     await _insert_rejections(conn, emitter.schema, rejections)
     existing = {key: task_id for key, (task_id, _) in stored.items()}
@@ -124,6 +135,22 @@ async def submit_many(
     if emissions:
         await emitter.emit(conn, emissions)
     return outcomes
+
+
+async def _retries_of_stored(
+    conn: asyncpg.Connection, repin: dict[str, SubmitRequest], stored: dict[str, tuple[str, TaskSubmission]],
+    limits: SubmissionLimits,
+) -> frozenset[str]:  # fmt: skip
+    """Of `repin` (task id -> request pinned to the stored task's template version), those that
+    then resolve to exactly the stored submission: retries, not conflicts."""
+    if not repin:
+        return frozenset()
+    lookup = await load_template_lookup(conn, [request.raw for request in repin.values()])
+    again = screen(list(repin.values()), new_event_id, lookup, limits)
+    return frozenset(
+        task_id for task_id, decision in zip(repin, again, strict=True)
+        if isinstance(decision, Accepted) and decision.own_key in stored and stored[decision.own_key][1] == decision.submission
+    )  # fmt: skip
 
 
 def project_of(decision: Screened) -> str | None:

@@ -10,7 +10,10 @@ then decides what a stored key means; nothing here does I/O.
 
 An idempotency key names ONE submission (as resolved: template applied): sent again with the same
 body it yields the original task; sent with a different body it is a conflict, rejected with the
-problem on `idempotency_key` naming the task that holds the key (HTTP answers 409).
+problem on `idempotency_key` naming the task that holds the key (HTTP answers 409). A retry that
+names a template by name alone is the same submission when it resolves alike under the version the
+stored task was pinned to (`retries_to_repin`): a newer template version does not turn a retry
+into a conflict.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shared.config import TemplateLookup, resolve_submission
+from shared.config import TemplateCall, TemplateLookup, resolve_submission
+from shared.config.submission_templates import TEMPLATE_FIELD, parse_call
 from shared.submission import (
     DEFAULT_LIMITS,
     Problem,
@@ -119,11 +123,33 @@ def screen(
     return decisions
 
 
+def retries_to_repin(
+    decisions: Sequence[Screened], created: set[str], stored: dict[str, tuple[str, TaskSubmission]]
+) -> dict[str, SubmitRequest]:
+    """Accepted submissions whose key is stored with another body, that name a template by name
+    alone, and whose stored task was pinned to another version of that template: task id -> the
+    request pinned to the stored task's version, to screen again (`settle_stored_keys(same_as_stored=)`)."""
+    repin: dict[str, SubmitRequest] = {}
+    for decision in decisions:
+        if not isinstance(decision, Accepted) or decision.task_id in created or decision.own_key not in stored:
+            continue
+        held = stored[decision.own_key][1]
+        body = _readable_body(decision.request.raw)
+        call, held_call = parse_call(body.get(TEMPLATE_FIELD)), parse_call(held.template)
+        if (held != decision.submission and isinstance(call, TemplateCall) and call.version is None
+                and isinstance(held_call, TemplateCall) and held_call.name == call.name):  # fmt: skip
+            repin[decision.task_id] = replace(decision.request, raw={**body, TEMPLATE_FIELD: held.template})
+    return repin
+
+
 def settle_stored_keys(
-    decisions: Sequence[Screened], created: set[str], stored: dict[str, tuple[str, TaskSubmission]], new_id: Callable[[], str]
-) -> list[Screened]:
+    decisions: Sequence[Screened], created: set[str], stored: dict[str, tuple[str, TaskSubmission]],
+    new_id: Callable[[], str], same_as_stored: frozenset[str] = frozenset(),
+) -> list[Screened]:  # fmt: skip
     """After the insert: an accepted submission whose key was already stored (`stored`: key ->
-    (task id, submission)) for a DIFFERENT submission is a conflict; so are its repeats."""
+    (task id, submission)) for a DIFFERENT submission is a conflict; so are its repeats.
+    `same_as_stored`: task ids of accepted ones that resolve like the stored one when pinned to
+    its template version (a retry, see `retries_to_repin`)."""
     conflicting: set[str] = set()
     settled: list[Screened] = []
     for decision in decisions:
@@ -131,7 +157,8 @@ def settle_stored_keys(
         key = first.own_key if isinstance(first, Accepted) else None
         if isinstance(first, Accepted) and first.task_id not in created and key in stored:
             holder, held = stored[key]
-            if held != first.submission or first.task_id in conflicting:
+            differs = held != first.submission and first.task_id not in same_as_stored
+            if differs or first.task_id in conflicting:
                 conflicting.add(first.task_id)
                 own_id = first.task_id if decision is first else new_id()
                 settled.append(key_conflict(decision.index, decision.request, own_id, holder))

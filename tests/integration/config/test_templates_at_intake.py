@@ -79,6 +79,23 @@ async def test_templates_are_applied_pinned_and_stored_resolved(pool: asyncpg.Po
     assert all(o.created for o in (first, latest, pinned))  # type: ignore[attr-defined]
 
 
+async def test_a_retry_naming_the_template_alone_still_finds_its_task_after_a_new_template_version(
+    pool: asyncpg.Pool, store: ConfigStore
+) -> None:
+    name = template_document("llm-finetune")
+    await store.apply(name, FINETUNE, base=None, actor="user:ops", reason="first")
+    request = {"idempotency_key": "upstream-42", "name": "ft", "template": "llm-finetune"}
+    first, _ = await submit(pool, request)
+    await store.set(name, ["defaults.estimate_gpu_hours=24"], base=1, actor="user:ops", reason="longer runs")
+
+    retry, _ = await submit(pool, json.dumps(request).encode())  # the upstream retries, unchanged
+    changed, event = await submit(pool, {**request, "gpus": 2})  # the same key, another body
+
+    assert first.created and not retry.created and retry.task_id == first.task_id  # type: ignore[attr-defined]
+    assert changed.problems and event.type == "task.rejected"  # type: ignore[attr-defined]
+    assert event.data.reasons[0].field == "idempotency_key" and first.task_id in event.data.reasons[0].problem  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("call", "says"), [
     ("llm-finetune@5", "expected a version of template 'llm-finetune' between 1 and 1"),
     ("nope", "expected a known template: there is no template 'nope'"),
