@@ -15,12 +15,21 @@ holder answers `fallback` with version None.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import asyncpg
 
 from services.config.store import SCHEMA
-from shared.config import POLICY, DocumentInvalid, DocumentName, scheduling_policy, validate_document
+from shared.config import (
+    POLICY,
+    DocumentInvalid,
+    DocumentName,
+    PolicyDocument,
+    policy_document,
+    scheduling_policy,
+    validate_document,
+)
 from shared.logging import get_logger
 from shared.scheduling.model import Policy
 
@@ -61,6 +70,22 @@ class DocumentHolder(Generic[T]):
         self.value, previous, self.version = self._build(model, row["version"]), self.version, row["version"]
         log.info("configuration reloaded", document=self.name.name, version=self.version, previous=previous)
         return True
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    """The `policy` document in force, and the `Policy` that `plan()` takes from it."""
+
+    document: PolicyDocument
+    scheduling: Policy
+
+
+def policy_in_force_holder(fallback: Policy) -> DocumentHolder[PolicyInForce]:
+    """The whole policy document in force (its governance sections too), else `fallback` as a document."""
+    return DocumentHolder(
+        POLICY, lambda model, version: PolicyInForce(model, scheduling_policy(model, name=f"policy v{version}")),
+        PolicyInForce(policy_document(fallback), fallback),
+    )
 
 
 def policy_holder(fallback: Policy) -> DocumentHolder[Policy]:

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.common.runtime import Emitter
-from services.config.holder import DocumentHolder, policy_holder
+from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.leader import check_epoch
 from services.dispatcher.store import load_everything
@@ -39,6 +39,7 @@ from shared.events import utcnow
 from shared.leasing.outage import OutageSource, OutageWatch
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
+from shared.config import PolicyDocument
 from shared.scheduling.model import Policy
 
 log = get_logger(__name__)
@@ -71,11 +72,11 @@ class Dispatcher:
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
     redis: Redis | None = None  # probed every tick (`watch_redis`); None: no probe (tests)
-    policies: DocumentHolder[Policy] = field(init=False)
+    policies: DocumentHolder[PolicyInForce] = field(init=False)
     outages: OutageWatch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.policies = policy_holder(fallback=self.config.policy_in_force())
+        self.policies = policy_in_force_holder(fallback=self.config.policy_in_force())
         self.outages = OutageWatch(self.rules)
         self.outages.took_over(utcnow())  # whatever came before this leader: an outage of unknown start
 
@@ -83,7 +84,12 @@ class Dispatcher:
     def policy(self) -> Policy:
         """The `policy` document in force (hot reloaded each cycle); before it is seeded, the preset
         with the `CARDFLOW_DISPATCHER_*` overrides."""
-        return self.policies.value
+        return self.policies.value.scheduling
+
+    @property
+    def governance(self) -> PolicyDocument:
+        """The same document, whole: its approvals, reviewers, deadlines, idle reclaim and alerts sections."""
+        return self.policies.value.document
 
     @property
     def policy_version(self) -> int | None:

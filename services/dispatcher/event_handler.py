@@ -1,4 +1,4 @@
-"""`cf:events` -> the dispatcher: task facets, cancellations, quotas, usage (the matcher's shape).
+"""`cf:events` -> the dispatcher: task facets, cancellations, quotas and their usage (the matcher's shape).
 
 One batch = one write step:
 
@@ -6,7 +6,7 @@ One batch = one write step:
 2. inbox: record them as consumed; the ones already consumed drop out;
 3. load: the tasks they name that are not in the working set (final ones, or never seen);
 4. fold: `shared.leasing.task_facets.apply_events` (pure);
-5. save (`store.save_event_effects`): changed records, accounts, usage, events; memory takes them
+5. save (`store.save_event_effects`): changed records, accounts (with their usage), events; memory takes them
    over after the commit.
 """
 
@@ -37,6 +37,6 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         book = step.state.book(tasks=await load_tasks(step.conn, dc.schema, unknown))
         effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
         await save_event_effects(step.conn, dc.schema, dc.emitter, effects)
-        step.commit(lambda state: state.apply(effects.changes, effects.accounts, effects.usage))
+        step.commit(lambda state: state.apply(effects.changes, effects.accounts))
     if effects.wake:
         dc.request_cycle()

@@ -162,9 +162,7 @@ async def load_everything(conn: asyncpg.Connection, schema: str, renewal_slack_s
         leases={lease.lease_id: replace(lease, expires_at=lease.expires_at + slack) for lease in leases},
         nodes={row["node_id"]: node_record(row) for row in await conn.fetch(f"SELECT * FROM {s}.nodes")},
         accounts={row["account_id"]: QuotaRecord(**dict(row)) for row in await conn.fetch(
-            f"SELECT account_id, project, gpu_hours, card_type, valid_from, valid_to FROM {s}.quota_accounts")},
-        usage={row["project"]: row["gpu_seconds"] for row in await conn.fetch(
-            f"SELECT project, gpu_seconds FROM {s}.project_usage")},
+            f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM {s}.quota_accounts")},
     )
 
 
@@ -208,32 +206,29 @@ async def save_report_effects(conn: asyncpg.Connection, schema: str, emitter: Em
 
 
 async def save_event_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: EventEffects) -> None:
-    """Everything a batch of `cf:events` changed: records, events, quota accounts, usage totals."""
+    """Everything a batch of `cf:events` changed: records, events, quota accounts (with their usage)."""
     await save_changes(conn, schema, emitter, effects.changes)
-    await save_accounts(conn, schema, effects.accounts.values(), effects.usage)
+    await save_accounts(conn, schema, effects.accounts.values())
 
 
-async def save_accounts(conn: asyncpg.Connection, schema: str, accounts: Iterable[QuotaRecord],
-                        usage: dict[str, float]) -> None:
-    """Quota accounts granted or adjusted, and projects' GPU-second totals."""
-    s = quote_schema(schema)
+_ACCOUNT_COLUMNS = ("account_id", "project", "gpu_hours", "card_type", "valid_from", "valid_to", "used_gpu_seconds",
+                    "alert_lead_days")
+
+
+async def save_accounts(conn: asyncpg.Connection, schema: str, accounts: Iterable[QuotaRecord]) -> None:
+    """Quota accounts granted, adjusted, or that counted usage (one upsert)."""
     rows = list(accounts)
-    if rows:
-        await conn.execute(
-            f"INSERT INTO {s}.quota_accounts AS q (account_id, project, gpu_hours, card_type, valid_from, valid_to)"
-            " SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::timestamptz[], $6::timestamptz[])"
-            " ON CONFLICT (account_id) DO UPDATE SET project = excluded.project, gpu_hours = excluded.gpu_hours,"
-            " card_type = excluded.card_type, valid_from = excluded.valid_from, valid_to = excluded.valid_to",
-            [a.account_id for a in rows], [a.project for a in rows], [a.gpu_hours for a in rows],
-            [a.card_type for a in rows], [a.valid_from for a in rows], [a.valid_to for a in rows],
-        )
-    if usage:
-        projects = sorted(usage)
-        await conn.execute(
-            f"INSERT INTO {s}.project_usage AS u (project, gpu_seconds) SELECT * FROM unnest($1::text[], $2::float8[])"
-            " ON CONFLICT (project) DO UPDATE SET gpu_seconds = excluded.gpu_seconds",
-            projects, [usage[p] for p in projects],
-        )
+    if not rows:
+        return
+    names = ", ".join(_ACCOUNT_COLUMNS)
+    await conn.execute(
+        f"INSERT INTO {quote_schema(schema)}.quota_accounts AS q ({names})"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::timestamptz[], $6::timestamptz[],"
+        " $7::float8[], $8::float8[])"
+        " ON CONFLICT (account_id) DO UPDATE SET "
+        + ", ".join(f"{name} = excluded.{name}" for name in _ACCOUNT_COLUMNS[1:]),
+        *[[getattr(a, name) for a in rows] for name in _ACCOUNT_COLUMNS],
+    )
 
 
 async def save_rejections(conn: asyncpg.Connection, schema: str, rejected: Sequence[RejectedReport]) -> None:

@@ -8,7 +8,7 @@ wrote, so memory and tables move together. It keeps:
 - every task that is not final, and final ones that still have an active lease (other parts of a
   multi-node grant being stopped); a final task leaves memory with its last lease;
 - every ACTIVE lease (an ended one leaves memory; a report naming it is looked up in the table);
-- every node, every quota account, each project's GPU-seconds used;
+- every node, every quota account with the GPU-seconds it counted;
 - indexes: active leases per task and per node, the queue (`QueuedTask`s of tasks in the queue,
   built once per change), and the tasks whose preemption victims are still checkpointing.
 """
@@ -31,7 +31,6 @@ class WorkingSet:
     leases: dict[str, LeaseRecord] = field(default_factory=dict)  # active leases only
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     accounts: dict[str, QuotaRecord] = field(default_factory=dict)
-    usage: dict[str, float] = field(default_factory=dict)
     by_task: dict[str, set[str]] = field(default_factory=dict)
     by_node: dict[str, set[str]] = field(default_factory=dict)
     queue: dict[str, QueuedTask] = field(default_factory=dict)
@@ -52,13 +51,12 @@ class WorkingSet:
         return LeaseBook(
             leases=ChainMap(dict(leases), self.leases) if leases else self.leases,
             tasks=ChainMap(dict(tasks), self.tasks) if tasks else self.tasks,
-            nodes=self.nodes, accounts=self.accounts, usage=self.usage,
+            nodes=self.nodes, accounts=self.accounts,
             active_by_task=self.by_task, active_by_node=self.by_node,
         )
 
     def snapshot(self, now: float) -> Snapshot:
-        return build_snapshot(self.nodes.values(), self.leases.values(), self.tasks, self.accounts.values(),
-                              self.usage, now)
+        return build_snapshot(self.nodes.values(), self.leases.values(), self.tasks, self.accounts.values(), now)
 
     def plan_queue(self) -> list[QueuedTask]:
         """The queue for `plan()`, minus tasks whose preemption victims are still checkpointing (they
@@ -70,8 +68,7 @@ class WorkingSet:
 
     # -- what a committed step changed ------------------------------------------------------------
 
-    def apply(self, changes: BookChanges, accounts: Mapping[str, QuotaRecord] | None = None,
-              usage: Mapping[str, float] | None = None) -> None:
+    def apply(self, changes: BookChanges, accounts: Mapping[str, QuotaRecord] | None = None) -> None:
         """Take over what a committed step wrote (and the renewals it kept in memory only)."""
         for lease in [*changes.leases.values(), *changes.quiet_leases.values()]:
             self._keep_lease(lease)
@@ -82,7 +79,6 @@ class WorkingSet:
                 self._keep_task(self.tasks[lease.task_id])  # its last lease ended: a final task may leave now
         self.nodes.update(changes.nodes)
         self.accounts.update(accounts or {})
-        self.usage.update(usage or {})
 
     def _keep_lease(self, lease: LeaseRecord) -> None:
         lease_id = lease.lease_id

@@ -1,9 +1,14 @@
 """Quota accounts: granting one (a ledger command), measuring its use, raising its alerts once.
 
 - `grant_quota` writes a `ledger.quotas` row and its `quota.granted` event in the caller's
-  transaction (`cardflow quota grant` runs it with a ledger `Emitter`);
+  transaction (`cardflow quota grant` runs it with a ledger `Emitter`); the event carries what the
+  account already counts (its window may start in the past), and it is taken under the usage lock
+  (`lock_usage`) every batch that records usage also takes, so a consumer that adds later
+  `usage.recorded` events to it (the dispatcher) counts each slice exactly once;
 - `load_quota_status` measures each account's used GPU-hours: the usage increments of its project
-  (and card type, if it has one) that fall inside its validity window, cut at the window's edges;
+  (and card type, if it has one) that fall inside its validity window, cut at the window's edges —
+  in SQL, the sum `shared.scheduling.quota_balance.counted_gpu_seconds` defines (a property test
+  holds them equal); what is left follows `quota_balance.remaining_gpu_hours`;
 - `alerts_due` (pure) says which alerts an account is owed: one `quota.threshold_crossed` per
   threshold reached, one `quota.expiring` once `valid_to - alert lead` has passed with hours left;
 - `check_quotas` is the ledger's periodic loop: it raises what is due, each alert once (a row in
@@ -42,6 +47,21 @@ LATE_USAGE_GRACE = timedelta(days=1)
 """Thresholds are still checked this long after an account expires (usage is recorded with a lag)."""
 
 _CHECK_LOCK = advisory_key("quota-check", SCHEMA)
+USAGE_LOCK = advisory_key("quota-usage", SCHEMA)
+"""Held (transaction-scoped) by every batch that records usage and by every quota grant or change."""
+
+USED_GPU_SECONDS_SQL = (
+    f"coalesce((SELECT sum(i.gpus * extract(epoch FROM least(i.to_at, q.valid_to) - greatest(i.from_at, q.valid_from)))"
+    f" FROM {SCHEMA}.usage_increments i"
+    f" WHERE i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)"
+    f" AND i.to_at > q.valid_from AND i.from_at < q.valid_to), 0)"
+)
+"""What account `q` counts: `quota_balance.used_gpu_seconds` over `ledger.usage_increments`, in SQL."""
+
+
+async def lock_usage(conn: asyncpg.Connection) -> None:
+    """Serialise recording usage with counting it for a quota event (until the transaction ends)."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", USAGE_LOCK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +77,8 @@ class QuotaStatus:
     alert_lead_days: float
     thresholds: tuple[float, ...]
     used_gpu_hours: Decimal
+    changed_by: str | None = None  # who granted or last changed the account
+    changed_at: datetime | None = None
 
     @property
     def remaining_gpu_hours(self) -> Decimal:
@@ -96,8 +118,14 @@ async def grant_quota(
     reason: str = "",
 ) -> Envelope:
     """Create a quota account and its `quota.granted` event (in the caller's transaction)."""
+    account_id = account_id or f"{project}-{new_event_id().lower()}"
+    await lock_usage(conn)
+    used = await conn.fetchval(
+        f"SELECT {USED_GPU_SECONDS_SQL} FROM (SELECT $1::text AS project, $2::text AS card_type,"
+        " $3::timestamptz AS valid_from, $4::timestamptz AS valid_to) q", project, card_type, valid_from, valid_to,
+    ) if valid_to > valid_from else 0
     data = QuotaGrantedData(
-        account_id=account_id or f"{project}-{new_event_id().lower()}",
+        account_id=account_id,
         project=project,
         gpu_hours=gpu_hours,
         card_type=card_type,
@@ -106,35 +134,57 @@ async def grant_quota(
         alert_lead_days=alert_lead_days,
         thresholds=tuple(sorted(thresholds)),
         reason=reason,
+        used_gpu_hours=float(used) / 3600,
     )  # validates: positive hours, forward window, thresholds within 0..1
     [event] = await emitter.emit(conn, [Emission(QuotaGranted, quota_subject(data.account_id), data, actor=actor)])
     await conn.execute(
         f"INSERT INTO {SCHEMA}.quotas (account_id, project, gpu_hours, card_type, valid_from, valid_to,"
-        " alert_lead_days, thresholds, granted_at, granted_by, event_id)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        " alert_lead_days, thresholds, granted_at, granted_by, event_id, changed_at, changed_by)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $9, $10)",
         data.account_id, data.project, Decimal(str(data.gpu_hours)), data.card_type, data.valid_from,
         data.valid_to, data.alert_lead_days, list(data.thresholds), event.occurred_at, event.actor, event.event_id,
     )  # fmt: skip
+    await record_quota_change(conn, event, QuotaChangeRow("grant", data.gpu_hours, data.gpu_hours, data.valid_to))
     return event
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaChangeRow:
+    """One line of an account's history (`ledger.quota_changes`)."""
+
+    change: str  # grant | adjust | renew
+    delta_gpu_hours: float
+    gpu_hours: float  # after the change
+    valid_to: datetime  # after the change
+
+
+async def record_quota_change(conn: asyncpg.Connection, event: Envelope, row: QuotaChangeRow) -> None:
+    """Append the change its event announces to the account's history (the event's actor and reason)."""
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.quota_changes (account_id, revision, change, delta_gpu_hours, gpu_hours, valid_to,"
+        " used_gpu_hours, reason, actor, changed_at, event_id)"
+        f" SELECT $1, coalesce(max(revision), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9, $10"
+        f" FROM {SCHEMA}.quota_changes WHERE account_id = $1",
+        event.data.account_id, row.change, Decimal(str(row.delta_gpu_hours)), Decimal(str(row.gpu_hours)),
+        row.valid_to, Decimal(str(event.data.used_gpu_hours or 0.0)), event.data.reason, event.actor,
+        event.occurred_at, event.event_id,
+    )  # fmt: skip
+
+
 async def load_quota_status(
-    conn: asyncpg.Connection | asyncpg.Pool, *, active_at: datetime | None = None
+    conn: asyncpg.Connection | asyncpg.Pool, *, active_at: datetime | None = None, account_id: str | None = None,
 ) -> list[QuotaStatus]:
-    """Every account (or those in force at `active_at`, grace included) with its used GPU-hours."""
+    """Every account (or those in force at `active_at`, grace included; or one) with its used GPU-hours."""
     rows = await conn.fetch(
         f"SELECT q.account_id, q.project, q.card_type, q.gpu_hours, q.valid_from, q.valid_to, q.alert_lead_days,"
-        f" q.thresholds, coalesce(("
-        f"   SELECT sum(i.gpus * extract(epoch FROM least(i.to_at, q.valid_to) - greatest(i.from_at, q.valid_from)))"
-        f"   FROM {SCHEMA}.usage_increments i"
-        f"   WHERE i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)"
-        f"     AND i.to_at > q.valid_from AND i.from_at < q.valid_to"
-        f" ), 0) / 3600 AS used_gpu_hours"
+        f" q.thresholds, q.changed_by, q.changed_at, {USED_GPU_SECONDS_SQL} / 3600 AS used_gpu_hours"
         f" FROM {SCHEMA}.quotas q"
-        f" WHERE $1::timestamptz IS NULL OR (q.valid_from <= $1 AND q.valid_to + $2::interval > $1)"
+        f" WHERE ($1::timestamptz IS NULL OR (q.valid_from <= $1 AND q.valid_to + $2::interval > $1))"
+        f"   AND ($3::text IS NULL OR q.account_id = $3)"
         f" ORDER BY q.project, q.valid_from, q.account_id",
         active_at,
         LATE_USAGE_GRACE,
+        account_id,
     )
     return [QuotaStatus(**{**dict(row), "thresholds": tuple(row["thresholds"])}) for row in rows]
 

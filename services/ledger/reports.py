@@ -54,7 +54,7 @@ async def ledger_rows(conn: asyncpg.Connection | asyncpg.Pool, by: Grouping) -> 
 
 
 async def quota_rows(conn: asyncpg.Connection | asyncpg.Pool) -> list[dict[str, Any]]:
-    """Every quota account with used and remaining GPU-hours and the alerts already raised."""
+    """Every quota account with used and remaining GPU-hours, the alerts already raised, who changed it last."""
     raised: dict[str, list[str]] = {}
     for record in await conn.fetch(f"SELECT account_id, kind, threshold FROM {SCHEMA}.quota_alerts ORDER BY raised_at"):
         label = "expiring" if record["kind"] == "expiring" else f"{record['threshold']:.0%}"
@@ -72,6 +72,8 @@ async def quota_rows(conn: asyncpg.Connection | asyncpg.Pool) -> list[dict[str, 
             "valid_to": status.valid_to.isoformat(),
             "alert_lead_days": status.alert_lead_days,
             "alerts_raised": raised.get(status.account_id, []),
+            "changed_by": status.changed_by,
+            "changed_at": status.changed_at.isoformat() if status.changed_at else None,
         }
         for status in await load_quota_status(conn)
     ]

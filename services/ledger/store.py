@@ -10,6 +10,7 @@ from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
 from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo, TaskMatch
+from services.ledger.quotas import lock_usage
 
 SCHEMA = "ledger"
 
@@ -36,7 +37,12 @@ async def load_projects(conn: asyncpg.Connection, task_ids: Iterable[str]) -> di
 
 
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
-    """Write tasks, leases, increments (with their usage.recorded ids) and outputs; append the events."""
+    """Write tasks, leases, increments (with their usage.recorded ids) and outputs; append the events.
+
+    A batch that records usage first takes the usage lock (`quotas.lock_usage`): a quota grant or
+    change counts the usage recorded before it, and announces it before any recorded after it."""
+    if effects.increments:
+        await lock_usage(conn)
     await _save_tasks(conn, list(effects.tasks.values()))
     await _save_leases(conn, list(effects.leases.values()))
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []

@@ -16,6 +16,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.config.governance import (
+    AlertsSection,
+    ApprovalsSection,
+    DeadlinesSection,
+    IdleReclaimSection,
+    ReviewersSection,
+)
 from shared.scheduling.model import Policy
 from shared.submission.fields import CardTypeName
 from shared.submission.limits import SubmissionLimits
@@ -139,6 +146,13 @@ class PolicyDocument(BaseModel):
     limits: SubmissionLimits = Field(
         default_factory=SubmissionLimits, description="bounds every submission must stay within, checked at intake"
     )
+    # governance (shared/config/governance.py): not scheduling knobs of `Policy`, read by the
+    # dispatcher, the ledger's alerter and the console from the same document
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
+    reviewers: ReviewersSection = Field(default_factory=ReviewersSection)
+    deadlines: DeadlinesSection = Field(default_factory=DeadlinesSection)
+    idle_reclaim: IdleReclaimSection = Field(default_factory=IdleReclaimSection)
+    alerts: AlertsSection = Field(default_factory=AlertsSection)
 
 
 class HeadroomShares(Mapping[str, float]):

@@ -190,6 +190,8 @@ def _flow(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):  # e.g. a list of alert sinks
+        return _plain(value.model_dump(mode="json", exclude_none=True))
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import AwareDatetime, Field, model_validator
@@ -40,6 +41,10 @@ class QuotaGrantedData(Payload):
     alert_lead_days: float = Field(15.0, ge=0, description="warn this many days before valid_to")
     thresholds: tuple[Fraction, ...] = Field((0.8, 0.95), description="alert when used share crosses these")
     reason: Detail = Field("", description="why it was granted (the actor says who)")
+    used_gpu_hours: NonNegative = Field(
+        0.0, description="usage inside the window already recorded when the account was granted (a window may start in"
+        " the past); later usage.recorded events add to it"
+    )
 
     @model_validator(mode="after")
     def _window_is_forward(self) -> QuotaGrantedData:
@@ -55,12 +60,24 @@ class QuotaGranted(Envelope):
     data: QuotaGrantedData
 
 
+class QuotaChange(StrEnum):
+    """What a `quota.adjusted` does to an account."""
+
+    ADJUST = "adjust"  # GPU-hours added or removed (and maybe a new end)
+    RENEW = "renew"  # a later end of validity (and maybe GPU-hours added): a held long task may start
+
+
 class QuotaAdjustedData(Payload):
     account_id: EntityId
     project: EntityId
     delta_gpu_hours: float = Field(description="added (positive) or removed (negative) GPU-hours")
     valid_to: AwareDatetime | None = Field(None, description="new end of validity; None = unchanged")
     reason: Detail
+    change: QuotaChange = Field(QuotaChange.ADJUST, description="adjust | renew")
+    used_gpu_hours: NonNegative | None = Field(
+        None, description="the account's usage under its new terms when it changed (None in events before it was"
+        " added: unchanged); later usage.recorded events add to it"
+    )
 
 
 class QuotaAdjusted(Envelope):

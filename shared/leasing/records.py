@@ -18,6 +18,7 @@ from typing import Any
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
 from shared.events.states import TaskState
 from shared.scheduling.model import CardOption, DeferralReason, PriorityClass, QueuedTask
+from shared.scheduling.quota_balance import QuotaTerms
 
 WAITING_STATES = frozenset({TaskState.QUEUED, TaskState.HELD})
 """States of a task in the queue (waiting for `plan()` to grant it)."""
@@ -144,7 +145,12 @@ class NodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class QuotaRecord:
-    """A quota account (`quota.granted`, changed by `quota.adjusted`)."""
+    """A quota account (`quota.granted`, changed by `quota.adjusted`) and the GPU-seconds it counted.
+
+    `used_gpu_seconds` starts from the ledger's count in the grant or adjustment event (usage its
+    window held before), and grows by every later `usage.recorded` the account counts
+    (`quota_balance.counted_gpu_seconds`, the ledger's own rule).
+    """
 
     account_id: str
     project: str
@@ -152,11 +158,17 @@ class QuotaRecord:
     card_type: str | None
     valid_from: datetime
     valid_to: datetime
+    used_gpu_seconds: float = 0.0
+    alert_lead_days: float = 15.0
+
+    def terms(self) -> QuotaTerms:
+        return QuotaTerms(self.account_id, self.project, self.card_type, self.gpu_hours,
+                          self.valid_from.timestamp(), self.valid_to.timestamp())
 
 
 @dataclass(frozen=True)
 class LeaseBook:
-    """What a fold reads: tasks, leases, nodes, quota accounts by id, and GPU-seconds used per project.
+    """What a fold reads: tasks, leases, nodes, and quota accounts by id (with the GPU-seconds each counted).
 
     A handler's book holds at least what its batch needs (every task and lease it names, every
     active lease on the nodes it names); a lease missing from it was never granted.
@@ -166,7 +178,6 @@ class LeaseBook:
     tasks: Mapping[str, TaskRecord] = field(default_factory=dict)
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     accounts: Mapping[str, QuotaRecord] = field(default_factory=dict)
-    usage: Mapping[str, float] = field(default_factory=dict)
     active_by_task: Mapping[str, AbstractSet[str]] | None = None  # optional index: task -> its active leases
     active_by_node: Mapping[str, AbstractSet[str]] | None = None  # optional index: node -> its active leases
 

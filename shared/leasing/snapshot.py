@@ -12,9 +12,7 @@ from datetime import datetime
 
 from shared.leasing.records import LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
 from shared.scheduling.model import Node, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot
-
-_SECONDS_PER_HOUR = 3600.0
-
+from shared.scheduling.quota_balance import UsageSlice, counted_gpu_seconds, remaining_gpu_hours
 
 def epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
@@ -22,10 +20,10 @@ def epoch(moment: datetime | None) -> float | None:
 
 def build_snapshot(
     nodes: Iterable[NodeRecord], leases: Iterable[LeaseRecord], tasks: Mapping[str, TaskRecord],
-    accounts: Iterable[QuotaRecord], usage: Mapping[str, float], now: float,
+    accounts: Iterable[QuotaRecord], now: float,
 ) -> Snapshot:
     """The fleet as `plan()` sees it: alive nodes with the GPUs no active lease holds, the running
-    leases, and each project's quota left.
+    leases, and each quota account's GPU-hours left.
 
     `leases` are the ACTIVE leases, `tasks` holds their tasks. A lease being preempted or revoked
     still holds its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
@@ -43,7 +41,7 @@ def build_snapshot(
     )
     running = tuple(running_lease(lease, task) for lease, task in active
                     if not lease.preempting and lease.revoke_reason is None)
-    return Snapshot(nodes=fleet, leases=running, quotas=quota_accounts(accounts, usage, active, now))
+    return Snapshot(nodes=fleet, leases=running, quotas=quota_accounts(accounts, active, now))
 
 
 def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:
@@ -57,28 +55,26 @@ def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:
 
 
 def quota_accounts(
-    accounts: Iterable[QuotaRecord], usage: Mapping[str, float], leases: Iterable[tuple[LeaseRecord, TaskRecord]],
-    now: float,
+    accounts: Iterable[QuotaRecord], leases: Iterable[tuple[LeaseRecord, TaskRecord]], now: float,
 ) -> dict[str, QuotaAccount]:
-    """One `QuotaAccount` per project with an account: what is left after recorded usage and after
-    the rest of the estimates of its running leases (already promised, not yet recorded)."""
-    granted: dict[str, list[QuotaRecord]] = defaultdict(list)
+    """Every account by id, with what is left after the usage it counted AND after the rest of the
+    estimates of the running leases it applies to (already promised, not yet recorded), cut at its
+    window like recorded usage (`quota_balance.counted_gpu_seconds`)."""
+    promises = [
+        UsageSlice(task.project or "", lease.card_type, now, lease.estimated_end.timestamp(), len(lease.gpu_indices))
+        for lease, task in leases
+    ]
+    quotas = {}
     for account in accounts:
-        granted[account.project].append(account)
-    promised_s: dict[str, float] = defaultdict(float)
-    for lease, task in leases:
-        if task.project in granted:
-            promised_s[task.project] += len(lease.gpu_indices) * max(0.0, lease.estimated_end.timestamp() - now)
-    return {
-        project: QuotaAccount(
-            project=project,
-            remaining_gpu_hours=sum(a.gpu_hours for a in rows)
-            - (usage.get(project, 0.0) + promised_s[project]) / _SECONDS_PER_HOUR,
-            valid_from=min(a.valid_from.timestamp() for a in rows),
-            valid_to=max(a.valid_to.timestamp() for a in rows),
+        terms = account.terms()
+        promised_s = sum(counted_gpu_seconds(terms, promise) for promise in promises if promise.project == terms.project)
+        quotas[account.account_id] = QuotaAccount(
+            project=account.project,
+            remaining_gpu_hours=remaining_gpu_hours(terms, account.used_gpu_seconds + promised_s),
+            valid_from=terms.valid_from, valid_to=terms.valid_to, card_type=account.card_type,
+            account_id=account.account_id,
         )
-        for project, rows in granted.items()
-    }
+    return quotas
 
 
 def build_queue(tasks: Iterable[TaskRecord], awaiting_preemption: frozenset[str] = frozenset()) -> list[QueuedTask]:

@@ -10,7 +10,9 @@ enters the queue once its facets are complete (`TaskRecord.complete`).
 - `task.cancel_requested`: a queued or held task is cancelled at once (`task.cancelled`); a leased
   or running one has its leases revoked and is cancelled when they end. A request that arrives
   before the submission cancels the task as soon as it is known;
-- `quota.granted` / `quota.adjusted`: the project's accounts; `usage.recorded`: GPU-seconds used.
+- `quota.granted` / `quota.adjusted`: the project's accounts, with the usage each counted so far
+  (the ledger's count in the event); `usage.recorded`: every account the usage applies to counts
+  its part (`quota_balance.counted_gpu_seconds`, cut at the account's window).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from shared.events.subjects import task_subject
 from shared.leasing.records import WAITING_STATES, LeaseBook, QuotaRecord, TaskRecord
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
 from shared.scheduling.model import CardOption
+from shared.scheduling.quota_balance import SECONDS_PER_HOUR, UsageSlice, counted_gpu_seconds
 
 RELEVANT: tuple[type[Envelope], ...] = (
     TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested,
@@ -52,8 +55,7 @@ class EventEffects:
     """What a batch of events changes."""
 
     changes: BookChanges
-    accounts: dict[str, QuotaRecord] = field(default_factory=dict)  # new or changed accounts
-    usage: dict[str, float] = field(default_factory=dict)  # projects' new GPU-second totals
+    accounts: dict[str, QuotaRecord] = field(default_factory=dict)  # new or changed accounts (usage counted too)
     wake: bool = False  # a cycle may decide something new (usage alone only lowers quotas)
 
 
@@ -66,17 +68,15 @@ def apply_events(book: LeaseBook, events: Sequence[Envelope], now: datetime, rul
     """Fold `events` in order (the module docstring says what each does)."""
     work = LeaseWork(book, now, rules)
     accounts: dict[str, QuotaRecord] = {}
-    usage: dict[str, float] = {}
     for event in events:
         if isinstance(event, _TASK_EVENTS):
             _apply_task_event(work, event)
         elif isinstance(event, QuotaGranted | QuotaAdjusted):
             _apply_quota(book, accounts, event)
         elif isinstance(event, UsageRecorded):
-            project = event.data.project
-            usage[project] = usage.get(project, book.usage.get(project, 0.0)) + event.data.gpu_seconds
+            _count_usage(book, accounts, event)
     wake = any(not isinstance(event, UsageRecorded) for event in events)
-    return EventEffects(work.changes(), accounts, usage, wake)
+    return EventEffects(work.changes(), accounts, wake)
 
 
 def _apply_task_event(work: LeaseWork, event: Envelope) -> None:
@@ -132,12 +132,36 @@ def _cancel(work: LeaseWork, task: TaskRecord, request: TaskCancelRequested) -> 
 def _apply_quota(book: LeaseBook, accounts: dict[str, QuotaRecord], event: QuotaGranted | QuotaAdjusted) -> None:
     d = event.data
     if isinstance(event, QuotaGranted):
-        accounts[d.account_id] = QuotaRecord(d.account_id, d.project, d.gpu_hours, d.card_type, d.valid_from, d.valid_to)
+        accounts[d.account_id] = QuotaRecord(d.account_id, d.project, d.gpu_hours, d.card_type, d.valid_from,
+                                             d.valid_to, d.used_gpu_hours * SECONDS_PER_HOUR, d.alert_lead_days)
         return
     account = accounts.get(d.account_id) or book.accounts.get(d.account_id)
     if account is not None:  # an adjustment of an account never granted changes nothing
+        used = account.used_gpu_seconds if d.used_gpu_hours is None else d.used_gpu_hours * SECONDS_PER_HOUR
         accounts[d.account_id] = replace(account, gpu_hours=account.gpu_hours + d.delta_gpu_hours,
-                                         valid_to=d.valid_to or account.valid_to)
+                                         valid_to=d.valid_to or account.valid_to, used_gpu_seconds=used)
+
+
+def _count_usage(book: LeaseBook, accounts: dict[str, QuotaRecord], event: UsageRecorded) -> None:
+    """Each account of the usage's project counts its part of it."""
+    piece = usage_slice(event)
+    for account_id in sorted({*book.accounts, *accounts}):
+        account = accounts.get(account_id) or book.accounts[account_id]
+        if account.project != piece.project:
+            continue
+        counted = counted_gpu_seconds(account.terms(), piece)
+        if counted:
+            accounts[account_id] = replace(account, used_gpu_seconds=account.used_gpu_seconds + counted)
+
+
+def usage_slice(event: UsageRecorded) -> UsageSlice:
+    """The interval a `usage.recorded` accounts for. Events from before `from_at`/`to_at`/`gpus` were
+    added carry only GPU-seconds: they count as one GPU for that long, ending when they were recorded."""
+    d = event.data
+    if d.from_at is not None and d.to_at is not None and d.gpus:
+        return UsageSlice(d.project, d.card_type, d.from_at.timestamp(), d.to_at.timestamp(), d.gpus)
+    end = event.occurred_at.timestamp()
+    return UsageSlice(d.project, d.card_type, end - d.gpu_seconds, end, 1)
 
 
 _TASK_EVENTS = (TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested)

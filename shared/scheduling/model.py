@@ -71,12 +71,17 @@ class RunningLease:
 
 @dataclass(frozen=True, slots=True)
 class QuotaAccount:
-    """A project's GPU-hour budget and its validity window."""
+    """A quota account of a project (optionally of one card type): GPU-hours left and its validity window.
+
+    How accounts apply, count and cover is `quota_balance` (shared with the dispatcher and the ledger).
+    """
 
     project: str
-    remaining_gpu_hours: float
+    remaining_gpu_hours: float  # after recorded usage and what running leases are still expected to use
     valid_from: float
     valid_to: float
+    card_type: str | None = None  # None: every card type
+    account_id: str = ""  # "" : the key it has in `Snapshot.quotas`
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,9 @@ class Snapshot:
 
     nodes: tuple[Node, ...]
     leases: tuple[RunningLease, ...] = ()
-    quotas: Mapping[str, QuotaAccount] = field(default_factory=dict)  # project without account = unlimited
+    # Quota accounts by id (a project's name serves as the id of its only account). Work no account
+    # applies to (its project, its card type) is unlimited.
+    quotas: Mapping[str, QuotaAccount] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,20 @@
-"""Quota checks within one cycle: does the project's budget cover the task, and for long enough?
+"""Quota checks within one cycle: do the accounts that apply cover the task, and for long enough?
 
 A task's cost against its quota is its estimate in GPU-hours on the card type it would run on
 (`gpus x runtime_s / 3600`), so a faster card may fit a budget (or an expiry date) that a slower one
-does not: quota is checked per card option. Grants made earlier in the same cycle are charged
-immediately, so two tasks cannot both spend the same remaining hours. A project without an account
-is unlimited.
+does not — and an account of one card type applies only there: quota is checked per card option,
+by the one rule of `quota_balance.coverage`. Grants made earlier in the same cycle are charged at
+once to every account that pays for them, so two tasks cannot both spend the same remaining hours.
+Work no account applies to is unlimited.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from shared.scheduling import reasons
 from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, QuotaAccount
+from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
 
 _SECONDS_PER_HOUR = 3600.0
 
@@ -23,47 +24,67 @@ def gpu_hours(task: QueuedTask, option: CardOption) -> float:
     return task.gpus * option.runtime_s / _SECONDS_PER_HOUR
 
 
-class QuotaBook:
-    """Remaining GPU-hours per project for this cycle (a private copy; inputs stay untouched)."""
+def quota_terms(account_id: str, account: QuotaAccount) -> QuotaTerms:
+    """The account's terms (`Snapshot.quotas` key as its id unless it names one)."""
+    return QuotaTerms(account.account_id or account_id, account.project, account.card_type,
+                      account.remaining_gpu_hours, account.valid_from, account.valid_to)
 
-    __slots__ = ("_accounts", "_remaining", "_now", "_margin_s", "_expiry_gate")
+
+class QuotaBook:
+    """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
+
+    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
-        self._accounts = dict(accounts)
-        self._remaining = {project: acct.remaining_gpu_hours for project, acct in accounts.items()}
+        self._by_project: dict[str, list[QuotaTerms]] = {}
+        self._remaining: dict[str, float] = {}
+        for key, account in accounts.items():
+            terms = quota_terms(key, account)
+            self._by_project.setdefault(account.project, []).append(terms)
+            self._remaining[terms.account_id] = account.remaining_gpu_hours
         self._now = now
         self._margin_s = policy.quota_expiry_margin_s
         self._expiry_gate = policy.quota_expiry_gate
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
         """The task's card options its quota allows (matcher order kept), or a deferral if none."""
-        account = self._accounts.get(task.project)
-        if account is None:
+        accounts = self._by_project.get(task.project)
+        if accounts is None:
             return task.options, None
-        if self._now < account.valid_from:
-            detail = reasons.quota_not_yet_valid(task.project, account.valid_from - self._now)
-            return (), Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
-        left_s = account.valid_to - self._now
-        latest_end_s = left_s - self._margin_s if self._expiry_gate else math.inf
-        hours_left = self._remaining[task.project] * _SECONDS_PER_HOUR / task.gpus  # in runtime seconds
-        usable = tuple(option for option in task.options
-                       if left_s > 0 and option.runtime_s <= latest_end_s and option.runtime_s <= hours_left)
-        if usable:
+        verdicts = [self.verdict(task, option, accounts) for option in task.options]
+        usable = tuple(option for option, verdict in zip(task.options, verdicts) if verdict.coverage.allows)
+        if usable or not task.options:
             return usable, None
-        return (), self._problem(task, task.options[0], account)
+        return (), self._problem(task, task.options[0], verdicts[0])
+
+    def verdict(self, task: QueuedTask, option: CardOption, accounts: list[QuotaTerms] | None = None) -> CoverageVerdict:
+        """`quota_balance.coverage` of the task on this card option, with what is left this cycle."""
+        accounts = self._by_project.get(task.project, []) if accounts is None else accounts
+        return coverage(accounts, self._remaining, task.project, option.card_type, gpu_hours(task, option),
+                        option.runtime_s, self._now, self._margin_s, self._expiry_gate)
 
     def charge(self, task: QueuedTask, option: CardOption) -> None:
-        """Record a grant: its estimate leaves the project's remaining hours."""
-        if task.project in self._remaining:
-            self._remaining[task.project] -= gpu_hours(task, option)
-
-    def _problem(self, task: QueuedTask, option: CardOption, account: QuotaAccount) -> Deferral:
-        """The deferral for an option the quota does not allow (expiry first, then amount)."""
-        left_s = account.valid_to - self._now
-        if left_s <= 0 or (self._expiry_gate and option.runtime_s + self._margin_s > left_s):
-            detail = reasons.quota_expires(task.project, option.card_type, option.runtime_s, left_s, self._margin_s)
-            return Deferral(task.task_id, DeferralReason.QUOTA_EXPIRES, detail)
+        """Record a grant: its estimate leaves every account that pays for it."""
+        accounts = self._by_project.get(task.project)
+        if accounts is None:
+            return
         need = gpu_hours(task, option)
-        left = self._remaining[task.project]
-        detail = reasons.quota_exhausted(task.project, option.card_type, need, left)
+        for account in self.verdict(task, option, accounts).paying:
+            self._remaining[account.account_id] -= need
+
+    def _problem(self, task: QueuedTask, option: CardOption, verdict: CoverageVerdict) -> Deferral:
+        """The deferral for the task's first option (the matcher's choice) the quota does not allow."""
+        account, kind = verdict.account, verdict.coverage
+        assert account is not None
+        name = reasons.quota_account_name(task.project, account.card_type, len(self._by_project[task.project]),
+                                          account.account_id)
+        if kind is Coverage.NOT_YET_VALID:
+            detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
+            return Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
+        if kind in (Coverage.EXPIRED, Coverage.EXPIRES_FIRST):
+            left_s = account.valid_to - self._now
+            detail = reasons.quota_expires(name, option.card_type, option.runtime_s, left_s, self._margin_s)
+            return Deferral(task.task_id, DeferralReason.QUOTA_EXPIRES, detail)
+        detail = reasons.quota_exhausted(name, option.card_type, gpu_hours(task, option),
+                                         self._remaining[account.account_id])
         return Deferral(task.task_id, DeferralReason.QUOTA_EXHAUSTED, detail)

@@ -46,22 +46,31 @@ UNMATCHED_TEXT = "no adequate card type has been matched to it yet"
 NOT_APPROVED_TEXT = "it waits for approval"
 
 
-def quota_not_yet_valid(project: str, starts_in_s: float) -> str:
-    return f"the quota of project {project} becomes valid in {format_duration(starts_in_s)}"
+def quota_account_name(project: str, card_type: str | None, accounts: int, account_id: str) -> str:
+    """How a sentence names an account: 'project p' for a project's only account of every card type;
+    otherwise the account and what it covers ('account a1 of project p (H100 only)')."""
+    if accounts == 1 and card_type is None:
+        return f"project {project}"
+    only = f" ({card_type} only)" if card_type else ""
+    return f"account {account_id} of project {project}{only}"
 
 
-def quota_expires(project: str, card_type: str, runtime_s: float, left_s: float, margin_s: float) -> str:
+def quota_not_yet_valid(account: str, starts_in_s: float) -> str:
+    return f"the quota of {account} becomes valid in {format_duration(starts_in_s)}"
+
+
+def quota_expires(account: str, card_type: str, runtime_s: float, left_s: float, margin_s: float) -> str:
     if left_s <= 0:
-        return f"the quota of project {project} has expired"
+        return f"the quota of {account} has expired"
     return (
-        f"runs about {format_duration(runtime_s)} on {card_type}, but the quota of project {project} "
+        f"runs about {format_duration(runtime_s)} on {card_type}, but the quota of {account} "
         f"expires in {format_duration(left_s)} (a task must end {format_duration(margin_s)} before that)"
     )
 
 
-def quota_exhausted(project: str, card_type: str, need_gpu_hours: float, left_gpu_hours: float) -> str:
+def quota_exhausted(account: str, card_type: str, need_gpu_hours: float, left_gpu_hours: float) -> str:
     return (
-        f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}; project {project} has "
+        f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}; {account} has "
         f"{max(0.0, left_gpu_hours):.1f} GPU-hours of quota left"
     )
 

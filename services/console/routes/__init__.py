@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.console.routes import audit, board, config, deadletters, exports, fleet, ledger, nodes, rounds, series, story
+from services.console.routes import (
+    audit,
+    board,
+    config,
+    deadletters,
+    exports,
+    fleet,
+    ledger,
+    nodes,
+    quota_changes,
+    rounds,
+    series,
+    story,
+)
 
 routes_router = APIRouter(prefix="/v1")
-for module in (board, config, deadletters, exports, fleet, ledger, nodes, series, story, audit, rounds):
+for module in (board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story, audit, rounds):
     routes_router.include_router(module.router)

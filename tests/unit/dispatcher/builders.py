@@ -76,12 +76,13 @@ def cancel_requested(task_id: str, reason: str = "not needed any more") -> TaskC
 
 
 def quota_granted(project: str, gpu_hours: float, *, valid_for: timedelta = timedelta(days=30),
-                  account_id: str | None = None, valid_from: datetime | None = None) -> QuotaGranted:
+                  account_id: str | None = None, valid_from: datetime | None = None, card_type: str | None = None,
+                  used_gpu_hours: float = 0.0) -> QuotaGranted:
     start = valid_from or utcnow() - timedelta(days=1)
     account = account_id or f"acct-{project}"
     return _event(QuotaGranted, quota_subject(account), "ledger/test", {
         "account_id": account, "project": project, "gpu_hours": gpu_hours, "valid_from": start,
-        "valid_to": start + valid_for,
+        "valid_to": start + valid_for, "card_type": card_type, "used_gpu_hours": used_gpu_hours,
     })
 
 
@@ -133,17 +134,21 @@ def finished(agent_id: str, lease_id: str, task_id: str, token: int, exit_code: 
                                             "exit_code": exit_code, "output_units": output_units, "error": error})
 
 
-def usage_recorded(project: str, gpu_seconds: float, lease_id: str = "L1", task_id: str = "T1") -> UsageRecorded:
+def usage_recorded(project: str, gpu_seconds: float, lease_id: str = "L1", task_id: str = "T1", *,
+                   start: datetime | None = None, end: datetime | None = None, gpus: int | None = None,
+                   card_type: str = "H100") -> UsageRecorded:
     return _event(UsageRecorded, lease_subject(lease_id), "ledger/test", {
-        "lease_id": lease_id, "task_id": task_id, "project": project, "card_type": "H100", "gpu_seconds": gpu_seconds,
-        "cost": 0.0,
+        "lease_id": lease_id, "task_id": task_id, "project": project, "card_type": card_type, "gpu_seconds": gpu_seconds,
+        "cost": 0.0, "from_at": start, "to_at": end, "gpus": gpus,
     }, next(_report_seq))
 
 
-def quota_adjusted(project: str, delta_gpu_hours: float, account_id: str | None = None) -> QuotaAdjusted:
+def quota_adjusted(project: str, delta_gpu_hours: float, account_id: str | None = None, *,
+                   used_gpu_hours: float | None = None, valid_to: datetime | None = None) -> QuotaAdjusted:
     account = account_id or f"acct-{project}"
     return _event(QuotaAdjusted, quota_subject(account), "ledger/test", {
         "account_id": account, "project": project, "delta_gpu_hours": delta_gpu_hours, "reason": "top-up",
+        "used_gpu_hours": used_gpu_hours, "valid_to": valid_to,
     }, 2)
 
 

@@ -18,8 +18,8 @@ TASKS = {t.task_id: t for t in (a_task_record("T1", priority_class=PriorityClass
                                 a_task_record("T2", priority_class=PriorityClass.OPPORTUNISTIC))}
 
 
-def snapshot(leases: list, accounts: list = (), usage: dict | None = None):  # noqa: ANN201
-    return build_snapshot(NODES, leases, TASKS, accounts, usage or {}, NOW.timestamp())
+def snapshot(leases: list, accounts: list = ()):  # noqa: ANN201
+    return build_snapshot(NODES, leases, TASKS, accounts, NOW.timestamp())
 
 
 def test_free_gpus_are_those_no_active_lease_holds_and_heavy_leases_are_counted() -> None:
@@ -30,7 +30,7 @@ def test_free_gpus_are_those_no_active_lease_holds_and_heavy_leases_are_counted(
 
 
 def test_lost_nodes_are_not_in_the_snapshot() -> None:
-    fleet = build_snapshot([a_node_record("n1", alive=False)], [], {}, [], {}, NOW.timestamp())
+    fleet = build_snapshot([a_node_record("n1", alive=False)], [], {}, [], NOW.timestamp())
     assert fleet.nodes == ()
 
 
@@ -49,18 +49,22 @@ def test_a_lease_checkpoints_on_preemption_when_its_task_has_a_checkpoint_interv
     interval: float | None, checkpoints: bool
 ) -> None:
     tasks = {"T1": a_task_record("T1", checkpoint_interval_s=interval)}
-    fleet = build_snapshot(NODES, [a_lease_record("L1", "T1")], tasks, [], {}, NOW.timestamp())
+    fleet = build_snapshot(NODES, [a_lease_record("L1", "T1")], tasks, [], NOW.timestamp())
     assert fleet.leases[0].checkpoints_on_preempt is checkpoints
 
 
-def test_quota_left_subtracts_recorded_usage_and_the_rest_of_running_estimates() -> None:
-    accounts = [QuotaRecord("q1", "proj-a", 10.0, None, NOW - timedelta(days=1), NOW + timedelta(days=9)),
-                QuotaRecord("q2", "proj-a", 5.0, None, NOW, NOW + timedelta(days=20))]
-    leases = [a_lease_record("L1", "T1", gpus=(0, 1), estimated_end=NOW + timedelta(hours=1))]  # 2 GPUs x 1 h to run
-    quota = snapshot(leases, accounts, {"proj-a": 3 * 3600.0}).quotas["proj-a"]
-    assert quota.remaining_gpu_hours == pytest.approx(15 - 3 - 2)
-    assert (quota.valid_from, quota.valid_to) == ((NOW - timedelta(days=1)).timestamp(),
-                                                  (NOW + timedelta(days=20)).timestamp())
+def test_each_account_left_subtracts_its_usage_and_the_rest_of_running_estimates_it_counts() -> None:
+    accounts = [QuotaRecord("q1", "proj-a", 10.0, None, NOW - timedelta(days=1), NOW + timedelta(days=9),
+                            used_gpu_seconds=3 * 3600.0),
+                QuotaRecord("q2", "proj-a", 5.0, "A100", NOW, NOW + timedelta(days=20)),
+                QuotaRecord("q3", "proj-a", 5.0, None, NOW - timedelta(days=1), NOW + timedelta(minutes=30))]
+    leases = [a_lease_record("L1", "T1", gpus=(0, 1), estimated_end=NOW + timedelta(hours=1))]  # 2 GPUs x 1 h on H100
+    quotas = snapshot(leases, accounts).quotas
+    assert quotas["q1"].remaining_gpu_hours == pytest.approx(10 - 3 - 2)
+    assert quotas["q2"].remaining_gpu_hours == pytest.approx(5)  # an A100 account: the H100 lease is not its business
+    assert quotas["q3"].remaining_gpu_hours == pytest.approx(5 - 1)  # only the half hour inside its window
+    assert (quotas["q2"].card_type, quotas["q2"].account_id, quotas["q2"].valid_to) == (
+        "A100", "q2", (NOW + timedelta(days=20)).timestamp())
 
 
 def test_projects_without_an_account_have_no_quota_entry() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from shared.events.reasons import RevokeReason
 from shared.events.states import TaskState
 from shared.leasing.records import LeaseBook, QuotaRecord
@@ -69,16 +71,42 @@ def test_cancelling_a_leased_task_revokes_its_leases() -> None:
 
 
 def test_quotas_and_usage() -> None:
-    book = LeaseBook(usage={"proj-a": 100.0})
-    effects = apply_events(book, [quota_granted("proj-a", 10.0), quota_adjusted("proj-a", 5.0),
-                                  quota_adjusted("proj-b", 5.0)], NOW, RULES)
-    assert [(a.account_id, a.gpu_hours) for a in effects.accounts.values()] == [("acct-proj-a", 15.0)]
+    effects = apply_events(LeaseBook(), [quota_granted("proj-a", 10.0, used_gpu_hours=2.0), quota_adjusted("proj-a", 5.0),
+                                         quota_adjusted("proj-b", 5.0)], NOW, RULES)
+    assert [(a.account_id, a.gpu_hours, a.used_gpu_seconds) for a in effects.accounts.values()] == [
+        ("acct-proj-a", 15.0, 7200.0)]
     assert isinstance(effects.accounts["acct-proj-a"], QuotaRecord) and effects.wake
 
 
-def test_usage_alone_lowers_quotas_and_wakes_no_cycle() -> None:
-    effects = apply_events(LeaseBook(usage={"proj-a": 100.0}), [usage_recorded("proj-a", 50.0)], NOW, RULES)
-    assert effects.usage == {"proj-a": 150.0} and not effects.wake
+def test_an_adjustment_carries_the_ledgers_count_under_the_new_terms() -> None:
+    book = LeaseBook(accounts={"acct-proj-a": QuotaRecord("acct-proj-a", "proj-a", 10.0, None, NOW - timedelta(days=1),
+                                                          NOW + timedelta(days=1), used_gpu_seconds=100.0)})
+    effects = apply_events(book, [quota_adjusted("proj-a", 0.0, used_gpu_hours=1.0)], NOW, RULES)
+    assert effects.accounts["acct-proj-a"].used_gpu_seconds == 3600.0
+
+
+def test_usage_counts_against_each_account_it_applies_to_cut_at_its_window() -> None:
+    window = (NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    book = LeaseBook(accounts={
+        "all": QuotaRecord("all", "proj-a", 10.0, None, *window, used_gpu_seconds=100.0),
+        "h100": QuotaRecord("h100", "proj-a", 10.0, "H100", *window),
+        "a100": QuotaRecord("a100", "proj-a", 10.0, "A100", *window),
+        "ended": QuotaRecord("ended", "proj-a", 10.0, None, NOW - timedelta(hours=2), NOW - timedelta(minutes=90)),
+        "other": QuotaRecord("other", "proj-b", 10.0, None, *window)})
+    usage = usage_recorded("proj-a", 7200.0, start=NOW - timedelta(hours=2), end=NOW, gpus=2)  # H100
+    effects = apply_events(book, [usage], NOW, RULES)
+    assert {i: a.used_gpu_seconds for i, a in effects.accounts.items()} == {
+        "all": 100.0 + 2 * 3600.0, "h100": 2 * 3600.0, "ended": 2 * 1800.0}
+    assert not effects.wake
+
+
+def test_usage_without_its_interval_counts_as_one_gpu_up_to_when_it_was_recorded() -> None:
+    usage = usage_recorded("proj-a", 50.0)
+    recorded_at = usage.occurred_at
+    book = LeaseBook(accounts={"all": QuotaRecord("all", "proj-a", 10.0, None, recorded_at - timedelta(seconds=20),
+                                                  recorded_at + timedelta(days=1))})
+    effects = apply_events(book, [usage], NOW, RULES)
+    assert effects.accounts["all"].used_gpu_seconds == 20.0  # the 20 s of it inside the window
 
 
 def test_the_tasks_a_batch_names() -> None:

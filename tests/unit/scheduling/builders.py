@@ -180,8 +180,8 @@ def a_lease(lease_id: str) -> LeaseBuilder:
 
 
 def a_quota(project: str = "p", gpu_hours: float = 100.0, valid_from: float = 0.0,
-            valid_to: float = NOW + 365 * 24 * HOUR) -> QuotaAccount:
-    return QuotaAccount(project, gpu_hours, valid_from, valid_to)
+            valid_to: float = NOW + 365 * 24 * HOUR, card_type: str | None = None, account_id: str = "") -> QuotaAccount:
+    return QuotaAccount(project, gpu_hours, valid_from, valid_to, card_type=card_type, account_id=account_id)
 
 
 def built(item):
@@ -200,7 +200,7 @@ def run(nodes: Iterable, tasks: Iterable, leases: Iterable = (), quotas: Iterabl
     snapshot = Snapshot(
         nodes=tuple(built(node) for node in nodes),
         leases=tuple(built(lease) for lease in leases),
-        quotas={quota.project: quota for quota in quotas},
+        quotas={quota.account_id or quota.project: quota for quota in quotas},
     )
     return plan(snapshot, [built(task) for task in tasks], chosen, now)
 

@@ -1,0 +1,132 @@
+"""Quota accounts: which apply to a task, what each has used and has left, and whether they cover it.
+
+ONE set of rules, pure, shared by everything that reasons about quotas: the scheduling core
+(`quota.QuotaBook`), the dispatcher (`shared.leasing.snapshot`, `shared.leasing.task_facets`),
+the ledger (`services.ledger.quotas`: its SQL sums the same `counted_gpu_seconds`, and a property
+test holds the two equal) and the pre-flight check.
+
+- An account belongs to one project and optionally one card type (None: every card type), with
+  its own window `[valid_from, valid_to)`.
+- It **applies** to work of its project on its card type (or on any card type, if it names none).
+- It **counts** the usage that applies to it inside its window, cut at the window's edges:
+  `gpus x overlap(slice, window)` GPU-seconds (`counted_gpu_seconds`).
+- Each account is a **limit** of its own: an H100 account of 100 GPU-hours and an account of 500
+  for any card type mean "at most 100 on H100, and at most 500 in all"; usage on H100 counts
+  against both.
+- **Coverage** of a task on one card type (`coverage`): no account applies → unlimited; accounts
+  apply but none is in force → not yet valid (one starts later) or expired ("an expired account
+  covers nothing"); otherwise EVERY account in force must outlast the task's estimated end (plus
+  the policy's margin) and have the task's GPU-hours left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaTerms:
+    """What an account grants: GPU-hours to a project (optionally one card type) within a window."""
+
+    account_id: str
+    project: str
+    card_type: str | None  # None: every card type
+    gpu_hours: float
+    valid_from: float  # epoch seconds, inclusive
+    valid_to: float  # epoch seconds, exclusive
+
+    def applies_to(self, project: str, card_type: str) -> bool:
+        """True when work of `project` on `card_type` counts against (and needs) this account."""
+        return self.project == project and (self.card_type is None or self.card_type == card_type)
+
+    def in_force(self, at: float) -> bool:
+        return self.valid_from <= at < self.valid_to
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSlice:
+    """GPUs of one card type held by a project's work from `start` to `end` (epoch seconds)."""
+
+    project: str
+    card_type: str
+    start: float
+    end: float
+    gpus: int
+
+
+def counted_gpu_seconds(terms: QuotaTerms, usage: UsageSlice) -> float:
+    """The GPU-seconds of `usage` this account counts: none if it does not apply, else the GPUs times
+    the part of the slice inside the account's window."""
+    if not terms.applies_to(usage.project, usage.card_type):
+        return 0.0
+    overlap = min(usage.end, terms.valid_to) - max(usage.start, terms.valid_from)
+    return usage.gpus * overlap if overlap > 0 else 0.0
+
+
+def used_gpu_seconds(terms: QuotaTerms, usage: Iterable[UsageSlice]) -> float:
+    """Everything an account counts of `usage` (the ledger's SQL computes exactly this sum)."""
+    return sum(counted_gpu_seconds(terms, piece) for piece in usage)
+
+
+def remaining_gpu_hours(terms: QuotaTerms, used_gpu_seconds: float) -> float:
+    """GPU-hours left (negative when overdrawn: usage is recorded after the fact)."""
+    return terms.gpu_hours - used_gpu_seconds / SECONDS_PER_HOUR
+
+
+class Coverage(StrEnum):
+    """What the accounts of a project say about one task on one card type."""
+
+    UNLIMITED = "unlimited"  # no account applies to this project and card type
+    COVERED = "covered"  # every account in force outlasts the task and has its GPU-hours left
+    NOT_YET_VALID = "not_yet_valid"  # accounts apply, none in force yet, one starts later
+    EXPIRED = "expired"  # accounts apply, none in force any more
+    EXPIRES_FIRST = "expires_first"  # an account in force ends before the task's estimated end (+ margin)
+    EXHAUSTED = "exhausted"  # an account in force has fewer GPU-hours left than the task needs
+
+    @property
+    def allows(self) -> bool:
+        return self in (Coverage.UNLIMITED, Coverage.COVERED)
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageVerdict:
+    """The verdict, the account it is about (None when unlimited or covered) and the accounts that
+    would pay (the ones in force that apply: a grant charges each of them)."""
+
+    coverage: Coverage
+    account: QuotaTerms | None = None
+    paying: tuple[QuotaTerms, ...] = ()
+
+
+def coverage(
+    accounts: Sequence[QuotaTerms], left_gpu_hours: Mapping[str, float], project: str, card_type: str,
+    need_gpu_hours: float, runtime_s: float, now: float, margin_s: float = 0.0, expiry_gate: bool = True,
+) -> CoverageVerdict:
+    """Do the project's `accounts` cover a task needing `need_gpu_hours` over `runtime_s` on `card_type`?
+
+    `left_gpu_hours` is each account's GPU-hours left (by account id), after whatever the caller has
+    already promised. With `expiry_gate` off (readiness-blind baselines), an account in force need
+    not outlast the task; the amount is still checked.
+    """
+    applying = [a for a in accounts if a.applies_to(project, card_type)]
+    if not applying:
+        return CoverageVerdict(Coverage.UNLIMITED)
+    in_force = sorted((a for a in applying if a.in_force(now)), key=lambda a: (a.valid_to, a.account_id))
+    if not in_force:
+        later = [a for a in applying if a.valid_from > now]
+        if later:
+            return CoverageVerdict(Coverage.NOT_YET_VALID, min(later, key=lambda a: (a.valid_from, a.account_id)))
+        return CoverageVerdict(Coverage.EXPIRED, max(applying, key=lambda a: (a.valid_to, a.account_id)))
+    paying = tuple(in_force)
+    if expiry_gate:
+        for account in in_force:  # soonest end first
+            if account.valid_to - now < runtime_s + margin_s:
+                return CoverageVerdict(Coverage.EXPIRES_FIRST, account, paying)
+    for account in sorted(in_force, key=lambda a: (left_gpu_hours.get(a.account_id, a.gpu_hours), a.account_id)):
+        if left_gpu_hours.get(account.account_id, account.gpu_hours) < need_gpu_hours:
+            return CoverageVerdict(Coverage.EXHAUSTED, account, paying)
+    return CoverageVerdict(Coverage.COVERED, None, paying)
