@@ -16,12 +16,12 @@ app = typer.Typer(
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
     from services.cli import (
-        agent, audit, backends, board, config_commands, deadletter, export, ledger, nodes, service, simulate, submit,
-        tokens, views,
+        agent, approvals, audit, backends, board, config_commands, deadletter, export, ledger, nodes, service,
+        simulate, submit, tokens, views,
     )
 
-    for module in (agent, backends, service, simulate, views, submit, ledger, board, tokens, config_commands, export,
-                   deadletter, nodes, audit):
+    for module in (agent, backends, service, simulate, views, submit, approvals, ledger, board, tokens,
+                   config_commands, export, deadletter, nodes, audit):
         module.register(app)
 
 

@@ -1,6 +1,7 @@
 """The dispatcher's cycle, as a numbered recipe, the tick's sweep, and the loop that runs them.
 
     1. snapshot + queue from the working set (memory: no reads)          WorkingSet.snapshot / plan_queue
+       tasks the policy's approval rules match wait unapproved until a reviewer approves them
     2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator
     3. fold: apply_plan re-validates and turns the plan into records and events (pure)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import fresh_leases, save_changes
 from services.observability.metrics import observe_cycle
+from shared.leasing.approvals import explain_approvals, gate_queue
 from shared.leasing.expiry import expire
 from shared.leasing.outage import OutageSource
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
@@ -52,8 +54,11 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
             observe_cycle(started - entered)
             return CycleReport(0, None, 0.0)
         snapshot = step.state.snapshot(step.now.timestamp())
+        approvals = dc.governance.approvals.rules
+        queue = gate_queue(queue, step.state.approved, approvals)  # tasks that need a reviewer wait for one
         # 2. Decide: the pure core, the same function the simulator runs.
         decided = plan(snapshot, queue, dc.policy, step.now.timestamp())
+        decided = explain_approvals(decided, queue, approvals, dc.governance.reviewers)
         planned = time.perf_counter()
         # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens.
         fresh = iter(await fresh_leases(step.conn, dc.schema, leases_needed(decided)))

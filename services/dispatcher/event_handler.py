@@ -19,8 +19,11 @@ from services.dispatcher.store import load_tasks, save_event_effects
 from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope
 from shared.leasing.task_facets import RELEVANT, EventEffects, apply_events, task_ids_of
+from shared.logging import get_logger
 
 EVENTS_CONSUMER = "dispatcher:events"
+
+log = get_logger(__name__)
 
 
 async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
@@ -38,5 +41,7 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
         await save_event_effects(step.conn, dc.schema, dc.emitter, effects)
         step.commit(lambda state: state.apply(effects.changes, effects.accounts))
+    for refusal in effects.refused:
+        log.warning("review refused", detail=refusal)
     if effects.wake:
         dc.request_cycle()

@@ -58,7 +58,8 @@ TASK_COLUMNS: tuple[Column, ...] = (
     ("run", "int", lambda t: t.run), ("resume_from", "text", lambda t: t.resume_from),
     ("queued_announced", "bool", lambda t: t.queued_announced),
     ("deferral_reason", "text", lambda t: _enum(t.deferral_reason)), ("deferral_detail", "text", lambda t: t.deferral_detail),
-    ("updated_at", "timestamptz", lambda t: t.updated_at),
+    ("updated_at", "timestamptz", lambda t: t.updated_at), ("submitted_by", "text", lambda t: t.submitted_by),
+    ("approved_by", "text", lambda t: t.approved_by),
 )  # fmt: skip
 
 LEASE_COLUMNS: tuple[Column, ...] = (
@@ -107,7 +108,8 @@ def task_record(row: Any) -> TaskRecord:
         state=TaskState(row["state"]), run=row["run"], resume_from=row["resume_from"],
         queued_announced=row["queued_announced"],
         deferral_reason=DeferralReason(row["deferral_reason"]) if row["deferral_reason"] else None,
-        deferral_detail=row["deferral_detail"], updated_at=row["updated_at"],
+        deferral_detail=row["deferral_detail"], updated_at=row["updated_at"], submitted_by=row["submitted_by"],
+        approved_by=row["approved_by"],
     )  # fmt: skip
 
 

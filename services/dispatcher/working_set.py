@@ -10,7 +10,8 @@ wrote, so memory and tables move together. It keeps:
 - every ACTIVE lease (an ended one leaves memory; a report naming it is looked up in the table);
 - every node, every quota account with the GPU-seconds it counted;
 - indexes: active leases per task and per node, the queue (`QueuedTask`s of tasks in the queue,
-  built once per change), and the tasks whose preemption victims are still checkpointing.
+  built once per change), the tasks whose preemption victims are still checkpointing, and the
+  queued tasks a reviewer approved.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class WorkingSet:
     by_node: dict[str, set[str]] = field(default_factory=dict)
     queue: dict[str, QueuedTask] = field(default_factory=dict)
     preempted_for: dict[str, str] = field(default_factory=dict)  # preempting lease id -> the task it yields to
+    approved: set[str] = field(default_factory=set)  # tasks in the queue a reviewer approved
 
     def __post_init__(self) -> None:
         leases, self.leases = self.leases, {}
@@ -108,3 +110,7 @@ class WorkingSet:
             self.queue[task_id] = task.queued_task()
         else:
             self.queue.pop(task_id, None)
+        if task.in_queue and task.approved_by is not None:
+            self.approved.add(task_id)
+        else:
+            self.approved.discard(task_id)

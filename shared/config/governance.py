@@ -30,15 +30,15 @@ class ApprovalRule(BaseModel):
     model_config = _SECTION
 
     name: RuleName
-    min_cost: float | None = Field(None, ge=0, description="the estimated cost is above this")
-    min_gpu_hours: float | None = Field(None, ge=0, description="the estimated GPU-hours are above this")
+    cost_above: float | None = Field(None, ge=0, description="the estimated cost is above this")
+    gpu_hours_above: float | None = Field(None, ge=0, description="the estimated GPU-hours are above this")
     priority_class: PriorityClass | None = Field(None, description="the task is of this class (e.g. core)")
     projects: tuple[ProjectId, ...] = Field((), description="the task is of one of these projects (empty: any)")
     card_types: tuple[CardTypeName, ...] = Field((), description="it would run on one of these card types (empty: any)")
 
     @model_validator(mode="after")
     def _sets_a_condition(self) -> ApprovalRule:
-        if (self.min_cost, self.min_gpu_hours, self.priority_class) == (None, None, None) and not (
+        if (self.cost_above, self.gpu_hours_above, self.priority_class) == (None, None, None) and not (
             self.projects or self.card_types
         ):
             raise ValueError(f"approval rule {self.name!r} sets no condition: it would hold every task")

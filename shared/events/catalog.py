@@ -16,6 +16,7 @@ from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.dispatch import (
     TaskApproved,
     TaskCancelled,
+    TaskDenied,
     TaskCheckpointed,
     TaskFailed,
     TaskHeld,
@@ -27,7 +28,7 @@ from shared.events.dispatch import (
 from shared.events.envelope import Envelope, Payload, utcnow
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.identity import TokenCreated, TokenRevoked
-from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
+from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskReviewed, TaskSubmitted
 from shared.events.leases import (
     LeaseExpired,
     LeaseGranted,
@@ -52,11 +53,11 @@ from shared.events.reports import AgentCommand, AgentReport
 Event = Annotated[
     Union[
         # intake
-        TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled,
+        TaskSubmitted, TaskRejected, TaskCancelRequested, TaskReviewed, DataReadySignalled,
         # readiness, matcher
         TaskReadinessChanged, TaskMatched, TaskUnmatchable,
         # dispatcher: tasks
-        TaskQueued, TaskHeld, TaskApproved, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
+        TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
         TaskRequeued, TaskCancelled,
         # dispatcher: leases and nodes
         LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,

@@ -41,14 +41,26 @@ class TaskHeld(Envelope):
 
 class TaskApprovedData(Payload):
     task_id: EntityId
-    note: Detail = ""
+    note: Detail = Field("", description="the reviewer's reason")
 
 
 class TaskApproved(Envelope):
-    """An operator (the actor) approved a task that policy requires approval for."""
+    """A reviewer (the actor) approved a task that policy requires approval for: it may start."""
 
     type: Literal["task.approved"] = "task.approved"
     data: TaskApprovedData
+
+
+class TaskDeniedData(Payload):
+    task_id: EntityId
+    reason: Detail = Field(description="the reviewer's reason")
+
+
+class TaskDenied(Envelope):
+    """A reviewer (the actor) denied a task that waited for approval: it will not run (`task.cancelled` follows)."""
+
+    type: Literal["task.denied"] = "task.denied"
+    data: TaskDeniedData
 
 
 class TaskStartedData(Payload):

@@ -1,7 +1,11 @@
-"""Events intake writes: a task was submitted, rejected, or asked to be cancelled."""
+"""Events intake writes: a task was submitted, rejected, asked to be cancelled, or reviewed.
+
+People's requests about a task (cancel it, approve or deny it) go through intake's outbox (the console
+runs intake's commands); the dispatcher carries them out and says so with its own events."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, JsonValue
@@ -63,6 +67,26 @@ class TaskCancelRequested(Envelope):
 
     type: Literal["task.cancel_requested"] = "task.cancel_requested"
     data: TaskCancelRequestedData
+
+
+class ReviewDecision(StrEnum):
+    """A reviewer's decision on a task that waits for approval."""
+
+    APPROVE = "approve"  # it may start (`task.approved`)
+    DENY = "deny"  # it will not run (`task.denied`, then `task.cancelled`)
+
+
+class TaskReviewedData(Payload):
+    task_id: EntityId
+    decision: ReviewDecision
+    reason: Detail = Field(min_length=1, description="why, in the reviewer's words")
+
+
+class TaskReviewed(Envelope):
+    """A reviewer (the actor) approved or denied a task that waits for approval; the dispatcher carries it out."""
+
+    type: Literal["task.reviewed"] = "task.reviewed"
+    data: TaskReviewedData
 
 
 class DataReadySignalledData(Payload):

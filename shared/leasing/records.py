@@ -50,6 +50,7 @@ class TaskRecord:
     env: Mapping[str, str] | None = None
     image: str | None = None
     output_unit: str | None = None
+    submitted_by: str | None = None  # the actor of task.submitted (a reviewer may not approve their own task)
     # task.readiness_changed (readiness) and task.matched / task.unmatchable (matcher); None = not known yet
     data_ready: bool | None = None
     readiness_seq: int | None = None
@@ -59,6 +60,8 @@ class TaskRecord:
     # task.cancel_requested (intake)
     cancel_requested: bool = False
     cancel_reason: str = ""
+    # task.reviewed (intake) -> task.approved: the reviewer who approved it
+    approved_by: str | None = None
     # the dispatcher's own state
     state: TaskState = TaskState.QUEUED
     run: int = 0  # grants so far; a lease of an older run no longer steers the task

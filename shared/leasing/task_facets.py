@@ -10,6 +10,8 @@ enters the queue once its facets are complete (`TaskRecord.complete`).
 - `task.cancel_requested`: a queued or held task is cancelled at once (`task.cancelled`); a leased
   or running one has its leases revoked and is cancelled when they end. A request that arrives
   before the submission cancels the task as soon as it is known;
+- `task.reviewed`: a reviewer approves a waiting task (`task.approved`) or denies one that waits
+  for approval (`task.denied`, `task.cancelled`) — `approvals.apply_review`;
 - `quota.granted` / `quota.adjusted`: the project's accounts, with the usage each counted so far
   (the ledger's count in the event); `usage.recorded`: every account the usage applies to counts
   its part (`quota_balance.counted_gpu_seconds`, cut at the account's window).
@@ -29,6 +31,7 @@ from shared.events import (
     TaskCancelRequested,
     TaskMatched,
     TaskReadinessChanged,
+    TaskReviewed,
     TaskSubmitted,
     TaskUnmatchable,
     UsageRecorded,
@@ -36,13 +39,14 @@ from shared.events import (
 from shared.events.reasons import RevokeReason
 from shared.events.states import TaskState
 from shared.events.subjects import task_subject
+from shared.leasing.approvals import apply_review
 from shared.leasing.records import WAITING_STATES, LeaseBook, QuotaRecord, TaskRecord
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
 from shared.scheduling.model import CardOption
 from shared.scheduling.quota_balance import SECONDS_PER_HOUR, UsageSlice, counted_gpu_seconds
 
 RELEVANT: tuple[type[Envelope], ...] = (
-    TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested,
+    TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested, TaskReviewed,
     QuotaGranted, QuotaAdjusted, UsageRecorded,
 )
 """The `cf:events` types the dispatcher consumes; it skips every other type unparsed."""
@@ -57,6 +61,7 @@ class EventEffects:
     changes: BookChanges
     accounts: dict[str, QuotaRecord] = field(default_factory=dict)  # new or changed accounts (usage counted too)
     wake: bool = False  # a cycle may decide something new (usage alone only lowers quotas)
+    refused: tuple[str, ...] = ()  # reviews that were not carried out, and why (for the log)
 
 
 def task_ids_of(events: Sequence[Envelope]) -> set[str]:
@@ -68,20 +73,24 @@ def apply_events(book: LeaseBook, events: Sequence[Envelope], now: datetime, rul
     """Fold `events` in order (the module docstring says what each does)."""
     work = LeaseWork(book, now, rules)
     accounts: dict[str, QuotaRecord] = {}
+    refused: list[str] = []
     for event in events:
         if isinstance(event, _TASK_EVENTS):
-            _apply_task_event(work, event)
+            if (refusal := _apply_task_event(work, event)) is not None:
+                refused.append(refusal)
         elif isinstance(event, QuotaGranted | QuotaAdjusted):
             _apply_quota(book, accounts, event)
         elif isinstance(event, UsageRecorded):
             _count_usage(book, accounts, event)
     wake = any(not isinstance(event, UsageRecorded) for event in events)
-    return EventEffects(work.changes(), accounts, wake)
+    return EventEffects(work.changes(), accounts, wake, tuple(refused))
 
 
-def _apply_task_event(work: LeaseWork, event: Envelope) -> None:
+def _apply_task_event(work: LeaseWork, event: Envelope) -> str | None:
     task_id = event.data.task_id
     task = work.task(task_id) or TaskRecord(task_id, updated_at=work.now)
+    if isinstance(event, TaskReviewed):
+        return apply_review(work, task, event) if task.submitted else f"task {task_id} is not known: no review"
     if isinstance(event, TaskSubmitted):
         work.put(_submitted(task, event))
     elif isinstance(event, TaskReadinessChanged):
@@ -93,6 +102,7 @@ def _apply_task_event(work: LeaseWork, event: Envelope) -> None:
                              match_seq=event.subject_seq))
     elif isinstance(event, TaskCancelRequested):
         _cancel(work, task, event)
+    return None
 
 
 def _submitted(task: TaskRecord, event: TaskSubmitted) -> TaskRecord:
@@ -105,7 +115,7 @@ def _submitted(task: TaskRecord, event: TaskSubmitted) -> TaskRecord:
         heavy=s.is_heavy, checkpoint_interval_s=s.checkpoint.interval_minutes * 60.0 if s.checkpoint else None,
         estimate_gpu_hours=s.estimate_gpu_hours, submitted_at=event.occurred_at,
         command=list(s.command) if isinstance(s.command, tuple) else s.command, env=s.env, image=s.image,
-        output_unit=s.output_unit,
+        output_unit=s.output_unit, submitted_by=event.actor,
     )
 
 
@@ -164,4 +174,4 @@ def usage_slice(event: UsageRecorded) -> UsageSlice:
     return UsageSlice(d.project, d.card_type, end - d.gpu_seconds, end, 1)
 
 
-_TASK_EVENTS = (TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested)
+_TASK_EVENTS = (TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested, TaskReviewed)

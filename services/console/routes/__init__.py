@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.console.routes import (
+    approvals,
     audit,
     board,
     config,
@@ -20,5 +21,6 @@ from services.console.routes import (
 )
 
 routes_router = APIRouter(prefix="/v1")
-for module in (board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story, audit, rounds):
+for module in (approvals, board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story,
+               audit, rounds):
     routes_router.include_router(module.router)

@@ -12,6 +12,7 @@ from shared.events import (
     QuotaAdjusted,
     QuotaGranted,
     TaskCancelRequested,
+    TaskReviewed,
     TaskMatched,
     TaskReadinessChanged,
     TaskSubmitted,
@@ -69,6 +70,12 @@ def matched(task_id: str, options: Sequence[tuple[str, float, float]] = (("H100"
 def unmatchable(task_id: str, *, seq: int = 1) -> TaskUnmatchable:
     return _event(TaskUnmatchable, task_subject(task_id), "matcher/test",
                   {"task_id": task_id, "reason": "insufficient_vram", "detail": "no card has enough memory"}, seq)
+
+
+def reviewed(task_id: str, decision: str = "approve", *, reviewer: str = "user:rita", reason: str = "worth it") -> Any:
+    event = _event(TaskReviewed, task_subject(task_id), "console/test",
+                   {"task_id": task_id, "decision": decision, "reason": reason})
+    return event.model_copy(update={"actor": reviewer})
 
 
 def cancel_requested(task_id: str, reason: str = "not needed any more") -> TaskCancelRequested:

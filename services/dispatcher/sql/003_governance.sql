@@ -1,7 +1,13 @@
--- Quota accounts per card type, each with its own window (issue 12): every account keeps the
+-- Governance (issue 12).
+--
+-- Quota accounts per card type, each with its own window: every account keeps the
 -- GPU-seconds it counted (`shared.scheduling.quota_balance`), starting from the ledger's count in
 -- quota.granted / quota.adjusted; a project-wide usage total can no longer say what an account of
 -- one card type or one window used, so it goes.
 ALTER TABLE quota_accounts ADD COLUMN used_gpu_seconds double precision NOT NULL DEFAULT 0;
 ALTER TABLE quota_accounts ADD COLUMN alert_lead_days double precision NOT NULL DEFAULT 15;
 DROP TABLE project_usage;
+
+-- Approvals: who submitted a task (a reviewer may not approve their own), who approved it.
+ALTER TABLE tasks ADD COLUMN submitted_by text;
+ALTER TABLE tasks ADD COLUMN approved_by text;

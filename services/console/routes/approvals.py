@@ -1,0 +1,107 @@
+"""Approvals: a reviewer approves or denies a task that waits for approval.
+
+    POST /v1/tasks/{task_id}/approve   {"reason"}      (role reviewer)
+    POST /v1/tasks/{task_id}/deny      {"reason"}
+
+Who may: a token with the reviewer role (admin too) whose name the policy lists among the task's
+project's reviewers (`reviewers` section; none listed: any reviewer) — never the task's submitter.
+What: the task must be waiting for approval (held `not_approved`); the decision is appended as
+`task.reviewed` (intake's outbox, the caller as actor, with the reason) and the dispatcher carries
+it out: `task.approved` (it may start) or `task.denied` + `task.cancelled`.
+
+Answers: 202 accepted; 403 not a reviewer of the project, or the submitter; 404 unknown task; 409
+not waiting for approval (the detail says what it waits for).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from services.common.runtime import Emitter
+from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
+from services.console.api import TaskIdPath
+from services.console.auth import Authenticated
+from services.console.routes.common import Pool
+from services.console.views import load_task
+from shared.config import PolicyDocument
+from shared.events import TaskReviewed
+from shared.events.emission import Emission
+from shared.events.intake import ReviewDecision
+from shared.events.states import TaskState
+from shared.events.subjects import task_subject
+from shared.events.values import Detail
+from shared.identity import PermissionDenied, Principal, Role, require
+from shared.projection import TaskView
+from shared.scheduling.model import DeferralReason, Policy
+
+router = APIRouter(tags=["approvals"])
+INTAKE_SCHEMA = "intake"
+
+
+class ReviewBody(BaseModel):
+    reason: Annotated[Detail, Field(min_length=1, description="why; recorded with the decision")]
+
+
+class ReviewAccepted(BaseModel):
+    task_id: str
+    decision: ReviewDecision
+    reviewer: str = Field(description="the actor recorded with the decision")
+
+
+@router.post("/tasks/{task_id}/approve", status_code=202, response_model=ReviewAccepted,
+             summary="Approve a task that waits for approval (reviewer of its project, not its submitter)")  # fmt: skip
+async def approve(task_id: TaskIdPath, body: ReviewBody, request: Request, pool: Pool,
+                  principal: Authenticated) -> ReviewAccepted:  # fmt: skip
+    return await _review(request, pool, principal, task_id, ReviewDecision.APPROVE, body.reason)
+
+
+@router.post("/tasks/{task_id}/deny", status_code=202, response_model=ReviewAccepted,
+             summary="Deny a task that waits for approval: it will not run (reviewer of its project)")  # fmt: skip
+async def deny(task_id: TaskIdPath, body: ReviewBody, request: Request, pool: Pool,
+               principal: Authenticated) -> ReviewAccepted:  # fmt: skip
+    return await _review(request, pool, principal, task_id, ReviewDecision.DENY, body.reason)
+
+
+async def _review(request: Request, pool: Pool, principal: Principal, task_id: str, decision: ReviewDecision,
+                  reason: str) -> ReviewAccepted:  # fmt: skip
+    view = await load_task(pool, task_id)
+    if view is None:
+        raise HTTPException(404, f"no task with id {task_id!r} in the views (if it was submitted a moment ago, retry)")
+    require(principal, Role.REVIEWER, project=view.project)
+    check_reviewer(principal, view, await policy_document(request))
+    if not awaits_approval(view):
+        raise HTTPException(409, f"task {task_id} does not wait for approval: it is {view.state.value}"
+                                 f" ({view.reason}{': ' + view.reason_detail if view.reason_detail else ''})")
+    emitter = Emitter(INTAKE_SCHEMA, request.app.state.producer, principal.actor)
+    data = {"task_id": task_id, "decision": decision, "reason": reason}
+    async with pool.acquire() as conn, conn.transaction():
+        await emitter.emit(conn, [Emission(TaskReviewed, task_subject(task_id), data)])
+    return ReviewAccepted(task_id=task_id, decision=decision, reviewer=principal.actor)
+
+
+def check_reviewer(principal: Principal, view: TaskView, document: PolicyDocument) -> None:
+    """`PermissionDenied` (403) unless the caller may review this task: a listed reviewer of its project
+    (any reviewer when none is listed; an admin always), and never the one who submitted it."""
+    if view.submitted_by == principal.actor:
+        raise PermissionDenied(f"forbidden: {principal.actor} submitted task {view.id}; a reviewer may not review"
+                               " their own task")
+    named = document.reviewers.of(view.project or "")
+    if named and principal.name not in named and principal.role is not Role.ADMIN:
+        raise PermissionDenied(f"forbidden: the reviewers of project {view.project} are {', '.join(named)}; "
+                               f"token {principal.name!r} is not one of them")
+
+
+def awaits_approval(view: TaskView) -> bool:
+    return view.state is TaskState.HELD and view.reason == DeferralReason.NOT_APPROVED.value
+
+
+async def policy_document(request: Request) -> PolicyDocument:
+    """The policy document in force (the console's holder, refreshed per request)."""
+    holder: DocumentHolder[PolicyInForce] | None = getattr(request.app.state, "policy_in_force", None)
+    if holder is None:
+        holder = request.app.state.policy_in_force = policy_in_force_holder(fallback=Policy())
+    await holder.refresh(request.app.state.pool)
+    return holder.value.document
