@@ -10,8 +10,9 @@ progress and runs the remaining share. Milestones, in progress order:
 - then exactly one end: `fail` at `CARDFLOW_SIM_FAIL_AT` (if it lies ahead), else `done` at 1.0.
 
 Task env knobs (simulation only): `CARDFLOW_SIM_FAIL_AT` (progress, 0..1), `CARDFLOW_SIM_EXIT_CODE`
-(default 1), `CARDFLOW_SIM_UTIL` (reported GPU utilisation %, default 85-98), `CARDFLOW_SIM_UNITS_PER_S`
-(output units per second of estimated runtime, default 100).
+(default 1), `CARDFLOW_SIM_UTIL` (reported GPU utilisation %), `CARDFLOW_SIM_UNITS_PER_S`
+(output units per second of estimated runtime, default 100). The reported utilisation is the
+submission label `sim_util_pct` if set, else `CARDFLOW_SIM_UTIL`, else 90 (`DEFAULT_UTIL_PCT`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from shared.events.reports import LeaseGrantOrder
 FAIL_AT_ENV = "CARDFLOW_SIM_FAIL_AT"
 EXIT_CODE_ENV = "CARDFLOW_SIM_EXIT_CODE"
 UTIL_ENV = "CARDFLOW_SIM_UTIL"
+UTIL_LABEL = "sim_util_pct"
+DEFAULT_UTIL_PCT = 90.0
 UNITS_PER_S_ENV = "CARDFLOW_SIM_UNITS_PER_S"
 DEFAULT_UNITS_PER_S = 100.0
 MAX_MILESTONES = 100_000
@@ -120,10 +123,12 @@ def checkpoint_uri(task_id: str, progress: float) -> str:
     return f"sim://{task_id}/{progress:.6f}"
 
 
-def simulated_util(env: Mapping[str, str]) -> float | None:
-    """The utilisation a task asks to report (`CARDFLOW_SIM_UTIL`), or None for the default range."""
-    value = _float_env(env, UTIL_ENV)
-    return None if value is None else min(100.0, max(0.0, value))
+def simulated_util(env: Mapping[str, str], labels: Mapping[str, str] | None = None) -> float:
+    """The utilisation a simulated run reports: its label `sim_util_pct`, else `CARDFLOW_SIM_UTIL`, else 90."""
+    value = _float_env(labels or {}, UTIL_LABEL)
+    if value is None:
+        value = _float_env(env, UTIL_ENV)
+    return DEFAULT_UTIL_PCT if value is None else min(100.0, max(0.0, value))
 
 
 def _steps(start: float, end: float, step: float | None) -> list[float]:

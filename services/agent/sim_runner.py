@@ -21,7 +21,6 @@ from services.agent.state import Stop
 
 log = get_logger(__name__)
 
-BUSY_UTIL_PCT = (85.0, 98.0)
 BUSY_MEMORY_SHARE = (0.55, 0.9)
 
 
@@ -93,8 +92,7 @@ class SimRunner:
     def _gpu_util(self, index: int, vram_gb: float, run: _SimRun | None) -> GpuUtilisation:
         if run is None:
             return GpuUtilisation(index=index, util_pct=0.0, memory_used_gb=0.0)
-        asked = simulated_util(run.order.env)
-        util = asked if asked is not None else self._rng.uniform(*BUSY_UTIL_PCT)
+        util = simulated_util(run.order.env, run.order.labels)
         memory = round(vram_gb * self._rng.uniform(*BUSY_MEMORY_SHARE), 2)
         return GpuUtilisation(index=index, util_pct=round(util, 1), memory_used_gb=memory)
 

@@ -55,6 +55,7 @@ BLOCKER_OF_REASON: Mapping[str, BlockerKind] = {
     DeferralReason.NOT_APPROVED: BlockerKind.APPROVAL,
     DeferralReason.DEADLINE_UNREACHABLE: BlockerKind.DEADLINE,
     DeferralReason.OPERATOR: BlockerKind.OPERATOR,
+    DeferralReason.REPEATEDLY_IDLE: BlockerKind.OPERATOR,  # a person must look at it
     DeferralReason.UNMATCHED: BlockerKind.CHECKING,
     DeferralReason.NO_CAPACITY: BlockerKind.CAPACITY,
     DeferralReason.HEADROOM: BlockerKind.CAPACITY,

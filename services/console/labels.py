@@ -46,6 +46,7 @@ REASON_LABELS_ZH: dict[str, str] = {
     "not_approved": "等待审批",
     "deadline_unreachable": "无法在截止时间前完成",
     "operator": "运维人员暂缓",
+    "repeatedly_idle": "多次空闲被回收",
     "unmatched": "尚未匹配卡型",
     "no_capacity": "GPU 容量不足",
     "headroom": "保留余量",

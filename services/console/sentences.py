@@ -44,6 +44,7 @@ ZH_TEMPLATES: Mapping[str, str] = {
     DeferralReason.NOT_APPROVED: "此任务规模较大（{gpus} 张 GPU），需要审批人批准后才能启动",
     DeferralReason.DEADLINE_UNREACHABLE: "无法在截止时间之前完成",
     DeferralReason.OPERATOR: "运维人员暂缓了此任务",
+    DeferralReason.REPEATEDLY_IDLE: "GPU 多次因空闲被回收，已暂缓，等待人工检查（放行或取消）",
     DeferralReason.UNMATCHED: "尚未匹配卡型",
     DeferralReason.NO_CAPACITY: "当前没有足够的空闲 {card_type} GPU（需要 {gpus} 张），等待正在运行的任务释放",
     DeferralReason.HEADROOM: "{card_type} 的保留余量不供 standard 任务使用，等待其他 GPU 空闲",

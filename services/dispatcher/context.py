@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import asyncpg
@@ -37,9 +37,13 @@ from services.dispatcher.store import load_everything
 from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
 from shared.leasing.outage import OutageSource, OutageWatch
+
+
+from shared.leasing.idle import IdleRule
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
 from shared.config import PolicyDocument
+from shared.config.governance import IdleReclaimSection
 from shared.scheduling.model import Policy
 
 log = get_logger(__name__)
@@ -98,7 +102,8 @@ class Dispatcher:
 
     @property
     def rules(self) -> LeaseRules:
-        return self.config.lease_rules()
+        """The folds' timings (`CARDFLOW_DISPATCHER_*`) and the policy's idle reclaim."""
+        return replace(self.config.lease_rules(), idle=idle_rule(self.governance.idle_reclaim))
 
     @property
     def emitter(self) -> Emitter:
@@ -159,3 +164,9 @@ def is_unreachable(error: BaseException) -> bool:
     """Did this step fail because PostgreSQL could not be reached (not because of what it did)?"""
     return isinstance(error, OSError | TimeoutError | asyncpg.PostgresConnectionError
                       | asyncpg.exceptions.OperatorInterventionError | asyncpg.InterfaceError)
+
+
+def idle_rule(section: IdleReclaimSection) -> IdleRule:
+    """The fold's `IdleRule` from the policy document's `idle_reclaim` section."""
+    return IdleRule(enabled=section.enabled, threshold_pct=section.threshold_pct, window_s=section.window_s,
+                    grace_s=section.grace_s, hold_after=section.hold_after)

@@ -59,7 +59,8 @@ TASK_COLUMNS: tuple[Column, ...] = (
     ("queued_announced", "bool", lambda t: t.queued_announced),
     ("deferral_reason", "text", lambda t: _enum(t.deferral_reason)), ("deferral_detail", "text", lambda t: t.deferral_detail),
     ("updated_at", "timestamptz", lambda t: t.updated_at), ("submitted_by", "text", lambda t: t.submitted_by),
-    ("approved_by", "text", lambda t: t.approved_by),
+    ("approved_by", "text", lambda t: t.approved_by), ("reclaims", "int", lambda t: t.reclaims),
+    ("labels", "jsonb", lambda t: _json(dict(t.labels) if t.labels is not None else None)),
 )  # fmt: skip
 
 LEASE_COLUMNS: tuple[Column, ...] = (
@@ -79,7 +80,9 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("renewal_reported_at", "timestamptz", lambda l: l.renewal_reported_at),
     ("ended_at", "timestamptz", lambda l: l.ended_at), ("end_reason", "text", lambda l: _enum(l.end_reason)),
     ("preempting", "bool", lambda l: l.preempting), ("preempted_for", "text", lambda l: l.preempted_for),
-    ("revoke_reason", "text", lambda l: _enum(l.revoke_reason)),
+    ("revoke_reason", "text", lambda l: _enum(l.revoke_reason)), ("util_pct_sum", "float8", lambda l: l.util_pct_sum),
+    ("util_readings", "int", lambda l: l.util_readings), ("idle_gpu_seconds", "float8", lambda l: l.idle_gpu_seconds),
+    ("idle_since", "timestamptz", lambda l: l.idle_since),
 )  # fmt: skip
 _LEASE_FIXED = {"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
                 "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version"}
@@ -109,7 +112,7 @@ def task_record(row: Any) -> TaskRecord:
         queued_announced=row["queued_announced"],
         deferral_reason=DeferralReason(row["deferral_reason"]) if row["deferral_reason"] else None,
         deferral_detail=row["deferral_detail"], updated_at=row["updated_at"], submitted_by=row["submitted_by"],
-        approved_by=row["approved_by"],
+        approved_by=row["approved_by"], reclaims=row["reclaims"], labels=row["labels"],
     )  # fmt: skip
 
 

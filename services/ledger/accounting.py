@@ -53,6 +53,7 @@ class LeaseAccount:
     cost: Decimal = Decimal(0)
     closed_at: datetime | None = None
     close_reason: str | None = None
+    idle_gpu_seconds: Decimal = Decimal(0)  # GPU-seconds its GPUs sat under the idle threshold (the dispatcher's count)
 
     @property
     def is_open(self) -> bool:
@@ -68,6 +69,16 @@ class Increment:
     to_at: datetime
     gpu_seconds: Decimal
     cost: Decimal
+    idle_gpu_seconds: Decimal = Decimal(0)
+
+
+def with_idle(account: LeaseAccount, increment: Increment, idle_gpu_seconds: float) -> tuple[LeaseAccount, Increment]:
+    """The increment with the idle GPU-seconds the dispatcher counted over it (at most the increment)."""
+    idle = min(Decimal(str(idle_gpu_seconds)), increment.gpu_seconds)
+    if idle <= 0:
+        return account, increment
+    return (replace(account, idle_gpu_seconds=account.idle_gpu_seconds + idle),
+            replace(increment, idle_gpu_seconds=idle))
 
 
 def advance(account: LeaseAccount, until: datetime) -> tuple[LeaseAccount, Increment | None]:

@@ -2,7 +2,8 @@
 
 - `task.submitted` -> the task's project, name and output unit (`ledger.tasks`);
 - `lease.granted` -> a lease account opens at the event's `occurred_at`, priced from the catalog;
-- `lease.renewed` -> the lease is accounted up to the event's `occurred_at`;
+- `lease.renewed` -> the lease is accounted up to the event's `occurred_at` (with the idle GPU-seconds
+  the dispatcher counted since the previous one);
 - `lease.released` -> accounted up to `ended_at` and closed (opened from its own data if the grant
   was never seen);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
@@ -22,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from shared.events.emission import Emission
-from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of
+from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle
 from shared.cards import Catalog
 from shared.events import (
     Envelope,
@@ -185,6 +186,8 @@ class _Fold:
             log.warning("usage event for a lease the ledger never saw opened; its end will account it", lease_id=lease_id)
             return
         updated, increment = move(lease)
+        if increment is not None and isinstance(cause, LeaseRenewed | LeaseReleased):
+            updated, increment = with_idle(updated, increment, cause.data.idle_gpu_seconds)
         self.keep(updated)
         if increment is not None:
             self.effects.increments.append((increment, updated))
@@ -216,6 +219,7 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
         from_at=increment.from_at,
         to_at=increment.to_at,
         gpus=lease.gpus,
+        idle_gpu_seconds=float(increment.idle_gpu_seconds),
     )
     return Emission(UsageRecorded, lease_subject(lease.lease_id), data, cause=cause, actor="service:ledger")
 

@@ -28,11 +28,11 @@ class Grouping(StrEnum):
 
 _QUERIES = {
     Grouping.TASK: (
-        f"SELECT task_id, name, project, leases, gpu_hours, cost, output_units, output_unit, running"
+        f"SELECT task_id, name, project, leases, gpu_hours, cost, output_units, output_unit, running, idle_gpu_hours"
         f" FROM {SCHEMA}.task_totals ORDER BY cost DESC, task_id"
     ),
     Grouping.PROJECT: (
-        f"SELECT project, tasks, gpu_hours, cost, output_units, output_unit"
+        f"SELECT project, tasks, gpu_hours, cost, output_units, output_unit, idle_gpu_hours"
         f" FROM {SCHEMA}.project_totals ORDER BY cost DESC, project"
     ),
     Grouping.CARD: (

@@ -16,7 +16,7 @@ SCHEMA = "ledger"
 
 _LEASE_COLUMNS = (
     "lease_id, task_id, project, card_type, gpus, price_per_gpu_hour, opened_at, accounted_until,"
-    " gpu_seconds, cost, closed_at, close_reason"
+    " gpu_seconds, cost, closed_at, close_reason, idle_gpu_seconds"
 )
 _LEASE_FIELDS = tuple(name.strip() for name in _LEASE_COLUMNS.split(","))
 
@@ -75,10 +75,11 @@ async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount]) -> 
         conn,
         f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS})"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
-        " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[])"
+        " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[],"
+        " $13::numeric[])"
         " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
         " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
-        " close_reason = EXCLUDED.close_reason",
+        " close_reason = EXCLUDED.close_reason, idle_gpu_seconds = EXCLUDED.idle_gpu_seconds",
         leases, _LEASE_FIELDS,
     )  # fmt: skip
 
@@ -89,13 +90,13 @@ async def _save_increments(conn: asyncpg.Connection, effects: BatchEffects, even
         return
     await conn.execute(
         f"INSERT INTO {SCHEMA}.usage_increments"
-        " (lease_id, from_at, to_at, task_id, project, card_type, gpus, gpu_seconds, cost, event_id)"
+        " (lease_id, from_at, to_at, task_id, project, card_type, gpus, gpu_seconds, cost, event_id, idle_gpu_seconds)"
         " SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[],"
-        " $6::text[], $7::int[], $8::numeric[], $9::numeric[], $10::text[])",
+        " $6::text[], $7::int[], $8::numeric[], $9::numeric[], $10::text[], $11::numeric[])",
         [i.lease_id for i, _ in rows], [i.from_at for i, _ in rows], [i.to_at for i, _ in rows],
         [lease.task_id for _, lease in rows], [lease.project for _, lease in rows],
         [lease.card_type for _, lease in rows], [lease.gpus for _, lease in rows],
-        [i.gpu_seconds for i, _ in rows], [i.cost for i, _ in rows], event_ids,
+        [i.gpu_seconds for i, _ in rows], [i.cost for i, _ in rows], event_ids, [i.idle_gpu_seconds for i, _ in rows],
     )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
-from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, Positive
+from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, NonNegative, Positive
 
 
 class LeaseGrantedData(Payload):
@@ -41,6 +41,12 @@ class LeaseRenewedData(Payload):
     task_id: EntityId
     until: AwareDatetime = Field(description="the lease now expires at this time unless renewed again")
     heartbeats: int = Field(1, ge=1, description="heartbeats this one event coalesces")
+    gpu_util_pct: float | None = Field(
+        None, ge=0, le=100, description="mean utilisation of the lease's GPUs over those heartbeats (None: not reported)"
+    )
+    idle_gpu_seconds: NonNegative = Field(
+        0.0, description="GPU-seconds since the previous lease.renewed under the policy's idle threshold"
+    )
 
 
 class LeaseRenewed(Envelope):
@@ -90,6 +96,7 @@ class LeaseReleasedData(Payload):
     granted_at: AwareDatetime
     ended_at: AwareDatetime
     reason: ReleaseReason
+    idle_gpu_seconds: NonNegative = Field(0.0, description="idle GPU-seconds since the last lease.renewed")
 
 
 class LeaseReleased(Envelope):

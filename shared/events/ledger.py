@@ -22,6 +22,7 @@ class UsageRecordedData(Payload):
     from_at: AwareDatetime | None = Field(None, description="start of the accounted interval (None in events before it was added)")
     to_at: AwareDatetime | None = Field(None, description="end of the accounted interval")
     gpus: int | None = Field(None, ge=1, description="GPUs the lease holds (quotas cut intervals at their window's edges)")
+    idle_gpu_seconds: NonNegative = Field(0.0, description="of gpu_seconds, those its GPUs sat under the idle threshold")
 
 
 class UsageRecorded(Envelope):

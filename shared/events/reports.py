@@ -159,6 +159,9 @@ class LeaseGrantOrder(Payload):
     checkpoint_interval_s: Positive | None = None
     estimated_runtime_s: Positive = Field(description="estimate on this card type; sim agents run this long")
     output_unit: str | None = None
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="the submission's labels (a simulated agent reports `sim_util_pct`)"
+    )
 
 
 class LeaseGrantCommand(Envelope):

@@ -99,7 +99,7 @@ def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runti
     work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
         "command": task.command, "env": dict(task.env or {}), "image": task.image,
         "checkpoint_interval_s": task.checkpoint_interval_s, "estimated_runtime_s": runtime_s,
-        "output_unit": task.output_unit,
+        "output_unit": task.output_unit, "labels": dict(task.labels or {}),
     }, stream=agent_inbox(lease.agent_id))
 
 

@@ -23,6 +23,9 @@ from shared.scheduling.quota_balance import QuotaTerms
 WAITING_STATES = frozenset({TaskState.QUEUED, TaskState.HELD})
 """States of a task in the queue (waiting for `plan()` to grant it)."""
 
+PERSON_HOLDS = frozenset({DeferralReason.OPERATOR, DeferralReason.REPEATEDLY_IDLE})
+"""Holds only a person lifts: a task held for one of these reasons is not planned at all."""
+
 
 class LeaseState(StrEnum):
     """A lease is active until it ends, once, with a `ReleaseReason`."""
@@ -50,6 +53,7 @@ class TaskRecord:
     env: Mapping[str, str] | None = None
     image: str | None = None
     output_unit: str | None = None
+    labels: Mapping[str, str] | None = None
     submitted_by: str | None = None  # the actor of task.submitted (a reviewer may not approve their own task)
     # task.readiness_changed (readiness) and task.matched / task.unmatchable (matcher); None = not known yet
     data_ready: bool | None = None
@@ -62,6 +66,7 @@ class TaskRecord:
     cancel_reason: str = ""
     # task.reviewed (intake) -> task.approved: the reviewer who approved it
     approved_by: str | None = None
+    reclaims: int = 0  # leases taken back because its GPUs sat idle (`idle.held_after_reclaim`)
     # the dispatcher's own state
     state: TaskState = TaskState.QUEUED
     run: int = 0  # grants so far; a lease of an older run no longer steers the task
@@ -78,8 +83,9 @@ class TaskRecord:
 
     @property
     def in_queue(self) -> bool:
-        """Waiting for GPUs: complete, queued or held, and not being cancelled."""
-        return self.complete and self.state in WAITING_STATES and not self.cancel_requested
+        """Waiting for GPUs: complete, queued or held (not for a person), and not being cancelled."""
+        return (self.complete and self.state in WAITING_STATES and not self.cancel_requested
+                and not (self.state is TaskState.HELD and self.deferral_reason in PERSON_HOLDS))
 
     def queued_task(self) -> QueuedTask:
         """The scheduling core's view of a task in the queue."""
@@ -125,6 +131,11 @@ class LeaseRecord:
     preempting: bool = False  # a `PreemptCommand` was sent
     preempted_for: str | None = None  # the task the GPUs go to
     revoke_reason: RevokeReason | None = None  # a `RevokeCommand` was sent
+    # utilisation (`idle.observe`): since the last `lease.renewed`, and the current idle run
+    util_pct_sum: float = 0.0
+    util_readings: int = 0
+    idle_gpu_seconds: float = 0.0
+    idle_since: datetime | None = None
 
     @property
     def active(self) -> bool:

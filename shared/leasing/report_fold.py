@@ -13,7 +13,9 @@ a refused claim becomes a `RejectedReport` and has no effect. Accepted reports:
   (revoked)`, task requeued `agent_failed` from its last checkpoint) instead of waiting for its TTL;
 - `report.heartbeat`: the node is seen (a lost node is back: `node.registered`), GPU utilisation is
   kept, every listed lease is renewed (`LeaseWork.renew`) and its run counts as started; a listed
-  lease that already ended is a zombie run: the agent is told once to stop it;
+  lease that already ended is a zombie run: the agent is told once to stop it; each lease's
+  utilisation is observed (`idle.observe`) and a lease idle for the policy's window is revoked
+  `reclaimed_idle` (checkpoint first);
 - `report.progress` / `report.checkpointed`: the run has started (`task.started` once); progress
   and output are kept; a checkpoint of the task's current run becomes its `resume_from`
   (`task.checkpointed`);
@@ -33,8 +35,10 @@ from shared.events import NodeRegistered, TaskCheckpointed
 from shared.events.reports import AgentRegistered, AgentReport, Heartbeat, TaskFinished, TaskProgress
 from shared.events.reports import TaskCheckpointed as CheckpointReport
 from shared.events.subjects import node_subject, task_subject
+from shared.events.reasons import RevokeReason
 from shared.leasing.fencing import LeaseClaim, Refusal, Rejection
 from shared.leasing.late_report import reconcilable
+from shared.leasing.idle import due_for_reclaim, lease_utilisation, observe, reclaim_detail
 from shared.leasing.lease_end import Trigger
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
 from shared.leasing.screening import screen_claim
@@ -193,9 +197,22 @@ class _ReportFold:
             lease = work.lease(claim.lease_id)
             if lease is not None and _still_run_after_end(claim, lease):
                 work.stop_zombie(lease)
+        readings = [(gpu.index, gpu.util_pct) for gpu in d.gpus]
+        for lease in leases:
+            observed = observe(work.lease(lease.lease_id) or lease, lease_utilisation(lease, readings), work.now, work.rules.idle)
+            work.put_quietly(observed)
         work.renew(leases, report)
         for lease in leases:
             work.mark_started(lease, report)
+        self.reclaim_idle(leases, report)
+
+    def reclaim_idle(self, leases: list[LeaseRecord], cause: Heartbeat) -> None:
+        """Revoke the leases whose GPUs stayed idle for the policy's window (`idle.due_for_reclaim`)."""
+        work, rule = self.work, self.work.rules.idle
+        for lease in leases:
+            current = work.lease(lease.lease_id) or lease
+            if due_for_reclaim(current, work.now, rule):
+                work.revoke([current], RevokeReason.RECLAIMED_IDLE, reclaim_detail(current, work.now, rule), cause=cause)
 
     def registered(self, report: AgentRegistered) -> None:
         d, work = report.data, self.work

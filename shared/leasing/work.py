@@ -29,12 +29,13 @@ from shared.events import (
     LeaseRevoked,
     TaskCancelled,
     TaskFailed,
+    TaskHeld,
     TaskRequeued,
     TaskStarted,
     TaskSucceeded,
 )
 from shared.events.emission import Emission
-from shared.events.reasons import RevokeReason
+from shared.events.reasons import RequeueReason, RevokeReason
 from shared.events.reports import PreemptCommand, RevokeCommand
 from shared.events.states import TaskState
 from shared.events.subjects import agent_subject, lease_subject, task_subject
@@ -47,8 +48,10 @@ from shared.leasing.lease_end import (
     Trigger,
     decide_lease_end,
 )
+from shared.leasing.idle import IdleRule, held_after_reclaim, held_detail
 from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, TaskRecord
 from shared.names import EVENTS_STREAM, agent_inbox
+from shared.scheduling.model import DeferralReason
 
 Record = TaskRecord | LeaseRecord | NodeRecord
 
@@ -64,6 +67,7 @@ class LeaseRules:
     node_lost_after_s: float = 60.0  # a node silent this long is lost
     claim_after_s: float = 30.0  # reports a failed batch left pending are applied again after this (see outage.py)
     capacity_reason_every_s: float = 10.0  # see `waiting.update_waiting`
+    idle: IdleRule = IdleRule()  # the policy's idle reclaim (off unless the policy document turns it on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,12 +224,25 @@ class LeaseWork:
             self._emit_task_effect(lease, task, decision, outcome, cause)
             self.put(replace(task, state=NEW_TASK_STATE[decision.effect], deferral_reason=None, deferral_detail=None,
                              updated_at=self.now))
+            if decision.requeue_reason is RequeueReason.RECLAIMED_IDLE:
+                self._count_reclaim(task, cause)
         if trigger is Trigger.EXPIRED and (node := self.node(lease.node_id)) is not None:
             self.put(replace(node, lease_expired_at=self.now))
         if decision.revoke_other_parts and others:
             reason = RevokeReason.CANCELLED if decision.effect is TaskEffect.CANCEL else RevokeReason.SUPERSEDED
             self.revoke(others, reason, "another part of the task ended", cause=cause)
         return decision
+
+    def _count_reclaim(self, task: TaskRecord, cause: Envelope | None) -> None:
+        """One more idle reclaim of the task; at the policy's `hold_after`, it is held for a person."""
+        task = replace(self.require_task(task.task_id), reclaims=task.reclaims + 1)
+        if held_after_reclaim(task.reclaims, self.rules.idle):
+            detail = held_detail(task.reclaims)
+            task = replace(task, state=TaskState.HELD, deferral_reason=DeferralReason.REPEATEDLY_IDLE,
+                           deferral_detail=detail, queued_announced=False)
+            self.emit(TaskHeld, task_subject(task.task_id), {
+                "task_id": task.task_id, "reason": DeferralReason.REPEATEDLY_IDLE, "detail": detail}, cause=cause)
+        self.put(task)
 
     def revoke(self, leases: Iterable[LeaseRecord], reason: RevokeReason, detail: str, *,
                cause: Envelope | None = None) -> list[str]:
@@ -309,9 +326,11 @@ class LeaseWork:
                 continue
             self.emit(LeaseRenewed, lease_subject(lease_id), {
                 "lease_id": lease_id, "task_id": lease.task_id, "until": renewed.expires_at,
-                "heartbeats": renewed.renewals_unreported,
+                "heartbeats": renewed.renewals_unreported, "idle_gpu_seconds": renewed.idle_gpu_seconds,
+                "gpu_util_pct": renewed.util_pct_sum / renewed.util_readings if renewed.util_readings else None,
             }, cause=cause)
-            self.put(replace(renewed, renewals_unreported=0, renewal_reported_at=self.now))
+            self.put(replace(renewed, renewals_unreported=0, renewal_reported_at=self.now, util_pct_sum=0.0,
+                             util_readings=0, idle_gpu_seconds=0.0))
 
     # -- events of a lease end ------------------------------------------------------------------
 
@@ -325,7 +344,7 @@ class LeaseWork:
         self.emit(LeaseReleased, subject, {
             "lease_id": lease.lease_id, "task_id": lease.task_id, "node_id": lease.node_id,
             "card_type": lease.card_type, "gpus": len(lease.gpu_indices), "granted_at": lease.granted_at,
-            "ended_at": ended_at, "reason": decision.release,
+            "ended_at": ended_at, "reason": decision.release, "idle_gpu_seconds": lease.idle_gpu_seconds,
         }, cause=cause)
 
     def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,

@@ -188,8 +188,8 @@ class WaitKind(StrEnum):
 class DeferralReason(StrEnum):
     """Why a task waits: the one machine reason of `plan()`'s deferrals and of `task.held`.
 
-    The detail sentence travels beside it. `kind` groups the reasons (`WaitKind`); the last three
-    hold reasons come from outside the core (policy, deadlines, operators), never from `plan()`.
+    The detail sentence travels beside it. `kind` groups the reasons (`WaitKind`); the last four
+    hold reasons come from outside the core (policy, deadlines, operators, idle reclaim), never from `plan()`.
     """
 
     DATA_NOT_READY = "data_not_ready"
@@ -208,6 +208,7 @@ class DeferralReason(StrEnum):
     NO_QUOTA_ACCOUNT = "no_quota_account"  # policy requires an account and the project has none
     DEADLINE_UNREACHABLE = "deadline_unreachable"  # cannot finish before the task's deadline
     OPERATOR = "operator"  # an operator put the task on hold
+    REPEATEDLY_IDLE = "repeatedly_idle"  # its GPUs were reclaimed for idleness again and again: a person should look
 
     @property
     def kind(self) -> WaitKind:
@@ -220,7 +221,7 @@ _WAIT_KINDS = {
     **dict.fromkeys((
         DeferralReason.NOT_APPROVED, DeferralReason.QUOTA_EXHAUSTED, DeferralReason.QUOTA_EXPIRES,
         DeferralReason.QUOTA_NOT_YET_VALID, DeferralReason.NO_QUOTA_ACCOUNT, DeferralReason.DEADLINE_UNREACHABLE,
-        DeferralReason.OPERATOR,
+        DeferralReason.OPERATOR, DeferralReason.REPEATEDLY_IDLE,
     ), WaitKind.HOLD),
 }
 

@@ -199,7 +199,7 @@ def test_each_deferral_reason_says_whether_the_task_is_eligible_held_or_waiting_
     by_kind = {kind: {r.value for r in DeferralReason if r.kind is kind} for kind in WaitKind}
     assert by_kind[WaitKind.NOT_ELIGIBLE] == {"data_not_ready", "unmatched"}
     assert by_kind[WaitKind.HOLD] == {"not_approved", "quota_exhausted", "quota_expires", "quota_not_yet_valid",
-                                      "no_quota_account", "deadline_unreachable", "operator"}
+                                      "no_quota_account", "deadline_unreachable", "operator", "repeatedly_idle"}
     assert {"no_capacity", "headroom", "reserved", "behind_reservation"} <= by_kind[WaitKind.CAPACITY]
 
 

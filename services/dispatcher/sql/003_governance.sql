@@ -11,3 +11,14 @@ DROP TABLE project_usage;
 -- Approvals: who submitted a task (a reviewer may not approve their own), who approved it.
 ALTER TABLE tasks ADD COLUMN submitted_by text;
 ALTER TABLE tasks ADD COLUMN approved_by text;
+
+-- Idle reclaim: utilisation and idle GPU-seconds since the last lease.renewed, the current idle
+-- run of each lease; how often a task's leases were taken back for idleness.
+ALTER TABLE leases ADD COLUMN util_pct_sum double precision NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN util_readings integer NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN idle_gpu_seconds double precision NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN idle_since timestamptz;
+ALTER TABLE tasks ADD COLUMN reclaims integer NOT NULL DEFAULT 0;
+
+-- The submission's labels, passed to agents with a grant (a simulated agent reports `sim_util_pct`).
+ALTER TABLE tasks ADD COLUMN labels jsonb;

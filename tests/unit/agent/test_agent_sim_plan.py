@@ -133,4 +133,6 @@ def test_progress_after_elapsed_time_is_capped_at_one() -> None:
 def test_utilisation_override_is_clamped() -> None:
     assert simulated_util({"CARDFLOW_SIM_UTIL": "3"}) == 3.0
     assert simulated_util({"CARDFLOW_SIM_UTIL": "300"}) == 100.0
-    assert simulated_util({}) is None
+    assert simulated_util({}) == 90.0
+    assert simulated_util({"CARDFLOW_SIM_UTIL": "3"}, {"sim_util_pct": "0"}) == 0.0  # the label wins
+    assert simulated_util({}, {"sim_util_pct": "not a number"}) == 90.0
