@@ -18,6 +18,7 @@ from shared.events.dispatch import (
     TaskApproved,
     TaskCancelled,
     TaskCheckpointed,
+    TaskDenied,
     TaskFailed,
     TaskHeld,
     TaskQueued,
@@ -30,7 +31,7 @@ from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, Leas
 
 DISPATCHER = "dispatcher"
 _DISPATCHER_FACETS = (
-    TaskQueued, TaskHeld, TaskApproved, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
+    TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
     TaskCancelled, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
 OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: DISPATCHER for cls in _DISPATCHER_FACETS}
