@@ -43,6 +43,11 @@ class DispatcherConfig(BaseSettings):
         None, description="opportunistic work that checkpoints may run on GPUs a reservation waits for and is"
         " preempted when the reservation is due (None: the policy preset's, on for cardflow)",
     )
+    estimate_every_s: float = Field(
+        5.0, ge=0, description="estimate the queue's starts and run the watches (deadlines, quotas, approvals) at most"
+        " this often (dispatcher.queue_estimates)",
+    )
+    estimate_limit: int = Field(500, ge=1, description="estimate the starts of at most this many tasks of the queue")
     preempt_grace_s: float = Field(60.0, ge=0, description="time an agent gets to checkpoint and yield")
     revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")
     leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")

@@ -76,6 +76,7 @@ class Dispatcher:
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
     redis: Redis | None = None  # probed every tick (`watch_redis`); None: no probe (tests)
+    estimated_at: datetime | None = None  # the last estimate of the queue's starts (`estimates_due`)
     policies: DocumentHolder[PolicyInForce] = field(init=False)
     outages: OutageWatch = field(init=False)
 
@@ -154,6 +155,13 @@ class Dispatcher:
         if ended is not None:
             log.warning("report path back: leases alive when it went down get a TTL plus the claim delay",
                         sources=sorted(ended.sources), outage_s=ended.duration_s, grace_until=ended.grace_end(self.rules))
+
+    def estimates_due(self, now: datetime) -> bool:
+        """True (and noted) when the queue's starts were last estimated `estimate_every_s` ago or more."""
+        if self.estimated_at is not None and (now - self.estimated_at).total_seconds() < self.config.estimate_every_s:
+            return False
+        self.estimated_at = now
+        return True
 
     def request_cycle(self) -> None:
         """Something relevant changed: run a cycle soon (debounced by the dispatch loop)."""

@@ -2,8 +2,11 @@
 
     1. snapshot + queue from the working set (memory: no reads)          WorkingSet.snapshot / plan_queue
        tasks the policy's approval rules match wait unapproved until a reviewer approves them
-    2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator
-    3. fold: apply_plan re-validates and turns the plan into records and events (pure)
+    2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator; before it the
+       governance gate (approvals, deadline holds), after it their sentences (governance.py)
+    3. fold: apply_plan re-validates and turns the plan into records and events (pure), each grant
+       with why it started now; every estimate_every_s the queue's estimated starts and the watches
+       (deadlines at risk, core work near its quota's expiry, approvals waiting too long)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
     5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s) and on every tick; the tick
        first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
@@ -21,13 +24,15 @@ import time
 from dataclasses import dataclass
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.store import fresh_leases, save_changes
+from services.dispatcher.governance import gate, govern, watch_queue
+from services.dispatcher.store import fresh_leases, save_changes, save_queue_estimates
 from services.observability.metrics import observe_cycle
-from shared.leasing.approvals import explain_approvals, gate_queue
 from shared.leasing.expiry import expire
 from shared.leasing.outage import OutageSource
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
+from shared.leasing.queue_order import start_reasons
 from shared.logging import get_logger
+from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 
 log = get_logger(__name__)
@@ -51,21 +56,35 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
         await dc.policies.refresh(step.conn)
         queue = step.state.plan_queue()
         if not queue:
+            if dc.estimates_due(step.now):
+                await save_queue_estimates(step.conn, dc.schema, {}, {}, step.now)
             observe_cycle(started - entered)
             return CycleReport(0, None, 0.0)
-        snapshot = step.state.snapshot(step.now.timestamp())
-        approvals = dc.governance.approvals.rules
-        queue = gate_queue(queue, step.state.approved, approvals)  # tasks that need a reviewer wait for one
-        # 2. Decide: the pure core, the same function the simulator runs.
-        decided = plan(snapshot, queue, dc.policy, step.now.timestamp())
-        decided = explain_approvals(decided, queue, approvals, dc.governance.reviewers)
+        now_s = step.now.timestamp()
+        snapshot = step.state.snapshot(now_s)
+        # 2. Decide: the pure core, the same function the simulator runs — after the governance gate
+        #    (tasks that need a reviewer wait for one; deadline holds if the policy wants them).
+        gated, held = gate(dc, step.state, queue, now_s)
+        decided = govern(dc, plan(snapshot, gated, dc.policy, now_s), gated, held)
         planned = time.perf_counter()
-        # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens.
+        # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens, and
+        #    each grant's reason to start now (backfill, reservation, preemption).
+        ordered = order_queue(queue, dc.policy, now_s)
         fresh = iter(await fresh_leases(step.conn, dc.schema, leases_needed(decided)))
-        effects = apply_plan(step.state.book(), decided, step.now, dc.rules, fresh, dc.policy_version)
+        reasons = start_reasons(decided, ordered, step.state.flags_of)
+        effects = apply_plan(step.state.book(), decided, step.now, dc.rules, fresh, dc.policy_version, reasons)
+        changes = effects.changes
+        #    Every few seconds: the estimated starts and the watches over them (deadlines, quotas, approvals).
+        estimates = None
+        if dc.estimates_due(step.now):
+            estimates, watched = watch_queue(dc, step.state.book(tasks=changes.tasks), snapshot, ordered, decided,
+                                             now_s, step.now)
+            changes = changes.merge(watched)
         # 4. Save; memory follows after the commit.
-        await save_changes(step.conn, dc.schema, dc.emitter, effects.changes)
-        step.commit(lambda state: state.apply(effects.changes))
+        await save_changes(step.conn, dc.schema, dc.emitter, changes)
+        if estimates is not None:
+            await save_queue_estimates(step.conn, dc.schema, estimates, step.state.book(tasks=changes.tasks).tasks, step.now)
+        step.commit(lambda state: state.apply(changes))
     observe_cycle(started - entered, planned - started, time.perf_counter() - planned)  # Prometheus histogram
     if effects.leases or effects.preempted:
         log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,

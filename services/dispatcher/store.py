@@ -12,9 +12,9 @@ transaction), so a changed record is written whole.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -28,7 +28,9 @@ from shared.events.states import TaskState
 from shared.leasing.records import LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
 from shared.leasing.report_fold import GpuReading, RejectedReport, ReportEffects
 from shared.leasing.task_facets import EventEffects
+from shared.leasing.watch import DEADLINE_FLAG
 from shared.leasing.work import BookChanges
+from shared.scheduling.estimate import StartEstimate
 from shared.scheduling.model import CardOption, DeferralReason, PriorityClass
 
 Column = tuple[str, str, Callable[[Any], Any]]  # name, SQL type, value of a record
@@ -40,6 +42,11 @@ def _json(value: Any) -> str | None:
 
 def _enum(value: Any) -> str | None:
     return None if value is None else value.value
+
+
+def _text_array(values: frozenset[str]) -> str:
+    """A set of plain words as a PostgreSQL array literal (flags never hold quotes, commas or braces)."""
+    return "{" + ",".join(sorted(values)) + "}"
 
 
 TASK_COLUMNS: tuple[Column, ...] = (
@@ -61,6 +68,7 @@ TASK_COLUMNS: tuple[Column, ...] = (
     ("updated_at", "timestamptz", lambda t: t.updated_at), ("submitted_by", "text", lambda t: t.submitted_by),
     ("approved_by", "text", lambda t: t.approved_by), ("reclaims", "int", lambda t: t.reclaims),
     ("labels", "jsonb", lambda t: _json(dict(t.labels) if t.labels is not None else None)),
+    ("deadline", "timestamptz", lambda t: t.deadline), ("flags", "text[]", lambda t: _text_array(t.flags)),
 )  # fmt: skip
 
 LEASE_COLUMNS: tuple[Column, ...] = (
@@ -112,7 +120,8 @@ def task_record(row: Any) -> TaskRecord:
         queued_announced=row["queued_announced"],
         deferral_reason=DeferralReason(row["deferral_reason"]) if row["deferral_reason"] else None,
         deferral_detail=row["deferral_detail"], updated_at=row["updated_at"], submitted_by=row["submitted_by"],
-        approved_by=row["approved_by"], reclaims=row["reclaims"], labels=row["labels"],
+        approved_by=row["approved_by"], reclaims=row["reclaims"], labels=row["labels"], deadline=row["deadline"],
+        flags=frozenset(row["flags"] or ()),
     )  # fmt: skip
 
 
@@ -236,6 +245,25 @@ async def save_accounts(conn: asyncpg.Connection, schema: str, accounts: Iterabl
     )
 
 
+async def save_queue_estimates(conn: asyncpg.Connection, schema: str, estimates: Mapping[str, StartEstimate],
+                               tasks: Mapping[str, TaskRecord], now: datetime) -> None:
+    """Replace the queue's estimates (`dispatcher.queue_estimates`; the console and the CLI read them)."""
+    s = quote_schema(schema)
+    await conn.execute(f"DELETE FROM {s}.queue_estimates")
+    rows = sorted(estimates.values(), key=lambda e: e.position)
+    if not rows:
+        return
+    at = lambda epoch: None if epoch is None else datetime.fromtimestamp(epoch, UTC)  # noqa: E731
+    at_risk = [e.task_id in tasks and DEADLINE_FLAG in tasks[e.task_id].flags for e in rows]
+    await conn.execute(
+        f"INSERT INTO {s}.queue_estimates (task_id, position, estimated_start, estimated_end, card_type, why_not,"
+        " deadline_at_risk, estimated_at) SELECT *, $8::timestamptz FROM unnest($1::text[], $2::int[],"
+        " $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[], $7::bool[])",
+        [e.task_id for e in rows], [e.position for e in rows], [at(e.start_at) for e in rows],
+        [at(e.end_at) for e in rows], [e.card_type for e in rows], [e.why_not for e in rows], at_risk, now,
+    )  # fmt: skip
+
+
 async def save_rejections(conn: asyncpg.Connection, schema: str, rejected: Sequence[RejectedReport]) -> None:
     """Record refused reports (`dispatcher.rejected_reports` is their log and their count)."""
     if not rejected:
@@ -281,7 +309,7 @@ def _upsert_sql(table: str, key: str, columns: tuple[Column, ...], updated: froz
     cache_key = (table, key, columns, updated)
     if cache_key not in _SQL_CACHE:
         names = ", ".join(name for name, _, _ in columns)
-        wire = {"jsonb": "text", "int[]": "text"}  # arrays of these travel as text and are cast back
+        wire = {"jsonb": "text", "int[]": "text", "text[]": "text"}  # arrays of these travel as text and are cast back
         params = ", ".join(f"${n}::{wire.get(kind, kind)}[]" for n, (_, kind, _) in enumerate(columns, 1))
         select = ", ".join(f"{name}::{kind}" if kind in wire else name for name, kind, _ in columns)
         sets = ", ".join(f"{name} = excluded.{name}" for name, _, _ in columns if name in updated and name != key)

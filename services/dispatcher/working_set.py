@@ -60,6 +60,10 @@ class WorkingSet:
     def snapshot(self, now: float) -> Snapshot:
         return build_snapshot(self.nodes.values(), self.leases.values(), self.tasks, self.accounts.values(), now)
 
+    def flags_of(self, task_id: str) -> frozenset[str]:
+        task = self.tasks.get(task_id)
+        return task.flags if task is not None else frozenset()
+
     def plan_queue(self) -> list[QueuedTask]:
         """The queue for `plan()`, minus tasks whose preemption victims are still checkpointing (they
         sit cycles out, so no second set of victims is chosen for them)."""

@@ -26,12 +26,16 @@ from shared.events.catalog import (
 )
 from shared.events.config import ConfigChanged, ConfigChangedData, TemplateChanged, TemplateChangedData
 from shared.events.dispatch import (
+    TaskApprovalWaiting,
+    TaskApprovalWaitingData,
     TaskApproved,
     TaskApprovedData,
     TaskCancelled,
     TaskCancelledData,
     TaskCheckpointed,
     TaskCheckpointedData,
+    TaskDeadlineAtRisk,
+    TaskDeadlineAtRiskData,
     TaskDenied,
     TaskDeniedData,
     TaskFailed,
@@ -40,6 +44,8 @@ from shared.events.dispatch import (
     TaskHeldData,
     TaskQueued,
     TaskQueuedData,
+    TaskQuotaAtRisk,
+    TaskQuotaAtRiskData,
     TaskRequeued,
     TaskRequeuedData,
     TaskStarted,
@@ -112,6 +118,7 @@ from shared.events.reasons import (
     ReleaseReason,
     RequeueReason,
     RevokeReason,
+    StartReason,
     UnmatchableReason,
 )
 from shared.events.states import TERMINAL_STATES, TaskState

@@ -14,13 +14,16 @@ from pydantic import Field, TypeAdapter
 
 from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.dispatch import (
+    TaskApprovalWaiting,
     TaskApproved,
     TaskCancelled,
+    TaskDeadlineAtRisk,
     TaskDenied,
     TaskCheckpointed,
     TaskFailed,
     TaskHeld,
     TaskQueued,
+    TaskQuotaAtRisk,
     TaskRequeued,
     TaskStarted,
     TaskSucceeded,
@@ -58,7 +61,7 @@ Event = Annotated[
         TaskReadinessChanged, TaskMatched, TaskUnmatchable,
         # dispatcher: tasks
         TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
-        TaskRequeued, TaskCancelled,
+        TaskRequeued, TaskCancelled, TaskDeadlineAtRisk, TaskQuotaAtRisk, TaskApprovalWaiting,
         # dispatcher: leases and nodes
         LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
         # ledger

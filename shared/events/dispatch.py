@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
 from shared.events.reasons import RequeueReason
@@ -61,6 +61,53 @@ class TaskDenied(Envelope):
 
     type: Literal["task.denied"] = "task.denied"
     data: TaskDeniedData
+
+
+class TaskDeadlineAtRiskData(Payload):
+    task_id: EntityId
+    deadline: AwareDatetime
+    estimated_start: AwareDatetime | None = Field(None, description="from the plan's reservations (None: not estimated)")
+    estimated_end: AwareDatetime | None = None
+    detail: Detail
+
+
+class TaskDeadlineAtRisk(Envelope):
+    """A waiting task's estimated end is past its deadline (raised once per time it becomes at risk)."""
+
+    type: Literal["task.deadline_at_risk"] = "task.deadline_at_risk"
+    data: TaskDeadlineAtRiskData
+
+
+class TaskQuotaAtRiskData(Payload):
+    task_id: EntityId
+    account_id: EntityId
+    project: EntityId
+    valid_to: AwareDatetime = Field(description="when the account expires")
+    estimated_end: AwareDatetime | None = Field(None, description="the task's estimated end from the current plan")
+    days_left: float = Field(description="days until the account expires")
+    covered: bool = Field(description="False: the account's GPU-hours left do not cover the task")
+    detail: Detail
+
+
+class TaskQuotaAtRisk(Envelope):
+    """A waiting core task will end within its quota account's alert lead of the account's expiry, or the
+    account will not cover it — raised before it starts, and again at each reminder as the date nears."""
+
+    type: Literal["task.quota_at_risk"] = "task.quota_at_risk"
+    data: TaskQuotaAtRiskData
+
+
+class TaskApprovalWaitingData(Payload):
+    task_id: EntityId
+    waiting_since: AwareDatetime
+    detail: Detail
+
+
+class TaskApprovalWaiting(Envelope):
+    """A task has waited longer than the policy allows for a reviewer's approval (raised once)."""
+
+    type: Literal["task.approval_waiting"] = "task.approval_waiting"
+    data: TaskApprovalWaitingData
 
 
 class TaskStartedData(Payload):

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
+from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason, StartReason
 from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, NonNegative, Positive
 
 
@@ -27,6 +27,11 @@ class LeaseGrantedData(Payload):
         None, ge=1, description="version of the `policy` document the grant was planned with (None: the dispatcher's"
         " env preset, before the config service seeded the document)",
     )
+    start_reason: StartReason | None = Field(
+        None, description="why the task started now: in_order, backfill (earlier tasks still wait), reservation (the"
+        " GPUs were kept for it), preemption (opportunistic work yielded them)",
+    )
+    passed: int = Field(0, ge=0, description="tasks earlier in the queue order still waiting for GPUs when it started")
 
 
 class LeaseGranted(Envelope):

@@ -17,11 +17,14 @@ from __future__ import annotations
 from shared.events.dispatch import (
     TaskApproved,
     TaskCancelled,
+    TaskApprovalWaiting,
     TaskCheckpointed,
+    TaskDeadlineAtRisk,
     TaskDenied,
     TaskFailed,
     TaskHeld,
     TaskQueued,
+    TaskQuotaAtRisk,
     TaskRequeued,
     TaskStarted,
     TaskSucceeded,
@@ -32,7 +35,7 @@ from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, Leas
 DISPATCHER = "dispatcher"
 _DISPATCHER_FACETS = (
     TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
-    TaskCancelled, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
+    TaskCancelled, TaskDeadlineAtRisk, TaskQuotaAtRisk, TaskApprovalWaiting, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
 OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: DISPATCHER for cls in _DISPATCHER_FACETS}
 """Event type -> the only service that may produce it (types not listed are not checked here)."""

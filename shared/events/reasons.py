@@ -52,6 +52,15 @@ class ReleaseReason(StrEnum):
     RECLAIMED_IDLE = "reclaimed_idle"  # its GPUs stayed idle too long and were taken back
 
 
+class StartReason(StrEnum):
+    """Why a task started when it did (`lease.granted`), so queue-jumping is visible."""
+
+    IN_ORDER = "in_order"  # no task earlier in the queue order was waiting for GPUs
+    BACKFILL = "backfill"  # earlier tasks still wait: it fits where they do not, or ends before the reservation
+    RESERVATION = "reservation"  # it held the reservation: the GPUs were kept free for it
+    PREEMPTION = "preemption"  # opportunistic work checkpointed and yielded the GPUs to it
+
+
 class NodeMode(StrEnum):
     """How an agent runs tasks."""
 

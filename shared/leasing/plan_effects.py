@@ -10,18 +10,23 @@ dropped; a preemption of a lease that ended or is already being stopped is dropp
 - each deferral: the task's state and reason as `waiting.update_waiting` decides, with
   `task.queued` / `task.held`;
 - each preemption: `LeaseWork.preempt` (`lease.revoked(preempted)` + `PreemptCommand`), naming the
-  task the GPUs go to.
+  task the GPUs go to;
+- what a later grant owes its start to: the task preempting is flagged `preempted_for`, the holder of
+  the cycle's reservation `reserved` (`queue_order`); each grant's `lease.granted` says why it started
+  (`start_reason`, `passed`) and clears both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.events import LeaseGranted, TaskHeld, TaskQueued
+from shared.events.reasons import StartReason
 from shared.events.reports import LeaseGrantCommand
+from shared.leasing.queue_order import PREEMPTED_FOR_FLAG, RESERVED_FLAG
 from shared.events.states import TaskState
 from shared.events.subjects import agent_subject, lease_subject, task_subject
 from shared.leasing.records import LeaseBook, LeaseRecord, TaskRecord
@@ -50,18 +55,23 @@ def leases_needed(decided: Plan) -> int:
 
 
 def apply_plan(
-    book: LeaseBook, decided: Plan, now: datetime, rules: LeaseRules, fresh: FreshLeases, policy_version: int | None = None
+    book: LeaseBook, decided: Plan, now: datetime, rules: LeaseRules, fresh: FreshLeases, policy_version: int | None = None,
+    reasons: Mapping[str, tuple[StartReason, int]] | None = None,
 ) -> CycleEffects:
     """Re-validate and apply `decided` (see the module docstring); every lease records `policy_version`,
-    the `policy` document version `decided` was planned with (None: the dispatcher's env preset)."""
+    the `policy` document version `decided` was planned with (None: the dispatcher's env preset), and
+    why its task started (`reasons`, from `queue_order.start_reasons`)."""
     work = LeaseWork(book, now, rules)
-    leases = sum(_grant(work, grant, fresh, policy_version) for grant in decided.grants)
+    reasons = reasons or {}
+    leases = sum(_grant(work, grant, fresh, policy_version, reasons.get(grant.task_id)) for grant in decided.grants)
     held = sum(_defer(work, deferral) for deferral in decided.deferrals)
     preempted = sum(_preempt(work, preemption) for preemption in decided.preemptions)
+    _flag_reservations(work, decided)
     return CycleEffects(work.changes(), leases, held, preempted)
 
 
-def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: int | None) -> int:
+def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: int | None,
+           reason: tuple[StartReason, int] | None) -> int:
     task = work.task(grant.task_id)
     nodes = [work.node(p.node_id) for p in grant.placements]
     if task is None or not task.in_queue or any(node is None or not node.alive for node in nodes):
@@ -69,7 +79,8 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
     if not task.queued_announced:
         work.emit(TaskQueued, task_subject(task.task_id), queued_data(task))
     task = replace(task, state=TaskState.LEASED, run=task.run + 1, deferral_reason=None, deferral_detail=None,
-                   queued_announced=True, updated_at=work.now)
+                   queued_announced=True, updated_at=work.now, flags=task.flags - {RESERVED_FLAG, PREEMPTED_FOR_FLAG})
+    start_reason, passed = reason or (None, 0)
     work.put(task)
     runtime_s = next(o.runtime_s for o in task.options if o.card_type == grant.card_type)
     for placement, node in zip(grant.placements, nodes, strict=True):
@@ -84,17 +95,30 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
             policy_version=policy_version,
         )
         work.grant(lease)
-        _announce_lease(work, lease, task, runtime_s)
+        _announce_lease(work, lease, task, runtime_s, {"start_reason": start_reason, "passed": passed})
     return len(grant.placements)
 
 
-def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runtime_s: float) -> None:
+def _flag_reservations(work: LeaseWork, decided: Plan) -> None:
+    """Flag the cycle's reservation holder `reserved`; unflag a task that no longer holds it."""
+    holders = {reservation.task_id for reservation in decided.reservations}
+    for deferral in decided.deferrals:
+        task = work.task(deferral.task_id)
+        if task is None or not task.in_queue:
+            continue
+        flags = task.flags | {RESERVED_FLAG} if deferral.task_id in holders else task.flags - {RESERVED_FLAG}
+        if flags != task.flags:
+            work.put(replace(task, flags=frozenset(flags)))
+
+
+def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runtime_s: float,
+                    why: dict[str, Any]) -> None:
     common = {"lease_id": lease.lease_id, "task_id": lease.task_id, "agent_id": lease.agent_id,
               "gpu_indices": list(lease.gpu_indices), "fencing_token": lease.fencing_token,
               "expires_at": lease.expires_at, "resume_from": lease.resume_from, "ttl_s": lease.ttl_s}
     work.emit(LeaseGranted, lease_subject(lease.lease_id), common | {
         "node_id": lease.node_id, "card_type": lease.card_type, "parts": lease.parts,
-        "policy_version": lease.policy_version,
+        "policy_version": lease.policy_version, **why,
     })
     work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
         "command": task.command, "env": dict(task.env or {}), "image": task.image,
@@ -128,7 +152,10 @@ def _preempt(work: LeaseWork, preemption: Preemption) -> int:
     task = work.task(preemption.for_task_id)
     klass = task.priority_class.value if task is not None and task.priority_class is not None else "queued"
     detail = f"{klass} task {preemption.for_task_id} needs the GPUs"
-    return int(work.preempt(preemption.lease_id, preemption.for_task_id, detail))
+    preempted = work.preempt(preemption.lease_id, preemption.for_task_id, detail)
+    if preempted and task is not None and PREEMPTED_FOR_FLAG not in task.flags:
+        work.put(replace(task, flags=task.flags | {PREEMPTED_FOR_FLAG}))
+    return int(preempted)
 
 
 def queued_data(task: TaskRecord) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class TaskRecord:
     image: str | None = None
     output_unit: str | None = None
     labels: Mapping[str, str] | None = None
+    deadline: datetime | None = None  # finish-by time
     submitted_by: str | None = None  # the actor of task.submitted (a reviewer may not approve their own task)
     # task.readiness_changed (readiness) and task.matched / task.unmatchable (matcher); None = not known yet
     data_ready: bool | None = None
@@ -67,6 +68,7 @@ class TaskRecord:
     # task.reviewed (intake) -> task.approved: the reviewer who approved it
     approved_by: str | None = None
     reclaims: int = 0  # leases taken back because its GPUs sat idle (`idle.held_after_reclaim`)
+    flags: frozenset[str] = frozenset()  # alerts raised about it, and why it may start (`watch`, `queue_order`)
     # the dispatcher's own state
     state: TaskState = TaskState.QUEUED
     run: int = 0  # grants so far; a lease of an older run no longer steers the task
@@ -95,6 +97,7 @@ class TaskRecord:
             gpus=self.gpus or 1, submitted_at=self.submitted_at.timestamp(),
             options=self.options if self.matched else (), data_ready=bool(self.data_ready), heavy=bool(self.heavy),
             checkpoint_interval_s=self.checkpoint_interval_s,
+            deadline=self.deadline.timestamp() if self.deadline is not None else None,
         )
 
 

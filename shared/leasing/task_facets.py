@@ -115,7 +115,7 @@ def _submitted(task: TaskRecord, event: TaskSubmitted) -> TaskRecord:
         heavy=s.is_heavy, checkpoint_interval_s=s.checkpoint.interval_minutes * 60.0 if s.checkpoint else None,
         estimate_gpu_hours=s.estimate_gpu_hours, submitted_at=event.occurred_at,
         command=list(s.command) if isinstance(s.command, tuple) else s.command, env=s.env, image=s.image,
-        output_unit=s.output_unit, labels=dict(s.labels), submitted_by=event.actor,
+        output_unit=s.output_unit, labels=dict(s.labels), deadline=s.deadline, submitted_by=event.actor,
     )
 
 

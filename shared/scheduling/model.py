@@ -108,6 +108,7 @@ class QueuedTask:
     approved: bool = True
     heavy: bool = False
     checkpoint_interval_s: float | None = None
+    deadline: float | None = None  # finish-by time: in the cardflow order, earlier deadlines go first within a class
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Queue order: which queued task is considered first.
 
-- "cardflow": priority class (core > standard > opportunistic), then effective priority (the task's
-  priority plus `policy.aging_per_hour` points per hour waited, so nothing starves within its class),
-  then submit time, then task id.
+- "cardflow": priority class (core > standard > opportunistic), then deadline (within a class, a task
+  with a deadline goes before one without, an earlier deadline first — never above a higher class),
+  then effective priority (the task's priority plus `policy.aging_per_hour` points per hour waited,
+  so nothing starves within its class), then submit time, then task id.
 - "priority": class, then priority, then submit time, then id (no aging).
 - "fifo": submit time, then id.
 
@@ -11,11 +12,14 @@ by C code; only runs of exactly equal keys are re-sorted with the tie-breaking t
 The class is folded into the float by an offset far larger than any effective priority, so effective
 priorities are compared at a resolution of about 1e-6 points (closer ones count as equal and fall
 through to submit time). If priorities are too large for that (|effective priority| >= 2**29), an
-exact tuple sort is used instead. `order_key` states the same order for one task.
+exact tuple sort is used instead. Deadlines (cardflow order only) are applied afterwards: within each
+class's run of the sorted queue, the tasks with a deadline move to its front, by deadline (ties keep
+their order) — one more sort of only those tasks. `order_key` states the same order for one task.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import attrgetter, eq
@@ -45,13 +49,20 @@ def order_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
     if policy.order == "fifo":
         return (task.submitted_at, task.task_id)
     rate, shift = _aging(policy, now)
-    return (_RANK[task.priority_class] + (rate * task.submitted_at - task.priority - shift),
-            task.submitted_at, task.task_id)
+    deadline = _deadline_key(task, policy)
+    return (PriorityClass(task.priority_class).rank, deadline,
+            _RANK[task.priority_class] + (rate * task.submitted_at - task.priority - shift), task.submitted_at, task.task_id)
+
+
+def _deadline_key(task: QueuedTask, policy: Policy) -> float:
+    """A task's deadline as a sort key (no deadline, or not the cardflow order: last, all equal)."""
+    return task.deadline if policy.order == "cardflow" and task.deadline is not None else math.inf
 
 
 def _exact_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
     priority = effective_priority(task, policy, now)
-    return (PriorityClass(task.priority_class).rank, -priority, task.submitted_at, task.task_id)
+    return (PriorityClass(task.priority_class).rank, _deadline_key(task, policy), -priority, task.submitted_at,
+            task.task_id)
 
 
 def _aging(policy: Policy, now: float) -> tuple[float, float]:
@@ -72,7 +83,26 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     ordered = [tasks[i] for i in positions]
     sorted_keys = [keys[i] for i in positions]
     _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
+    if policy.order == "cardflow":
+        _deadlines_first(ordered)
     return ordered
+
+
+def _deadlines_first(ordered: list[QueuedTask]) -> None:
+    """Within each class, move the tasks with a deadline to the front, earliest deadline first (in place)."""
+    if not any(task.deadline is not None for task in ordered):
+        return
+    start = 0
+    while start < len(ordered):
+        klass = ordered[start].priority_class
+        end = start
+        while end < len(ordered) and ordered[end].priority_class == klass:
+            end += 1
+        block = ordered[start:end]
+        with_deadline = sorted((t for t in block if t.deadline is not None), key=lambda t: t.deadline)  # stable
+        if with_deadline:
+            ordered[start:end] = with_deadline + [t for t in block if t.deadline is None]
+        start = end
 
 
 def _fast_keys(tasks: list[QueuedTask], policy: Policy, now: float) -> list[float] | None:

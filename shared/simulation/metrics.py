@@ -119,6 +119,14 @@ def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask],
     return {name: _stats(values, (50, 95, 99)) for name, values in sorted(by_class.items())}
 
 
+def deadline_outcomes(recorder: Recorder, tasks: Iterable[SimTask]) -> dict[str, int]:
+    """Tasks with a deadline: how many, and how many finished after it (or not at all)."""
+    timed = [task for task in tasks if task.deadline_s is not None]
+    missed = sum(1 for task in timed if task.task_id not in recorder.jcts
+                 or task.submit_s + recorder.jcts[task.task_id] > task.deadline_s)
+    return {"with_deadline": len(timed), "missed": missed}
+
+
 def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinished: int) -> dict[str, Any]:
     """The per-policy result block of the JSON report."""
     lo, hi = window(tasks)
@@ -139,6 +147,7 @@ def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinishe
         "wait_after_ready_s": wait_by_class(recorder, tasks, after_ready=True),
         "idle_gpu_hours": _gpu_seconds(recorder.idle) / 3600.0,
         "completed": len(recorder.jcts),
+        "deadlines": deadline_outcomes(recorder, tasks),
         "unfinished": unfinished,
         "plans": recorder.plans,
     }

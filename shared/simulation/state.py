@@ -78,4 +78,5 @@ class TaskRun:
             data_ready=self.data_ready,
             heavy=task.heavy,
             checkpoint_interval_s=task.checkpoint_interval_s,
+            deadline=task.deadline_s,
         )

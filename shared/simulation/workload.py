@@ -32,6 +32,7 @@ class TraceTask:
     checkpoint_interval_s: float | None = None
     profile: Profile = Profile.BALANCED
     heavy: bool = False
+    deadline_s: float | None = None  # finish-by time (the cardflow order puts earlier deadlines first in a class)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class SimTask:
     checkpoint_interval_s: float | None
     profile: Profile
     heavy: bool
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ def resolve(task: TraceTask) -> SimTask:
         checkpoint_interval_s=task.checkpoint_interval_s,
         profile=task.profile,
         heavy=task.heavy,
+        deadline_s=task.deadline_s,
     )
 
 

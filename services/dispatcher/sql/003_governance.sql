@@ -22,3 +22,21 @@ ALTER TABLE tasks ADD COLUMN reclaims integer NOT NULL DEFAULT 0;
 
 -- The submission's labels, passed to agents with a grant (a simulated agent reports `sim_util_pct`).
 ALTER TABLE tasks ADD COLUMN labels jsonb;
+
+-- Deadlines and watches: a task's finish-by time; the alerts raised about it and what its start
+-- owes to (reservation, preemption), as words (`shared.leasing.watch`, `shared.leasing.queue_order`).
+ALTER TABLE tasks ADD COLUMN deadline timestamptz;
+ALTER TABLE tasks ADD COLUMN flags text[] NOT NULL DEFAULT '{}';
+
+-- The queue as people see it, rewritten every few seconds by the leader: each waiting task's
+-- position in plan()'s order and its estimated start and end (`shared.scheduling.estimate`).
+CREATE TABLE queue_estimates (
+    task_id         text PRIMARY KEY,
+    position        integer NOT NULL,
+    estimated_start timestamptz,           -- NULL: not estimated (it waits for something else: why_not)
+    estimated_end   timestamptz,
+    card_type       text,
+    why_not         text NOT NULL DEFAULT '',
+    deadline_at_risk boolean NOT NULL DEFAULT false,
+    estimated_at    timestamptz NOT NULL
+);

@@ -2,7 +2,7 @@
 
 Columns: `task_id,submit_s,gpus,duration_s` (required), then optional `estimate_s,
 priority_class,project,card_type,min_vram_gb,ready_s`; also accepted (extensions) `priority,
-checkpoint_interval_s,profile,heavy,trace_card`. Empty cells mean "not given". `card_type` may list
+checkpoint_interval_s,profile,heavy,trace_card,deadline_s`. Empty cells mean "not given". `card_type` may list
 several acceptable types separated by `|`; durations are then on the first listed type unless
 `trace_card` says otherwise. Without `card_type` the duration is card-independent.
 """
@@ -46,6 +46,7 @@ def parse_native_row(row: dict[str, str]) -> TraceTask:
         checkpoint_interval_s=_optional_float(row.get("checkpoint_interval_s")),
         profile=Profile((row.get("profile") or "balanced").strip()),
         heavy=(row.get("heavy") or "").strip().lower() in {"1", "true", "yes"},
+        deadline_s=_optional_float(row.get("deadline_s")),
     )
 
 

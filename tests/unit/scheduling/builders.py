@@ -118,6 +118,9 @@ class TaskBuilder:
     def heavy(self) -> TaskBuilder:
         return self._set(heavy=True)
 
+    def deadline(self, at: float | None) -> TaskBuilder:
+        return self._set(deadline=at)
+
     def checkpoints(self, every_s: float = 1800.0) -> TaskBuilder:
         return self._set(checkpoint_interval_s=every_s)
 

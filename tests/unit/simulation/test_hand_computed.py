@@ -27,6 +27,7 @@ from shared.scheduling.model import PriorityClass, Profile
 from shared.scheduling.policies import POLICIES
 from shared.simulation.cluster import parse_cluster_spec
 from shared.simulation.engine import Simulation
+from shared.simulation.metrics import deadline_outcomes
 from shared.simulation.workload import SimTask
 
 STANDARD, CORE, OPPORTUNISTIC = PriorityClass.STANDARD, PriorityClass.CORE, PriorityClass.OPPORTUNISTIC
@@ -146,3 +147,19 @@ def test_without_filling_the_drain_idles_and_the_opportunistic_task_waits(name) 
     assert recorder.waits == {"L": 0, "W": 990, "F": 1080}
     assert recorder.preemptions == 0
     assert recorder.jcts == {"L": 1000, "W": 1090, "F": 4080}
+
+
+def test_the_simulator_runs_the_deadline_order_of_the_live_dispatcher() -> None:
+    """Two 4-GPU tasks on one 4-GPU node behind a running one: the later-submitted task with the
+    earlier deadline goes first in the cardflow order (as `plan()` orders it live), the baselines
+    keep submission order; the report counts deadlines missed."""
+    busy = task("busy", 0, 4, 100)
+    first = task("first", 10, 4, 100)
+    urgent = replace(task("urgent", 20, 4, 100), deadline_s=250.0)
+    trace = [busy, first, urgent]
+    cardflow = Simulation(trace, parse_cluster_spec("X:1x4"), POLICIES["cardflow"]).run()
+    assert cardflow.recorder.waits == {"busy": 0, "urgent": 80, "first": 190}
+    easy = Simulation(trace, parse_cluster_spec("X:1x4"), POLICIES["easy-backfill"]).run()
+    assert easy.recorder.waits == {"busy": 0, "first": 90, "urgent": 180}
+    assert deadline_outcomes(cardflow.recorder, trace) == {"with_deadline": 1, "missed": 0}
+    assert deadline_outcomes(easy.recorder, trace) == {"with_deadline": 1, "missed": 1}
