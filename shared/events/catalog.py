@@ -14,16 +14,16 @@ from pydantic import Field, TypeAdapter
 
 from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.dispatch import (
-    TaskApprovalWaiting,
+    TaskApprovalDelayed,
     TaskApproved,
     TaskCancelled,
-    TaskDeadlineAtRisk,
+    TaskDeadlineEndangered,
     TaskDenied,
     TaskCheckpointed,
     TaskFailed,
     TaskHeld,
     TaskQueued,
-    TaskQuotaAtRisk,
+    TaskQuotaEndangered,
     TaskRequeued,
     TaskStarted,
     TaskSucceeded,
@@ -61,7 +61,7 @@ Event = Annotated[
         TaskReadinessChanged, TaskMatched, TaskUnmatchable,
         # dispatcher: tasks
         TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed,
-        TaskRequeued, TaskCancelled, TaskDeadlineAtRisk, TaskQuotaAtRisk, TaskApprovalWaiting,
+        TaskRequeued, TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed,
         # dispatcher: leases and nodes
         LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
         # ledger

@@ -63,7 +63,7 @@ class TaskDenied(Envelope):
     data: TaskDeniedData
 
 
-class TaskDeadlineAtRiskData(Payload):
+class TaskDeadlineEndangeredData(Payload):
     task_id: EntityId
     deadline: AwareDatetime
     estimated_start: AwareDatetime | None = Field(None, description="from the plan's reservations (None: not estimated)")
@@ -71,14 +71,14 @@ class TaskDeadlineAtRiskData(Payload):
     detail: Detail
 
 
-class TaskDeadlineAtRisk(Envelope):
+class TaskDeadlineEndangered(Envelope):
     """A waiting task's estimated end is past its deadline (raised once per time it becomes at risk)."""
 
-    type: Literal["task.deadline_at_risk"] = "task.deadline_at_risk"
-    data: TaskDeadlineAtRiskData
+    type: Literal["task.deadline_endangered"] = "task.deadline_endangered"
+    data: TaskDeadlineEndangeredData
 
 
-class TaskQuotaAtRiskData(Payload):
+class TaskQuotaEndangeredData(Payload):
     task_id: EntityId
     account_id: EntityId
     project: EntityId
@@ -89,25 +89,25 @@ class TaskQuotaAtRiskData(Payload):
     detail: Detail
 
 
-class TaskQuotaAtRisk(Envelope):
+class TaskQuotaEndangered(Envelope):
     """A waiting core task will end within its quota account's alert lead of the account's expiry, or the
     account will not cover it — raised before it starts, and again at each reminder as the date nears."""
 
-    type: Literal["task.quota_at_risk"] = "task.quota_at_risk"
-    data: TaskQuotaAtRiskData
+    type: Literal["task.quota_endangered"] = "task.quota_endangered"
+    data: TaskQuotaEndangeredData
 
 
-class TaskApprovalWaitingData(Payload):
+class TaskApprovalDelayedData(Payload):
     task_id: EntityId
     waiting_since: AwareDatetime
     detail: Detail
 
 
-class TaskApprovalWaiting(Envelope):
+class TaskApprovalDelayed(Envelope):
     """A task has waited longer than the policy allows for a reviewer's approval (raised once)."""
 
-    type: Literal["task.approval_waiting"] = "task.approval_waiting"
-    data: TaskApprovalWaitingData
+    type: Literal["task.approval_delayed"] = "task.approval_delayed"
+    data: TaskApprovalDelayedData
 
 
 class TaskStartedData(Payload):

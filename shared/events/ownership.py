@@ -17,14 +17,14 @@ from __future__ import annotations
 from shared.events.dispatch import (
     TaskApproved,
     TaskCancelled,
-    TaskApprovalWaiting,
+    TaskApprovalDelayed,
     TaskCheckpointed,
-    TaskDeadlineAtRisk,
+    TaskDeadlineEndangered,
     TaskDenied,
     TaskFailed,
     TaskHeld,
     TaskQueued,
-    TaskQuotaAtRisk,
+    TaskQuotaEndangered,
     TaskRequeued,
     TaskStarted,
     TaskSucceeded,
@@ -35,7 +35,7 @@ from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, Leas
 DISPATCHER = "dispatcher"
 _DISPATCHER_FACETS = (
     TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
-    TaskCancelled, TaskDeadlineAtRisk, TaskQuotaAtRisk, TaskApprovalWaiting, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
+    TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
 OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: DISPATCHER for cls in _DISPATCHER_FACETS}
 """Event type -> the only service that may produce it (types not listed are not checked here)."""

@@ -4,13 +4,13 @@
 estimated starts (`shared.scheduling.estimate`) and raises, once per occasion (the occasion is
 kept in the task's `flags`):
 
-- `task.deadline_at_risk` — its estimated end (or, without an estimate, now plus its shortest
+- `task.deadline_endangered` — its estimated end (or, without an estimate, now plus its shortest
   runtime) is past its deadline; raised again if it recovers and falls behind once more;
-- `task.quota_at_risk` — a CORE task whose estimated end falls within the alert lead of an account
+- `task.quota_endangered` — a CORE task whose estimated end falls within the alert lead of an account
   it needs (the account's `alert_lead_days`, 15 by default) of that account's expiry, or which that
   account's GPU-hours left will not cover: before it starts, and again at each of the policy's
   `alerts.reminder_days` as the expiry nears;
-- `task.approval_waiting` — it has been held for approval longer than `approvals.alert_after_hours`.
+- `task.approval_delayed` — it has been held for approval longer than `approvals.alert_after_hours`.
 
 `deadline_gate` holds, when the policy says so (`deadlines.hold_unreachable`), a task that would end
 after its deadline even if it started now: it leaves the cycle's queue with a `deadline_unreachable`
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from shared.events import TaskApprovalWaiting, TaskDeadlineAtRisk, TaskQuotaAtRisk
+from shared.events import TaskApprovalDelayed, TaskDeadlineEndangered, TaskQuotaEndangered
 from shared.events.states import TaskState
 from shared.events.subjects import task_subject
 from shared.leasing.records import QuotaRecord, TaskRecord
@@ -84,7 +84,7 @@ def _watch_deadline(work: LeaseWork, task: TaskRecord, estimate: StartEstimate |
         when = "if it started now" if start is None else f"from its estimated start {_iso(start)}"
         detail = (f"estimated to end {end.isoformat(timespec='seconds')} on {card} ({when}), {late} after its deadline"
                   f" {task.deadline.isoformat(timespec='seconds')}")
-        work.emit(TaskDeadlineAtRisk, task_subject(task.task_id), {
+        work.emit(TaskDeadlineEndangered, task_subject(task.task_id), {
             "task_id": task.task_id, "deadline": task.deadline, "detail": detail, "estimated_end": end,
             "estimated_start": datetime.fromtimestamp(start, UTC) if start is not None else None,
         })
@@ -118,7 +118,7 @@ def _watch_quota(work: LeaseWork, task: TaskRecord, estimate: StartEstimate | No
         if key in current.flags:
             continue
         detail = _quota_detail(account, end, days_left, near, verdict.coverage.allows, need, left)
-        work.emit(TaskQuotaAtRisk, task_subject(task.task_id), {
+        work.emit(TaskQuotaEndangered, task_subject(task.task_id), {
             "task_id": task.task_id, "account_id": account.account_id, "project": project, "valid_to": account.valid_to,
             "estimated_end": end, "days_left": round(days_left, 3), "covered": verdict.coverage.allows, "detail": detail,
         })
@@ -145,7 +145,7 @@ def _watch_approval(work: LeaseWork, task: TaskRecord, rules: WatchRules) -> Non
     if APPROVAL_FLAG in task.flags or (work.now - since).total_seconds() < rules.approval_alert_after_s:
         return
     waited = format_duration((work.now - since).total_seconds())
-    work.emit(TaskApprovalWaiting, task_subject(task.task_id), {
+    work.emit(TaskApprovalDelayed, task_subject(task.task_id), {
         "task_id": task.task_id, "waiting_since": since,
         "detail": f"has waited {waited} for approval ({task.deferral_detail or 'no reviewer yet'})",
     })
