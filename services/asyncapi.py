@@ -127,6 +127,8 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
                   "Usage, cost and quotas; emits usage.recorded and the quota events."),
     ConsumerGroup(names.EVENTS_STREAM, names.AUDIT_GROUP, "ledger",
                   "The audit archiver: every event into audit.events with a hash chain, rolled to object storage."),
+    ConsumerGroup(names.EVENTS_STREAM, names.ALERTS_GROUP, "ledger",
+                  "The alerter: alerting events become alerts for the policy's sinks (webhook, log, console banner)."),
     ConsumerGroup(names.EVENTS_STREAM, names.CONSOLE_GROUP, "views",
                   "Projects tasks, nodes and leases into the console's read models; emits nothing."),
     ConsumerGroup(names.REPORTS_STREAM, names.DISPATCHER_GROUP, "dispatcher",

@@ -32,6 +32,7 @@ DISPATCHER_GROUP = "dispatcher"
 LEDGER_GROUP = "ledger"
 CONSOLE_GROUP = "console"
 AUDIT_GROUP = "audit"
+ALERTS_GROUP = "alerts"  # the ledger's alerter (services.ledger.alerting)
 """The ledger's archiver: every cf:events entry into audit.events (apart from its accounting group)."""
 AGENT_GROUP = "agent"
 

@@ -16,11 +16,11 @@ app = typer.Typer(
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
     from services.cli import (
-        agent, approvals, audit, backends, board, config_commands, deadletter, export, ledger, nodes, service,
+        agent, alerts, approvals, audit, backends, board, config_commands, deadletter, export, ledger, nodes, service,
         simulate, submit, tokens, views,
     )
 
-    for module in (agent, backends, service, simulate, views, submit, approvals, ledger, board, tokens,
+    for module in (agent, backends, service, simulate, views, submit, approvals, alerts, ledger, board, tokens,
                    config_commands, export, deadletter, nodes, audit):
         module.register(app)
 

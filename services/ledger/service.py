@@ -7,7 +7,9 @@ One batch subscriber on `cf:events` (group `ledger`); each batch is one transact
 3. fold the events in order (`services.ledger.batch.fold_batch`, pure);
 4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
 
-A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts.
+A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts. A third subscriber
+(group `alerts`) turns alerting events into alerts for the policy's sinks and a loop delivers the
+webhooks (`services.ledger.alerting`).
 
 The ledger also keeps the audit archive (schema `audit`, `services.audit`): a second batch
 subscriber (group `audit`) appends every `cf:events` entry to the hash-chained `audit.events`,
@@ -31,21 +33,25 @@ from services.ledger.rounds import close_due_round
 from services.config.holder import DocumentHolder
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
+from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
+from shared.alerts import ALERTING_TYPES
 from shared.cards import Catalog, load_catalog
 from shared.config import POLICY
 from shared.config.policy import RoundsSection
 from shared.events import Envelope, utcnow
 from shared.logging import get_logger
-from shared.names import ARCHIVE_BUCKET, LEDGER_GROUP, REPORTS_BUCKET
+from shared.names import ALERTS_GROUP, ARCHIVE_BUCKET, LEDGER_GROUP, REPORTS_BUCKET
 from shared.storage import ObjectStore, open_object_store
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
 QUOTA_CHECK_INTERVAL_S = 30.0
 PERIODIC_CHECK_S = 30.0
+WEBHOOK_EVERY_S = 1.0
+"""How often the alerter POSTs the webhook deliveries that are due."""
 """How often the ledger looks for a due round and a due archive segment."""
 
 log = get_logger(__name__)
@@ -92,6 +98,7 @@ def build_spec(
     quota_check_interval_s: float = QUOTA_CHECK_INTERVAL_S,
     tuning: LedgerSettings | None = None,
     periodic_check_s: float = PERIODIC_CHECK_S,
+    webhook_every_s: float = WEBHOOK_EVERY_S,
 ) -> ServiceSpec:
     """The ledger's spec: prices from `catalog` (default: the packaged card catalog); rounds and
     archive segments by `tuning` (default: from the environment), checked every `periodic_check_s`."""
@@ -105,6 +112,13 @@ def build_spec(
 
         subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
+        alert_policy = AlertPolicy()
+
+        async def on_alerting(events: list[Envelope | SkippedEntry]) -> None:
+            await handle_alert_events(ctx, alert_policy, events)
+
+        subscribe_event_batches(ctx, group=ALERTS_GROUP, types=ALERTING_TYPES, batch_size=batch_size, handle=on_alerting)
+        ctx.every(webhook_every_s, deliver_webhooks, name="alert-webhooks")
         await prepare_archive(ctx.pool)
         subscribe_archive(ctx.broker, ctx.pool)
         store = await open_stores(ctx)

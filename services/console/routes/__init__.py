@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from services.console.routes import (
+    alerts,
     approvals,
     audit,
     board,
@@ -21,6 +22,6 @@ from services.console.routes import (
 )
 
 routes_router = APIRouter(prefix="/v1")
-for module in (approvals, board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story,
+for module in (alerts, approvals, board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story,
                audit, rounds):
     routes_router.include_router(module.router)

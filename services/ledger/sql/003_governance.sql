@@ -56,3 +56,34 @@ CREATE OR REPLACE VIEW project_totals AS
            CASE WHEN count(DISTINCT output_unit) > 1 THEN 'mixed' ELSE min(output_unit) END AS output_unit,
            sum(idle_gpu_hours) AS idle_gpu_hours
     FROM task_totals GROUP BY project;
+
+-- Alerts (services.ledger.alerting): one per alerting event (its id), for the console banner
+-- (`console`: a console sink wanted it) and the digest; one delivery per webhook sink, retried with
+-- back-off and dead-lettered (status 'dead', with the last error) after max_attempts.
+CREATE TABLE alerts (
+    alert_id    text        PRIMARY KEY,        -- the source event's id
+    kind        text        NOT NULL,           -- shared.alerts.AlertKind
+    sentence    text        NOT NULL,
+    occurred_at timestamptz NOT NULL,
+    event_type  text        NOT NULL,
+    task_id     text,
+    account_id  text,
+    project     text,
+    console     boolean     NOT NULL DEFAULT true
+);
+CREATE INDEX alerts_occurred ON alerts (occurred_at);
+
+CREATE TABLE alert_deliveries (
+    alert_id        text             NOT NULL REFERENCES alerts (alert_id),
+    url             text             NOT NULL,
+    status          text             NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts        integer          NOT NULL DEFAULT 0,
+    max_attempts    integer          NOT NULL,
+    backoff_s       double precision NOT NULL,
+    timeout_s       double precision NOT NULL,
+    next_attempt_at timestamptz      NOT NULL DEFAULT now(),
+    delivered_at    timestamptz,
+    last_error      text,
+    PRIMARY KEY (alert_id, url)
+);
+CREATE INDEX alert_deliveries_due ON alert_deliveries (next_attempt_at) WHERE status = 'pending';

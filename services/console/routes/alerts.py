@@ -1,0 +1,39 @@
+"""The alert digest: every alert since a moment, with where each went (any token).
+
+    GET /v1/alerts/digest?since=2026-12-01T00:00:00Z     (default: the last 24 hours)
+
+Each alert (`services.ledger.alerting.load_alerts`): `alert_id` (its source event), `kind`,
+`sentence`, `occurred_at`, `event_type`, `task_id`, `account_id`, `project`, and `deliveries` to
+webhooks (`url`, `status` pending / delivered / dead, `attempts`, `last_error`, `delivered_at`).
+The console banner (`GET /v1/alerts`, routes/ledger.py) shows the last day's alerts for a console sink.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from services.console.routes.common import Pool, now_utc
+from services.console.views import MISSING_TABLES
+from services.ledger.alerting import load_alerts
+
+router = APIRouter(tags=["alerts"])
+DIGEST_DAY = timedelta(days=1)
+
+
+@router.get("/alerts/digest", summary="Every alert since a moment (default: a day ago), with its webhook deliveries")
+async def get_digest(pool: Pool, since: Annotated[datetime | None, Query(description="ISO date-time with a zone")] = None,
+                     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:  # fmt: skip
+    start = since or now_utc() - DIGEST_DAY
+    if start.tzinfo is None:
+        raise HTTPException(422, "since: give a time zone, e.g. 2026-12-01T00:00:00Z")
+    try:
+        alerts = await load_alerts(pool, start, limit=limit)
+    except MISSING_TABLES:
+        raise HTTPException(503, "alerts are not available yet: the ledger service has not started") from None
+    counts: dict[str, int] = {}
+    for alert in alerts:
+        counts[alert["kind"]] = counts.get(alert["kind"], 0) + 1
+    return {"since": start.isoformat(), "total": len(alerts), "counts": counts, "alerts": alerts}

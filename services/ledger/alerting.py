@@ -1,0 +1,169 @@
+"""Alerts that reach people: from `cf:events` to the policy's sinks (the ledger process runs it).
+
+A consumer group of its own (`alerts`) on `cf:events`, the matcher's shape:
+
+1. once per id, then the inbox (consumer `ledger:alerts`): a redelivered event is the same alert;
+2. fold (pure, `shared.alerts.alert_of`): each alerting event becomes an `Alert` (a task's project
+   is looked up in `ledger.tasks` when the event does not name it);
+3. save: `ledger.alerts` (the console banner and the digest read it), one `ledger.alert_deliveries`
+   row per webhook sink that wants its kind, and a warning line per alert for a `log` sink — in
+   the inbox's transaction.
+
+`deliver_webhooks` (a loop every second) POSTs each due delivery as JSON: a 2xx answer delivers
+it; anything else is retried after `webhook_backoff_s`, doubling each time, and after
+`webhook_attempts` tries the delivery is dead-lettered (status `dead`, with the last error, in
+the log and in `cardflow alerts`). Several ledger instances share the work (`FOR UPDATE SKIP LOCKED`).
+Sinks, kinds and retry knobs come from the policy document in force (`alerts` section).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+
+from services.common.event_batches import once_per_id
+from services.common.runtime import ServiceContext, SkippedEntry
+from services.config.holder import DocumentHolder
+from shared.alerts import ALERTING_TYPES, Alert, alert_of
+from shared.config import POLICY, PolicyDocument
+from shared.config.governance import AlertsSection, SinkKind
+from shared.delivery.inbox import record_consumed_many
+from shared.events import Envelope, utcnow
+from shared.logging import get_logger
+
+SCHEMA = "ledger"
+INBOX_CONSUMER = "ledger:alerts"
+DELIVERY_BATCH = 20
+
+log = get_logger(__name__)
+
+
+class AlertPolicy:
+    """The `alerts` section of the policy document in force (hot-reloaded)."""
+
+    def __init__(self, fallback: AlertsSection | None = None) -> None:
+        self._holder: DocumentHolder[AlertsSection] = DocumentHolder(
+            POLICY, lambda model, _version: model.alerts, fallback or PolicyDocument().alerts)
+
+    async def current(self, conn: asyncpg.Connection | asyncpg.Pool) -> AlertsSection:
+        await self._holder.refresh(conn)
+        return self._holder.value
+
+
+async def handle_alert_events(ctx: ServiceContext, policy: AlertPolicy, events: Sequence[Envelope | SkippedEntry]) -> None:
+    """Steps 1-3 of the module docstring for one batch."""
+    relevant = once_per_id(events, ALERTING_TYPES)
+    if not relevant:
+        return
+    async with ctx.transaction() as conn:
+        fresh = await record_consumed_many(conn, SCHEMA, INBOX_CONSUMER, [e.event_id for e in relevant])
+        alerts = [alert for e in relevant if e.event_id in fresh and (alert := alert_of(e)) is not None]
+        if not alerts:
+            return
+        alerts = await with_projects(conn, alerts)
+        await save_alerts(conn, alerts, await policy.current(conn))
+
+
+async def with_projects(conn: asyncpg.Connection, alerts: list[Alert]) -> list[Alert]:
+    """Each task alert with its task's project (from `ledger.tasks`) when the event did not name it."""
+    missing = sorted({a.task_id for a in alerts if a.project is None and a.task_id is not None})
+    if not missing:
+        return alerts
+    rows = await conn.fetch(f"SELECT task_id, project FROM {SCHEMA}.tasks WHERE task_id = ANY($1::text[])", missing)
+    projects = {row["task_id"]: row["project"] for row in rows}
+    return [a if a.project is not None or a.task_id not in projects else replace(a, project=projects[a.task_id])
+            for a in alerts]
+
+
+async def save_alerts(conn: asyncpg.Connection, alerts: list[Alert], section: AlertsSection) -> None:
+    """Store the alerts, queue a delivery per webhook sink that wants each, and log them for a log sink."""
+    await conn.executemany(
+        f"INSERT INTO {SCHEMA}.alerts (alert_id, kind, sentence, occurred_at, event_type, task_id, account_id, project,"
+        " console) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (alert_id) DO NOTHING",
+        [(a.alert_id, a.kind.value, a.sentence, a.occurred_at, a.event_type, a.task_id, a.account_id, a.project,
+          any(s.kind is SinkKind.CONSOLE and s.wants(a.kind) for s in section.sinks)) for a in alerts],
+    )  # fmt: skip
+    deliveries = [(a.alert_id, sink.url) for a in alerts for sink in section.sinks
+                  if sink.kind is SinkKind.WEBHOOK and sink.wants(a.kind)]
+    if deliveries:
+        await conn.executemany(
+            f"INSERT INTO {SCHEMA}.alert_deliveries (alert_id, url, max_attempts, backoff_s, timeout_s)"
+            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            [(alert_id, url, section.webhook_attempts, section.webhook_backoff_s, section.webhook_timeout_s)
+             for alert_id, url in deliveries],
+        )
+    for alert in alerts:
+        if any(sink.kind is SinkKind.LOG and sink.wants(alert.kind) for sink in section.sinks):
+            log.warning("alert", kind=alert.kind.value, sentence=alert.sentence, task_id=alert.task_id,
+                        account_id=alert.account_id, project=alert.project, alert_id=alert.alert_id)
+
+
+def next_attempt(attempts: int, backoff_s: float, now: datetime) -> datetime:
+    """When to try again after `attempts` failed tries: the back-off, doubled each time (pure)."""
+    return now + timedelta(seconds=backoff_s * 2 ** max(0, attempts - 1))
+
+
+async def deliver_webhooks(ctx: ServiceContext) -> int:
+    """POST the due webhook deliveries (see the module docstring); how many were tried."""
+    async with ctx.transaction() as conn:
+        due = await conn.fetch(
+            f"SELECT d.alert_id, d.url, d.attempts, d.max_attempts, d.backoff_s, d.timeout_s, a.kind, a.sentence,"
+            f" a.occurred_at, a.event_type, a.task_id, a.account_id, a.project"
+            f" FROM {SCHEMA}.alert_deliveries d JOIN {SCHEMA}.alerts a USING (alert_id)"
+            f" WHERE d.status = 'pending' AND d.next_attempt_at <= now()"
+            f" ORDER BY d.next_attempt_at LIMIT {DELIVERY_BATCH} FOR UPDATE OF d SKIP LOCKED",
+        )
+        for row in due:
+            await _attempt(conn, row)
+    return len(due)
+
+
+async def _attempt(conn: asyncpg.Connection, row: asyncpg.Record) -> None:
+    body = {key: row[key] for key in ("alert_id", "kind", "sentence", "event_type", "task_id", "account_id", "project")}
+    body |= {"occurred_at": row["occurred_at"].isoformat(), "source": "cardflow"}
+    error = None
+    try:
+        async with httpx.AsyncClient(timeout=row["timeout_s"]) as client:
+            answer = await client.post(row["url"], content=json.dumps(body), headers={"content-type": "application/json"})
+        if not answer.is_success:
+            error = f"HTTP {answer.status_code}: {answer.text[:200]}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+    attempts = row["attempts"] + 1
+    now = utcnow()
+    if error is None:
+        await conn.execute(f"UPDATE {SCHEMA}.alert_deliveries SET status = 'delivered', attempts = $3, delivered_at = $4,"
+                           " last_error = NULL WHERE alert_id = $1 AND url = $2", row["alert_id"], row["url"], attempts, now)
+        return
+    dead = attempts >= row["max_attempts"]
+    await conn.execute(
+        f"UPDATE {SCHEMA}.alert_deliveries SET status = $3, attempts = $4, last_error = $5, next_attempt_at = $6"
+        " WHERE alert_id = $1 AND url = $2",
+        row["alert_id"], row["url"], "dead" if dead else "pending", attempts, error,
+        next_attempt(attempts, row["backoff_s"], now),
+    )  # fmt: skip
+    if dead:
+        log.error("alert delivery dead-lettered", url=row["url"], alert_id=row["alert_id"], attempts=attempts, error=error)
+
+
+async def load_alerts(conn: asyncpg.Connection | asyncpg.Pool, since: datetime, *, console_only: bool = False,
+                      limit: int = 1000) -> list[dict[str, Any]]:
+    """Alerts raised since `since`, newest first, each with its webhook deliveries (the digest)."""
+    rows = await conn.fetch(
+        f"SELECT a.alert_id, a.kind, a.sentence, a.occurred_at, a.event_type, a.task_id, a.account_id, a.project,"
+        f" coalesce(json_agg(json_build_object('url', d.url, 'status', d.status, 'attempts', d.attempts,"
+        f"   'last_error', d.last_error, 'delivered_at', d.delivered_at)) FILTER (WHERE d.url IS NOT NULL), '[]')"
+        f"   AS deliveries"
+        f" FROM {SCHEMA}.alerts a LEFT JOIN {SCHEMA}.alert_deliveries d USING (alert_id)"
+        f" WHERE a.occurred_at >= $1 AND (NOT $2 OR a.console)"
+        f" GROUP BY a.alert_id ORDER BY a.occurred_at DESC, a.alert_id LIMIT $3",
+        since, console_only, limit,
+    )  # fmt: skip
+    return [{**dict(row), "occurred_at": row["occurred_at"].isoformat(), "deliveries": json.loads(row["deliveries"])}
+            for row in rows]

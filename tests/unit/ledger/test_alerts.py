@@ -1,0 +1,60 @@
+"""Which events become alerts (`shared.alerts.alert_of`), and the webhook back-off (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.cli.alerts import since_moment
+from services.ledger.alerting import next_attempt
+from shared.alerts import AlertKind, alert_of
+from shared.events import make_event
+from shared.events.dispatch import TaskDeadlineEndangered, TaskFailed, TaskHeld, TaskQueued, TaskRequeued
+from shared.events.ledger import QuotaExpiring, QuotaThresholdCrossed
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def event(cls, data):  # noqa: ANN001, ANN201
+    return make_event(cls, subject="x/1", subject_seq=1, producer="p/1", actor="service:p", data=data)
+
+
+@pytest.mark.parametrize(("made", "kind", "words"), [
+    (event(QuotaThresholdCrossed, {"account_id": "a1", "project": "p", "threshold": 0.8, "used_gpu_hours": 8.0,
+                                   "total_gpu_hours": 10.0}), AlertKind.QUOTA_THRESHOLD, "has used 80% of its GPU-hours"),
+    (event(QuotaExpiring, {"account_id": "a1", "project": "p", "valid_to": NOW, "remaining_gpu_hours": 3.0}),
+     AlertKind.QUOTA_EXPIRING, "expires 2026-01-01T00:00+00:00 with 3.0 GPU-hours left"),
+    (event(TaskHeld, {"task_id": "T1", "reason": "quota_expires", "detail": "the quota of project p has expired"}),
+     AlertKind.QUOTA_HOLD, "task T1 is held (quota_expires)"),
+    (event(TaskHeld, {"task_id": "T1", "reason": "repeatedly_idle", "detail": "reclaimed 2 times"}),
+     AlertKind.IDLE_RECLAIM, "reclaimed 2 times"),
+    (event(TaskRequeued, {"task_id": "T1", "lease_id": "L1", "reason": "reclaimed_idle", "detail": "idle"}),
+     AlertKind.IDLE_RECLAIM, "lost lease L1"),
+    (event(TaskDeadlineEndangered, {"task_id": "T1", "deadline": NOW, "detail": "late"}), AlertKind.DEADLINE_AT_RISK,
+     "may miss its deadline: late"),
+    (event(TaskFailed, {"task_id": "T1", "error": "boom"}), AlertKind.TASK_FAILED, "task T1 failed: boom"),
+])
+def test_alerting_events(made, kind: AlertKind, words: str) -> None:  # noqa: ANN001
+    alert = alert_of(made)
+    assert alert is not None and alert.kind is kind and words in alert.sentence
+    assert alert.alert_id == made.event_id
+
+
+@pytest.mark.parametrize("made", [
+    event(TaskHeld, {"task_id": "T1", "reason": "not_approved", "detail": "waits"}),  # the delay alert says it
+    event(TaskRequeued, {"task_id": "T1", "lease_id": "L1", "reason": "preempted"}),
+    event(TaskQueued, {"task_id": "T1", "project": "p", "priority_class": "core", "priority": 0}),
+])
+def test_events_that_are_not_alerts(made) -> None:  # noqa: ANN001
+    assert alert_of(made) is None
+
+
+def test_webhook_retries_back_off_doubling() -> None:
+    assert [(next_attempt(n, 2.0, NOW) - NOW).total_seconds() for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
+
+
+def test_since_takes_relative_or_absolute_moments() -> None:
+    assert since_moment("24h", NOW) == NOW - timedelta(hours=24)
+    assert since_moment("7d", NOW) == NOW - timedelta(days=7)
+    assert since_moment("2025-12-31T08:00", NOW) == datetime(2025, 12, 31, 8, tzinfo=UTC)
