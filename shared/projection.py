@@ -129,6 +129,9 @@ class TaskView(BaseModel):
     leased_card_type: str | None = None
     gpu_indices: tuple[int, ...] = ()
     attempts: int = Field(0, description="times the task was leased GPUs")
+    start_reason: str | None = Field(None, description="why its last lease started then: in_order, backfill,"
+                                     " reservation or preemption (lease.granted)")
+    passed: int = Field(0, description="tasks earlier in the queue order still waiting when its last lease started")
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
     progress: float | None = None
@@ -362,6 +365,7 @@ def _lease_granted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]
         TaskState.LEASED, ViewReason.LEASED.value, detail,
         lease_id=data.lease_id, node_id=data.node_id, leased_card_type=data.card_type,
         gpu_indices=data.gpu_indices, attempts=view.attempts + (0 if already_leased else 1),
+        start_reason=data.start_reason.value if data.start_reason else None, passed=data.passed,
     )
 
 

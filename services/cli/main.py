@@ -16,12 +16,12 @@ app = typer.Typer(
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
     from services.cli import (
-        agent, alerts, approvals, audit, backends, board, config_commands, deadletter, export, ledger, nodes, service,
-        simulate, submit, tokens, views,
+        agent, alerts, approvals, audit, backends, board, config_commands, deadletter, export, ledger, nodes,
+        preflight, queue, service, simulate, submit, tokens, views,
     )
 
-    for module in (agent, backends, service, simulate, views, submit, approvals, alerts, ledger, board, tokens,
-                   config_commands, export, deadletter, nodes, audit):
+    for module in (agent, backends, service, simulate, views, submit, preflight, queue, approvals, alerts, ledger,
+                   board, tokens, config_commands, export, deadletter, nodes, audit):
         module.register(app)
 
 

@@ -135,7 +135,7 @@ WAITING_FOR_GPUS = frozenset({BlockerKind.RUNNABLE, BlockerKind.CAPACITY, Blocke
 
 def queue_order(views: Sequence[TaskView], now: datetime, policy: Policy | None = None) -> list[TaskView]:
     """The queued and held tasks of `views` in the order the dispatcher considers them
-    (`shared.scheduling.ordering.order_queue`: class, priority with aging, submit time, id)."""
+    (`shared.scheduling.ordering.order_queue`: class, deadline, priority with aging, submit time, id)."""
     queued = {v.id: v for v in views if not v.is_terminal and blocker_of(v) in WAITING_FOR_GPUS}
     tasks = [_as_queued(view) for view in queued.values()]
     ordered = order_queue(tasks, policy or Policy(), now.timestamp())
@@ -143,10 +143,12 @@ def queue_order(views: Sequence[TaskView], now: datetime, policy: Policy | None 
 
 
 def _as_queued(view: TaskView) -> QueuedTask:
+    deadline = (view.submission or {}).get("deadline")
     return QueuedTask(
         task_id=view.id, project=view.project or "", priority_class=view.priority_class or PriorityClass.STANDARD,
         priority=view.priority or 0, gpus=view.gpus or 1,
         submitted_at=view.submitted_at.timestamp() if view.submitted_at else 0.0, options=(),
+        deadline=datetime.fromisoformat(deadline).timestamp() if deadline else None,
     )  # fmt: skip
 
 

@@ -38,6 +38,19 @@ async def load_open_views(pool: asyncpg.Pool, limit: int = OPEN_LIMIT) -> list[T
     return [TaskView.model_validate(row["view"]) for row in rows]
 
 
+async def load_queue_estimates(pool: asyncpg.Pool) -> dict[str, dict[str, Any]]:
+    """The dispatcher's latest estimates of the queue (`dispatcher.queue_estimates`), by task id."""
+    try:
+        rows = await pool.fetch(
+            "SELECT task_id, position, estimated_start, estimated_end, card_type, why_not, deadline_at_risk, estimated_at"
+            " FROM dispatcher.queue_estimates"
+        )
+    except MISSING_TABLES:
+        return {}
+    return {row["task_id"]: {key: value.isoformat() if isinstance(value, datetime) else value
+                             for key, value in dict(row).items()} for row in rows}
+
+
 async def load_waiting_since(pool: asyncpg.Pool) -> dict[str, datetime]:
     """When readiness started checking each open task that is not ready (its submission time)."""
     try:

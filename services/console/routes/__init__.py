@@ -9,6 +9,7 @@ from services.console.routes import (
     approvals,
     audit,
     board,
+    check,
     config,
     deadletters,
     exports,
@@ -22,6 +23,6 @@ from services.console.routes import (
 )
 
 routes_router = APIRouter(prefix="/v1")
-for module in (alerts, approvals, board, config, deadletters, exports, fleet, ledger, nodes, quota_changes, series, story,
-               audit, rounds):
+for module in (alerts, approvals, board, check, config, deadletters, exports, fleet, ledger, nodes, quota_changes,
+               series, story, audit, rounds):
     routes_router.include_router(module.router)
