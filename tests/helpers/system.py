@@ -99,6 +99,7 @@ def service_specs(timings: Timings, names: Sequence[str] = ALL_SERVICES) -> dict
         lease_ttl_s=timings.lease_ttl_s, node_lost_after_s=timings.node_lost_after_s, tick_s=timings.tick_s,
         debounce_s=timings.debounce_s, renewal_event_every_s=1.0, min_idle_ms=timings.min_idle_ms,
         preempt_grace_s=5.0, revoke_grace_s=5.0, preempt_after_s=0.0, preempt_max_lost_gpu_hours=1e9,
+        estimate_every_s=1.0,
     )  # fmt: skip
     specs = {
         "config": config_service(ConfigServiceSettings(daily=False), seed_from=config, demo=DemoSettings(time_scale=None)),

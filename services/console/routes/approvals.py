@@ -33,7 +33,7 @@ from shared.events.intake import ReviewDecision
 from shared.events.states import TaskState
 from shared.events.subjects import task_subject
 from shared.events.values import Detail
-from shared.identity import PermissionDenied, Principal, Role, require
+from shared.identity import Principal, Role, require
 from shared.projection import TaskView
 from shared.scheduling.model import DeferralReason, Policy
 
@@ -83,15 +83,15 @@ async def _review(request: Request, pool: Pool, principal: Principal, task_id: s
 
 
 def check_reviewer(principal: Principal, view: TaskView, document: PolicyDocument) -> None:
-    """`PermissionDenied` (403) unless the caller may review this task: a listed reviewer of its project
-    (any reviewer when none is listed; an admin always), and never the one who submitted it."""
+    """403 unless the caller may review this task: a listed reviewer of its project (any reviewer when
+    none is listed; an admin always), and never the one who submitted it."""
     if view.submitted_by == principal.actor:
-        raise PermissionDenied(f"forbidden: {principal.actor} submitted task {view.id}; a reviewer may not review"
-                               " their own task")
+        raise HTTPException(403, f"forbidden: {principal.actor} submitted task {view.id}; a reviewer may not review"
+                                 " their own task")
     named = document.reviewers.of(view.project or "")
     if named and principal.name not in named and principal.role is not Role.ADMIN:
-        raise PermissionDenied(f"forbidden: the reviewers of project {view.project} are {', '.join(named)}; "
-                               f"token {principal.name!r} is not one of them")
+        raise HTTPException(403, f"forbidden: the reviewers of project {view.project} are {', '.join(named)}; "
+                                 f"token {principal.name!r} is not one of them")
 
 
 def awaits_approval(view: TaskView) -> bool:
