@@ -50,6 +50,7 @@ def test_every_stream_and_consumer_group_is_documented() -> None:
         (names.EVENTS_STREAM, names.DISPATCHER_GROUP),
         (names.EVENTS_STREAM, names.LEDGER_GROUP),
         (names.EVENTS_STREAM, names.AUDIT_GROUP),
+        (names.EVENTS_STREAM, names.ALERTS_GROUP),
         (names.EVENTS_STREAM, names.CONSOLE_GROUP),
         (names.REPORTS_STREAM, names.DISPATCHER_GROUP),
         (AGENT_INBOX, names.AGENT_GROUP),
