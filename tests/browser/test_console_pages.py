@@ -196,11 +196,19 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
         changed = await client.post("/v1/config/set", json={
             "name": "policy", "assignments": ["headroom.default=0.2"], "reason": "more room for the eval burst"})
         assert changed.status_code == 201, changed.text
+        exported = await client.post("/v1/exports", json={})
+        assert exported.status_code == 201, exported.text
     await page.goto(world.base_url + "/board")
     await page.get_by_role("link", name="Config").click()
     newest = page.locator("table").nth(1).locator("tbody tr").first
     await expect(newest).to_contain_text("user:planner")
     await expect(newest).to_contain_text("more room for the eval burst")
+    await expect(newest).to_contain_text(changed.json()["s3_version_id"])  # where it is in the bucket
+    exports = page.locator("h2#exports").locator("xpath=following-sibling::table[1]")
+    newest_export = exports.locator("tbody tr").first
+    await expect(newest_export).to_contain_text("manual")
+    await expect(newest_export).to_contain_text("user:planner")
+    await expect(newest_export).to_contain_text(exported.json()["objects"][0]["version_id"])
     await expect(page.locator("table").nth(1)).to_contain_text("seeded at first start")
     await page.get_by_label("from").select_option("1")
     await page.get_by_label("to").select_option("2")

@@ -196,11 +196,16 @@ async def _approvals(request: Request, refused: Unavailable | None = None) -> HT
                         refused=refused, done=request.query_params.get("done"))  # fmt: skip
 
 
+EXPORTS_SHOWN = 14
+"""The Config page lists the newest exports (two weeks of daily ones); `cardflow export --list` has all."""
+
+
 @router.get("/config")
 async def config_page(request: Request, name: str = "policy", diff_from: int | None = None,
                       diff_to: int | None = None) -> HTMLResponse:  # fmt: skip
-    """Each document, the history of one (who, when, why), and a diff between any two of its versions
-    (config's `GET /v1/config/documents`, `/v1/config/history`, `/v1/config/diff`)."""
+    """Each document, the history of one (who, when, why, where in the bucket), a diff between any two
+    of its versions, and the task-list exports (`GET /v1/config/documents`, `/v1/config/history`,
+    `/v1/config/diff`, `/v1/exports`)."""
     documents = await call_api(request, "GET", "/v1/config/documents")
     history = await call_api(request, "GET", "/v1/config/history", params={"name": name})
     versions = history if isinstance(history, Unavailable) else sorted(history["versions"], key=lambda v: -v["version"])
@@ -208,8 +213,10 @@ async def config_page(request: Request, name: str = "policy", diff_from: int | N
     if diff_from is not None:
         params = {"name": name, "old": diff_from} | ({"new": diff_to} if diff_to is not None else {})
         diff = await call_api(request, "GET", "/v1/config/diff", params=params)
+    exports = await call_api(request, "GET", "/v1/exports", params={"limit": EXPORTS_SHOWN})  # newest first
     return await render(request, "config.html", title="nav_config", page="config", documents=documents, name=name,
-                        history=versions, diff=diff, diff_from=diff_from, diff_to=diff_to)  # fmt: skip
+                        history=versions, diff=diff, diff_from=diff_from, diff_to=diff_to, exports=exports)  # fmt: skip
+
 
 
 @router.get("/tasks")
