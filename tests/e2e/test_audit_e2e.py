@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from services.audit.reading import archived_events, task_events
 from services.audit.story import story_json, tell
 from services.audit.verify import VerifyReport, verify_archive
@@ -36,7 +38,32 @@ async def verified(system: RunningSystem, settle_s: float = 20.0) -> VerifyRepor
         return await verify_archive(system.pool, store, settle_s=settle_s)
 
 
+async def archiving(system: RunningSystem) -> bool:
+    exists = await system.pool.fetchval("SELECT to_regclass('audit.events') IS NOT NULL")
+    return exists and await system.pool.fetchval("SELECT count(*) FROM audit.events") > 0
+
+
+def every_lease_ended(system: RunningSystem) -> bool:
+    """Each granted lease (by id: a relay may deliver an event twice) released, expired or revoked."""
+    granted = {e.data.lease_id for e in system.of_type("lease.granted")}
+    ended = {e.data.lease_id for e in system.of_type("lease.released", "lease.expired", "lease.revoked")}
+    return granted <= ended
+
+
+def ledger_restarted_twice(system: RunningSystem) -> bool:
+    (ledger,) = [child for child in system.supervisor.status() if child.name == "ledger"]
+    return ledger.restarts >= 2 and ledger.running
+
+
+def ledger_log_tail(system: RunningSystem) -> str:
+    path = system.supervisor.log_path("ledger")
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else ["(no log)"]
+    return "\n".join([line for line in lines if "[debug" not in line][-60:])
+
+
 async def everything_archived(system: RunningSystem) -> bool:
+    if not await system.pool.fetchval("SELECT to_regclass('audit.events') IS NOT NULL"):
+        return False  # the ledger has not created its archive yet
     archived = await system.pool.fetchval("SELECT count(*) FROM audit.events")
     return archived >= len(system.events)
 
@@ -44,7 +71,7 @@ async def everything_archived(system: RunningSystem) -> bool:
 async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: RunningSystem) -> None:
     system.start_agent("h100-a", "H100x8", time_scale=1200)  # 24 GPU-h on 8 GPUs = 3 h = 9 s real
     await system.submit([OPPORTUNISTIC])
-    filler = await system.wait_for(lambda s: s.task_by_name("sweep-filler"), what="the filler's view")
+    filler = await system.wait_for(lambda s: s.task_by_name("sweep-filler"), timeout=120, what="the filler's view")
     await system.wait_for(lambda s: [e for e in s.of_type("task.checkpointed") if e.data.task_id == filler.id],
                           what="a checkpoint of the filler")  # fmt: skip
     await system.submit([CORE])
@@ -88,6 +115,7 @@ def mixed(count: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+@pytest.mark.timeout(600)  # 54 tasks, four kills and two restarts of the ledger, then a verify of the whole archive
 async def test_after_services_are_killed_mid_flow_verify_passes_and_replay_equals_the_live_state(
     fresh_settings: Settings, data_dir_factory: Callable[[], Path],
 ) -> None:
@@ -99,6 +127,7 @@ async def test_after_services_are_killed_mid_flow_verify_passes_and_replay_equal
             system.start_agent(agent_id, sim, time_scale=3000)
         await system.submit(mixed(24))
         await system.wait_for(lambda s: len(s.of_type("lease.granted")) >= 4, what="the first grants")
+        await system.wait_for(archiving, timeout=180, what="the ledger to start archiving")
         system.supervisor.kill("ledger", signal.SIGKILL)
         for name in ("views", "dispatcher", "matcher"):  # killed mid-flow, then started again
             await system.kill_service(name)
@@ -107,12 +136,15 @@ async def test_after_services_are_killed_mid_flow_verify_passes_and_replay_equal
             system.start_service(name)
         await system.wait_for(lambda s: len(s.views) == 30 and all(v.is_terminal for v in s.views.values()),
                               timeout=180, what="30 terminal tasks")  # fmt: skip
-        await system.wait_for(lambda s: len(s.of_type("lease.released")) == len(s.of_type("lease.granted")),
-                              what="every lease released")  # fmt: skip
+        await system.wait_for(every_lease_ended, what="every lease ended")
         system.supervisor.kill("ledger", signal.SIGKILL)  # once more, while it may still be archiving the tail
-        await system.wait_for(everything_archived, timeout=240, what="the archive to catch up")
-        (ledger,) = [child for child in system.supervisor.status() if child.name == "ledger"]
-        assert ledger.restarts >= 2 and ledger.running
+        # the supervisor notices the death on its next poll: wait for the restart, not only for the archive
+        # (which may already be complete, so the status read right after the kill could still show one restart)
+        await system.wait_for(lambda _: ledger_restarted_twice(system), timeout=60, what="the ledger's second restart")
+        try:
+            await system.wait_for(everything_archived, timeout=240, what="the archive to catch up")
+        except AssertionError as missing:
+            raise AssertionError(f"{missing}\nthe ledger's log:\n{ledger_log_tail(system)}") from None
         await _check_verify_and_replay(system)
 
 
