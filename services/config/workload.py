@@ -9,8 +9,9 @@ For the tasks submitted in the last N days (intake.tasks: arrival and the resolv
   never ran has none (the replay uses its estimate);
 - the fleet: every node that registered (dispatcher.nodes).
 
-Left out, and counted in `left_out`: tasks cancelled before they ever ran, and tasks whose data
-was not ready when the history was read and that never ran (no policy could have started them).
+Left out, and counted in `left_out`: tasks cancelled before they ever ran, tasks no card type
+fits (unmatchable) and tasks whose data was not ready when the history was read, that never ran
+(no policy could have started them).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def _left_out(row: asyncpg.Record) -> str | None:
         return None
     if row["state"] == "cancelled":
         return "cancelled before it ran"
+    if row["matched"] is False:
+        return "unmatchable, never ran"
     if row["data_ready"] is not True:
         return "data not ready, never ran"
     return None
@@ -65,7 +68,7 @@ async def _task_rows(conn: asyncpg.Connection, since: datetime, until: datetime)
         if readiness else "NULL::timestamptz"
     )
     return await conn.fetch(
-        f"SELECT t.task_id, t.submitted_at, t.submission, {ready} AS ready_at, d.state, d.data_ready,"
+        f"SELECT t.task_id, t.submitted_at, t.submission, {ready} AS ready_at, d.state, d.data_ready, d.matched,"
         " (SELECT sum(extract(epoch FROM coalesce(l.ended_at, $2) - l.granted_at)) FROM dispatcher.leases AS l"
         "  WHERE l.task_id = t.task_id) AS run_s,"
         " (SELECT l.card_type FROM dispatcher.leases AS l WHERE l.task_id = t.task_id"

@@ -19,6 +19,10 @@ FILLER = {
     "name": "sweep-filler", "project": "research", "priority_class": "opportunistic", "gpus": 8, "min_vram_gb": 80,
     "estimate_gpu_hours": 96, "profile": "compute", "checkpoint": {"interval_minutes": 5}, "output_unit": "samples",
 }  # fmt: skip
+IMPOSSIBLE = {  # no card type has 200 GB: unmatchable, never runs, left out of the replay (and counted)
+    "name": "giant-moe", "project": "research", "priority_class": "standard", "gpus": 8, "min_vram_gb": 200,
+    "estimate_gpu_hours": 400, "profile": "compute", "output_unit": "samples",
+}  # fmt: skip
 URGENT = {
     "name": "urgent-eval", "project": "llm", "priority_class": "core", "gpus": 8, "min_vram_gb": 80,
     "estimate_gpu_hours": 4, "profile": "compute", "output_unit": "evals",
@@ -37,13 +41,14 @@ async def test_decisions_record_their_versions_and_what_if_replays_the_recorded_
 ) -> None:
     system.start_agent("h100-a", "H100x8", time_scale=1200)  # the filler: 96 GPU-h on 8 GPUs, seconds at 1200x
     await system.wait_for(lambda s: s.of_type("node.registered"), what="the fleet")  # the replay's fleet is there from the start
-    await system.submit([FILLER])
+    await system.submit([FILLER, IMPOSSIBLE])
     filler = await system.wait_for(lambda s: s.task_by_name("sweep-filler"), what="the filler's view")
     await system.wait_for(lambda s: [e for e in s.of_type("task.checkpointed") if e.data.task_id == filler.id],
                           what="a checkpoint of the filler")  # fmt: skip
     await system.submit([URGENT])  # core work: preempts the filler at once (the seeded policy's grace is 0 s)
-    await system.wait_for(lambda s: len(s.views) == 2 and all(v.state is TaskState.SUCCEEDED for v in s.views.values()),
-                          timeout=120, what="both tasks to succeed")  # fmt: skip
+    settled = {"sweep-filler": TaskState.SUCCEEDED, "urgent-eval": TaskState.SUCCEEDED, "giant-moe": TaskState.UNMATCHABLE}
+    await system.wait_for(lambda s: {v.name: v.state for v in s.views.values()} == settled,
+                          timeout=120, what="both runnable tasks to succeed, the impossible one unmatchable")  # fmt: skip
     await system.wait_for(lambda s: len(s.of_type("lease.released")) == 3, what="every lease released")
 
     grants = system.of_type("lease.granted")
@@ -67,7 +72,7 @@ async def test_decisions_record_their_versions_and_what_if_replays_the_recorded_
         same_table = cardflow("config", "what-if", "policy", str(in_force), "--days", "1", url=url, token=token)
 
     measures = {m["measure"]: m for m in changed["measures"]}
-    assert changed["tasks"] == 2 and changed["left_out"] == {} and changed["current_version"] == 1
+    assert changed["tasks"] == 2 and changed["left_out"] == {"unmatchable, never ran": 1} and changed["current_version"] == 1
     assert measures["preemptions"]["current"] >= 1 and measures["preemptions"]["proposed"] == 0
     assert measures["wait core mean"]["proposed"] > measures["wait core mean"]["current"]  # the eval waits for the filler
     assert measures["lost GPU-hours"]["proposed"] < measures["lost GPU-hours"]["current"]
@@ -77,6 +82,7 @@ async def test_decisions_record_their_versions_and_what_if_replays_the_recorded_
     assert "better: " in changed["verdict"] and "preemptions 1 → 0" in changed["verdict"]
     flat = " ".join(table.split())
     assert "preemptions │ 1 │ 0 │ -1" in flat and changed["verdict"] in flat
+    assert "Not replayed: 1 unmatchable, never ran" in flat
 
     assert all(m["better"] is None and m["change"] == 0 for m in same["measures"])
     assert same["verdict"].startswith("No difference: over the last 1 days (2 tasks)")
