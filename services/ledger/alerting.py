@@ -165,5 +165,10 @@ async def load_alerts(conn: asyncpg.Connection | asyncpg.Pool, since: datetime, 
         f" GROUP BY a.alert_id ORDER BY a.occurred_at DESC, a.alert_id LIMIT $3",
         since, console_only, limit,
     )  # fmt: skip
-    return [{**dict(row), "occurred_at": row["occurred_at"].isoformat(), "deliveries": json.loads(row["deliveries"])}
+    return [{**dict(row), "occurred_at": row["occurred_at"].isoformat(), "deliveries": _json_list(row["deliveries"])}
             for row in rows]
+
+
+def _json_list(value: str | list[Any]) -> list[Any]:
+    """A json column: text from a plain pool, already decoded where the pool has a json codec (the console's)."""
+    return value if isinstance(value, list) else json.loads(value)
