@@ -1,8 +1,10 @@
-"""`cardflow ledger` (usage and cost totals) and `cardflow quota grant | list` (quota accounts).
+"""`cardflow ledger` (usage and cost totals) and `cardflow quota grant | adjust | renew | list | history`.
 
 API clients (`services.cli.client`): `ledger` reads `GET /v1/ledger?by=`, `quota list` reads
-`GET /v1/quotas` (any valid token); `quota grant` is `POST /v1/quotas`, which needs role operator
-(not limited to a project) and records the caller and `--reason` in its `quota.granted` event.
+`GET /v1/quotas` and `quota history` `GET /v1/quotas/{account}/history` (any valid token); `quota
+grant` is `POST /v1/quotas`, `quota adjust` / `quota renew` are `POST /v1/quotas/{account}/adjust|renew`
+— these need role operator (not limited to a project) and record the caller and `--reason` in their
+`quota.granted` / `quota.adjusted` event.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _number(value: Any, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def _print_json(rows: list[dict[str, Any]]) -> None:
+def _print_json(rows: list[dict[str, Any]] | dict[str, Any]) -> None:
     typer.echo(json.dumps(rows, indent=2, default=str))
 
 
@@ -52,15 +54,41 @@ def _ledger_table(rows: list[dict[str, Any]], key: str) -> Table:
 
 def _quota_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="quota accounts")
-    for header in ("account", "project", "card", "GPU-hours", "used", "remaining", "used %", "valid", "alerts"):
-        table.add_column(header, justify="right" if header in {"GPU-hours", "used", "remaining", "used %"} else "left")
+    numeric = {"GPU-hours", "used", "remaining", "used %", "days left"}
+    for header in ("account", "project", "card", "GPU-hours", "used", "remaining", "used %", "valid", "days left",
+                   "changed by", "alerts"):  # fmt: skip
+        table.add_column(header, justify="right" if header in numeric else "left")
     for row in rows:
+        days = row.get("days_left")
         table.add_row(
             row["account_id"], row["project"], row["card_type"] or "any", _number(row["gpu_hours"]),
             _number(row["used_gpu_hours"]), _number(row["remaining_gpu_hours"]), f"{row['used_share']:.1%}",
-            f"{row['valid_from'][:10]} → {row['valid_to'][:10]}", ", ".join(row["alerts_raised"]),
+            f"{row['valid_from'][:10]} → {row['valid_to'][:10]}",
+            "expired" if days is not None and days <= 0 else _number(days, 1), row.get("changed_by") or "—",
+            ", ".join(row["alerts_raised"]),
         )  # fmt: skip
     return table
+
+
+def _history_table(account: str, rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"quota account {account}: every change")
+    for header in ("#", "change", "Δ GPU-hours", "GPU-hours", "valid to", "used then", "by", "when", "reason"):
+        table.add_column(header, justify="right" if header in {"#", "Δ GPU-hours", "GPU-hours", "used then"} else "left")
+    for row in rows:
+        table.add_row(
+            str(row["revision"]), row["change"], _number(row["delta_gpu_hours"]), _number(row["gpu_hours"]),
+            row["valid_to"][:16], _number(row["used_gpu_hours"]), row["actor"] or "—", row["changed_at"][:16],
+            row["reason"] or "",
+        )  # fmt: skip
+    return table
+
+
+_PAST = {"adjust": "adjusted", "renew": "renewed", "grant": "granted"}
+
+
+def _print_change(changed: dict[str, Any]) -> None:
+    console.print(f"{_PAST[changed['change']]} quota account {changed['account_id']}: {changed['gpu_hours']:g} GPU-hours"
+                  f" until {changed['valid_to'][:16]}, {changed['used_gpu_hours']:.2f} used (by {changed['changed_by']})")
 
 
 class By(StrEnum):
@@ -85,7 +113,7 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(_ledger_table(rows, {"task": "task_id", "project": "project", "card": "card_type"}[by.value]))
 
-    quota = typer.Typer(help="Quota accounts: grant GPU-hours to a project, list accounts and their use.")
+    quota = typer.Typer(help="Quota accounts: grant, adjust and renew GPU-hours of a project (optionally of one card type), list accounts and their use, each account's history.")
     app.add_typer(quota, name="quota")
 
     @quota.command("grant")
@@ -110,10 +138,60 @@ def register(app: typer.Typer) -> None:
     def list_quotas(
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
     ) -> None:
-        """Every quota account: used and remaining GPU-hours, validity, alerts raised."""
+        """Every quota account: used and remaining GPU-hours, validity, days left, who changed it last, alerts."""
         with cli_api() as api:
             rows = api.get("/v1/quotas")
         if as_json:
             _print_json(rows)
         else:
             console.print(_quota_table(rows))
+
+    @quota.command("adjust")
+    def adjust(
+        account: Annotated[str, typer.Argument(help="quota account id (`cardflow quota list`)")],
+        reason: Annotated[str, typer.Option("--reason", help="why; recorded in the quota.adjusted event")],
+        gpu_hours: Annotated[float, typer.Option("--gpu-hours", help="GPU-hours to add (negative: remove)")] = 0.0,
+        valid_to: Annotated[datetime | None, typer.Option("--valid-to", formats=DATE_FORMATS,
+                                                          help="a new end (UTC if no zone)")] = None,  # fmt: skip
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+    ) -> None:
+        """Add or remove GPU-hours of an account, or move its end (operator)."""
+        body = {"delta_gpu_hours": gpu_hours, "valid_to": _utc(valid_to).isoformat() if valid_to else None,
+                "reason": reason}  # fmt: skip
+        with cli_api() as api:
+            changed = api.post(f"/v1/quotas/{account}/adjust", body)
+        if as_json:
+            _print_json(changed)
+        else:
+            _print_change(changed)
+
+    @quota.command("renew")
+    def renew(
+        account: Annotated[str, typer.Argument(help="quota account id (`cardflow quota list`)")],
+        valid_to: Annotated[datetime, typer.Option("--valid-to", formats=DATE_FORMATS,
+                                                   help="the new end, later than the current one (UTC if no zone)")],
+        reason: Annotated[str, typer.Option("--reason", help="why; recorded in the quota.adjusted event")],
+        gpu_hours: Annotated[float, typer.Option("--gpu-hours", help="GPU-hours added for the new period")] = 0.0,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+    ) -> None:
+        """Extend an account's validity, optionally adding GPU-hours (operator); held long tasks may start."""
+        body = {"valid_to": _utc(valid_to).isoformat(), "add_gpu_hours": gpu_hours, "reason": reason}
+        with cli_api() as api:
+            changed = api.post(f"/v1/quotas/{account}/renew", body)
+        if as_json:
+            _print_json(changed)
+        else:
+            _print_change(changed)
+
+    @quota.command("history")
+    def history(
+        account: Annotated[str, typer.Argument(help="quota account id (`cardflow quota list`)")],
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+    ) -> None:
+        """Every change of a quota account: grant, adjustments, renewals — the terms after each, who and why."""
+        with cli_api() as api:
+            rows = api.get(f"/v1/quotas/{account}/history")
+        if as_json:
+            _print_json(rows)
+        else:
+            console.print(_history_table(account, rows))

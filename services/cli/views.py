@@ -91,14 +91,33 @@ def status(
         if answer is None:
             [view] = api.get("/v1/tasks", idempotency_key=task) or [None]
             answer = api.get(f"/v1/tasks/{view['id']}/history") if view else None
-    if answer is None:
-        raise fail(f"no task {task!r} in the views (neither an id nor an idempotency key); "
-                   "a task submitted a moment ago may take a moment to appear")  # fmt: skip
+        if answer is None:
+            raise fail(f"no task {task!r} in the views (neither an id nor an idempotency key); "
+                       "a task submitted a moment ago may take a moment to appear")  # fmt: skip
+        view = TaskView.model_validate(answer["task"])
+        checklist = _waiting_checklist(api, view)
     if as_json:
-        print(json.dumps(answer["task"] | {"history": answer["history"]}, ensure_ascii=False, indent=2))
+        print(json.dumps(answer["task"] | {"history": answer["history"], "checklist": checklist}, ensure_ascii=False,
+                         indent=2))  # fmt: skip
         return
-    console.print(status_table(TaskView.model_validate(answer["task"]), lang))
+    console.print(status_table(view, lang))
+    if checklist is not None:
+        from services.cli.preflight import checklist_table
+
+        console.print(checklist_table(checklist, "pre-flight"))
     console.print(history_table([HistoryEntry.model_validate(entry) for entry in answer["history"]], lang))
+
+
+WAITING_STATES = frozenset({TaskState.SUBMITTED, TaskState.WAITING_DATA, TaskState.UNMATCHABLE, TaskState.QUEUED,
+                            TaskState.HELD})  # fmt: skip
+
+
+def _waiting_checklist(api: Any, view: TaskView) -> dict[str, Any] | None:
+    """The pre-flight checklist of a task that waits (`GET /v1/tasks/{id}/check`), else None."""
+    if view.state not in WAITING_STATES:
+        return None
+    found = api.call("GET", f"/v1/tasks/{view.id}/check", expect=(404, 409))
+    return found.json() if found.status_code == 200 else None
 
 
 def console_command(
