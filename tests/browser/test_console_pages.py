@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -198,6 +199,7 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
         assert changed.status_code == 201, changed.text
         exported = await client.post("/v1/exports", json={})
         assert exported.status_code == 201, exported.text
+    version = changed.json()["version"]  # other tests of this module may have changed the policy before
     await page.goto(world.base_url + "/board")
     await page.get_by_role("link", name="Config").click()
     newest = page.locator("table").nth(1).locator("tbody tr").first
@@ -210,8 +212,8 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
     await expect(newest_export).to_contain_text("user:planner")
     await expect(newest_export).to_contain_text(exported.json()["objects"][0]["version_id"])
     await expect(page.locator("table").nth(1)).to_contain_text("seeded at first start")
-    await page.get_by_label("from").select_option("1")
-    await page.get_by_label("to").select_option("2")
+    await page.get_by_label("from").select_option(str(version - 1))
+    await page.get_by_label("to").select_option(str(version))
     await page.get_by_role("button", name="Compare").click()
     await expect(page.locator(".diff .add", has_text="default: 0.2")).to_have_count(1)
     await fits_the_width(page)
@@ -271,3 +273,44 @@ async def test_an_auditor_reads_a_tasks_audit_trail_and_the_change_log(world: Co
     await anonymous_page.get_by_role("link", name="Change log").click()
     await expect(anonymous_page.locator("table")).to_contain_text("user:root")
     await expect(anonymous_page.locator("table")).to_contain_text("config.changed")
+
+
+async def test_a_reviewer_approves_on_the_approvals_page_and_a_submitter_is_refused(world: ConsoleWorld,
+                                                                                   anonymous_page: Page) -> None:
+    planner = {"authorization": f"Bearer {world.tokens['planner']}"}
+    async with httpx.AsyncClient(base_url=world.base_url, headers=planner) as client:
+        changed = await client.post("/v1/config/set", json={"name": "policy", "assignments": [
+            "approvals.rules=[{name: safety-review, projects: [safety]}]", "reviewers.by_project={safety: [reviewer]}"],
+            "reason": "red-team work needs a reviewer"})  # fmt: skip
+        assert changed.status_code == 201, changed.text
+    await world.system.submit([{"name": "red-team-eval", "project": "safety", "priority_class": "standard", "gpus": 1,
+                                "estimate_gpu_hours": 1, "profile": "compute", "min_vram_gb": 24}])  # fmt: skip
+    held = await world.system.wait_for(lambda s: (v := s.task_by_name("red-team-eval")) is not None
+                                       and v.reason == "not_approved" and v, what="red-team-eval held for approval")
+    page = anonymous_page
+    row = page.locator("tr", has=page.get_by_role("link", name="red-team-eval"))
+
+    async def decide_as(name: str, reason: str) -> None:
+        await sign_in(page, world, name)
+        await page.goto(world.base_url + "/approvals")
+        await world.system.wait_for(lambda s: _listed(page, row), timeout=30, what="the task on the Approvals page")
+        await row.get_by_label("Reason").fill(reason)
+        await row.get_by_role("button", name="Approve").click()
+
+    await decide_as("speech-dev", "I wrote it, it is fine")
+    await expect(page.locator(".refused")).to_contain_text("403")
+    await decide_as("reviewer", "scope agreed with the safety lead")
+    await expect(page.locator(".notice")).to_have_text("Approved.")
+    await world.system.wait_for(lambda s: s.task_by_name("red-team-eval").state.value == "succeeded", timeout=60,
+                                what="the approved task to run")  # fmt: skip
+    approvals = [e for e in world.system.of_type("task.approved") if e.data.task_id == held.id]
+    assert [(e.actor, e.data.note) for e in approvals] == [("user:reviewer", "scope agreed with the safety lead")]
+    assert not [e for e in world.system.of_type("task.reviewed") if e.actor == "user:speech-dev"]
+
+
+async def _listed(page: Page, row: Any) -> bool:
+    """Reload until the views list the task (they follow the event log a moment later)."""
+    if await row.count():
+        return True
+    await page.reload()
+    return False

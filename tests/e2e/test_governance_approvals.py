@@ -12,16 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner, Result
 
-from services.cli.main import app
 from shared.settings import Settings
 from tests.helpers.console_server import serving_console
-from tests.helpers.governance import bearer, issue_tokens, set_policy
+from tests.helpers.governance import bearer, cli, issue_tokens, json_of, set_policy
 from tests.helpers.system import ALL_SERVICES, RunningSystem, running_system
-
-runner = CliRunner()
-
 
 @pytest.fixture
 async def governed(fresh_settings: Settings, data_dir_factory: Callable[[], Path]) -> AsyncIterator[RunningSystem]:
@@ -32,13 +27,6 @@ async def governed(fresh_settings: Settings, data_dir_factory: Callable[[], Path
 def task(name: str, gpus: int, hours: float, **extra: Any) -> dict[str, Any]:
     return {"name": name, "project": "vision", "priority_class": "standard", "gpus": gpus, "min_vram_gb": 80,
             "estimate_gpu_hours": gpus * hours, "profile": "compute", **extra}
-
-
-async def cli(url: str, token: str, *args: str) -> Result:
-    """`cardflow ARGS` in this process, against the served console. It runs in the test's thread: the
-    in-process services pause meanwhile (their log lines would otherwise land in its captured output)."""
-    env = {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": token, "CARDFLOW_TOKEN_FILE": None, "COLUMNS": "220"}
-    return runner.invoke(app, list(args), env=env)
 
 
 def held_for_approval(name: str) -> Callable[[RunningSystem], Any]:
@@ -79,14 +67,14 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
                                         headers=bearer(tokens["sam"]))
             assert submitter.status_code == 403
 
-            check = await cli(url, tokens["sam"], "check", str(_write(tmp_path, task("another-big", 8, 1.0))), "--json")
+            check = cli(url, tokens["sam"], "check", str(_write(tmp_path, task("another-big", 8, 1.0))), "--json")
             assert check.exit_code == 4, check.output
             approval = next(c for c in json_of(check)["checks"] if c["check"] == "approval")
             assert approval["passed"] is False and "rule big-h100" in approval["detail"] and "rita" in approval["detail"]
 
-            approved = await cli(url, tokens["rita"], "approve", big.id, "--reason", "budget agreed with finance")
+            approved = cli(url, tokens["rita"], "approve", big.id, "--reason", "budget agreed with finance")
             assert approved.exit_code == 0, approved.output
-            denied = await cli(url, tokens["rita"], "deny", mine.id, "--reason", "not this month")
+            denied = cli(url, tokens["rita"], "deny", mine.id, "--reason", "not this month")
             assert denied.exit_code == 0, denied.output
 
             await system.wait_for(lambda s: (v := s.task_by_name("big")) is not None and v.state.value == "succeeded",
@@ -95,7 +83,7 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
                                   what="the denied task to be cancelled")
             await system.wait_for(lambda s: _view_says_cancelled(http, mine.id, tokens["rita"]), what="the views")
             again = await http.post(f"/v1/tasks/{mine.id}/approve", json={"reason": "x"}, headers=bearer(tokens["rita"]))
-            queue = await cli(url, tokens["sam"], "queue", "--json")
+            queue = cli(url, tokens["sam"], "queue", "--json")
             assert queue.exit_code == 0, queue.output
 
     (approved_event,) = [e for e in system.of_type("task.approved") if e.data.task_id == big.id]
@@ -111,14 +99,6 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
 async def _view_says_cancelled(http: httpx.AsyncClient, task_id: str, token: str) -> bool:
     answer = await http.get(f"/v1/tasks/{task_id}", headers=bearer(token))
     return answer.status_code == 200 and answer.json()["state"] == "cancelled"
-
-
-def json_of(result: Result) -> Any:
-    """The JSON a command printed. The console serves from a thread of this process, so its log lines can
-    land in the captured stdout before the command's own output: skip to the first line that opens JSON."""
-    lines = result.stdout.splitlines()
-    start = next(n for n, line in enumerate(lines) if line.startswith(("{", "[")))
-    return json.loads("\n".join(lines[start:]))
 
 
 def _write(directory: Path, submission: dict[str, Any]) -> Path:

@@ -3,16 +3,21 @@
     await set_policy(system, "approvals.rules=[{name: big, gpu_hours_above: 2}]")   # a new policy version
     tokens = await issue_tokens(system.settings, {"rita": ("reviewer", None)})         # {"root": ..., "rita": ...}
     with WebhookReceiver(fail_first=1) as hook: ...hook.url... hook.bodies            # a real HTTP server
+    result = cli(url, token, "quota", "list"); json_of(cli(url, token, "queue", "--json"))  # the CLI in-process
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from typer.testing import CliRunner, Result
+
+from services.cli.main import app
 from services.config.store import ConfigStore
 from services.identity.bootstrap import bootstrap_admin
 from services.identity.tokens import TokenRequest, create_token
@@ -90,3 +95,26 @@ class WebhookReceiver:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def cli(url: str, token: str, *args: str) -> Result:
+    """`cardflow ARGS` in this process, against the served console. It runs in the test's thread: the
+    in-process services pause meanwhile (their log lines would otherwise land in its captured output)."""
+    env = {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": token, "CARDFLOW_TOKEN_FILE": None, "COLUMNS": "220"}
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+async def cli_beside(url: str, token: str, *args: str) -> Result:
+    """`cli` in a thread, so the in-process services go on meanwhile (a command whose endpoint waits
+    for a lock a paused service holds, like a quota change, would otherwise wait for ever)."""
+    return await asyncio.to_thread(cli, url, token, *args)
+
+
+def json_of(result: Result) -> Any:
+    """The JSON a command printed. The console (and, with `cli_beside`, the services) log from this
+    process, so their lines can land in the captured stdout around the command's own output: decode
+    the first JSON value that starts a line, ignoring what follows it."""
+    lines = result.stdout.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith(("{", "[")))
+    value, _ = json.JSONDecoder().raw_decode("\n".join(lines[start:]))
+    return value
