@@ -1,13 +1,14 @@
 """Export the task list and the demand plan to the versioned reports bucket, by hand or once a day.
 
-    record = await export_task_list(pool, objects, trigger=ExportTrigger.MANUAL, actor="user:alice")
+    record = await export_task_list(pool, objects, trigger=ExportTrigger.MANUAL, actor="user:alice",
+                                    reason="hand-over to the night shift")
 
 Objects (keys sort by date; a second export of a day is a new version of the same keys, so every
 export stays readable by its version id):
 
     exports/<YYYY-MM-DD>/tasks.csv  tasks.json  demand.csv  demand.json
 
-Each export is a row in `config.exports` (day, trigger, actor, keys with their version ids). The
+Each export is a row in `config.exports` (day, trigger, actor, reason, keys with their version ids). The
 daily one (`run_daily_export`, the config service's loop) runs once per UTC day from
 `CARDFLOW_EXPORT_HOUR_UTC` on, whichever config instance takes the lock first.
 """
@@ -60,12 +61,13 @@ class ExportRecord:
     objects: tuple[ExportedObject, ...]
     tasks: int
     at: datetime
+    reason: str = ""
 
     def summary(self, bucket: str = REPORTS_BUCKET) -> dict[str, Any]:
         """As JSON; `bucket` is the reports bucket as the server names it (`ObjectStore.bucket_name`)."""
         return {"export_id": self.export_id, "day": self.day.isoformat(), "trigger": self.trigger.value,
-                "actor": self.actor, "tasks": self.tasks, "at": self.at.isoformat(), "bucket": bucket,
-                "objects": [asdict(o) for o in self.objects]}  # fmt: skip
+                "actor": self.actor, "reason": self.reason, "tasks": self.tasks, "at": self.at.isoformat(),
+                "bucket": bucket, "objects": [asdict(o) for o in self.objects]}  # fmt: skip
 
 
 async def load_views(pool: asyncpg.Pool) -> list[TaskView]:
@@ -76,14 +78,15 @@ async def load_views(pool: asyncpg.Pool) -> list[TaskView]:
 
 
 async def export_task_list(
-    pool: asyncpg.Pool, objects: ObjectStore, *, trigger: ExportTrigger, actor: str, bucket: str = REPORTS_BUCKET,
-    prefix: str = "", now: datetime | None = None,
+    pool: asyncpg.Pool, objects: ObjectStore, *, trigger: ExportTrigger, actor: str, reason: str,
+    bucket: str = REPORTS_BUCKET, prefix: str = "", now: datetime | None = None,
 ) -> ExportRecord:
-    """Write the four objects of the export of `now`'s UTC day (default: today) and record them."""
+    """Write the four objects of the export of `now`'s UTC day (default: today) and record them with
+    who and why."""
     now = (now or utcnow()).astimezone(UTC)
     views = await load_views(pool)
     tasks, demand = task_rows(views), demand_rows(views)
-    meta = {"generated_at": now.isoformat(), "actor": actor, "trigger": trigger.value}
+    meta = {"generated_at": now.isoformat(), "actor": actor, "reason": reason, "trigger": trigger.value}
     bodies = {
         "tasks.csv": to_csv(tasks, TASK_COLUMNS), "demand.csv": to_csv(demand, DEMAND_COLUMNS),
         "tasks.json": json.dumps(meta | {"tasks": tasks}, indent=1, ensure_ascii=False),
@@ -96,10 +99,12 @@ async def export_task_list(
         kind = "text/csv" if name.endswith(".csv") else "application/json"
         put = await objects.put(bucket, key, body, content_type=f"{kind}; charset=utf-8", metadata={"cardflow-actor": actor[:200]})
         written.append(ExportedObject(key, put.version_id, len(body), hashlib.sha256(body).hexdigest()))
-    record = ExportRecord(new_event_id(), now.date(), trigger, actor, tuple(written), len(tasks), now)
+    record = ExportRecord(new_event_id(), now.date(), trigger, actor, tuple(written), len(tasks), now, reason)
     await pool.execute(
-        f"INSERT INTO {SCHEMA}.exports (export_id, day, trigger, actor, objects, tasks, at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        record.export_id, record.day, record.trigger.value, record.actor, [asdict(o) for o in written], record.tasks, record.at,
+        f"INSERT INTO {SCHEMA}.exports (export_id, day, trigger, actor, objects, tasks, at, reason)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        record.export_id, record.day, record.trigger.value, record.actor, [asdict(o) for o in written], record.tasks,
+        record.at, record.reason,
     )  # fmt: skip
     log.info("task list exported", day=record.day.isoformat(), trigger=trigger.value, tasks=record.tasks)
     return record
@@ -108,10 +113,12 @@ async def export_task_list(
 async def list_exports(pool: asyncpg.Pool, limit: int = 100) -> list[ExportRecord]:
     """The latest exports, newest first."""
     rows = await pool.fetch(
-        f"SELECT export_id, day, trigger, actor, objects, tasks, at FROM {SCHEMA}.exports ORDER BY at DESC LIMIT $1", limit
+        f"SELECT export_id, day, trigger, actor, objects, tasks, at, reason FROM {SCHEMA}.exports ORDER BY at DESC LIMIT $1",
+        limit,
     )
     return [ExportRecord(row["export_id"], row["day"], ExportTrigger(row["trigger"]), row["actor"],
-                         tuple(ExportedObject(**o) for o in row["objects"]), row["tasks"], row["at"]) for row in rows]  # fmt: skip
+                         tuple(ExportedObject(**o) for o in row["objects"]), row["tasks"], row["at"], row["reason"])
+            for row in rows]  # fmt: skip
 
 
 async def run_daily_export(
@@ -131,6 +138,7 @@ async def run_daily_export(
             )
             if done:
                 return None
-            return await export_task_list(pool, objects, trigger=ExportTrigger.DAILY, actor=DAILY_ACTOR, now=now)
+            return await export_task_list(pool, objects, trigger=ExportTrigger.DAILY, actor=DAILY_ACTOR, now=now,
+                                          reason=f"the daily export (due from {hour_utc:02d}:00 UTC)")  # fmt: skip
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK)

@@ -197,7 +197,7 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
         changed = await client.post("/v1/config/set", json={
             "name": "policy", "assignments": ["headroom.default=0.2"], "reason": "more room for the eval burst"})
         assert changed.status_code == 201, changed.text
-        exported = await client.post("/v1/exports", json={})
+        exported = await client.post("/v1/exports", json={"reason": "the eval burst's task list"})
         assert exported.status_code == 201, exported.text
     version = changed.json()["version"]  # other tests of this module may have changed the policy before
     await page.goto(world.base_url + "/board")

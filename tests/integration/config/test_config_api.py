@@ -104,7 +104,8 @@ async def test_templates_over_http_and_the_task_list_export(fresh_settings: Sett
         made = await client.post("/v1/config/apply", headers=alice, json={
             "name": "templates/eval", "content": "defaults: {project: eval, gpus: 1}\n", "reason": "nightly evals"})
         listed = (await client.get("/v1/config/documents", params={"kind": "template"}, headers=alice)).json()
-        exported = await client.post("/v1/exports", headers=alice)
+        no_reason = await client.post("/v1/exports", headers=alice, json={})
+        exported = await client.post("/v1/exports", headers=alice, json={"reason": "hand-over to the night shift"})
         exports = (await client.get("/v1/exports", headers=alice)).json()
 
     assert made.status_code == 201 and [(t["name"], t["version"]) for t in listed] == [("templates/eval", 1)]
@@ -114,3 +115,4 @@ async def test_templates_over_http_and_the_task_list_export(fresh_settings: Sett
     assert all(o["version_id"] for o in exported.json()["objects"])
     assert exported.json()["objects"][0]["key"].startswith("exports/20")
     assert [e["export_id"] for e in exports] == [exported.json()["export_id"]] and exports[0]["actor"] == "user:ops-alice"
+    assert exports[0]["reason"] == "hand-over to the night shift" and no_reason.status_code == 422

@@ -101,6 +101,7 @@ async def test_the_daily_export_fires_by_itself_and_yesterdays_list_sits_beside_
     assert {(row["trigger"], row["actor"], row["tasks"]) for row in exports.values()} == {
         ("daily", "system:daily-export", 2), ("daily", "system:daily-export", 3)}
     assert exports["2031-03-14"]["tasks"] == 2 and exports["2031-03-15"]["tasks"] == 3
+    assert {row["reason"] for row in exports.values()} == {"the daily export (due from 06:00 UTC)"}
     assert "exports/2031-03-14/tasks.csv" in table and "exports/2031-03-15/tasks.csv" in table
     assert table.index("2031-03-15") < table.index("2031-03-14")  # newest first
     async with open_object_store(fresh_settings) as store:
