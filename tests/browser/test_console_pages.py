@@ -210,6 +210,7 @@ async def test_who_changed_the_policy_and_what_changed(world: ConsoleWorld, page
     newest_export = exports.locator("tbody tr").first
     await expect(newest_export).to_contain_text("manual")
     await expect(newest_export).to_contain_text("user:planner")
+    await expect(newest_export).to_contain_text("the eval burst's task list")
     await expect(newest_export).to_contain_text(exported.json()["objects"][0]["version_id"])
     await expect(page.locator("table").nth(1)).to_contain_text("seeded at first start")
     await page.get_by_label("from").select_option(str(version - 1))
