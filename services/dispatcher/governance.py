@@ -19,7 +19,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.working_set import WorkingSet
 from shared.leasing.approvals import explain_approvals, gate_queue
 from shared.leasing.records import LeaseBook
-from shared.leasing.watch import WatchRules, deadline_gate, watch
+from shared.leasing.watch import STARTED, WatchRules, deadline_gate, watch, watch_started
 from shared.leasing.work import BookChanges, LeaseWork
 from shared.scheduling.estimate import StartEstimate, estimate_starts
 from shared.scheduling.model import Deferral, Plan, QueuedTask, Snapshot
@@ -53,4 +53,5 @@ def watch_queue(dc: Dispatcher, book: LeaseBook, snapshot: Snapshot, ordered: Se
     left = {account_id: quota.remaining_gpu_hours for account_id, quota in snapshot.quotas.items()}
     waiting = [book.tasks[task.task_id] for task in ordered if task.task_id in book.tasks]
     watch(work, waiting, estimates, list(book.accounts.values()), left, watch_rules(dc))
+    watch_started(work, [task for task in book.tasks.values() if task.deadline is not None and task.state in STARTED])
     return estimates, work.changes()

@@ -5,7 +5,9 @@ estimated starts (`shared.scheduling.estimate`) and raises, once per occasion (t
 kept in the task's `flags`):
 
 - `task.deadline_endangered` — its estimated end (or, without an estimate, now plus its shortest
-  runtime) is past its deadline; raised again if it recovers and falls behind once more;
+  runtime) is past its deadline; raised again if it recovers and falls behind once more. A task
+  that already started (it may have started at once, never queued) is flagged once when its
+  lease's estimated end is past its deadline (`watch_started`);
 - `task.quota_endangered` — a CORE task whose estimated end falls within the alert lead of an account
   it needs (the account's `alert_lead_days`, 15 by default) of that account's expiry, or which that
   account's GPU-hours left will not cover: before it starts, and again at each of the policy's
@@ -57,6 +59,28 @@ def watch(work: LeaseWork, tasks: Iterable[TaskRecord], estimates: Mapping[str, 
         if task.priority_class is PriorityClass.CORE:
             _watch_quota(work, work.task(task.task_id) or task, estimate, accounts, left, rules)
         _watch_approval(work, work.task(task.task_id) or task, rules)
+
+
+STARTED = frozenset({TaskState.LEASED, TaskState.RUNNING})
+
+
+def watch_started(work: LeaseWork, tasks: Iterable[TaskRecord]) -> None:
+    """Flag, once, each started task whose lease is estimated to end after the task's deadline."""
+    for task in sorted(tasks, key=lambda t: t.task_id):
+        if task.state not in STARTED or task.deadline is None or DEADLINE_FLAG in task.flags:
+            continue
+        ends = [lease.estimated_end for lease in work.leases_of_task(task.task_id) if lease.estimated_end is not None]
+        if not ends or max(ends) <= task.deadline:
+            continue
+        end, lease = max(ends), work.leases_of_task(task.task_id)[0]
+        late = format_duration((end - task.deadline).total_seconds())
+        detail = (f"started {_iso(lease.granted_at.timestamp())} on {lease.card_type}: estimated to end"
+                  f" {end.isoformat(timespec='seconds')}, {late} after its deadline {task.deadline.isoformat(timespec='seconds')}")
+        work.emit(TaskDeadlineEndangered, task_subject(task.task_id), {
+            "task_id": task.task_id, "deadline": task.deadline, "detail": detail, "estimated_end": end,
+            "estimated_start": lease.granted_at,
+        })
+        _flag(work, task, add=DEADLINE_FLAG)
 
 
 def _end(task: TaskRecord, estimate: StartEstimate | None, now: datetime) -> tuple[datetime, str]:

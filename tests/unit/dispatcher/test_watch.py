@@ -108,3 +108,23 @@ def test_why_each_grant_started() -> None:
     reasons = start_reasons(decided, ordered, lambda t: flags.get(t, frozenset()))
     assert reasons == {"T0": (StartReason.IN_ORDER, 0), "T2": (StartReason.BACKFILL, 1),
                        "T3": (StartReason.RESERVATION, 1), "T4": (StartReason.PREEMPTION, 1)}
+
+
+def test_a_task_that_started_at_once_is_flagged_once_when_its_lease_ends_after_its_deadline() -> None:
+    from shared.leasing.watch import watch_started
+    from tests.unit.dispatcher.builders import a_lease_record
+
+    def flagged_by(task, lease):  # noqa: ANN001, ANN202
+        work = LeaseWork(a_book(task, lease), NOW, LeaseRules())
+        watch_started(work, [task])
+        return work.changes()
+
+    running = a_task_record("T1", state=TaskState.RUNNING, deadline=NOW + timedelta(minutes=4))
+    late = flagged_by(running, a_lease_record(estimated_end=NOW + 6 * H))
+    assert kinds(late) == ["task.deadline_endangered"]
+    assert "after its deadline" in late.emissions[0].data["detail"] and "started" in late.emissions[0].data["detail"]
+    assert not flagged_by(late.tasks["T1"], a_lease_record(estimated_end=NOW + 6 * H)).emissions  # once
+    in_time = a_task_record("T1", state=TaskState.RUNNING, deadline=NOW + 7 * H)
+    assert not flagged_by(in_time, a_lease_record(estimated_end=NOW + 6 * H)).emissions
+    no_deadline = a_task_record("T1", state=TaskState.RUNNING)
+    assert not flagged_by(no_deadline, a_lease_record(estimated_end=NOW + 6 * H)).emissions
