@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec
-from services.console.store import FLEET_TYPES, SCHEMA, apply_events
+from services.console.store import FLEET_TYPES, SCHEMA, ViewCache, apply_events
 from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
@@ -55,6 +55,7 @@ def parse_projected(entry: Entry) -> Envelope | Ignored:
 
 async def setup(ctx: ServiceContext) -> None:
     """Register the batch consumer of `cf:events` and the hourly inbox clean-up."""
+    cache = ViewCache()
 
     @reliable_batch_subscriber(
         ctx.broker, stream=EVENTS_STREAM, group=CONSOLE_GROUP, parse=parse_projected, parse_entry=True,
@@ -67,7 +68,7 @@ async def setup(ctx: ServiceContext) -> None:
         nodes = [e.event_id for e in events if task_id_of(e) is None]
         async with ctx.transaction() as conn:
             fresh = await record_consumed_many(conn, ctx.schema, CONSOLE_GROUP, nodes) if nodes else set()
-            await apply_events(conn, [e for e in events if task_id_of(e) is not None or e.event_id in fresh])
+            await apply_events(conn, [e for e in events if task_id_of(e) is not None or e.event_id in fresh], cache)
 
     async def forget_old_inbox(ctx: ServiceContext) -> None:
         await prune_inbox(ctx.pool, ctx.schema, INBOX_RETENTION)

@@ -4,18 +4,23 @@ One call per consumed batch, inside the batch's transaction:
 
 1. task events: lock the batch's task ids (advisory, in a fixed order, so two views instances
    never interleave on one task), load their views, `evolve` in stream order (pure), then one
-   multi-row upsert of the views and one multi-row insert of the history;
+   multi-row upsert of the views and one multi-row insert of the history. A `ViewCache` keeps the
+   views this process last read or wrote with their row version (`xmin`): the load sends the
+   cached versions and gets the view's JSON back only for rows that changed since (another views
+   instance, a rolled-back batch), so a view still as cached is not parsed again — a task's view
+   is loaded about seven times on its way, and parsing it was the service's largest cost;
 2. fleet events: nodes (registered / lost) and leases (granted / ended), as order-independent
    upserts.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 import asyncpg
 
-from services.common.bulk import execute_bulk
+from services.common.bulk import column_arrays, execute_bulk
 from shared.events import Envelope
 from shared.logging import get_logger
 from shared.projection import TaskView, evolve, task_id_of
@@ -27,13 +32,33 @@ FLEET_TYPES = {"node.registered", "node.lost", "lease.granted"} | LEASE_END_TYPE
 log = get_logger(__name__)
 
 
-async def apply_events(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+class ViewCache:
+    """The task views this process last read or wrote, each with the `xmin` of the row it came from
+    or went to; the least recently used are forgotten beyond `capacity`. A cached view is used only
+    while its row still has that `xmin` (any later write of the row changes it)."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._views: OrderedDict[str, tuple[str, TaskView]] = OrderedDict()
+
+    def cached(self, task_ids: Iterable[str]) -> dict[str, tuple[str, TaskView]]:
+        """Task id -> (the row version its view was read or written at, the view), cached ids only."""
+        return {task_id: self._views[task_id] for task_id in task_ids if task_id in self._views}
+
+    def put(self, task_id: str, version: str, view: TaskView) -> None:
+        self._views[task_id] = (version, view)
+        self._views.move_to_end(task_id)
+        while len(self._views) > self.capacity:
+            self._views.popitem(last=False)
+
+
+async def apply_events(conn: asyncpg.Connection, events: Sequence[Envelope], cache: ViewCache | None = None) -> None:
     """Project `events` (already de-duplicated, in stream order) in the caller's transaction."""
-    await project_tasks(conn, [e for e in events if task_id_of(e) is not None])
+    await project_tasks(conn, [e for e in events if task_id_of(e) is not None], cache or ViewCache(0))
     await project_fleet(conn, [e for e in events if e.type in FLEET_TYPES])
 
 
-async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope]) -> None:
+async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope], cache: ViewCache) -> None:
     if not events:
         return
     task_ids = sorted({task_id_of(e) for e in events})  # type: ignore[type-var]
@@ -42,7 +67,7 @@ async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope]) ->
         " (SELECT hashtextextended('views.task:' || id, 0) AS k FROM unnest($1::text[]) AS id ORDER BY 1) AS keys",
         task_ids,
     )
-    views = await load_views(conn, task_ids)
+    views = await load_views(conn, task_ids, cache)
     history: list[tuple[Envelope, TaskView]] = []
     for event in events:
         task_id = task_id_of(event)
@@ -54,32 +79,46 @@ async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope]) ->
         views[after.id] = after
         history.append((event, after))
     changed = {view.id: view for _, view in history}
-    await save_views(conn, list(changed.values()))
+    await save_views(conn, list(changed.values()), cache)
     await save_history(conn, history)
 
 
-async def load_views(conn: asyncpg.Connection, task_ids: Sequence[str]) -> dict[str, TaskView]:
-    """The stored views of `task_ids`, read as JSON text and validated by pydantic in one step
-    (the per-batch load and save of views was most of the service's CPU)."""
-    rows = await conn.fetch(f"SELECT view::text AS view FROM {SCHEMA}.tasks WHERE id = ANY($1::text[])", list(task_ids))
-    views = [TaskView.model_validate_json(row["view"]) for row in rows]
-    return {view.id: view for view in views}
+async def load_views(conn: asyncpg.Connection, task_ids: Sequence[str], cache: ViewCache) -> dict[str, TaskView]:
+    """The stored views of `task_ids`: the cached one where the row is unchanged since (`xmin`),
+    else read as JSON text and validated by pydantic in one step (and cached)."""
+    known = cache.cached(task_ids)
+    rows = await conn.fetch(
+        f"SELECT t.id, t.xmin::text AS version,"
+        " CASE WHEN t.xmin::text = c.version THEN NULL ELSE t.view::text END AS view"
+        f" FROM {SCHEMA}.tasks AS t LEFT JOIN unnest($2::text[], $3::text[]) AS c(id, version) ON c.id = t.id"
+        " WHERE t.id = ANY($1::text[])",
+        list(task_ids), list(known), [version for version, _ in known.values()],
+    )  # fmt: skip
+    views: dict[str, TaskView] = {}
+    for row in rows:
+        view = known[row["id"]][1] if row["view"] is None else TaskView.model_validate_json(row["view"])
+        cache.put(row["id"], row["version"], view)
+        views[view.id] = view
+    return views
 
 
-async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView]) -> None:
-    await execute_bulk(
-        conn,
+async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView], cache: ViewCache) -> None:
+    if not views:
+        return
+    rows = await conn.fetch(
         f"INSERT INTO {SCHEMA}.tasks (id, state, project, idempotency_key, name, updated_at, view)"
         " SELECT id, state, project, idempotency_key, name, updated_at, view::jsonb"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])"
         " AS t(id, state, project, idempotency_key, name, updated_at, view)"
         " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, project = EXCLUDED.project,"
         " idempotency_key = EXCLUDED.idempotency_key, name = EXCLUDED.name, updated_at = EXCLUDED.updated_at,"
-        " view = EXCLUDED.view",
-        views,
-        ("id", "state.value", "project", "idempotency_key", "name", "last_event_at",
-         TaskView.model_dump_json),
+        " view = EXCLUDED.view RETURNING id, xmin::text AS version",
+        *column_arrays(views, ("id", "state.value", "project", "idempotency_key", "name", "last_event_at",
+                               TaskView.model_dump_json)),
     )  # fmt: skip
+    saved = {view.id: view for view in views}
+    for row in rows:
+        cache.put(row["id"], row["version"], saved[row["id"]])
 
 
 async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelope, TaskView]]) -> None:

@@ -201,3 +201,30 @@ async def test_only_node_events_take_inbox_rows_and_a_redelivered_registration_d
         view = await load_task(pool, story.task_id)
         assert view.events == len(task_events) + 1
         assert len(await task_history(pool, story.task_id)) == len(task_events) + 1
+
+
+async def test_a_view_written_by_another_process_is_read_again_not_taken_from_the_cache(
+    fresh_settings: Settings,
+) -> None:
+    story = TaskStory(new_event_id())
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        await services.publish(story.submitted(), story.readiness(False))
+
+        async def waiting() -> bool:
+            view = await load_task(pool, story.task_id)
+            return view is not None and view.events == 2
+
+        assert await services.wait_until(waiting)  # the service now holds this view in its cache
+        await pool.execute(  # another writer (a second views instance, a repair) changes the stored view
+            "UPDATE views.tasks SET view = jsonb_set(view, '{name}', '\"renamed-elsewhere\"') WHERE id = $1",
+            story.task_id,
+        )
+        await services.publish(story.matched())
+
+        async def matched() -> bool:
+            return (await load_task(pool, story.task_id)).events == 3
+
+        assert await services.wait_until(matched)
+        view = await load_task(pool, story.task_id)
+        assert (view.name, view.card_type) == ("renamed-elsewhere", "A100")
