@@ -150,7 +150,7 @@ def build_workload(run_id: str, *, seed: int = 7, small_jobs: int = 18) -> DemoW
     rng = random.Random(seed)
     later = _waiting_for_data(run_id)
     impossible = _task(run_id, "giant-moe", "research", "standard", gpus=8, hours=400, profile="compute",
-                       min_vram_gb=200, labels={"demo": "impossible"})  # fmt: skip
+                       min_vram_gb=200, scenario="exploration", labels={"demo": "impossible"})  # fmt: skip
     submissions = (*_big_jobs(run_id), *_small_jobs(run_id, rng, small_jobs), *later, impossible)
     return DemoWorkload(
         run_id=run_id,
@@ -162,8 +162,11 @@ def build_workload(run_id: str, *, seed: int = 7, small_jobs: int = 18) -> DemoW
 
 
 def _task(run_id: str, name: str, project: str, priority_class: str, *, gpus: int, hours: float, profile: str,
-          **extra: Any) -> dict[str, Any]:  # fmt: skip
-    """The whole submission (with `template`: what intake resolves it to; `wire_form` is what is sent)."""
+          scenario: str, labels: Mapping[str, str] | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """The whole submission (with `template`: what intake resolves it to; `wire_form` is what is sent).
+
+    `scenario` becomes the `scenario` label: rounds and the ledger report spend against output by it.
+    """
     return {
         "idempotency_key": f"demo-{run_id}-{name}",
         "name": name,
@@ -173,6 +176,7 @@ def _task(run_id: str, name: str, project: str, priority_class: str, *, gpus: in
         "estimate_gpu_hours": hours,
         "profile": profile,
         "output_unit": "samples",
+        "labels": {"scenario": scenario, **(labels or {})},
         **extra,
     }
 
@@ -182,42 +186,45 @@ def _big_jobs(run_id: str) -> list[dict[str, Any]]:
     every_20_min = {"interval_minutes": 20}
     return [
         _task(run_id, "finetune-7b", "llm", "core", gpus=8, hours=96, profile="compute", min_vram_gb=80,
-              priority=10, checkpoint=every_20_min, template="demo-llm-h100"),
+              scenario="llm-training", priority=10, checkpoint=every_20_min, template="demo-llm-h100"),
         _task(run_id, "pretrain-ablation", "llm", "standard", gpus=8, hours=64, profile="compute", min_vram_gb=80,
-              checkpoint=every_20_min, template="demo-llm-h100"),
-        _task(run_id, "vision-sweep-a", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64),
-        _task(run_id, "vision-sweep-b", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64),
-        _task(run_id, "rl-rollouts", "research", "opportunistic", gpus=4, hours=16, profile="memory", min_vram_gb=72),
+              scenario="llm-training", checkpoint=every_20_min, template="demo-llm-h100"),
+        _task(run_id, "vision-sweep-a", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64,
+              scenario="vision-search"),
+        _task(run_id, "vision-sweep-b", "vision", "standard", gpus=4, hours=24, profile="balanced", min_vram_gb=64,
+              scenario="vision-search"),
+        _task(run_id, "rl-rollouts", "research", "opportunistic", gpus=4, hours=16, profile="memory", min_vram_gb=72,
+              scenario="exploration"),
     ]  # fmt: skip
 
 
 def _small_jobs(run_id: str, rng: random.Random, count: int) -> list[dict[str, Any]]:
     """Evals and data jobs that fit in 48 GB: the matcher picks the cheaper L40S for them."""
     kinds = [
-        ("eval", "llm", "standard", "memory"),
-        ("tokenize", "speech", "opportunistic", "balanced"),
-        ("embed", "vision", "standard", "compute"),
-        ("probe", "research", "opportunistic", "memory"),
-        ("hotfix-eval", "llm", "core", "memory"),
+        ("eval", "llm", "standard", "memory", "evaluation"),
+        ("tokenize", "speech", "opportunistic", "balanced", "data-prep"),
+        ("embed", "vision", "standard", "compute", "data-prep"),
+        ("probe", "research", "opportunistic", "memory", "exploration"),
+        ("hotfix-eval", "llm", "core", "memory", "evaluation"),
     ]
     jobs = []
     for n in range(count):
-        kind, project, priority_class, profile = kinds[n % len(kinds)]
+        kind, project, priority_class, profile, scenario = kinds[n % len(kinds)]
         gpus = rng.choice((1, 1, 2))
         template = {"template": "demo-llm-eval"} if project == "llm" else {}
         jobs.append(_task(run_id, f"{kind}-{n:02d}", project, priority_class, gpus=gpus,
-                          hours=round(rng.uniform(0.8, 2.4) * gpus, 2), profile=profile,
+                          hours=round(rng.uniform(0.8, 2.4) * gpus, 2), profile=profile, scenario=scenario,
                           min_vram_gb=rng.choice((16, 24, 40)), priority=rng.randint(0, 5), **template))  # fmt: skip
     return jobs
 
 
 def _waiting_for_data(run_id: str) -> list[dict[str, Any]]:
     return [
-        _task(run_id, "train-on-shard-07", "vision", "standard", gpus=2, hours=3, profile="compute",
+        _task(run_id, "train-on-shard-07", "vision", "standard", gpus=2, hours=3, profile="compute", scenario="vision-search",
               min_vram_gb=24, inputs=[f"s3://{DEMO_BUCKET}/raw/shard-07.parquet"]),
-        _task(run_id, "features-2024-06", "research", "standard", gpus=1, hours=1.5, profile="memory",
+        _task(run_id, "features-2024-06", "research", "standard", gpus=1, hours=1.5, profile="memory", scenario="data-prep",
               inputs=[f"s3://{DEMO_BUCKET}/features/2024-06/"]),
-        _task(run_id, "tokenize-web-crawl", "llm", "opportunistic", gpus=2, hours=2.5, profile="balanced",
+        _task(run_id, "tokenize-web-crawl", "llm", "opportunistic", gpus=2, hours=2.5, profile="balanced", scenario="data-prep",
               inputs=[{"dataset": "web-crawl", "version": "2024-06-01"}]),
     ]  # fmt: skip
 
