@@ -83,6 +83,7 @@ def build_daemon(options: AgentOptions, redis_url: str, hardware: NodeHardware |
         heartbeat_s=options.heartbeat_s,
         register_every_s=options.register_every_s,
         shutdown_grace_s=options.grace_s if options.grace_s is not None else 30.0,
+        time_scale=options.time_scale if options.sim is not None else 1.0,
     )
     return AgentDaemon(config, hardware, lambda sink: _runner(options, hardware, sink))
 

@@ -56,6 +56,7 @@ class AgentConfig:
     heartbeat_s: float = 2.0
     register_every_s: float = 30.0
     shutdown_grace_s: float = 30.0
+    time_scale: float = 1.0  # registered: a simulated agent's runs go this many times faster than real time
     claim_idle_ms: int = 10_000  # commands left pending this long (a dead agent process) are re-read
     claim_every_ms: int = 3_000  # how often the inbox's claimer looks for them (each look costs a round trip)
 
@@ -186,7 +187,8 @@ class AgentDaemon:
         return True
 
     def register(self) -> None:
-        outgoing = self.state.registration(self.hardware.card_type, self.hardware.mode, self.hardware.gpus)
+        outgoing = self.state.registration(self.hardware.card_type, self.hardware.mode, self.hardware.gpus,
+                                           time_scale=self.config.time_scale)
         self.writer.send(outgoing)
         self.registrations += 1
         log.info("agent registered", agent_id=self.config.agent_id, held_leases=len(self.state.leases))

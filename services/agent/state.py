@@ -314,8 +314,9 @@ class AgentState:
         )
         return Outgoing(Heartbeat, report)
 
-    def registration(self, card_type: str, mode: NodeMode, gpus: tuple[GpuInfo, ...]) -> Outgoing:
-        """Announces the node, its GPUs and the leases still held (after a reconnect)."""
+    def registration(self, card_type: str, mode: NodeMode, gpus: tuple[GpuInfo, ...], *,
+                     time_scale: float = 1.0) -> Outgoing:
+        """Announces the node, its GPUs, its clock speed and the leases still held (after a reconnect)."""
         report = AgentRegisteredReport(
             agent_id=self.agent_id,
             node_id=self.node_id,
@@ -324,6 +325,7 @@ class AgentState:
             gpus=gpus,
             held_leases=tuple(run.held() for run in self.leases.values()),
             started_at=self.started_at,
+            time_scale=time_scale,
         )
         return Outgoing(AgentRegistered, report)
 

@@ -103,8 +103,9 @@ class Dispatcher:
 
     @property
     def rules(self) -> LeaseRules:
-        """The folds' timings (`CARDFLOW_DISPATCHER_*`) and the policy's idle reclaim."""
-        return replace(self.config.lease_rules(), idle=idle_rule(self.governance.idle_reclaim))
+        """The folds' timings (`CARDFLOW_DISPATCHER_*`), the policy's idle reclaim and report rate caps."""
+        return replace(self.config.lease_rules(), idle=idle_rule(self.governance.idle_reclaim),
+                       reports=self.governance.reports)
 
     @property
     def emitter(self) -> Emitter:

@@ -100,6 +100,7 @@ NODE_COLUMNS: tuple[Column, ...] = (
     ("card_type", "text", lambda n: n.card_type), ("gpus", "int", lambda n: n.gpus),
     ("mode", "text", lambda n: n.mode.value), ("registered_at", "timestamptz", lambda n: n.registered_at),
     ("last_seen", "timestamptz", lambda n: n.last_seen), ("alive", "bool", lambda n: n.alive),
+    ("time_scale", "float8", lambda n: n.time_scale),
 )  # fmt: skip
 
 
@@ -270,11 +271,12 @@ async def save_rejections(conn: asyncpg.Connection, schema: str, rejected: Seque
         return
     await conn.execute(
         f"INSERT INTO {quote_schema(schema)}.rejected_reports"
-        " (report_id, report_type, agent_id, lease_id, fencing_token, reason, detail)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[])",
+        " (report_id, report_type, agent_id, lease_id, fencing_token, reason, detail, count)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[],"
+        " $8::int[])",
         [r.report_id for r in rejected], [r.report_type for r in rejected], [r.agent_id for r in rejected],
         [r.lease_id for r in rejected], [r.fencing_token for r in rejected],
-        [r.refusal.reason.value for r in rejected], [r.refusal.detail for r in rejected],
+        [r.refusal.reason.value for r in rejected], [r.refusal.detail for r in rejected], [r.count for r in rejected],
     )
 
 

@@ -23,6 +23,7 @@ from shared.config.governance import (
     IdleReclaimSection,
     ReviewersSection,
 )
+from shared.leasing.report_limits import ReportLimits
 from shared.scheduling.model import Policy
 from shared.submission.fields import CardTypeName
 from shared.submission.limits import SubmissionLimits
@@ -153,6 +154,9 @@ class PolicyDocument(BaseModel):
     deadlines: DeadlinesSection = Field(default_factory=DeadlinesSection)
     idle_reclaim: IdleReclaimSection = Field(default_factory=IdleReclaimSection)
     alerts: AlertsSection = Field(default_factory=AlertsSection)
+    reports: ReportLimits = Field(
+        default_factory=ReportLimits, description="per-lease caps on agents' report rates, applied by the dispatcher"
+    )
 
 
 class HeadroomShares(Mapping[str, float]):

@@ -60,6 +60,11 @@ class AgentRegisteredReport(Payload):
         description="when this agent process started: a lease granted before it and not in held_leases is lost; "
         "one granted after it may still be on its way to the agent (periodic re-registrations)",
     )
+    time_scale: float = Field(
+        1.0, gt=0, le=1_000_000,
+        description="how many times faster than real time this agent's runs go (a simulated agent's --time-scale;"
+        " 1 for real GPUs): report rate caps count in the agent's time",
+    )
 
 
 class AgentRegistered(Envelope):

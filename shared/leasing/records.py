@@ -126,6 +126,7 @@ class LeaseRecord:
     output_units: float | None = None
     last_checkpoint: str | None = None
     last_checkpoint_at: datetime | None = None
+    last_progress_at: datetime | None = None  # when a progress report was last accepted (not stored)
     last_renewed_at: datetime | None = None
     renewals_unreported: int = 0  # heartbeats not yet coalesced into `lease.renewed`
     renewal_reported_at: datetime | None = None
@@ -157,6 +158,7 @@ class NodeRecord:
     registered_at: datetime
     last_seen: datetime
     alive: bool = True
+    time_scale: float = 1.0  # the agent's clock speed (a simulated agent's --time-scale); real agents 1
     lease_expired_at: datetime | None = None  # the last time a lease on it expired (not stored)
 
 

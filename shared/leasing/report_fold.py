@@ -4,7 +4,10 @@
 
 Reports are applied in order, each seeing the effects of the earlier ones. EVERY claim a report
 makes about a lease is screened first (`screening.screen_claim`: fencing, then any further rule);
-a refused claim becomes a `RejectedReport` and has no effect. Accepted reports:
+a refused claim becomes a `RejectedReport` and has no effect. Of several checkpoint (or progress)
+reports about one lease in one batch only the last is applied, the others are refused `coalesced`;
+refusals for `coalesced` and `rate_limited` are counted into one `RejectedReport` per lease, reason
+and batch (a storm of them is one row). Accepted reports:
 
 - `report.registered`: the node is recorded (`node.registered` when new or changed); of the active
   leases on the node, those the agent lists with the right token are kept and renewed, those
@@ -49,12 +52,17 @@ from shared.leasing.work import BookChanges, LeaseRules, LeaseWork, RunOutcome
 class RejectedReport:
     """A report (or one claim of it) that was refused, with why."""
 
-    report_id: str
+    report_id: str  # the last one, when several are counted together
     report_type: str
     agent_id: str
     lease_id: str | None
     fencing_token: int | None
     refusal: Refusal
+    count: int = 1  # reports refused alike (`COUNTED` reasons only; one lease, one batch)
+
+
+COUNTED = frozenset({Rejection.RATE_LIMITED, Rejection.COALESCED})
+"""Refusals a misbehaving agent can cause by the thousand: counted, not recorded one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +88,7 @@ class ReportEffects:
 
 def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: datetime, config: LeaseRules) -> ReportEffects:
     """Fold `reports` (in order) over `leases`; see the module docstring."""
-    fold = _ReportFold(LeaseWork(leases, now, config))
+    fold = _ReportFold(LeaseWork(leases, now, config), superseded_in_batch(reports))
     for report in reports:
         fold.apply(report)
     return ReportEffects(fold.work.changes(), tuple(fold.rejected), tuple(fold.utilisation.values()),
@@ -96,12 +104,24 @@ def claims_of(report: AgentReport) -> list[LeaseClaim]:
     return [LeaseClaim(d.agent_id, d.lease_id, d.task_id, d.fencing_token)]
 
 
+def superseded_in_batch(reports: Sequence[AgentReport]) -> frozenset[str]:
+    """Ids of checkpoint / progress reports followed, in the same batch, by one of the same kind about the same lease."""
+    last: dict[tuple[str, str], str] = {}
+    for report in reports:
+        if isinstance(report, CheckpointReport | TaskProgress):
+            last[(report.type, report.data.lease_id)] = report.event_id
+    kept = set(last.values())
+    return frozenset(r.event_id for r in reports if isinstance(r, CheckpointReport | TaskProgress) and r.event_id not in kept)
+
+
 class _ReportFold:
     """The running state of one batch: the working copy, rejections, readings."""
 
-    def __init__(self, work: LeaseWork) -> None:
+    def __init__(self, work: LeaseWork, superseded: frozenset[str] = frozenset()) -> None:
         self.work = work
+        self.superseded = superseded
         self.rejected: list[RejectedReport] = []
+        self._counted: dict[tuple[str | None, Rejection], int] = {}  # -> index in `rejected`
         self.utilisation: dict[tuple[str, int], GpuReading] = {}
         self.capacity_changed = False
 
@@ -119,12 +139,21 @@ class _ReportFold:
 
     # -- screening ------------------------------------------------------------------------------
 
+    def screen(self, claim: LeaseClaim, report: AgentReport, lease: LeaseRecord | None) -> Refusal | None:
+        """`screening.screen_claim` with the lease's node; then `coalesced` if a later report says more."""
+        node = self.work.node(lease.node_id) if lease is not None else None
+        refusal = screen_claim(claim, report, lease, node, self.work.now, self.work.rules)
+        if refusal is None and report.event_id in self.superseded:
+            return Refusal(Rejection.COALESCED, f"a later {report.type} about lease {claim.lease_id} in the same batch"
+                           " supersedes it")
+        return refusal
+
     def accepted(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[LeaseRecord]:
         """The leases of the claims that pass screening; the others are rejected."""
         leases = []
         for claim in claims:
             lease = self.work.lease(claim.lease_id)
-            refusal = screen_claim(claim, report, lease, self.work.now, self.work.rules)
+            refusal = self.screen(claim, report, lease)
             if refusal is None:
                 assert lease is not None
                 leases.append(lease)
@@ -134,7 +163,15 @@ class _ReportFold:
 
     def reject(self, report: AgentReport, agent_id: str, refusal: Refusal, lease_id: str | None = None,
                token: int | None = None) -> None:
-        self.rejected.append(RejectedReport(report.event_id, report.type, agent_id, lease_id, token, refusal))
+        rejected = RejectedReport(report.event_id, report.type, agent_id, lease_id, token, refusal)
+        if refusal.reason not in COUNTED:
+            self.rejected.append(rejected)
+            return
+        index = self._counted.setdefault((lease_id, refusal.reason), len(self.rejected))
+        if index == len(self.rejected):
+            self.rejected.append(rejected)
+        else:
+            self.rejected[index] = replace(rejected, count=self.rejected[index].count + 1)
 
     # -- reports --------------------------------------------------------------------------------
 
@@ -144,7 +181,7 @@ class _ReportFold:
                              finished_at=report.occurred_at)
         [claim] = claims_of(report)
         lease = work.lease(claim.lease_id)
-        refusal = screen_claim(claim, report, lease, work.now, work.rules)
+        refusal = self.screen(claim, report, lease)
         if refusal is None:
             assert lease is not None
             work.end_lease(lease, Trigger.FINISHED, report, outcome)
@@ -160,7 +197,7 @@ class _ReportFold:
         for lease in self.accepted(report, claims_of(report)):
             self.work.mark_started(lease, report)
             lease = self.work.lease(lease.lease_id) or lease
-            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress),
+            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress), last_progress_at=self.work.now,
                                   output_units=_latest(d.output_units, lease.output_units)))
 
     def checkpointed(self, report: CheckpointReport) -> None:
@@ -217,7 +254,7 @@ class _ReportFold:
     def registered(self, report: AgentRegistered) -> None:
         d, work = report.data, self.work
         node = NodeRecord(d.node_id, d.agent_id, d.card_type, len(d.gpus), d.mode, registered_at=work.now,
-                          last_seen=work.now, alive=True)
+                          last_seen=work.now, alive=True, time_scale=d.time_scale)
         old = work.node(d.node_id)
         if old is None or _identity(old) != _identity(node):
             self.announce_node(node, report)
@@ -226,7 +263,7 @@ class _ReportFold:
         kept = []
         for lease in work.leases_on_node(d.node_id):
             claim = claims.get(lease.lease_id)
-            if claim is not None and screen_claim(claim, report, lease, work.now, work.rules) is None:
+            if claim is not None and self.screen(claim, report, lease) is None:
                 kept.append(lease)
             elif claim is None and d.started_at is not None and lease.granted_at >= d.started_at:
                 continue  # granted after the agent process started: the grant may still be on its way

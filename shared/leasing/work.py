@@ -50,6 +50,7 @@ from shared.leasing.lease_end import (
 )
 from shared.leasing.idle import IdleRule, held_after_reclaim, held_detail
 from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, TaskRecord
+from shared.leasing.report_limits import ReportLimits
 from shared.names import EVENTS_STREAM, agent_inbox
 from shared.scheduling.model import DeferralReason
 
@@ -68,6 +69,7 @@ class LeaseRules:
     claim_after_s: float = 30.0  # reports a failed batch left pending are applied again after this (see outage.py)
     capacity_reason_every_s: float = 10.0  # see `waiting.update_waiting`
     idle: IdleRule = IdleRule()  # the policy's idle reclaim (off unless the policy document turns it on)
+    reports: ReportLimits = ReportLimits()  # per-lease report rate caps (the policy's `reports` section)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,8 +236,8 @@ def test_registration_lists_gpus_and_the_leases_still_held() -> None:
     state = an_agent(gpus=2)
     state.on_command(a_grant(gpus=(0,)), NOW)
     gpus = (GpuInfo(index=0, vram_gb=80), GpuInfo(index=1, vram_gb=80))
-    registration = state.registration("H100", NodeMode.SIM, gpus)
-    assert registration.kind is AgentRegistered
+    registration = state.registration("H100", NodeMode.SIM, gpus, time_scale=600)
+    assert registration.kind is AgentRegistered and registration.data.time_scale == 600
     assert registration.data.card_type == "H100" and len(registration.data.gpus) == 2
     assert [held.lease_id for held in registration.data.held_leases] == ["L1"]
     assert registration.data.started_at == T0  # grants before it are void (refused here, lost there)

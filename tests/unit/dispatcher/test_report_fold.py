@@ -229,7 +229,7 @@ def test_utilisation_is_kept_per_gpu() -> None:
 
 
 def test_a_further_screen_refuses_a_claim_that_passed_fencing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def too_early(claim: Any, report: Any, lease: Any, now: Any, rules: Any) -> Refusal | None:
+    def too_early(claim: Any, report: Any, lease: Any, node: Any, now: Any, rules: Any) -> Refusal | None:
         return Refusal(Rejection.STALE_TOKEN, "implausibly early") if report.type == "report.finished" else None
 
     monkeypatch.setattr(screening, "SCREENS", (too_early,))
