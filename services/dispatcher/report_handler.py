@@ -43,5 +43,7 @@ async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None
         log.warning("agent report rejected", report_type=rejected.report_type, agent_id=rejected.agent_id,
                     lease_id=rejected.lease_id, fencing_token=rejected.fencing_token, count=rejected.count,
                     reason=rejected.refusal.reason.value, detail=rejected.refusal.detail)
+    if effects.coalesced:
+        log.debug("agent reports coalesced", count=effects.coalesced)
     if effects.capacity_changed:
         dc.request_cycle()

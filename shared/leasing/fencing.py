@@ -25,7 +25,6 @@ class Rejection(StrEnum):
     STALE_TOKEN = "stale_token"  # the token is not the lease's (older grant, or forged)
     UNKNOWN_NODE = "unknown_node"  # a heartbeat from a node that never registered
     RATE_LIMITED = "rate_limited"  # too soon after the lease's last accepted report of its kind (screening.rate_cap)
-    COALESCED = "coalesced"  # a later report of the same kind about the same lease in the same batch says more
 
 
 @dataclass(frozen=True, slots=True)

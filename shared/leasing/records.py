@@ -126,7 +126,8 @@ class LeaseRecord:
     output_units: float | None = None
     last_checkpoint: str | None = None
     last_checkpoint_at: datetime | None = None
-    last_progress_at: datetime | None = None  # when a progress report was last accepted (not stored)
+    checkpoint_due_at: datetime | None = None  # rate cap: when the next checkpoint is due (screening; not stored)
+    progress_due_at: datetime | None = None  # rate cap: when the next progress report is due (not stored)
     last_renewed_at: datetime | None = None
     renewals_unreported: int = 0  # heartbeats not yet coalesced into `lease.renewed`
     renewal_reported_at: datetime | None = None

@@ -5,9 +5,9 @@
 Reports are applied in order, each seeing the effects of the earlier ones. EVERY claim a report
 makes about a lease is screened first (`screening.screen_claim`: fencing, then any further rule);
 a refused claim becomes a `RejectedReport` and has no effect. Of several checkpoint (or progress)
-reports about one lease in one batch only the last is applied, the others are refused `coalesced`;
-refusals for `coalesced` and `rate_limited` are counted into one `RejectedReport` per lease, reason
-and batch (a storm of them is one row). Accepted reports:
+reports about one lease in one batch only the last is applied (the others are `coalesced`: not
+applied, only counted, as the last one says more); `rate_limited` refusals are counted into one
+`RejectedReport` per lease and batch (a storm of them is one row). Accepted reports:
 
 - `report.registered`: the node is recorded (`node.registered` when new or changed); of the active
   leases on the node, those the agent lists with the right token are kept and renewed, those
@@ -44,7 +44,7 @@ from shared.leasing.late_report import reconcilable
 from shared.leasing.idle import due_for_reclaim, lease_utilisation, observe, reclaim_detail
 from shared.leasing.lease_end import Trigger
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
-from shared.leasing.screening import screen_claim
+from shared.leasing.screening import admit, screen_claim
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork, RunOutcome
 
 
@@ -61,7 +61,7 @@ class RejectedReport:
     count: int = 1  # reports refused alike (`COUNTED` reasons only; one lease, one batch)
 
 
-COUNTED = frozenset({Rejection.RATE_LIMITED, Rejection.COALESCED})
+COUNTED = frozenset({Rejection.RATE_LIMITED})
 """Refusals a misbehaving agent can cause by the thousand: counted, not recorded one by one."""
 
 
@@ -84,6 +84,7 @@ class ReportEffects:
     rejected: tuple[RejectedReport, ...] = ()
     utilisation: tuple[GpuReading, ...] = ()
     capacity_changed: bool = False  # GPUs freed or a node came (back): worth a cycle
+    coalesced: int = 0  # checkpoint / progress reports a later one of the same batch superseded
 
 
 def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: datetime, config: LeaseRules) -> ReportEffects:
@@ -92,7 +93,7 @@ def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: dateti
     for report in reports:
         fold.apply(report)
     return ReportEffects(fold.work.changes(), tuple(fold.rejected), tuple(fold.utilisation.values()),
-                         fold.capacity_changed)
+                         fold.capacity_changed, fold.coalesced)
 
 
 def claims_of(report: AgentReport) -> list[LeaseClaim]:
@@ -122,6 +123,7 @@ class _ReportFold:
         self.superseded = superseded
         self.rejected: list[RejectedReport] = []
         self._counted: dict[tuple[str | None, Rejection], int] = {}  # -> index in `rejected`
+        self.coalesced = 0
         self.utilisation: dict[tuple[str, int], GpuReading] = {}
         self.capacity_changed = False
 
@@ -140,23 +142,25 @@ class _ReportFold:
     # -- screening ------------------------------------------------------------------------------
 
     def screen(self, claim: LeaseClaim, report: AgentReport, lease: LeaseRecord | None) -> Refusal | None:
-        """`screening.screen_claim` with the lease's node; then `coalesced` if a later report says more."""
+        """`screening.screen_claim` with the lease's node."""
         node = self.work.node(lease.node_id) if lease is not None else None
-        refusal = screen_claim(claim, report, lease, node, self.work.now, self.work.rules)
-        if refusal is None and report.event_id in self.superseded:
-            return Refusal(Rejection.COALESCED, f"a later {report.type} about lease {claim.lease_id} in the same batch"
-                           " supersedes it")
-        return refusal
+        return screen_claim(claim, report, lease, node, self.work.now, self.work.rules)
 
     def accepted(self, report: AgentReport, claims: Sequence[LeaseClaim]) -> list[LeaseRecord]:
-        """The leases of the claims that pass screening; the others are rejected."""
+        """The leases of the claims that pass screening (the rate cap's allowance used); the others are
+        rejected, except a report a later one of the batch supersedes: only counted (`coalesced`)."""
         leases = []
         for claim in claims:
             lease = self.work.lease(claim.lease_id)
             refusal = self.screen(claim, report, lease)
-            if refusal is None:
+            if refusal is None and report.event_id in self.superseded:
+                self.coalesced += 1
+            elif refusal is None:
                 assert lease is not None
-                leases.append(lease)
+                admitted = admit(report, lease, self.work.node(lease.node_id), self.work.now, self.work.rules)
+                if admitted is not lease:
+                    self.work.put(admitted)
+                leases.append(admitted)
             else:
                 self.reject(report, claim.agent_id, refusal, claim.lease_id, claim.fencing_token)
         return leases
@@ -197,7 +201,7 @@ class _ReportFold:
         for lease in self.accepted(report, claims_of(report)):
             self.work.mark_started(lease, report)
             lease = self.work.lease(lease.lease_id) or lease
-            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress), last_progress_at=self.work.now,
+            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress),
                                   output_units=_latest(d.output_units, lease.output_units)))
 
     def checkpointed(self, report: CheckpointReport) -> None:

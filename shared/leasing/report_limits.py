@@ -5,7 +5,8 @@
 
 Gaps are in the AGENT's time: a simulated agent registers its time scale (`report.registered`
 `time_scale`; x600 runs an hour in 6 s), so a real gap of `g` seconds on a node of scale `s` counts
-as `g * s`. Real agents register scale 1. A gap of 0 turns a cap off.
+as `g * s`. Real agents register scale 1. A gap of 0 turns a cap off. The cap is a GCRA (a leaky
+bucket with one timestamp per lease and kind): reports may come `burst` early, then one per gap.
 """
 
 from __future__ import annotations
@@ -26,4 +27,9 @@ class ReportLimits(BaseModel):
     min_progress_gap_s: float = Field(
         5.0, ge=0, le=86_400,
         description="agent-time seconds between two accepted progress reports of one lease; 0: no cap",
+    )  # fmt: skip
+    burst: int = Field(
+        3, ge=0, le=1_000,
+        description="reports of one kind a lease may send sooner than the gap before the cap refuses (honest"
+        " reports bunched by a busy dispatcher or network pass; a storm is refused after them)",
     )  # fmt: skip
