@@ -10,13 +10,20 @@ INGEST_STREAM = "cf:ingest"
 """Upstream systems append `task.submit`, `task.cancel`, `data.ready` entries here (plain Redis clients)."""
 
 EVENTS_STREAM = "cf:events"
-"""The global, ordered log of every state transition (published by the outbox relay)."""
+"""The global, ordered log of every state transition. Only the gate appends here: it forwards each
+service's own stream (`producer_stream`) after checking that the service owns every event type."""
 
 REPORTS_STREAM = "cf:reports"
 """Agents append registrations, heartbeats, progress, checkpoints and completions here."""
 
 DEADLETTER_STREAM = "cf:deadletter"
 """Entries that could not be processed after N deliveries, with the error and the original."""
+
+
+def producer_stream(schema: str) -> str:
+    """The stream one service's outbox relay appends its events to (`cf:events:<schema>`); only that
+    service's Redis user may write it, and the gate forwards it to `cf:events`."""
+    return f"{EVENTS_STREAM}:{schema}"
 
 
 def agent_inbox(agent_id: str) -> str:
@@ -35,6 +42,8 @@ AUDIT_GROUP = "audit"
 ALERTS_GROUP = "alerts"  # the ledger's alerter (services.ledger.alerting)
 """The ledger's archiver: every cf:events entry into audit.events (apart from its accounting group)."""
 AGENT_GROUP = "agent"
+GATE_GROUP = "gate"
+"""The gate's group on every `producer_stream`."""
 
 # ---- object storage ----------------------------------------------------------
 CONFIG_BUCKET = "cardflow-config"

@@ -20,6 +20,7 @@ SERVICES: dict[str, str] = {
     "dispatcher": "services.dispatcher.service:SPEC",
     "ledger": "services.ledger.service:SPEC",
     "views": "services.console.projector:SPEC",
+    "gate": "services.gate.service:SPEC",
 }
 """Service name -> `module:attribute` of its `ServiceSpec` (imported only when run)."""
 

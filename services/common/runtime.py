@@ -41,6 +41,7 @@ from shared.delivery.wire import extract_body
 from shared.events import Envelope, make_event, parse_event
 from shared.events.emission import Emission
 from shared.logging import get_logger
+from shared.redis_acl import trimmed_streams
 from shared.settings import Settings
 
 log = get_logger(__name__)
@@ -215,9 +216,9 @@ async def _run_until_stopped(ctx: ServiceContext) -> None:
 
 
 async def retention_sweep(ctx: ServiceContext) -> None:
-    """Every service, hourly: trim what every group has read, prune its outbox and inbox
-    (`shared.delivery.retention`; concurrent sweeps of several services are harmless)."""
-    await sweep(ctx.pool, ctx.redis, ctx.spec.schema)
+    """Every service, hourly: trim what every group has read of the streams it reads, prune its outbox
+    and inbox (`shared.delivery.retention`; concurrent sweeps of several services are harmless)."""
+    await sweep(ctx.pool, ctx.redis, ctx.spec.schema, streams=trimmed_streams(ctx.spec.name))
 
 
 async def _repeat(ctx: ServiceContext, name: str, seconds: float, loop: Loop) -> None:

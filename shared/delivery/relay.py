@@ -8,7 +8,9 @@ One `publish_pending` call is one PostgreSQL transaction:
    batches and reorder a subject's events);
 2. read up to `limit` unpublished rows in `position` order (a statement of its own, after the lock:
    its snapshot then sees every row another relay marked before releasing the lock);
-3. XADD them all in one pipeline (one round trip);
+3. XADD them all in one pipeline (one round trip). Rows bound for `cf:events` go to the schema's
+   own stream `cf:events:<schema>` (`shared.names.producer_stream`): only this service's Redis
+   user may write there, and the gate forwards what it owns to `cf:events` (`services.gate`);
 4. mark them published (with their entry ids) and commit.
 
 A crash between 3 and 4 leaves the rows unmarked: they are published again on restart
@@ -30,6 +32,7 @@ from shared.delivery.migrations import advisory_key
 from shared.delivery.outbox import notify_channel
 from shared.delivery.wire import entry_fields
 from shared.logging import get_logger
+from shared.names import EVENTS_STREAM, producer_stream
 
 log = get_logger(__name__)
 
@@ -55,6 +58,7 @@ class OutboxRelay:
         self._poll_interval = poll_interval
         self._error_backoff = error_backoff
         self._lock_key = advisory_key("relay", schema)
+        self._events_stream = producer_stream(schema)
         self._select_sql = (
             f"SELECT position, event_id, type, subject, stream, body FROM {quoted}.outbox"
             " WHERE published_at IS NULL ORDER BY position LIMIT $1"
@@ -99,7 +103,8 @@ class OutboxRelay:
         """XADD every row in one pipeline (no MULTI: order is kept, one round trip)."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for row in rows:
-                pipe.xadd(row["stream"], entry_fields(row["event_id"], row["type"], row["subject"], row["body"]))
+                stream = self._events_stream if row["stream"] == EVENTS_STREAM else row["stream"]
+                pipe.xadd(stream, entry_fields(row["event_id"], row["type"], row["subject"], row["body"]))
             results = await pipe.execute()
         return [r.decode() if isinstance(r, bytes) else str(r) for r in results]
 

@@ -26,12 +26,12 @@ from datetime import timedelta
 
 import asyncpg
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from shared.delivery.db import quote_schema
 from shared.delivery.inbox import prune_inbox
 from shared.logging import get_logger
-from shared.names import DEADLETTER_STREAM
+from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, producer_stream
 
 log = get_logger(__name__)
 
@@ -117,17 +117,21 @@ async def trim_stream(redis: Redis, stream: str, policy: RetentionPolicy = DEFAU
     )  # fmt: skip
 
 
-async def cardflow_streams(redis: Redis) -> list[str]:
-    """Every stream key named `cf:*` (inboxes of agents included)."""
-    names = [_text(key) async for key in redis.scan_iter(match=STREAM_PATTERN, _type="stream")]
+async def cardflow_streams(redis: Redis, patterns: Sequence[str] = (STREAM_PATTERN,)) -> list[str]:
+    """Every stream key matching `patterns` (default `cf:*`: every stream, agents' inboxes included)."""
+    names = {_text(key) for pattern in patterns async for key in redis.scan_iter(match=pattern, _type="stream")}
     return sorted(names)
 
 
 async def prune_trimmed_outbox(conn: asyncpg.Connection | asyncpg.Pool, redis: Redis, schema: str, older_than: timedelta) -> int:
-    """Delete published outbox rows older than `older_than` whose entry is no longer in its stream."""
+    """Delete published outbox rows older than `older_than` whose entry is no longer in its stream.
+
+    Rows bound for `cf:events` were appended to the schema's own stream (the relay's `cf:events:<schema>`);
+    that entry leaves it once the gate forwarded it to `cf:events`, where it stays until every group read it."""
     firsts: dict[str, str] = {}
     for row in await conn.fetch(f"SELECT DISTINCT stream FROM {quote_schema(schema)}.outbox WHERE published_at IS NOT NULL"):
-        first = await redis.xrange(row["stream"], count=1)
+        written_to = producer_stream(schema) if row["stream"] == EVENTS_STREAM else row["stream"]
+        first = await redis.xrange(written_to, count=1)
         firsts[row["stream"]] = _text(first[0][0]) if first else "18446744073709551615-0"  # empty: all trimmed
     deleted = 0
     for stream, first_id in firsts.items():
@@ -142,11 +146,18 @@ async def prune_trimmed_outbox(conn: asyncpg.Connection | asyncpg.Pool, redis: R
     return deleted
 
 
-async def sweep(pool: asyncpg.Pool, redis: Redis, schema: str | None, policy: RetentionPolicy = DEFAULT_RETENTION) -> dict[str, int]:
-    """Trim every `cf:*` stream to its safe point, then prune this schema's outbox and inbox."""
+async def sweep(pool: asyncpg.Pool, redis: Redis, schema: str | None, policy: RetentionPolicy = DEFAULT_RETENTION,
+                streams: Sequence[str] = (STREAM_PATTERN,)) -> dict[str, int]:  # fmt: skip
+    """Trim the streams matching `streams` to their safe points, then prune this schema's outbox and inbox.
+
+    With a Redis user per service (shared.redis_acl) each service trims the streams it reads
+    (`shared.redis_acl.trimmed_streams`); every stream has a reader, so all are trimmed."""
     trimmed = 0
-    for stream in await cardflow_streams(redis):
-        trimmed += (await trim_stream(redis, stream, policy)).trimmed
+    for stream in await cardflow_streams(redis, streams):
+        try:
+            trimmed += (await trim_stream(redis, stream, policy)).trimmed
+        except NoPermissionError:  # a Redis whose users differ from shared.redis_acl's: leave it to them
+            log.warning("retention may not trim this stream", stream=stream)
     done = {"stream_entries": trimmed, "outbox_rows": 0, "inbox_rows": 0}
     if schema is not None:
         done["outbox_rows"] = await prune_trimmed_outbox(pool, redis, schema, policy.outbox_keep)

@@ -23,7 +23,9 @@ ENV_NAMES = {
     "s3_region": "CARDFLOW_S3_REGION",
     "s3_addressing_style": "CARDFLOW_S3_ADDRESSING_STYLE",
     "data_dir": "CARDFLOW_DATA_DIR",
+    "redis_users_file": "CARDFLOW_REDIS_USERS_FILE",
 }
+OPTIONAL = ("s3_region", "s3_addressing_style", "data_dir", "redis_users_file")
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,19 @@ class Endpoints:
     s3_region: str = "us-east-1"
     s3_addressing_style: str = "path"
     data_dir: str | None = None
+    redis_users_file: str | None = None  # the embedded Redis's users (shared.embedded.redis_users), else None
 
     def as_env(self) -> dict[str, str]:
         """The `CARDFLOW_*` variables that make a process connect to these backends."""
         values = {attr: getattr(self, attr) for attr in ENV_NAMES}
         return {ENV_NAMES[attr]: str(value) for attr, value in values.items() if value is not None}
+
+    def redis_url_for(self, user: str) -> str:
+        """The Redis URL of process `user` (`service.intake`, `agent.h100-a`, ...): its own ACL user on
+        the embedded Redis, else the configured URL (shared.embedded.redis_users.user_url)."""
+        from shared.embedded.redis_users import user_url
+
+        return user_url(self.redis_users_file, self.redis_url, user)
 
     def settings(self) -> Settings:
         """A `Settings` object pointing at these backends (ignores the process environment)."""
@@ -77,9 +87,9 @@ class Endpoints:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Endpoints:
         """Parse `CARDFLOW_*` variables; raises KeyError naming the first missing one."""
-        required = ENV_NAMES.keys() - {"s3_region", "s3_addressing_style", "data_dir"}
+        required = ENV_NAMES.keys() - set(OPTIONAL)
         values = {attr: env[ENV_NAMES[attr]] for attr in required}
-        optional = {a: env[ENV_NAMES[a]] for a in ("s3_region", "s3_addressing_style", "data_dir") if ENV_NAMES[a] in env}
+        optional = {a: env[ENV_NAMES[a]] for a in OPTIONAL if ENV_NAMES[a] in env}
         return cls(**values, **optional)
 
     @classmethod

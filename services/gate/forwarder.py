@@ -1,0 +1,161 @@
+"""The gate's forwarding step: each service's own event stream -> `cf:events`, owner checked.
+
+Every service's outbox relay appends its events to `cf:events:<schema>`, which only that
+service's Redis user may write (shared.redis_acl). One `forward_once` call:
+
+1. make sure this instance holds the gate lock (`cf:gate:lock`, SET NX PX): only one instance
+   forwards at a time, so each producer's events reach `cf:events` in the order it wrote them;
+2. read up to `batch_size` entries of every producer stream in one XREADGROUP (group `gate`, one
+   consumer name for every instance; after a restart or a lost race, the entries it had read but
+   not acked are read again first);
+3. screen each entry (pure, `screen_entry`): its body's type must be owned by the stream's owner
+   (shared.events.ownership.refusal) and equal the entry's `type` field; unreadable bodies fail;
+4. in ONE MULTI, guarded by WATCH on the lock: XADD the accepted entries to `cf:events` (fields
+   unchanged), XADD the refused ones to `cf:deadletter` with the reason, XACK them all, and renew
+   the lock. An instance that lost the lock meanwhile commits nothing (WatchError); an entry is
+   forwarded exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.exceptions import WatchError
+
+from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields
+from shared.delivery.wire import BODY_FIELD, ensure_group
+from shared.events.ownership import PRODUCERS, refusal
+from shared.logging import get_logger
+from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, GATE_GROUP, producer_stream
+from shared.redis_acl import GATE_LOCK_KEY
+
+log = get_logger(__name__)
+
+GATE_CONSUMER = "gate"
+"""The one consumer name of group `gate`: whoever holds the lock takes over the entries a dead
+holder had read but not forwarded."""
+
+_BODY = BODY_FIELD.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadEntry:
+    stream: str
+    entry_id: str
+    fields: dict[bytes, bytes]
+
+    @property
+    def owner(self) -> str:
+        return self.stream.rsplit(":", 1)[1]
+
+
+def screen_entry(entry: ReadEntry) -> str | None:
+    """Why `entry` must not reach `cf:events`, or None to forward it (pure)."""
+    body = entry.fields.get(_BODY)
+    if body is None:
+        return f"entry has no {BODY_FIELD!r} field"
+    try:
+        event_type = json.loads(body)["type"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"unreadable event body: {type(exc).__name__}"
+    if not isinstance(event_type, str):
+        return "the event body's type is not a string"
+    field_type = entry.fields.get(b"type", b"").decode(errors="replace")
+    if field_type != event_type:
+        return f"the entry's type field {field_type!r} differs from its body's type {event_type!r}"
+    return refusal(entry.owner, event_type)
+
+
+class Gate:
+    """Forwards the producer streams to `cf:events` while it holds the gate lock (module docstring)."""
+
+    def __init__(self, redis: Redis, *, producers: Sequence[str] = PRODUCERS, batch_size: int = 500,
+                 block_ms: int = 1000, lock_ttl_ms: int = 10_000) -> None:  # fmt: skip
+        self.redis = redis
+        self.streams = [producer_stream(owner) for owner in producers]
+        self.batch_size = batch_size
+        self.block_ms = block_ms
+        self.lock_ttl_ms = lock_ttl_ms
+        self.token = secrets.token_hex(8)
+        self.leading = False
+        self.recovering = True  # read this consumer's unacked entries before new ones
+        self.forwarded = 0
+        self.refused = 0
+
+    async def forward_once(self) -> int:
+        """One step (module docstring); how many entries were forwarded or refused."""
+        if not await self._hold_lock():
+            return 0
+        entries = await self._read()
+        if not entries:
+            return 0
+        try:
+            await self._commit(entries)
+        except WatchError:
+            log.warning("gate lock lost before forwarding; another instance continues", entries=len(entries))
+            self.leading, self.recovering = False, True
+            return 0
+        return len(entries)
+
+    async def _hold_lock(self) -> bool:
+        if await self.redis.set(GATE_LOCK_KEY, self.token, nx=True, px=self.lock_ttl_ms):
+            await self._became_leader()
+        elif await self.redis.get(GATE_LOCK_KEY) == self.token.encode():
+            await self.redis.pexpire(GATE_LOCK_KEY, self.lock_ttl_ms)
+        else:
+            self.leading = False
+        return self.leading
+
+    async def _became_leader(self) -> None:
+        for stream in self.streams:
+            await ensure_group(self.redis, stream, GATE_GROUP, "0")
+        self.leading, self.recovering = True, True
+        log.info("gate forwarding", streams=len(self.streams))
+
+    async def _read(self) -> list[ReadEntry]:
+        if self.recovering:
+            entries = await self._read_from("0", block_ms=None)
+            if entries:
+                return entries
+            self.recovering = False
+        return await self._read_from(">", block_ms=self.block_ms)
+
+    async def _read_from(self, position: str, block_ms: int | None) -> list[ReadEntry]:
+        answer = await self.redis.xreadgroup(
+            GATE_GROUP, GATE_CONSUMER, dict.fromkeys(self.streams, position), count=self.batch_size, block=block_ms
+        )
+        return [
+            ReadEntry(_text(stream), _text(entry_id), fields)
+            for stream, rows in (answer or []) for entry_id, fields in rows if fields is not None
+        ]  # fmt: skip
+
+    async def _commit(self, entries: list[ReadEntry]) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(GATE_LOCK_KEY)
+            if await pipe.get(GATE_LOCK_KEY) != self.token.encode():
+                raise WatchError("the gate lock is held by another instance")
+            pipe.multi()
+            refused = 0
+            for entry in entries:
+                reason = screen_entry(entry)
+                if reason is None:
+                    pipe.xadd(EVENTS_STREAM, entry.fields)
+                    continue
+                refused += 1
+                source = DeadLetterSource(entry.stream, GATE_GROUP, GATE_CONSUMER, entry.entry_id)
+                pipe.xadd(DEADLETTER_STREAM, deadletter_fields(source, entry.fields, DeadReason.INVALID, 1, reason))
+                log.error("event refused by the gate", stream=entry.stream, entry_id=entry.entry_id, reason=reason)
+            for stream in dict.fromkeys(entry.stream for entry in entries):
+                pipe.xack(stream, GATE_GROUP, *[entry.entry_id for entry in entries if entry.stream == stream])
+            pipe.pexpire(GATE_LOCK_KEY, self.lock_ttl_ms)
+            await pipe.execute()
+        self.forwarded += len(entries) - refused
+        self.refused += refused
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

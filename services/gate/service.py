@@ -1,0 +1,39 @@
+"""`cardflow service gate`: the one writer of `cf:events` (services.gate.forwarder does the work).
+
+It has no schema of its own and emits nothing; it runs under the shared service runtime for its
+supervision, retention sweep (it trims the producer streams once forwarded) and metrics. An
+instance that does not hold the gate lock, or whose Redis fails, waits `IDLE_S` before trying again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from services.common.runtime import ServiceContext, ServiceSpec
+from services.gate.forwarder import Gate
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+
+IDLE_S = 1.0
+
+
+async def setup(ctx: ServiceContext) -> None:
+    gate = Gate(ctx.redis)
+    ctx.state["gate"] = gate
+
+    async def forward(_: ServiceContext) -> None:
+        try:
+            if await gate.forward_once() or gate.leading:
+                return
+        except Exception:  # infrastructure loop (Redis down, restarting): log, back off, go on
+            log.exception("gate step failed; retrying")
+            gate.leading, gate.recovering = False, True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.stop.wait(), timeout=IDLE_S)
+
+    ctx.every(0.0, forward, name="forward")
+
+
+SPEC = ServiceSpec(name="gate", schema=None, migrations=None, setup=setup)
