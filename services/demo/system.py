@@ -2,12 +2,13 @@
 
 `run_cardflow(endpoints, demo, console)` (registered in `services.cli.backends.SYSTEM_PARTS`):
 
-1. start every service (`cardflow service config|intake|readiness|matcher|dispatcher|ledger|views`)
+1. start every service (`cardflow service config|intake|readiness|matcher|dispatcher|ledger|views|gate`)
    and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
+   each with the URL of its own Redis user (shared.redis_acl; the embedded Redis has them),
    logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off; once the console
    answers, record its URL and the admin token file in `<data_dir>/run/api.env` (for
    `cardflow endpoints` and the CLI);
-2. with `demo`: start the simulated fleet (`cardflow agent --sim ...`, a time scale that makes
+2. with `demo`: enroll a Redis user per simulated agent and start the fleet (`cardflow agent --sim ...`, a time scale that makes
    the workload finish within a minute) and the `DemoRunner` (workload + live view);
 3. on exit (Ctrl-C / SIGTERM): stop the demo, then every process group (SIGTERM, wait, SIGKILL).
 """
@@ -35,7 +36,7 @@ from services.identity.bootstrap import local_token_path
 from shared.events import new_event_id
 from shared.scheduling.policies import POLICIES
 
-SERVICE_NAMES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views")
+SERVICE_NAMES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views", "gate")
 CONSOLE_HOST = "127.0.0.1"
 PREFERRED_CONSOLE_PORT = 8080
 CONSOLE_START_TIMEOUT_S = 90.0
@@ -66,18 +67,37 @@ def demo_config_env(time_scale: float) -> dict[str, str]:
     return {"CARDFLOW_DEMO_TIME_SCALE": f"{time_scale:g}"}
 
 
-def console_child(port: int, host: str = CONSOLE_HOST) -> ChildSpec:
-    return ChildSpec("console", cardflow_argv("console", "--host", host, "--port", str(port)))
+def console_child(port: int, host: str = CONSOLE_HOST, env: dict[str, str] | None = None) -> ChildSpec:
+    return ChildSpec("console", cardflow_argv("console", "--host", host, "--port", str(port)), env or {})
 
 
-def agent_children(fleet: Sequence[DemoAgent], time_scale: float, *, heartbeat_s: float | None = None) -> list[ChildSpec]:
-    """One `cardflow agent --sim CARDxN` per demo agent."""
+def agent_children(fleet: Sequence[DemoAgent], time_scale: float, *, heartbeat_s: float | None = None,
+                   redis_urls: dict[str, str] | None = None) -> list[ChildSpec]:  # fmt: skip
+    """One `cardflow agent --sim CARDxN` per demo agent (with its own Redis URL from `redis_urls`, if any)."""
     extra = ["--heartbeat", f"{heartbeat_s:g}"] if heartbeat_s else []
+    urls = redis_urls or {}
     return [
         ChildSpec(f"agent-{agent.agent_id}",
-                  cardflow_argv("agent", "--id", agent.agent_id, "--sim", agent.sim, "--time-scale", f"{time_scale:g}", *extra))
+                  cardflow_argv("agent", "--id", agent.agent_id, "--sim", agent.sim, "--time-scale", f"{time_scale:g}", *extra),
+                  {"CARDFLOW_REDIS_URL": urls[agent.agent_id]} if agent.agent_id in urls else {})
         for agent in fleet
     ]  # fmt: skip
+
+
+def own_redis_env(endpoints: Endpoints, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each service (and `console`) with the URL of its own Redis user (shared.redis_acl)."""
+    user = lambda name: "gate" if name == "gate" else f"service.{name}"  # noqa: E731
+    return {name: {"CARDFLOW_REDIS_URL": endpoints.redis_url_for(user(name))} for name in names}
+
+
+def enrolled_fleet(endpoints: Endpoints, fleet: Sequence[DemoAgent]) -> dict[str, str]:
+    """Agent id -> the URL of its own Redis user, enrolled now (embedded Redis only; else {})."""
+    if not endpoints.redis_users_file or not endpoints.data_dir:
+        return {}
+    from shared.embedded.redis_users import enroll
+    from shared.redis_acl import agent_user
+
+    return {agent.agent_id: enroll(endpoints.redis_url, Path(endpoints.data_dir), agent_user(agent.agent_id)) for agent in fleet}
 
 
 def console_port(preferred: int = PREFERRED_CONSOLE_PORT) -> int:
@@ -104,9 +124,12 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
     # The config service records the demo's policy as a change by system:demo (a start without --demo
     # takes it back); the dispatcher's knobs only matter until that version is in force.
-    service_env = {"dispatcher": demo_dispatcher_env(scale), "config": demo_config_env(scale)} if demo else {}
+    service_env = own_redis_env(endpoints, [*SERVICE_NAMES, "console"])
+    if demo:
+        service_env["dispatcher"] |= demo_dispatcher_env(scale)
+        service_env["config"] |= demo_config_env(scale)
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
-        supervisor.start([*service_children(env=service_env), console_child(port)])
+        supervisor.start([*service_children(env=service_env), console_child(port, env=service_env["console"])])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
             console.print(f"[yellow]the console has not answered within {CONSOLE_START_TIMEOUT_S:g} s; see {supervisor.log_path('console')}[/yellow]")
         token_file = local_token_path(data_dir)
@@ -116,7 +139,7 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
         if workload is None:
             yield supervisor
             return
-        supervisor.start(agent_children(DEMO_FLEET, scale))
+        supervisor.start(agent_children(DEMO_FLEET, scale, redis_urls=enrolled_fleet(endpoints, DEMO_FLEET)))
         options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir),
                               fleet=tuple(agent.agent_id for agent in DEMO_FLEET))
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):

@@ -7,7 +7,8 @@ enrolled later (`enroll`) — as kind, name and password. The server's ACL file
 code (`shared.redis_acl`), passwords only as SHA-256; an enrolment also applies the user to the
 running server (`ACL SETUSER`) and saves the file (`ACL SAVE`), so a restarted server keeps it.
 
-`user_url(data_dir, admin_url, name)` is how `cardflow up` hands each process its own URL.
+`user_url(users_file, admin_url, name)` (or `Endpoints.redis_url_for`) is how `cardflow up` hands
+each process its own URL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from redis.asyncio import Redis
+import redis
 
 from shared.embedded.credentials import write_private
 from shared.redis_acl import (
@@ -89,15 +90,17 @@ def write_acl_file(path: Path, admin_password: str, users: dict[str, StoredUser]
     write_private(path, acl_file_text(admin_password, users))
 
 
-async def enroll(admin: Redis, data_dir: Path, user: RedisUser) -> str:
-    """Create (or re-key) `user` on the running server and in the data dir; return its password.
+def enroll(admin_url: str, data_dir: Path, user: RedisUser) -> str:
+    """Create (or re-key) `user` on the running embedded server and in the data dir; return its URL.
 
-    A user enrolled again gets a new password (the old one stops working at once)."""
+    A user enrolled again gets a new password (the old one stops working at once). The server
+    saves its ACL file, so a restarted server keeps the user."""
     password = secrets.token_urlsafe(24)
-    await admin.execute_command("ACL", "SETUSER", *user.setuser_args(password))
-    await admin.execute_command("ACL", "SAVE")
+    with redis.Redis.from_url(admin_url) as admin:
+        admin.execute_command("ACL", "SETUSER", *user.setuser_args(password))
+        admin.execute_command("ACL", "SAVE")
     record_user(data_dir, user, password)
-    return password
+    return _with_user(admin_url, user.name, password)
 
 
 def record_user(data_dir: Path, user: RedisUser, password: str) -> None:

@@ -8,13 +8,11 @@ process was refused — the proof that each user's rules cover what its process 
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
-import redis
 from redis.asyncio import Redis
 
-from shared.embedded.redis_users import load_users, record_user
+from shared.embedded.redis_users import enroll, load_users
 from shared.redis_acl import agent_user, user_url
 from shared.settings import Settings
 
@@ -32,13 +30,8 @@ def service_settings(settings: Settings, service: str, users_dir: Path | None = 
 
 
 def enrolled_agent_url(admin_url: str, users_dir: Path, agent_id: str) -> str:
-    """Enroll `agent_id` on the session's Redis (a new password each time) and return its URL.
-    Synchronous, so a harness's plain `start_agent` can call it (`enroll` is the async form)."""
-    user, password = agent_user(agent_id), secrets.token_urlsafe(24)
-    with redis.Redis.from_url(admin_url) as admin:
-        admin.execute_command("ACL", "SETUSER", *user.setuser_args(password))
-    record_user(users_dir, user, password)
-    return user_url(admin_url, user.name, password)
+    """Enroll `agent_id` on the session's Redis (a new password each time) and return its URL."""
+    return enroll(admin_url, users_dir, agent_user(agent_id))
 
 
 async def acl_denials(admin: Redis) -> list[dict[str, object]]:

@@ -45,7 +45,7 @@ CONSUMED: dict[str, tuple[str, str]] = {
     "dispatcher": (names.EVENTS_STREAM, names.DISPATCHER_GROUP),
 }
 """Each service's consumed stream and consumer group (what a lag scaler must watch)."""
-NOT_SCALED_ON_LAG = {"dispatcher", "views", "config"}
+NOT_SCALED_ON_LAG = {"dispatcher", "views", "config", "gate"}  # gate: one instance forwards (its lock), more would wait
 """One leader plus a standby; one projector (deploy/kubernetes/base/scaling.yaml says why); the config service consumes no stream."""
 
 # The `redis-streams` trigger as KEDA documents it (keda.sh/docs/2.x/scalers/redis-streams): the
