@@ -30,6 +30,7 @@ from shared.events import AgentCommand, AgentReport
 from shared.events.catalog import Event
 from shared.submission import TaskSubmission
 
+PRODUCER_STREAM = names.producer_stream("{schema}")
 AGENT_INBOX = names.agent_inbox("{agent_id}")
 EVENT_WIRE = (
     "Each entry's fields: `event_id`, `type` (dotted, e.g. `task.submitted`), `subject`, and `event` — the "
@@ -89,9 +90,16 @@ APPENDERS: tuple[Appender, ...] = (
         DataReadyPayload,
     ),
     Appender(
-        names.EVENTS_STREAM, f"{names.EVENTS_STREAM}:append",
-        "Every state transition of every entity, in commit order, appended by each service's outbox relay. "
+        PRODUCER_STREAM, f"{PRODUCER_STREAM}:append",
+        "One service's events, appended by its outbox relay; only that service's Redis user may write here. "
+        "The gate forwards each entry to cf:events once the service owns its type (shared/events/ownership.py). "
         + EVENT_WIRE,
+        Event,
+    ),
+    Appender(
+        names.EVENTS_STREAM, f"{names.EVENTS_STREAM}:append",
+        "Every state transition of every entity, appended by the gate alone (each producer's events in the order "
+        "it committed them). " + EVENT_WIRE,
         Event,
     ),
     Appender(
@@ -115,6 +123,8 @@ APPENDERS: tuple[Appender, ...] = (
 )
 
 CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
+    ConsumerGroup(PRODUCER_STREAM, names.GATE_GROUP, "gate",
+                  "Forwards each service's own events to cf:events; dead-letters a type the service does not own."),
     ConsumerGroup(names.INGEST_STREAM, names.INTAKE_GROUP, "intake",
                   "Validates each entry; emits task.submitted / task.rejected, task.cancel_requested, data.ready."),
     ConsumerGroup(names.EVENTS_STREAM, names.READINESS_GROUP, "readiness",

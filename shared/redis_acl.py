@@ -7,6 +7,7 @@ One user per process kind, so a stolen or buggy credential reaches only what its
 | `service.<name>`    | append its own event stream `cf:events:<schema>` (the outbox relay),       |
 |                     | read in groups (and trim) the streams it consumes, dead-letter            |
 | `service.dispatcher`| also append to and trim agent inboxes `cf:agent:*`                        |
+| `service.console`   | also read and delete dead letters, replay them onto `cf:ingest` only      |
 | `gate`              | read `cf:events:*` in its group, append `cf:events` (the only writer)     |
 | `agent.<id>`        | append `cf:reports`; read in its group only its own inbox `cf:agent:<id>` |
 | `upstream.<name>`   | append `cf:ingest`, nothing else                                          |
@@ -69,6 +70,8 @@ class ServiceStreams:
     consumes: tuple[str, ...] = ()
     event_schemas: tuple[str, ...] = ()  # the outboxes its relay publishes (`cf:events:<schema>`)
     writes_agent_inboxes: bool = False
+    appends: tuple[str, ...] = ()  # other streams it may append to
+    handles_deadletters: bool = False  # lists, replays (onto `appends` only) and purges cf:deadletter
 
 
 SERVICE_STREAMS: dict[str, ServiceStreams] = {
@@ -79,7 +82,7 @@ SERVICE_STREAMS: dict[str, ServiceStreams] = {
     "ledger": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("ledger",)),
     "views": ServiceStreams(consumes=(EVENTS_STREAM,)),  # a read model: emits nothing
     "config": ServiceStreams(event_schemas=("config",)),
-    "console": ServiceStreams(event_schemas=("identity",)),
+    "console": ServiceStreams(event_schemas=("identity",), appends=(INGEST_STREAM,), handles_deadletters=True),
 }
 """Service process -> its Redis traffic. `console` is the HTTP API process (it relays the identity
 outbox; the intake commands it runs are published by intake's relay)."""
@@ -124,13 +127,15 @@ def service_user(service: str) -> RedisUser:
         raise KeyError(f"unknown service {service!r}; known: {', '.join(SERVICE_STREAMS)}")
     streams = SERVICE_STREAMS[service]
     appends = [producer_stream(schema) for schema in streams.event_schemas]
-    rules = [*CONNECTION, *TRANSACTION, "+scan", "+xadd", *(f"~{key}" for key in (*appends, DEADLETTER_STREAM))]
+    rules = [*CONNECTION, *TRANSACTION, "+scan", "+xadd", *(f"~{key}" for key in (*appends, *streams.appends, DEADLETTER_STREAM))]
     if appends:  # retention prunes outbox rows once their entry left the stream: it looks there
         rules.append(_selector(("+xrange", "+xlen"), *appends))
     if streams.consumes:
         rules.append(_selector((*GROUP_READ, *TRIM), *streams.consumes))
     if streams.writes_agent_inboxes:
         rules.append(_selector(("+xadd", *TRIM), agent_inbox("*")))
+    if streams.handles_deadletters:
+        rules.append(_selector(("+xrange", "+xrevrange", "+xlen", "+xdel"), DEADLETTER_STREAM))
     return RedisUser(f"service.{service}", RedisUserKind.SERVICE, tuple(rules))
 
 

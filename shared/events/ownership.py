@@ -32,6 +32,7 @@ from shared.events.dispatch import (
     TaskSucceeded,
 )
 from shared.events.config import ConfigChanged, TemplateChanged
+from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.envelope import Envelope
 from shared.events.identity import TokenCreated, TokenRevoked
 from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
@@ -53,7 +54,8 @@ _DISPATCHER_FACETS = (
     TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
 _FACETS: dict[str, tuple[type[Envelope], ...]] = {
-    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled),
+    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled,
+               DeadLetterReplayed, DeadLetterPurged),  # the console's operator commands go through intake's outbox
     "readiness": (TaskReadinessChanged,),
     "matcher": (TaskMatched, TaskUnmatchable),
     DISPATCHER: _DISPATCHER_FACETS,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.asyncapi import AGENT_INBOX, DeadLetterEntry, asyncapi_yaml
+from services.asyncapi import AGENT_INBOX, PRODUCER_STREAM, DeadLetterEntry, asyncapi_yaml
 from shared import names
 from shared.events.catalog import EVENT_CLASSES
 from shared.delivery.deadletter import ORIGINAL_PREFIX, DeadLetterSource, DeadReason, deadletter_fields
@@ -41,9 +41,10 @@ def test_every_stream_and_consumer_group_is_documented() -> None:
     addresses = {channel["address"] for channel in channels}
     groups = {(c["address"], c["bindings"]["redis"].get("groupName")) for c in channels} - {(a, None) for a in addresses}
 
-    streams = {names.INGEST_STREAM, names.EVENTS_STREAM, names.REPORTS_STREAM, names.DEADLETTER_STREAM, AGENT_INBOX}
+    streams = {names.INGEST_STREAM, names.EVENTS_STREAM, names.REPORTS_STREAM, names.DEADLETTER_STREAM, AGENT_INBOX, PRODUCER_STREAM}
     assert addresses == streams
     assert groups == {
+        (PRODUCER_STREAM, names.GATE_GROUP),
         (names.INGEST_STREAM, names.INTAKE_GROUP),
         (names.EVENTS_STREAM, names.READINESS_GROUP),
         (names.EVENTS_STREAM, names.MATCHER_GROUP),

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field, model_validator
 from redis.asyncio import Redis
+from redis.exceptions import NoPermissionError
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
@@ -92,6 +93,10 @@ async def post_replay(deadletter_id: str, body: ReplayBody, request: Request, op
             event = await replay(conn, redis, emitter(request, operator), deadletter_id, body.reason)
         except NoSuchDeadLetter:
             raise _missing(deadletter_id) from None
+        except NoPermissionError:  # the console's Redis user may append to cf:ingest only (shared.redis_acl)
+            raise HTTPException(403, f"dead-letter entry {deadletter_id!r} cannot be replayed by the console: its Redis user may"
+                                     " append to cf:ingest only (other streams are written by their owners alone;"
+                                     " docs/running.md#security)") from None
     return {"event_id": event.event_id, **event.data.model_dump()}
 
 
