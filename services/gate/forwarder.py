@@ -106,6 +106,8 @@ class Gate:
             await self._became_leader()
         elif await self.redis.get(GATE_LOCK_KEY) == self.token.encode():
             await self.redis.pexpire(GATE_LOCK_KEY, self.lock_ttl_ms)
+            if not self.leading:  # a step failed (Redis timeout, restart) while the lock stayed ours
+                await self._became_leader()
         else:
             self.leading = False
         return self.leading

@@ -1,0 +1,42 @@
+"""The gate (services.gate.forwarder) on a real Redis: one leader forwards each producer stream to
+`cf:events` in order, and a leader whose step failed (a Redis timeout under load) goes on
+forwarding once Redis answers again — it kept the lock, so nobody else would."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from services.gate.forwarder import Gate
+from shared.delivery.wire import wire_fields
+from shared.names import EVENTS_STREAM, producer_stream
+from tests.helpers.task_events import TaskStory
+
+
+async def forwarded_ids(redis: Redis) -> list[str]:
+    return [fields[b"event_id"].decode() for _, fields in await redis.xrange(EVENTS_STREAM)]
+
+
+async def test_only_the_lock_holder_forwards_and_each_producers_order_is_kept(redis: Redis) -> None:
+    story = TaskStory("T-gate-order")
+    events = [story.queued(), story.granted(), story.started()]
+    for event in events:
+        await redis.xadd(producer_stream("dispatcher"), wire_fields(event))
+    leader, other = Gate(redis, block_ms=10), Gate(redis, block_ms=10)
+    assert await leader.forward_once() == 3
+    last = story.succeeded()
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(last))
+    assert await other.forward_once() == 0 and not other.leading  # the lock is the leader's
+    assert await leader.forward_once() == 1
+    assert await forwarded_ids(redis) == [e.event_id for e in [*events, last]]
+
+
+async def test_a_leader_whose_step_failed_goes_on_forwarding(redis: Redis) -> None:
+    story = TaskStory("T-gate-resume")
+    gate = Gate(redis, block_ms=10)
+    queued, granted = story.queued(), story.granted()
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(queued))
+    assert await gate.forward_once() == 1
+    gate.leading, gate.recovering = False, True  # what the service loop does when a step raises
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(granted))
+    assert await gate.forward_once() == 1
+    assert await forwarded_ids(redis) == [queued.event_id, granted.event_id]
