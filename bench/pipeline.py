@@ -5,7 +5,7 @@ the `CARDFLOW_*` ones), then in one run:
 
 1. measures a raw redis-py stream round trip on the same Redis: XADD (pipelined) -> XREADGROUP ->
    XACK, messages/s and per-message latency — the ceiling any Redis-Streams pipeline lives under;
-2. starts the six services as processes (`cardflow service NAME`) and a fleet of simulated agents
+2. starts every service as a process (`cardflow service NAME`) and a fleet of simulated agents
    (default 50 x H100x8, all in one worker process: `python bench/pipeline.py fleet ...`), waits for
    every node to register;
 3. for each offered rate: submits short one-GPU tasks through `cf:ingest` at that rate for
@@ -75,7 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-PROFILABLE = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "fleet")
+PROFILABLE = ("intake", "readiness", "matcher", "dispatcher", "ledger", "views", "gate", "fleet")
 
 
 def _profiled(text: str) -> tuple[str, ...]:

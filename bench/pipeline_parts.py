@@ -4,7 +4,7 @@
   and one message at a time (round-trip latency);
 - `run_fleet_worker`: many simulated agents (`services.agent.build.build_daemon`) in ONE process,
   so a 50-node fleet does not need 50 interpreters on a 2-core machine;
-- `PipelineBench`: backends, the six services and the fleet as supervised processes, and
+- `PipelineBench`: backends, every service and the fleet as supervised processes, and
   `run_phase(rate, duration)`: submit through `cf:ingest` at a steady rate, wait until every task
   ended, then read the phase's events back from `cf:events` and time each stage.
 """
@@ -198,7 +198,7 @@ class PipelineBench:
         return asyncio.run(self._phase(f"bench-{self.phases}", rate, duration))
 
     async def _phase(self, project: str, rate: float, duration: float) -> PhaseResult:
-        redis = Redis.from_url(self.redis_url)
+        redis = Redis.from_url(self.redis_url, socket_timeout=None)  # reading a phase back may take long on a busy machine
         pool = await asyncpg.create_pool(self.endpoints.database_url, min_size=1, max_size=2)  # type: ignore[union-attr]
         try:
             first_id = await _last_entry_id(redis)

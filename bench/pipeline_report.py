@@ -17,7 +17,7 @@ TARGET_PER_S = 1_000
 
 STAGES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("XADD to cf:ingest -> task.submitted committed", "intake", ("sent",), "task.submitted"),
-    ("task.submitted committed -> on cf:events", "intake's outbox relay", ("task.submitted",), "task.submitted@stream"),
+    ("task.submitted committed -> on cf:events", "intake's outbox relay + gate", ("task.submitted",), "task.submitted@stream"),
     ("task.submitted on stream -> task.readiness_changed committed", "readiness", ("task.submitted@stream",),
      "task.readiness_changed"),
     ("task.submitted on stream -> task.matched committed", "matcher", ("task.submitted@stream",), "task.matched"),
@@ -221,7 +221,7 @@ def render_markdown(raw: RawResult, phases: Sequence[PhaseResult], profile: str 
     lines = [
         "## Pipeline: submit -> lease -> done, end to end",
         "",
-        f"`{command}` on {about['machine']}; {about['fleet']}; tasks: {about['task']}. The six services run as "
+        f"`{command}` on {about['machine']}; {about['fleet']}; tasks: {about['task']}. The services (gate included) run as "
         "separate processes with the embedded Redis, PostgreSQL and S3 on the same machine, all sharing its cores "
         f"({about['load']}).",
         "",
