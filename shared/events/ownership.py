@@ -35,7 +35,7 @@ from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.envelope import Envelope
 from shared.events.identity import TokenCreated, TokenRevoked
-from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskSubmitted
+from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskReviewed, TaskSubmitted
 from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
 from shared.events.ledger import (
     QuotaAdjusted,
@@ -54,7 +54,7 @@ _DISPATCHER_FACETS = (
     TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
 )  # fmt: skip
 _FACETS: dict[str, tuple[type[Envelope], ...]] = {
-    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled,
+    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled, TaskReviewed,
                DeadLetterReplayed, DeadLetterPurged),  # the console's operator commands go through intake's outbox
     "readiness": (TaskReadinessChanged,),
     "matcher": (TaskMatched, TaskUnmatchable),
