@@ -451,6 +451,8 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         *RUN_TWICE_DIAGNOSIS,
         "",
+        *REPORT_PATH_NOTES,
+        "",
         "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
         + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
         "",
@@ -513,6 +515,25 @@ RUN_TWICE_DIAGNOSIS = (
     " clean finish refused only because its lease expired ends the task instead of a rerun"
     " (`shared/leasing/late_report.py`); tests: `tests/reliability/test_report_path_outage.py`,"
     " `tests/unit/dispatcher/test_outage.py`, `tests/unit/test_chaos_tally.py`.",
+)
+
+
+REPORT_PATH_NOTES = (
+    "### Outages of the report path and report storms (tested, not measured by this script)",
+    "",
+    "- A run that finishes while Redis is down (killed for 30 s, ten lease TTLs) is neither expired nor run again, and"
+    " is charged until its end as the agent saw it: `tests/reliability/test_report_path_outage.py` (live: whole"
+    " system, durable Redis killed with `kill -9` and restarted by the embedded-server watch). A clean finish that"
+    " arrives after its lease expired (an outage the dispatcher could not see) ends the task with that run, not a"
+    " rerun (same file).",
+    "- A misbehaving agent sending 3,000 valid checkpoint reports for one lease as fast as Redis takes them: at most"
+    " `1 + burst + elapsed / gap` of them are applied (policy section `reports`), the rest are refused `rate_limited`"
+    " (counted, one `rejected_reports` row per lease and batch) or coalesced; an honest agent at time scale 600 runs"
+    " an unrelated task to the end meanwhile: `tests/reliability/test_report_storm.py`. This script does not yet"
+    " measure the dispatcher's lag during such a storm.",
+    "- Every entry a hypothesis fuzz pass puts on `cf:ingest` (the issue's hostile inputs first) becomes one"
+    " `task.submitted` or one `task.rejected` naming its fields, with a live intake:"
+    " `tests/reliability/test_fuzz_live_ingest.py`. No schemathesis run against the served OpenAPI yet.",
 )
 
 
