@@ -381,7 +381,7 @@ async def forgery(redis: Redis, endpoints: Endpoints, decoy: str, producer: str,
         return None
     await asyncio.sleep(5)
     believed = await views_state(endpoints.database_url, task_id) == "succeeded" and not await _dispatcher_succeeded(redis, task_id)
-    await redis.xadd(INGEST_STREAM, cancel_fields(task_id, "chaos decoy", actor="upstream:chaos"))
+    await redis.xadd(INGEST_STREAM, cancel_fields(task_id, "chaos decoy"))
     return believed
 
 

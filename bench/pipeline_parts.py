@@ -303,7 +303,7 @@ async def _send_at_rate(redis: Redis, task: dict[str, Any], rate: float, total: 
             labels = [f"{task['project']}-{len(sent) + n}" for n in range(due)]
             pipe = redis.pipeline(transaction=False)
             for label in labels:
-                pipe.xadd(INGEST_STREAM, submit_fields(task | {"name": label, "labels": {"bench": label}}, "upstream:bench"))
+                pipe.xadd(INGEST_STREAM, submit_fields(task | {"name": label, "labels": {"bench": label}}))
             now = time.time()
             await pipe.execute()
             sent.update(dict.fromkeys(labels, now))

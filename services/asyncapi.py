@@ -74,19 +74,20 @@ class DeadLetterEntry(BaseModel):
 APPENDERS: tuple[Appender, ...] = (
     Appender(
         names.INGEST_STREAM, f"{names.INGEST_STREAM}:{IngestKind.SUBMIT}",
-        "Upstream systems submit a task: fields `type`=task.submit, `payload` (this JSON), optional `actor`. "
+        "Upstream systems submit a task: fields `type`=task.submit, `payload` (this JSON). A configured upstream "
+        "writes its own cf:ingest:<name> instead (same entries; intake records actor upstream:<name>, never a field). "
         "See docs/ingest.md and docs/submission.md.",
         TaskSubmission,
     ),
     Appender(
         names.INGEST_STREAM, f"{names.INGEST_STREAM}:{IngestKind.CANCEL}",
-        "Upstream systems ask to cancel a task: fields `type`=task.cancel, `payload` (this JSON), optional `actor`.",
+        "Upstream systems ask to cancel a task: fields `type`=task.cancel, `payload` (this JSON).",
         CancelPayload,
     ),
     Appender(
         names.INGEST_STREAM, f"{names.INGEST_STREAM}:{IngestKind.DATA_READY}",
         "Upstream systems signal that a dataset version (or an s3:// object) is ready: fields "
-        "`type`=data.ready, `payload` (this JSON), optional `actor`.",
+        "`type`=data.ready, `payload` (this JSON).",
         DataReadyPayload,
     ),
     Appender(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 # ---- streams -------------------------------------------------------------
 INGEST_STREAM = "cf:ingest"
-"""Upstream systems append `task.submit`, `task.cancel`, `data.ready` entries here (plain Redis clients)."""
+"""Upstream systems append `task.submit`, `task.cancel`, `data.ready` entries here (plain Redis
+clients); intake records them with the configured default actor (`Settings.ingest_default_upstream`).
+A named upstream writes its own stream instead (`ingest_stream`)."""
 
 EVENTS_STREAM = "cf:events"
 """The global, ordered log of every state transition. Only the gate appends here: it forwards each
@@ -18,6 +20,12 @@ REPORTS_STREAM = "cf:reports"
 
 DEADLETTER_STREAM = "cf:deadletter"
 """Entries that could not be processed after N deliveries, with the error and the original."""
+
+
+def ingest_stream(upstream: str) -> str:
+    """The stream of one configured upstream system (`cf:ingest:<name>`, `Settings.ingest_upstreams`):
+    only its Redis user may append there, and intake records each entry with actor `upstream:<name>`."""
+    return f"{INGEST_STREAM}:{upstream}"
 
 
 def producer_stream(schema: str) -> str:

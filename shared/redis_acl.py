@@ -7,10 +7,10 @@ One user per process kind, so a stolen or buggy credential reaches only what its
 | `service.<name>`    | append its own event stream `cf:events:<schema>` (the outbox relay),       |
 |                     | read in groups (and trim) the streams it consumes, dead-letter            |
 | `service.dispatcher`| also append to and trim agent inboxes `cf:agent:*`                        |
-| `service.console`   | also read and delete dead letters, replay them onto `cf:ingest` only      |
+| `service.console`   | also read and delete dead letters, replay them onto `cf:ingest*` only     |
 | `gate`              | read `cf:events:*` in its group, append `cf:events` (the only writer)     |
 | `agent.<id>`        | append `cf:reports`; read in its group only its own inbox `cf:agent:<id>` |
-| `upstream.<name>`   | append `cf:ingest`, nothing else                                          |
+| `upstream.<name>`   | append its own `cf:ingest:<name>` (intake: actor `upstream:<name>`), nothing else |
 | `default`           | everything: `cardflow up`, `cardflow doctor`, tests (never handed to a service) |
 
 The rules need Redis >= 7 (Valkey >= 7.2): a user gets different commands on different keys
@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox, producer_stream
+from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox, ingest_stream, producer_stream
 
 ADMIN_USER = "default"
 GATE_USER = "gate"
@@ -75,14 +75,14 @@ class ServiceStreams:
 
 
 SERVICE_STREAMS: dict[str, ServiceStreams] = {
-    "intake": ServiceStreams(consumes=(INGEST_STREAM,), event_schemas=("intake",)),
+    "intake": ServiceStreams(consumes=(INGEST_STREAM, ingest_stream("*")), event_schemas=("intake",)),
     "readiness": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("readiness",)),
     "matcher": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("matcher",)),
     "dispatcher": ServiceStreams(consumes=(EVENTS_STREAM, REPORTS_STREAM), event_schemas=("dispatcher",), writes_agent_inboxes=True),
     "ledger": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("ledger",)),
     "views": ServiceStreams(consumes=(EVENTS_STREAM,)),  # a read model: emits nothing
     "config": ServiceStreams(event_schemas=("config",)),
-    "console": ServiceStreams(event_schemas=("identity",), appends=(INGEST_STREAM,), handles_deadletters=True),
+    "console": ServiceStreams(event_schemas=("identity",), appends=(INGEST_STREAM, ingest_stream("*")), handles_deadletters=True),
 }
 """Service process -> its Redis traffic. `console` is the HTTP API process (it relays the identity
 outbox; the intake commands it runs are published by intake's relay)."""
@@ -177,9 +177,10 @@ def agent_user(agent_id: str) -> RedisUser:
 
 
 def upstream_user(name: str) -> RedisUser:
-    """`upstream.<name>`: appends to `cf:ingest`, nothing else (it cannot read what others sent)."""
+    """`upstream.<name>`: appends to its own `cf:ingest:<name>`, nothing else (it cannot read what
+    others sent, nor write where intake would record another actor)."""
     require_safe_name("upstream", name)
-    return RedisUser(f"upstream.{name}", RedisUserKind.UPSTREAM, (*CONNECTION, "+xadd", f"~{INGEST_STREAM}"))
+    return RedisUser(f"upstream.{name}", RedisUserKind.UPSTREAM, (*CONNECTION, "+xadd", f"~{ingest_stream(name)}"))
 
 
 def system_users() -> list[RedisUser]:

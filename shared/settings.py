@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -42,6 +42,29 @@ class Settings(BaseSettings):
     tracing: Literal["off", "otlp", "console"] = Field(
         "off", description="OpenTelemetry tracing of message handling: otlp (OTEL_EXPORTER_OTLP_* settings) or console"
     )
+    ingest_upstreams: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="upstream systems with a stream of their own, comma-separated: intake reads cf:ingest:<name> and "
+        "records its entries as actor upstream:<name> (docs/ingest.md)",
+    )
+    ingest_default_upstream: str = Field(
+        "ingest", description="the upstream name entries on the shared cf:ingest are recorded under (actor upstream:<name>)"
+    )
+
+    @field_validator("ingest_upstreams", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("ingest_upstreams", "ingest_default_upstream")
+    @classmethod
+    def _safe_upstream_names(cls, value: Any) -> Any:
+        from shared.redis_acl import require_safe_name  # each name becomes a Redis user and a stream key
+
+        for name in (value,) if isinstance(value, str) else value:
+            require_safe_name("upstream", name)
+        return value
 
     @property
     def database_dsn(self) -> str | None:

@@ -19,23 +19,20 @@ from shared.names import INGEST_STREAM
 from shared.storage import ObjectStore
 from shared.submission import parse_s3_uri
 
-DEMO_ACTOR = "upstream:demo"
+def submit_fields(submission: Mapping[str, Any]) -> dict[str, str]:
+    """The `cf:ingest` fields of a `task.submit` entry (intake records the stream's upstream as its actor)."""
+    return {"type": "task.submit", "payload": json.dumps(submission)}
 
 
-def submit_fields(submission: Mapping[str, Any], actor: str = DEMO_ACTOR) -> dict[str, str]:
-    """The `cf:ingest` fields of a `task.submit` entry."""
-    return {"type": "task.submit", "payload": json.dumps(submission), "actor": actor}
-
-
-def data_ready_fields(dataset: str, version: str, *, source: str = "", actor: str = DEMO_ACTOR) -> dict[str, str]:
+def data_ready_fields(dataset: str, version: str, *, source: str = "") -> dict[str, str]:
     """The `cf:ingest` fields of a `data.ready` entry for a dataset version."""
     payload = {"dataset": dataset, "version": version, "source": source}
-    return {"type": "data.ready", "payload": json.dumps(payload), "actor": actor}
+    return {"type": "data.ready", "payload": json.dumps(payload)}
 
 
-def cancel_fields(task_id: str, reason: str = "", actor: str = DEMO_ACTOR) -> dict[str, str]:
+def cancel_fields(task_id: str, reason: str = "") -> dict[str, str]:
     """The `cf:ingest` fields of a `task.cancel` entry."""
-    return {"type": "task.cancel", "payload": json.dumps({"task_id": task_id, "reason": reason}), "actor": actor}
+    return {"type": "task.cancel", "payload": json.dumps({"task_id": task_id, "reason": reason})}
 
 
 async def append_entries(redis: Redis, entries: Iterable[Mapping[str, str]], *, chunk: int = 500) -> list[str]:
@@ -50,9 +47,9 @@ async def append_entries(redis: Redis, entries: Iterable[Mapping[str, str]], *, 
     return ids
 
 
-async def submit(redis: Redis, submissions: Sequence[Mapping[str, Any]], actor: str = DEMO_ACTOR) -> list[str]:
+async def submit(redis: Redis, submissions: Sequence[Mapping[str, Any]]) -> list[str]:
     """Submit raw submissions (valid or not) through `cf:ingest`; returns the entry ids."""
-    return await append_entries(redis, [submit_fields(s, actor) for s in submissions])
+    return await append_entries(redis, [submit_fields(s) for s in submissions])
 
 
 async def signal_data_ready(redis: Redis, dataset: str, version: str, *, source: str = "") -> str:

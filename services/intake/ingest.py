@@ -5,19 +5,24 @@ One entry = flat string fields (docs/ingest.md is the contract for upstream team
     type     task.submit | task.cancel | data.ready
     payload  JSON: a task submission (docs/submission.md) | {task_id, reason?} |
              {dataset, version, location?, source?} or {uri, source?}
-    actor    optional: who is asking, e.g. `upstream:pipeline-x` (default `upstream:ingest`)
 
-`parse_ingest_entry` is intake's parser for the delivery consumer (`parse_entry=True`). An entry it
-cannot read (no or unknown `type`, `payload` missing or not JSON, a cancel or data.ready payload
-of the wrong shape) raises `IngestEntryError`, whose message says which field is wrong and how;
-the consumer dead-letters such entries at once. A `task.submit` payload that is JSON but not a
-valid task is NOT a parse error: intake turns it into a rejected task with every problem listed.
+WHO asks is never a field the writer chooses: it is the stream. An entry on `cf:ingest:<name>`
+(a configured upstream, writable only by its Redis user) is recorded as actor `upstream:<name>`;
+one on the shared `cf:ingest` as `upstream:<Settings.ingest_default_upstream>`. An `actor` field,
+which older clients sent, is ignored.
+
+`IngestSource(stream, upstream).parse` is intake's parser for one stream's delivery consumer
+(`parse_entry=True`). An entry it cannot read (no or unknown `type`, `payload` missing or not
+JSON, a cancel or data.ready payload of the wrong shape) raises `IngestEntryError`, whose message
+says which field is wrong and how; the consumer dead-letters such entries at once. A `task.submit`
+payload that is JSON but not a valid task is NOT a parse error: intake turns it into a rejected
+task with every problem listed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
@@ -26,13 +31,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from shared.delivery.consumer import Entry
 from shared.events.values import Detail, EntityId
+from shared.names import INGEST_STREAM, ingest_stream
 from shared.submission import DatasetRef, S3Uri, describe, problems_from
 from shared.submission.limits import MAX_SUBMISSION_BYTES
 from shared.submission.raw import raw_problems
-from shared.submission.storable import unstorable_text
 
-DEFAULT_ACTOR = "upstream:ingest"
-MAX_ACTOR_CHARS = 200
+DEFAULT_UPSTREAM = "ingest"
+"""The upstream name of entries on the shared `cf:ingest` unless `Settings.ingest_default_upstream` says another."""
 
 
 class IngestKind(StrEnum):
@@ -100,13 +105,22 @@ class IngestEntry:
     entry_id: str
     kind: IngestKind
     payload: Any
-    actor: str
     fields: Mapping[bytes, bytes]
+    origin: IngestSource
+
+    @property
+    def actor(self) -> str:
+        return self.origin.actor
+
+    @property
+    def stream(self) -> str:
+        return self.origin.stream
 
     # What the delivery consumer binds into the log context of a message.
     @property
     def event_id(self) -> str:
-        return f"ingest:{self.entry_id}"
+        """Intake's inbox id: entry ids are unique per stream only, so the stream is part of it."""
+        return f"{self.origin.label}:{self.entry_id}"
 
     @property
     def type(self) -> str:
@@ -123,16 +137,52 @@ class IngestEntry:
     @property
     def source(self) -> str:
         """How intake records where a task came from."""
-        return f"ingest:{self.entry_id}"
+        return self.event_id
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSource:
+    """One stream intake reads and the upstream its entries are recorded under."""
+
+    stream: str
+    upstream: str
+
+    @classmethod
+    def shared(cls, upstream: str = DEFAULT_UPSTREAM) -> IngestSource:
+        """The shared `cf:ingest`, its entries recorded as `upstream:<upstream>`."""
+        return cls(INGEST_STREAM, upstream)
+
+    @classmethod
+    def named(cls, upstream: str) -> IngestSource:
+        """A configured upstream's own stream `cf:ingest:<upstream>`."""
+        return cls(ingest_stream(upstream), upstream)
+
+    @property
+    def actor(self) -> str:
+        return f"upstream:{self.upstream}"
+
+    @property
+    def label(self) -> str:
+        """`ingest` for the shared stream (the inbox ids it always had), `ingest:<name>` for a named one."""
+        return "ingest" if self.stream == INGEST_STREAM else f"ingest:{self.upstream}"
+
+    def parse(self, entry: Entry) -> IngestEntry:
+        """The `IngestEntry` of a raw entry of this stream; `IngestEntryError` when it cannot be processed."""
+        fields = {_text(entry.entry_id, key, "field name"): value for key, value in entry.fields.items()}
+        kind = _kind(entry.entry_id, fields)
+        body = _payload_json(entry.entry_id, fields)
+        payload = body if kind is IngestKind.SUBMIT else _typed_payload(entry.entry_id, kind, body)
+        return IngestEntry(entry.entry_id, kind, payload, dict(entry.fields), self)
+
+
+def ingest_sources(upstreams: Sequence[str], default_upstream: str = DEFAULT_UPSTREAM) -> list[IngestSource]:
+    """Every stream intake reads: the shared `cf:ingest`, then each configured upstream's own."""
+    return [IngestSource.shared(default_upstream), *(IngestSource.named(name) for name in dict.fromkeys(upstreams))]
 
 
 def parse_ingest_entry(entry: Entry) -> IngestEntry:
-    """The `IngestEntry` of a raw stream entry; `IngestEntryError` when it cannot be processed."""
-    fields = {_text(entry.entry_id, key, "field name"): value for key, value in entry.fields.items()}
-    kind = _kind(entry.entry_id, fields)
-    body = _payload_json(entry.entry_id, fields)
-    payload = body if kind is IngestKind.SUBMIT else _typed_payload(entry.entry_id, kind, body)
-    return IngestEntry(entry.entry_id, kind, payload, _actor(entry.entry_id, fields), dict(entry.fields))
+    """An entry of the shared `cf:ingest` under the default upstream name (tests, tools)."""
+    return IngestSource.shared().parse(entry)
 
 
 def _kind(entry_id: str, fields: Mapping[str, bytes]) -> IngestKind:
@@ -172,18 +222,6 @@ def _typed_payload(entry_id: str, kind: IngestKind, body: Any) -> CancelPayload 
     except ValidationError as error:
         problems = describe(problems_from(error, known_fields=model.model_fields))
         raise IngestEntryError(entry_id, f"field 'payload' of a {kind.value} entry is not valid:\n{problems}") from None
-
-
-def _actor(entry_id: str, fields: Mapping[str, bytes]) -> str:
-    raw = fields.get("actor")
-    if raw is None:
-        return DEFAULT_ACTOR
-    actor = _text(entry_id, raw, "field 'actor'").strip()
-    if not actor or len(actor) > MAX_ACTOR_CHARS or unstorable_text(actor) is not None:
-        raise IngestEntryError(
-            entry_id, f"field 'actor' must be 1 to {MAX_ACTOR_CHARS} characters of text without NUL, e.g. upstream:etl"
-        )
-    return actor
 
 
 def _text(entry_id: str, raw: bytes | str, where: str) -> str:

@@ -1,8 +1,11 @@
-"""The intake service: reads `cf:ingest` in batches and turns each entry into intake events.
+"""The intake service: reads `cf:ingest` (and each configured upstream's `cf:ingest:<name>`) in
+batches and turns each entry into intake events, with actor `upstream:<name>` from the stream
+(`services.intake.ingest.IngestSource`; never from the entry).
 
 Per batch (one PostgreSQL transaction):
 
-1. record the entries' ids in the inbox (`ingest:<entry id>`); a redelivered entry is skipped;
+1. record the entries' ids in the inbox (`ingest:<entry id>` on `cf:ingest`,
+   `ingest:<name>:<entry id>` on `cf:ingest:<name>`); a redelivered entry is skipped;
 2. `task.submit` -> `submit_many` (task.submitted / task.rejected), `task.cancel` ->
    `cancel_many` (task.cancel_requested), `data.ready` -> `signal_data_ready_many`;
 3. a rejected submission or a cancel of an unknown task gets a copy in `cf:deadletter` with the
@@ -30,18 +33,18 @@ from services.intake.commands import (
     signal_data_ready_many,
     submit_many,
 )
-from services.intake.ingest import CancelPayload, DataReadyPayload, IngestEntry, IngestKind, parse_ingest_entry
+from services.intake.ingest import CancelPayload, DataReadyPayload, IngestEntry, IngestKind, IngestSource, ingest_sources
 from services.intake.screening import SubmitRequest
 from shared.delivery.consumer import reliable_batch_subscriber
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields
 from shared.delivery.inbox import record_consumed_many
 from shared.logging import get_logger
-from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP
+from shared.names import DEADLETTER_STREAM, INTAKE_GROUP
 from shared.submission import Problem, describe
 
 MIGRATIONS = Path(__file__).parent / "sql"
 INBOX_CONSUMER = "ingest"
-"""Inbox consumer name under which intake records the `cf:ingest` entries it applied."""
+"""Inbox consumer name under which intake records the `cf:ingest*` entries it applied."""
 
 BATCH_SIZE = 200
 
@@ -58,12 +61,18 @@ class DeadCopy:
 
 async def setup(ctx: ServiceContext) -> None:
     consumer = f"intake-{ctx.instance}"
+    for source in ingest_sources(ctx.settings.ingest_upstreams, ctx.settings.ingest_default_upstream):
+        subscribe_ingest(ctx, consumer, source)
+
+
+def subscribe_ingest(ctx: ServiceContext, consumer: str, source: IngestSource) -> None:
+    """Read one ingest stream in intake's group; its entries are recorded as `source.actor`."""
 
     @reliable_batch_subscriber(
         ctx.broker,
-        stream=INGEST_STREAM,
+        stream=source.stream,
         group=INTAKE_GROUP,
-        parse=parse_ingest_entry,
+        parse=source.parse,
         parse_entry=True,
         consumer=consumer,
         max_records=BATCH_SIZE,
@@ -116,7 +125,7 @@ async def write_dead_copies(redis: Redis, consumer: str, copies: Sequence[DeadCo
         return
     async with redis.pipeline(transaction=True) as pipe:
         for copy in copies:
-            source = DeadLetterSource(INGEST_STREAM, INTAKE_GROUP, consumer, copy.entry.entry_id)
+            source = DeadLetterSource(copy.entry.stream, INTAKE_GROUP, consumer, copy.entry.entry_id)
             pipe.xadd(DEADLETTER_STREAM, deadletter_fields(source, copy.entry.fields, DeadReason.INVALID, 1, copy.error))
         await pipe.execute()
     for copy in copies:

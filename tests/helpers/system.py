@@ -141,7 +141,7 @@ class RunningSystem:
 
     async def submit(self, submissions: Sequence[Mapping[str, Any]]) -> list[str]:
         """XADD one `task.submit` entry per submission to `cf:ingest`; returns the entry ids."""
-        return await upstream.submit(self.redis, submissions, actor="upstream:e2e-test")
+        return await upstream.submit(self.redis, submissions)
 
     async def signal_data_ready(self, dataset: str, version: str) -> None:
         await upstream.signal_data_ready(self.redis, dataset, version, source="e2e test")

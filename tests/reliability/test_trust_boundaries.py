@@ -25,7 +25,16 @@ from shared.delivery.deadletter import read_deadletters
 from shared.delivery.wire import ensure_group, wire_fields
 from shared.embedded.redis_users import load_users
 from shared.events import make_event
-from shared.names import AGENT_GROUP, DEADLETTER_STREAM, EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox, producer_stream
+from shared.names import (
+    AGENT_GROUP,
+    DEADLETTER_STREAM,
+    EVENTS_STREAM,
+    INGEST_STREAM,
+    REPORTS_STREAM,
+    agent_inbox,
+    ingest_stream,
+    producer_stream,
+)
 from shared.redis_acl import upstream_user, user_url
 from shared.settings import Settings
 from tests.helpers.redis_users import as_user, enrolled_agent_url
@@ -93,14 +102,23 @@ async def test_only_the_gate_writes_cf_events_and_each_service_only_its_own_stre
             await gate.xadd(producer_stream("dispatcher"), FIELDS)
 
 
-async def test_an_upstream_appends_to_ingest_and_reads_nothing(fresh_settings: Settings, redis: Redis) -> None:
+async def test_an_upstream_appends_only_to_its_own_ingest_stream_and_reads_nothing(fresh_settings: Settings, redis: Redis) -> None:
     user = upstream_user("trust-pipeline")
     await redis.execute_command("ACL", "SETUSER", *user.setuser_args("pw-trust"))
+    own = ingest_stream("trust-pipeline")
     async with client(user_url(fresh_settings.redis_url or "", user.name, "pw-trust")) as upstream:
-        assert await upstream.xadd(INGEST_STREAM, {"kind": "task.submit", "payload": "{}"})
-        for call in (upstream.xrange(INGEST_STREAM), upstream.xadd(EVENTS_STREAM, FIELDS), upstream.xrange(EVENTS_STREAM)):
+        assert await upstream.xadd(own, {"type": "task.submit", "payload": "{}"})
+        refused = {  # the shared stream and another upstream's would record another actor
+            "write the shared cf:ingest": upstream.xadd(INGEST_STREAM, {"type": "task.submit", "payload": "{}"}),
+            "write another upstream's stream": upstream.xadd(ingest_stream("trust-other"), {"type": "task.submit"}),
+            "read its own stream": upstream.xrange(own),
+            "write cf:events": upstream.xadd(EVENTS_STREAM, FIELDS),
+            "read cf:events": upstream.xrange(EVENTS_STREAM),
+        }
+        for what, call in refused.items():
             with pytest.raises(NoPermissionError):
                 await call
+                pytest.fail(f"an upstream could {what}")
     await redis.execute_command("ACL", "DELUSER", user.name)
 
 

@@ -37,7 +37,7 @@ def test_file_lines_hold_only_a_hash_of_the_password() -> None:
 
 
 def test_each_service_trims_the_streams_it_reads() -> None:
-    assert trimmed_streams("intake") == ("cf:ingest",)
+    assert trimmed_streams("intake") == ("cf:ingest", "cf:ingest:*")
     assert trimmed_streams("dispatcher") == ("cf:events", "cf:reports", "cf:agent:*")
     assert trimmed_streams("gate") == ("cf:events:*",)
     assert trimmed_streams("a-test-spec") == ("cf:*",)

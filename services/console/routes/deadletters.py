@@ -93,9 +93,9 @@ async def post_replay(deadletter_id: str, body: ReplayBody, request: Request, op
             event = await replay(conn, redis, emitter(request, operator), deadletter_id, body.reason)
         except NoSuchDeadLetter:
             raise _missing(deadletter_id) from None
-        except NoPermissionError:  # the console's Redis user may append to cf:ingest only (shared.redis_acl)
+        except NoPermissionError:  # the console's Redis user may append to cf:ingest* only (shared.redis_acl)
             raise HTTPException(403, f"dead-letter entry {deadletter_id!r} cannot be replayed by the console: its Redis user may"
-                                     " append to cf:ingest only (other streams are written by their owners alone;"
+                                     " append to cf:ingest and cf:ingest:<name> only (other streams are written by their owners alone;"
                                      " docs/running.md#security)") from None
     return {"event_id": event.event_id, **event.data.model_dump()}
 

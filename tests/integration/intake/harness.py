@@ -39,10 +39,10 @@ async def deadletters(redis: Redis) -> list[DeadLetter]:
     return await read_deadletters(redis, count=10_000)
 
 
-async def xadd_ingest(redis: Redis, entry_type: str, payload: Any, **fields: str) -> str:
+async def xadd_ingest(redis: Redis, entry_type: str, payload: Any, *, stream: str = INGEST_STREAM, **fields: str) -> str:
     """Append an entry the way a plain upstream client does (payload dumped to JSON unless text)."""
     body = payload if isinstance(payload, str) else json.dumps(payload)
-    entry_id = await redis.xadd(INGEST_STREAM, {"type": entry_type, "payload": body, **fields})
+    entry_id = await redis.xadd(stream, {"type": entry_type, "payload": body, **fields})
     return entry_id.decode()
 
 

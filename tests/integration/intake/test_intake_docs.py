@@ -39,14 +39,15 @@ async def test_the_documented_entries_do_what_the_doc_says(fresh_settings: Setti
         output, _ = await shell.communicate()
         assert shell.returncode == 0 and re.fullmatch(rb"\d+-\d+\n", output), output
 
-    async with RunningServices(fresh_settings, INTAKE) as services:
+    with_upstream = fresh_settings.model_copy(update={"ingest_upstreams": ("training-pipeline",)})  # as the doc says
+    async with RunningServices(with_upstream, INTAKE) as services:
 
         async def settled() -> bool:
             return len(await published_events(redis)) == 2 and len(await deadletters(redis)) == 1
 
         assert await services.wait_until(settled)
 
-    submitted, signalled = await published_events(redis)
+    submitted, signalled = sorted(await published_events(redis), key=lambda event: event.type != "task.submitted")
     assert (submitted.type, submitted.actor, submitted.data.idempotency_key) == (
         "task.submitted", "upstream:training-pipeline", "nightly-2024-06-01-llm",
     )  # fmt: skip

@@ -18,7 +18,7 @@ from services.intake.service import handle_ingest_batch
 from shared.delivery import create_pool
 from shared.delivery.consumer import Entry
 from shared.events import TaskRejected, TaskSubmitted
-from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP
+from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP, ingest_stream
 from shared.settings import Settings
 from tests.helpers.running_services import RunningServices
 from tests.integration.intake.harness import (
@@ -38,13 +38,13 @@ async def db(fresh_settings: Settings) -> AsyncIterator[asyncpg.Connection]:
 
 
 async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settings, redis: Redis, db: asyncpg.Connection) -> None:
-    await xadd_ingest(redis, "task.submit", a_submission("first"), actor="upstream:etl")
+    await xadd_ingest(redis, "task.submit", a_submission("first"), stream=ingest_stream("etl"), actor="user:admin")
     bad_id = await xadd_ingest(
         redis, "task.submit", {"name": "broken", "idempotency_key": "k-bad", "gpus": 0, "gpu": 1, "profile": "compute"}
     )
-    await xadd_ingest(redis, "task.submit", a_submission("second"))
+    await xadd_ingest(redis, "task.submit", a_submission("second"), actor="service:dispatcher")
 
-    async with RunningServices(fresh_settings, INTAKE) as services:
+    async with RunningServices(fresh_settings.model_copy(update={"ingest_upstreams": ("etl",)}), INTAKE) as services:
 
         async def settled() -> bool:
             return len(await published_events(redis)) == 3 and len(await deadletters(redis)) == 1
@@ -54,7 +54,7 @@ async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settin
     submitted = await published_events(redis, "task.submitted")
     [rejected] = await published_events(redis, "task.rejected")
     assert sorted(e.data.submission.name for e in submitted) == ["first", "second"]
-    assert {e.actor for e in submitted} == {"upstream:etl", "upstream:ingest"}
+    assert {e.actor for e in submitted} == {"upstream:etl", "upstream:ingest"}  # the streams', never the entries' `actor` fields
     assert isinstance(rejected, TaskRejected)
     reasons = {reason.field: reason for reason in rejected.data.reasons}
     assert set(reasons) == {"project", "priority_class", "gpus", "estimate_gpu_hours", "gpu"}
@@ -69,6 +69,7 @@ async def test_a_batch_with_valid_and_invalid_submissions(fresh_settings: Settin
 
     tasks = await db.fetch("SELECT task_id, name, actor, source FROM intake.tasks ORDER BY name")
     assert [(r["name"], r["actor"]) for r in tasks] == [("first", "upstream:etl"), ("second", "upstream:ingest")]
+    assert tasks[0]["source"].startswith("ingest:etl:") and tasks[1]["source"].count(":") == 1
     assert {r["task_id"] for r in tasks} == {e.data.task_id for e in submitted}
     stored = await db.fetchrow("SELECT task_id, name, idempotency_key, problems FROM intake.rejections")
     assert (stored["task_id"], stored["name"], stored["idempotency_key"]) == (rejected.data.task_id, "broken", "k-bad")
@@ -139,7 +140,7 @@ async def test_cancel_and_data_ready_entries_become_events(fresh_settings: Setti
 
         assert await services.wait_until(lambda: _non_empty(submitted()))
         [task] = await submitted()
-        await xadd_ingest(redis, "task.cancel", {"task_id": task.data.task_id, "reason": "not needed"}, actor="user:bo")
+        await xadd_ingest(redis, "task.cancel", {"task_id": task.data.task_id, "reason": "not needed"}, actor="user:bo")  # ignored
         await xadd_ingest(redis, "data.ready", {"dataset": "clicks", "version": 7, "source": "etl run 12"})
         await xadd_ingest(redis, "data.ready", {"uri": "s3://raw/day/2024-06-01.parquet"})
 
@@ -149,7 +150,7 @@ async def test_cancel_and_data_ready_entries_become_events(fresh_settings: Setti
         assert await services.wait_until(settled)
 
     cancel, *signals = (await published_events(redis))[1:]
-    assert (cancel.type, cancel.subject, cancel.actor) == ("task.cancel_requested", task.subject, "user:bo")
+    assert (cancel.type, cancel.subject, cancel.actor) == ("task.cancel_requested", task.subject, "upstream:ingest")
     assert (cancel.data.task_id, cancel.data.reason) == (task.data.task_id, "not needed")
     assert [(s.type, s.subject) for s in signals] == [
         ("data.ready_signalled", "data/clicks@7"),

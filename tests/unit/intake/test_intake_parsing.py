@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from services.intake.ingest import CancelPayload, DataReadyPayload, IngestEntryError, IngestKind, parse_ingest_entry
+from services.intake.ingest import (
+    CancelPayload,
+    DataReadyPayload,
+    IngestEntryError,
+    IngestKind,
+    IngestSource,
+    ingest_sources,
+    parse_ingest_entry,
+)
 from services.intake.screening import Accepted, Rejected, Repeated, SubmitRequest, screen
 from shared.config import FoundTemplate, TemplateCall, TemplateDocument
 from shared.config.submission_templates import unknown_template
@@ -27,10 +35,28 @@ def valid(**overrides: object) -> dict[str, object]:
 
 
 def test_a_submit_entry_keeps_its_payload_for_later_validation() -> None:
-    parsed = parse_ingest_entry(entry(type="task.submit", payload='{"gpus": "many"}', actor="upstream:etl"))
+    parsed = parse_ingest_entry(entry(type="task.submit", payload='{"gpus": "many"}'))
     assert (parsed.kind, parsed.payload, parsed.actor, parsed.source) == (
-        IngestKind.SUBMIT, {"gpus": "many"}, "upstream:etl", "ingest:5-0",
+        IngestKind.SUBMIT, {"gpus": "many"}, "upstream:ingest", "ingest:5-0",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("claimed", ["user:admin", "service:dispatcher", "upstream:other", " ", "x" * 500])
+def test_an_entry_cannot_choose_its_actor_the_stream_does(claimed: str) -> None:
+    named, shared = IngestSource.named("etl"), IngestSource.shared("legacy")
+    on_named = named.parse(entry(type="task.submit", payload="{}", actor=claimed))
+    on_shared = shared.parse(entry(type="task.cancel", payload='{"task_id": "T1"}', actor=claimed))
+    assert (on_named.actor, on_named.stream, on_named.event_id, on_named.source) == (
+        "upstream:etl", "cf:ingest:etl", "ingest:etl:5-0", "ingest:etl:5-0",
+    )  # fmt: skip
+    assert (on_shared.actor, on_shared.stream, on_shared.event_id) == ("upstream:legacy", "cf:ingest", "ingest:5-0")
+
+
+def test_intake_reads_the_shared_stream_and_each_configured_upstreams_own() -> None:
+    sources = ingest_sources(["etl", "pipeline-x", "etl"], "ingest")
+    assert [(s.stream, s.actor) for s in sources] == [
+        ("cf:ingest", "upstream:ingest"), ("cf:ingest:etl", "upstream:etl"), ("cf:ingest:pipeline-x", "upstream:pipeline-x"),
+    ]  # fmt: skip
 
 
 def test_cancel_and_data_ready_payloads_are_typed() -> None:
@@ -55,7 +81,6 @@ def test_cancel_and_data_ready_payloads_are_typed() -> None:
         ({"type": "task.cancel", "payload": '{"id": "T1"}'}, "id: got \"T1\"; expected no such field"),
         ({"type": "data.ready", "payload": '{"dataset": "d", "version": 1, "uri": "s3://bkt/k"}'}, "not both"),
         ({"type": "data.ready", "payload": '{"uri": "http://x/y"}'}, "uri: got \"http://x/y\"; expected an s3://"),
-        ({"type": "task.submit", "payload": "{}", "actor": " "}, "field 'actor' must be 1 to 200 characters"),
     ],
 )
 def test_unreadable_entries_say_which_field_is_wrong(fields: dict[str, str | bytes], says: str) -> None:
