@@ -32,7 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from shared.events.envelope import Envelope
 from shared.events.states import TaskState
-from shared.scheduling.model import PriorityClass, WaitKind
+from shared.scheduling.model import DeferralReason, PriorityClass, WaitKind
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ACTIVE_RUN = frozenset({TaskState.LEASED, TaskState.RUNNING})
@@ -160,7 +160,8 @@ _OWNER: dict[str, str] = {
     **dict.fromkeys(
         (
             "task.queued", "task.held", "task.approved", "lease.granted", "task.started", "task.checkpointed",
-            "task.succeeded", "task.failed", "task.requeued", "task.cancelled",
+            "task.succeeded", "task.failed", "task.requeued", "task.cancelled", "task.released",
+            "task.priority_changed",
         ),
         "dispatcher",
     ),
@@ -253,7 +254,7 @@ def _status(view: TaskView) -> tuple[TaskState, str, str]:
     if view.problems:
         listed = "; ".join(f"{p.field}: {p.problem}" for p in view.problems)
         return TaskState.REJECTED, ViewReason.REJECTED.value, f"the submission was rejected: {listed}"
-    if dispatch and (dispatch.state.is_terminal or dispatch.state in _ACTIVE_RUN):
+    if dispatch and (dispatch.state.is_terminal or dispatch.state in _ACTIVE_RUN or _operator_hold(dispatch)):
         return dispatch.state, dispatch.reason, dispatch.detail
     if view.ready is False:
         return TaskState.WAITING_DATA, ViewReason.DATA_NOT_READY.value, _missing_sentence(view)
@@ -266,6 +267,11 @@ def _status(view: TaskView) -> tuple[TaskState, str, str]:
     if view.match is None:
         return TaskState.SUBMITTED, ViewReason.AWAITING_MATCH.value, "inputs ready; waiting for the matcher to choose a card type"
     return TaskState.QUEUED, ViewReason.AWAITING_DISPATCH.value, "ready and matched; waiting for the dispatcher to queue it"
+
+
+def _operator_hold(dispatch: DispatchStatus) -> bool:
+    """An operator's hold says more than missing data or a missing card: it is shown first."""
+    return dispatch.state is TaskState.HELD and dispatch.reason == DeferralReason.OPERATOR.value
 
 
 def _missing_sentence(view: TaskView) -> str:
@@ -283,7 +289,8 @@ def _submitted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     s = data.submission
     return {
         "name": s.name, "idempotency_key": data.idempotency_key, "project": s.project,
-        "priority_class": s.priority_class, "priority": s.priority, "gpus": s.gpus,
+        "priority_class": s.priority_class, "gpus": s.gpus,
+        "priority": s.priority if view.priority is None else view.priority,  # an operator's change came first
         "submitted_at": event.occurred_at, "submitted_by": event.actor,
         "template": s.template, "submission": s.model_dump(mode="json", exclude_none=True),
     }
@@ -408,6 +415,15 @@ def _requeued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     )
 
 
+def _released(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    detail = f"released by {event.actor}: {data.reason}; back in the queue for GPUs"
+    return _status_update(TaskState.QUEUED, ViewReason.QUEUED.value, detail)
+
+
+def _priority_changed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    return {"priority": data.priority}
+
+
 def _cancelled(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     detail = f"cancelled: {data.reason}" if data.reason else "cancelled on request"
     return _status_update(TaskState.CANCELLED, ViewReason.CANCELLED.value, detail, finished_at=event.occurred_at)
@@ -434,5 +450,7 @@ _APPLY: Mapping[str, Applier] = {
     "task.failed": _dispatcher(_failed),
     "task.requeued": _dispatcher(_requeued),
     "task.cancelled": _dispatcher(_cancelled),
+    "task.released": _dispatcher(_released),
+    "task.priority_changed": _dispatcher(_priority_changed),
     "usage.recorded": _usage,
 }

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import typer
 
-from shared.logging import configure_logging, get_logger
-from shared.settings import get_settings
-
 
 def register(app: typer.Typer) -> None:
     @app.command("agent")
@@ -32,6 +29,8 @@ def register(app: typer.Typer) -> None:
         """Run a GPU-host agent until SIGINT/SIGTERM (connects to CARDFLOW_REDIS_URL)."""
         from services.agent.build import AgentOptions, build_daemon, run_until_signalled
         from services.agent.hardware import HardwareSpecError, NoGpusError
+        from shared.logging import configure_logging, get_logger
+        from shared.settings import get_settings
 
         configure_logging()
         if (sim is None) == (not real):

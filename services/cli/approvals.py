@@ -14,10 +14,10 @@ import typer
 from rich.console import Console
 
 from services.cli.client import cli_api
+from services.cli.task_refs import TaskArgument, task_id_of
 
 console = Console()
 
-TaskArgument = Annotated[str, typer.Argument(help="the task id")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="why; recorded with the decision")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
 
@@ -37,8 +37,9 @@ def deny(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = Fals
     _review(task_id, "deny", reason, as_json)
 
 
-def _review(task_id: str, decision: str, reason: str, as_json: bool) -> None:
+def _review(ref: str, decision: str, reason: str, as_json: bool) -> None:
     with cli_api() as api:
+        task_id = task_id_of(api, ref)
         answer = api.post(f"/v1/tasks/{task_id}/{decision}", {"reason": reason})
     if as_json:
         print(json.dumps(answer, indent=2))

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.cli.client import cli_api
+from services.cli.task_refs import TaskArgument, task_id_or_ref
 from services.cli.views import Lang
 
 console = Console()
@@ -155,11 +156,10 @@ def replay(
                             [[r["key"], r["gpu_hours"], r["cost"]] for r in state[name]]))  # fmt: skip
 
 
-def why(
-    task_id: Annotated[str, typer.Argument(help="the task id")], as_json: JsonOption = False, lang: LangOption = Lang.en,
-) -> None:  # fmt: skip
+def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
     """The whole story of a task: each step with time, actor and reason, and its runs."""
     with cli_api() as api:
+        task_id = task_id_or_ref(api, task)
         story = api.get(f"/v1/audit/why/{task_id}")
     if as_json:
         emit_json(story)
@@ -284,10 +284,10 @@ def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, type
 # ---- the match review --------------------------------------------------------------------------------------
 
 
-def matches(task_id: Annotated[str, typer.Argument(help="the task id")], as_json: JsonOption = False,
-            lang: LangOption = Lang.en) -> None:  # fmt: skip
+def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
     """A task's card match: every ranked card type, and once it finished, the verdict in hindsight."""
     with cli_api() as api:
+        task_id = task_id_or_ref(api, task)
         found = api.get(f"/v1/matches/{task_id}")
     if as_json:
         emit_json(found)

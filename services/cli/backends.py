@@ -26,20 +26,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from shared.embedded import (
-    BackendHealth,
-    Backends,
-    EmbeddedServerError,
-    Endpoints,
-    InstanceAlreadyRunning,
-    running_instance,
-)
-from shared.embedded.health import probe_postgres, probe_redis, probe_s3
-from shared.logging import configure_logging
-from shared.settings import Settings, redact_url
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the backends' code is imported inside the commands: `cardflow --help` starts fast
     from services.identity.bootstrap import LocalAdmin
+    from shared.embedded import BackendHealth, Endpoints
+    from shared.settings import Settings
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: grep-able
@@ -47,7 +37,7 @@ errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: gr
 # A part of the running system: entered once backends are up, exited (reverse order) on shutdown.
 # Signature: part(endpoints, demo) -> context manager. Services, agents, the console and the demo
 # workload register themselves here (e.g. `SYSTEM_PARTS.append(run_services)`).
-SystemPart = Callable[[Endpoints, bool], AbstractContextManager[object]]
+SystemPart = Callable[["Endpoints", bool], AbstractContextManager[object]]
 SYSTEM_PARTS: list[SystemPart] = []
 
 
@@ -82,6 +72,10 @@ def up(
     data_dir: DataDirOption = None,
 ) -> None:
     """Start missing backends (embedded) and the system; run until Ctrl-C."""
+    from shared.embedded import Backends, EmbeddedServerError, InstanceAlreadyRunning
+    from shared.logging import configure_logging
+    from shared.settings import Settings
+
     configure_logging()
     settings = Settings()
     backends = Backends(settings, _data_dir(settings, data_dir))
@@ -175,6 +169,8 @@ def endpoints(
     each secret).
     """
     from services.cli.client import read_instance_api
+    from shared.embedded import running_instance
+    from shared.settings import Settings
 
     settings = Settings()
     where = _data_dir(settings, data_dir)
@@ -197,6 +193,8 @@ def endpoints(
 
 def redacted_env(found: Endpoints) -> dict[str, str]:
     """`found.as_env()` with every password and key replaced by ***."""
+    from shared.settings import redact_url
+
     hidden = {"CARDFLOW_S3_ACCESS_KEY", "CARDFLOW_S3_SECRET_KEY"}
     return {
         key: "***" if key in hidden else (redact_url(value) or "") if key.endswith("_URL") else value
@@ -216,6 +214,9 @@ class Target:
 
 def doctor(data_dir: DataDirOption = None) -> None:
     """cardflow's version; Redis, PostgreSQL and S3 reachable (from env, else the running instance); retention; config in force."""
+    from shared.embedded import running_instance
+    from shared.settings import Settings
+
     settings = Settings()
     where = _data_dir(settings, data_dir)
     targets = _targets(settings, running_instance(where), where)
@@ -306,6 +307,8 @@ def _entry_age(entry_id: str | None) -> str:
 
 
 def _targets(settings: Settings, instance: Endpoints | None, where: Path) -> list[Target]:
+    from shared.embedded.health import probe_postgres, probe_redis, probe_s3
+
     source = f"instance {where}" if instance else "-"
     redis_url = settings.redis_url or (instance.redis_url if instance else None)
     dsn = settings.database_dsn or (instance.database_url if instance else None)
@@ -318,6 +321,8 @@ def _targets(settings: Settings, instance: Endpoints | None, where: Path) -> lis
 
 
 def _external_s3(settings: Settings) -> Endpoints:
+    from shared.embedded import Endpoints
+
     def secret(value: object) -> str:
         return value.get_secret_value() if value is not None else ""  # type: ignore[attr-defined]
 

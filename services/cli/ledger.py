@@ -1,6 +1,7 @@
 """`cardflow ledger` (usage and cost totals) and `cardflow quota grant | adjust | renew | list | history`.
 
-API clients (`services.cli.client`): `ledger` reads `GET /v1/ledger?by=`, `quota list` reads
+API clients (`services.cli.client`): `ledger` reads `GET /v1/ledger?by=&since=&until=` (a table with
+the catalog's currency and a note that its hours are real hours, `--json` or `--csv`), `quota list` reads
 `GET /v1/quotas` and `quota history` `GET /v1/quotas/{account}/history` (any valid token); `quota
 grant` is `POST /v1/quotas`, `quota adjust` / `quota renew` are `POST /v1/quotas/{account}/adjust|renew`
 — these need role operator (not limited to a project) and record the caller and `--reason` in their
@@ -39,17 +40,46 @@ def _print_json(rows: list[dict[str, Any]] | dict[str, Any]) -> None:
     typer.echo(json.dumps(rows, indent=2, default=str))
 
 
-def _ledger_table(rows: list[dict[str, Any]], key: str) -> Table:
-    table = Table(title="cardflow ledger")
-    for header in (key, "GPU-hours", "cost", "output units", "unit", "cost / unit"):
+LEDGER_COLUMNS = ("gpu_hours", "idle_gpu_hours", "cost", "currency", "output_units", "output_unit", "cost_per_output_unit")
+HOURS_NOTE = ("GPU-hours are real (wall-clock) hours the leases held GPUs, priced at the catalog's price per GPU-hour; "
+              "a simulated agent at --time-scale X runs an estimated hour in 1/X real hours, so its tasks cost 1/X of their estimate")  # fmt: skip
+
+
+def _significant(value: Any) -> str:
+    """Cost per output unit: four significant digits, whatever its size (never a row of 0.000000)."""
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _ledger_table(rows: list[dict[str, Any]], key: str, window: str) -> Table:
+    currency = rows[0]["currency"] if rows and rows[0].get("currency") else ""
+    table = Table(title=f"cardflow ledger{window}", caption=HOURS_NOTE, caption_justify="left")
+    idle = any("idle_gpu_hours" in row for row in rows)  # per task and project, over all time
+    headers = (key, "GPU-hours (real)", *(("idle GPU-hours",) if idle else ()), f"cost ({currency})" if currency else "cost",
+               "output units", "unit", f"{currency} / unit" if currency else "cost / unit")  # fmt: skip
+    for header in headers:
         table.add_column(header, justify="left" if header in {key, "unit"} else "right")
     for row in rows:
         label = row[key] + (f" ({row['name']})" if row.get("name") else "") + (" *" if row.get("running") else "")
         table.add_row(
-            label, _number(row["gpu_hours"], 3), _number(row["cost"]), _number(row["output_units"], 0),
-            row["output_unit"] or "", _number(row["cost_per_output_unit"], 6),
+            label, _number(row["gpu_hours"], 3), *((_number(row.get("idle_gpu_hours"), 3),) if idle else ()),
+            _number(row["cost"]), _number(row["output_units"], 0), row["output_unit"] or "",
+            _significant(row["cost_per_output_unit"]),
         )  # fmt: skip
     return table
+
+
+def _ledger_csv(rows: list[dict[str, Any]], key: str) -> str:
+    """The rows as CSV (header first; numbers unrounded; times ISO)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow((key, "name", *LEDGER_COLUMNS, "running"))
+    for row in rows:
+        writer.writerow((row[key], row.get("name") or "", *("" if row.get(c) is None else row[c] for c in LEDGER_COLUMNS),
+                         "" if row.get("running") is None else str(row["running"]).lower()))  # fmt: skip
+    return out.getvalue()
 
 
 def _quota_table(rows: list[dict[str, Any]]) -> Table:
@@ -103,15 +133,31 @@ def register(app: typer.Typer) -> None:
     @app.command("ledger")
     def ledger(
         by: Annotated[By, typer.Option("--by", help="total per task, project or card type")] = By.TASK,
+        since: Annotated[str | None, typer.Option("--since", help="only usage and output from then on: 7d, today, 2026-11-01, an ISO time")] = None,
+        until: Annotated[str | None, typer.Option("--until", help="only usage and output before then (same forms)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
-    ) -> None:
-        """GPU-hours, cost, output units and cost per output unit (* = a lease still running)."""
+        as_csv: Annotated[bool, typer.Option("--csv", help="print CSV (a header, then one line per row)")] = False,
+    ) -> None:  # fmt: skip
+        """GPU-hours (real hours), cost in the catalog's currency, output units and cost per output unit (* = a lease still running)."""
+        from services.cli.times import parse_when
+
+        now = datetime.now(UTC)
+        window: dict[str, str | None] = {}
+        for option, text in (("--since", since), ("--until", until)):
+            try:
+                window[option[2:]] = parse_when(text, now).isoformat() if text else None
+            except ValueError as error:
+                raise typer.BadParameter(str(error), param_hint=option) from None
         with cli_api() as api:
-            rows = api.get("/v1/ledger", by=by.value)
+            rows = api.get("/v1/ledger", by=by.value, **window)
+        key = {"task": "task_id", "project": "project", "card": "card_type"}[by.value]
         if as_json:
             _print_json(rows)
+        elif as_csv:
+            typer.echo(_ledger_csv(rows, key), nl=False)
         else:
-            console.print(_ledger_table(rows, {"task": "task_id", "project": "project", "card": "card_type"}[by.value]))
+            shown = "".join(f" {word} {value[:16].replace('T', ' ')}" for word, value in window.items() if value)
+            console.print(_ledger_table(rows, key, f" ({shown.strip()} UTC)" if shown else ""))
 
     quota = typer.Typer(help="Quota accounts: grant, adjust and renew GPU-hours of a project (optionally of one card type), list accounts and their use, each account's history.")
     app.add_typer(quota, name="quota")

@@ -7,10 +7,6 @@ import importlib
 import signal
 
 import typer
-import uvloop
-
-from shared.logging import configure_logging
-from shared.settings import get_settings
 
 SERVICES: dict[str, str] = {
     "config": "services.config.service:SPEC",
@@ -34,6 +30,7 @@ def load_spec(name: str):  # -> ServiceSpec (import kept lazy so the CLI starts 
 
 async def run_until_signalled(name: str) -> None:
     from services.common.runtime import run_service
+    from shared.settings import get_settings
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -46,5 +43,9 @@ def register(app: typer.Typer) -> None:
     @app.command("service")
     def service(name: str = typer.Argument(..., help=f"one of: {', '.join(SERVICES)}")) -> None:
         """Run one cardflow service (connects to CARDFLOW_REDIS_URL / CARDFLOW_DATABASE_URL)."""
+        import uvloop
+
+        from shared.logging import configure_logging
+
         configure_logging()
         uvloop.run(run_until_signalled(name))  # libuv's event loop: less CPU per I/O callback than asyncio's

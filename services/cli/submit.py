@@ -4,9 +4,14 @@
 validated at once: the table says for each whether it became a task, was submitted before (same
 idempotency key) or was rejected, with every problem. A submission without an `idempotency_key`
 gets one derived from its content (`cli-<sha256 prefix>`), so running the same command again never
-creates a second task. `--wait` then polls `GET /v1/tasks/{id}` until every task has ended and
-exits non-zero unless all succeeded (1: some failed, were rejected or cancelled; 2: the timeout
-passed first). 401/403 end the command at once with one line (exit 3) and nothing submitted.
+creates a second task: the answer says "already submitted as T; --new to submit again", and `--new`
+derives a fresh key (content + the time) so the same file becomes new tasks.
+
+`--wait` then polls `GET /v1/tasks/{id}` until every task has ended or is stuck — cannot go on until
+a person acts: no card type fits (`unmatchable`), or held for approval, quota, a deadline or by an
+operator (a hold `DeferralReason`, except a quota window that has not started yet). Exit codes:
+0 all succeeded; 1 some failed, were rejected or cancelled; 2 the timeout passed first; 3 the token
+was refused (401/403: nothing submitted); 4 none failed but some are stuck (the table says why).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
 from services.cli.client import ApiClient, cli_api
-from shared.submission import SubmissionFileError, load_submission_file
+from services.cli.task_refs import TaskArgument
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
@@ -34,6 +39,7 @@ KEY_PREFIX = "cli-"
 POLL_SECONDS = 0.5
 EXIT_NOT_ALL_SUCCEEDED = 1
 EXIT_TIMED_OUT = 2
+EXIT_STUCK = 4
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 
 
@@ -43,11 +49,16 @@ def derive_key(raw: dict[str, Any]) -> str:
     return KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def with_key(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with an idempotency key: its own when it has one, else `derive_key(raw)`."""
+def with_key(raw: dict[str, Any], fresh: str | None = None) -> dict[str, Any]:
+    """`raw` with an idempotency key: its own when it has one, else `derive_key(raw)`; with `fresh`
+    (`--new`: e.g. the time) a key derived from the content and `fresh`, so it is a new task."""
     if raw.get("idempotency_key") is not None:
         return raw
-    return {**raw, "idempotency_key": derive_key(raw)}
+    return {**raw, "idempotency_key": derive_key(raw if fresh is None else {"submission": raw, "new": fresh})}
+
+
+def is_derived(raw: dict[str, Any]) -> bool:
+    return str(raw.get("idempotency_key", "")).startswith(KEY_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -81,8 +92,34 @@ def sent_table(sent: Sequence[Sent]) -> Table:
     for index, item in enumerate(sent, start=1):
         outcome = item.outcome + "".join(f"\n{p['field']}: {p['expected']} (got {p['value']!r})" for p in item.problems)
         cells = (_cell(item.raw.get(f)) for f in ("name", "project", "gpus", "idempotency_key"))
-        table.add_row(str(index), *cells, item.task_id or "", outcome)
+        table.add_row(str(index), *cells, item.task_id or "", _explained(item, outcome))
     return table
+
+
+def _explained(item: Sent, outcome: str) -> str:
+    """A repeat says which task it is and how to submit again."""
+    if item.outcome != "submitted before":
+        return outcome
+    if is_derived(item.raw):
+        return f"already submitted as {item.task_id}; --new to submit again"
+    return f"already submitted as {item.task_id} (same idempotency_key: give a new one to submit again)"
+
+
+def stuck_because(view: dict[str, Any]) -> str | None:
+    """Why an unfinished task cannot go on until a person acts (module docstring), or None."""
+    from shared.scheduling.model import DeferralReason, WaitKind
+
+    if view.get("state") == "unmatchable":
+        return view.get("reason_detail") or "no card type fits"
+    if view.get("state") != "held":
+        return None
+    try:
+        reason = DeferralReason(view.get("reason"))
+    except ValueError:
+        return None
+    if reason.kind is not WaitKind.HOLD or reason is DeferralReason.QUOTA_NOT_YET_VALID:
+        return None
+    return view.get("reason_detail") or reason.value
 
 
 def _cell(value: Any) -> str:
@@ -90,29 +127,44 @@ def _cell(value: Any) -> str:
 
 
 def wait_for_tasks(api: ApiClient, sent: Sequence[Sent], timeout: float) -> int:
-    """Poll each task until every one has ended; the exit code (module docstring)."""
+    """Poll each task until every one has ended or is stuck; the exit code (module docstring)."""
     views: dict[int, dict[str, Any]] = {i: {"state": "rejected", "id": s.task_id} for i, s in enumerate(sent) if not s.accepted}
     deadline = time.monotonic() + timeout
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[state]}"),
                   console=console) as progress:  # fmt: skip
         rows = {i: progress.add_task(_cell(s.raw.get("name")) or s.task_id or "", total=1, state="sent") for i, s in enumerate(sent)}
-        while not _all_ended(views, sent) and time.monotonic() < deadline:
+        while not _all_settled(views, sent) and time.monotonic() < deadline:
             for index, item in enumerate(sent):
                 if item.accepted and views.get(index, {}).get("state") not in TERMINAL_STATES:
                     response = api.call("GET", f"/v1/tasks/{item.task_id}", expect=(404,))
                     views[index] = response.json() if response.status_code == 200 else {}
                 _show(progress, rows[index], views.get(index))
-            if not _all_ended(views, sent):
+            if not _all_settled(views, sent):
                 time.sleep(POLL_SECONDS)
     console.print(_result_table(sent, views))
-    if not _all_ended(views, sent):
+    return wait_outcome(views, len(sent), timeout)
+
+
+def wait_outcome(views: dict[int, dict[str, Any]], count: int, timeout: float) -> int:
+    """The exit code of `--wait` once it stopped (module docstring), with a line on stderr unless 0."""
+    states = [views.get(i, {}) for i in range(count)]
+    if not _all_settled(views, range(count)):
         errors.print(f"timed out after {timeout:g} s: some tasks have not ended yet")
         return EXIT_TIMED_OUT
-    return 0 if all(view["state"] == "succeeded" for view in views.values()) else EXIT_NOT_ALL_SUCCEEDED
+    if any(view.get("state") in TERMINAL_STATES - {"succeeded"} for view in states):
+        return EXIT_NOT_ALL_SUCCEEDED
+    stuck = [view for view in states if view.get("state") not in TERMINAL_STATES]
+    if stuck:
+        errors.print(f"{len(stuck)} task(s) cannot go on until a person acts (exit {EXIT_STUCK}): "
+                     + "; ".join(f"{view.get('id')}: {stuck_because(view)}" for view in stuck))  # fmt: skip
+        return EXIT_STUCK
+    return 0
 
 
-def _all_ended(views: dict[int, dict[str, Any]], sent: Sequence[Sent]) -> bool:
-    return all(views.get(i, {}).get("state") in TERMINAL_STATES for i in range(len(sent)))
+def _all_settled(views: dict[int, dict[str, Any]], sent: Sequence[Any]) -> bool:
+    """Every task has ended or is stuck."""
+    return all((view := views.get(i, {})).get("state") in TERMINAL_STATES or (view and stuck_because(view))
+               for i in range(len(sent)))  # fmt: skip
 
 
 def _show(progress: Progress, row: Any, view: dict[str, Any] | None) -> None:
@@ -131,18 +183,24 @@ def _result_table(sent: Sequence[Sent], views: dict[int, dict[str, Any]]) -> Tab
     for index, item in enumerate(sent):
         view = views.get(index) or {}
         why = view.get("reason_detail") or "; ".join(f"{p['field']}: {p['expected']}" for p in item.problems)
-        table.add_row(_cell(item.raw.get("name")), item.task_id or "", view.get("state", "not seen"), why or "")
+        state = view.get("state", "not seen") + (" (stuck)" if view and stuck_because(view) else "")
+        table.add_row(_cell(item.raw.get("name")), item.task_id or "", state, why or "")
     return table
 
 
 def submit(
     file: Annotated[Path, typer.Argument(help="JSON or YAML file: one submission or a list of them", exists=True, dir_okay=False)],
-    wait: Annotated[bool, typer.Option("--wait", help="wait until every task has ended; exit 1 unless all succeeded")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="wait until every task has ended or is stuck; exit 0 all succeeded, "
+                                       "1 some failed, 2 timed out, 4 some cannot go on until a person acts (no card fits, held)")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most (exit 2 after)")] = 600.0,
-) -> None:
+    new: Annotated[bool, typer.Option("--new", help="submit again even if the same content was submitted before (a fresh derived key)")] = False,
+) -> None:  # fmt: skip
     """Submit tasks from FILE through the API (needs role submitter for their project)."""
+    from shared.submission import SubmissionFileError, load_submission_file
+
+    fresh = str(time.time_ns()) if new else None
     try:
-        submissions = [with_key(raw) for raw in load_submission_file(file)]
+        submissions = [with_key(raw, fresh) for raw in load_submission_file(file)]
     except SubmissionFileError as error:
         errors.print(str(error))
         raise typer.Exit(2) from None
@@ -155,13 +213,16 @@ def submit(
 
 
 def cancel(
-    task_id: Annotated[str, typer.Argument(help="id of the task to cancel")],
+    task: TaskArgument,
     reason: Annotated[str, typer.Option("--reason", help="why, shown in the task's history")] = "",
 ) -> None:
     """Ask to cancel TASK (the dispatcher stops it); needs role submitter for the task's project."""
+    from services.cli.task_refs import task_id_of
+
     with cli_api() as api:
+        task_id = task_id_of(api, task)
         api.post(f"/v1/tasks/{task_id}/cancel", {"reason": reason or None})
-    console.print(f"cancel of {task_id} requested")
+    console.print(f"cancel of {task_id}{'' if task == task_id else f' ({task})'} requested")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,26 +3,33 @@
 `tasks` and `status` are API clients (`services.cli.client`: `CARDFLOW_API_URL` + the caller's
 token, else the instance `cardflow up` runs on the data dir); any valid token may read. `--json`
 prints machine-readable output (a list for `tasks`, one object with its `history` for `status`);
-otherwise rich tables coloured by state, in English or Chinese (`--lang zh`). `console` serves the
-API itself, so it needs the database (`CARDFLOW_DATABASE_URL`, else the running local instance).
+otherwise rich tables coloured by state, in English or Chinese (`--lang zh`). `tasks` filters like
+Slurm's `squeue`: `--state` takes what the table prints (`no card fits`, `等待数据`) or the machine
+value (`unmatchable`), `--project`, `--class`, `--name` (`*` wildcards) and `--since` (`2h`, `3d`,
+a date). `status` takes a task id, its idempotency key or a name only one task has; an unknown
+task ends with exit 1 and a sentence. `console` serves the API itself, so it needs the database
+(`CARDFLOW_DATABASE_URL`, else the running local instance).
+
+Only typer and rich are imported with the module: the rest (labels, settings, the console's code)
+inside the commands, so `cardflow --help` starts fast (tests/unit/test_cli_import_budget.py).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from services.cli.client import cli_api
-from shared.embedded import running_instance
-from shared.events.states import TaskState
-from shared.projection import TaskView
-from shared.settings import Settings, get_settings
+from services.cli.task_refs import TaskArgument
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
@@ -35,6 +42,14 @@ class Lang(StrEnum):
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 LangOption = Annotated[Lang, typer.Option("--lang", envvar="CARDFLOW_LANG", help="Labels: en or zh (中文)")]
+STATE_VALUES = ("submitted", "waiting_data", "unmatchable", "queued", "held", "leased", "running", "succeeded", "failed",
+                "cancelled", "rejected")  # fmt: skip
+"""`TaskState`'s values (for completion without importing the event package)."""
+
+COLUMNS: dict[Lang, dict[str, str]] = {
+    Lang.en: {"class": "Class", "submitted": "Submitted (UTC)", "elapsed": "Elapsed"},
+    Lang.zh: {"class": "类别", "submitted": "提交时间 (UTC)", "elapsed": "运行时长"},
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -44,12 +59,15 @@ def register(app: typer.Typer) -> None:
 
 
 def fail(message: str) -> typer.Exit:
-    errors.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
     return typer.Exit(1)
 
 
 def resolve_settings() -> Settings:
     """The configured backends, else those of the local instance running on the data dir."""
+    from shared.embedded import running_instance
+    from shared.settings import get_settings
+
     settings = get_settings()
     if settings.database_dsn:
         return settings
@@ -62,61 +80,89 @@ def resolve_settings() -> Settings:
     return found.settings()
 
 
+def parse_state(text: str) -> str:
+    """The state value `text` names: a value (`unmatchable`) or what the table prints, in English or
+    Chinese (`no card fits`, `无可用卡型`); case and `-`/`_`/space do not matter."""
+    from services.console.labels import STATE_LABELS
+
+    def norm(word: str) -> str:
+        return " ".join(word.strip().lower().replace("_", " ").replace("-", " ").split())
+
+    names = {norm(value): value for value in STATE_VALUES}
+    for labels in STATE_LABELS.values():
+        names |= {norm(label): value for value, label in labels.items()}
+    if norm(text) in names:
+        return names[norm(text)]
+    shown = ", ".join(f"{STATE_LABELS['en'][v]!r}" + (f" ({v})" if STATE_LABELS["en"][v] != v else "") for v in STATE_VALUES)
+    raise typer.BadParameter(f"unknown state {text!r}; one of {shown}", param_hint="--state")
+
+
+def _complete_state(incomplete: str) -> list[str]:
+    return [value for value in STATE_VALUES if value.startswith(incomplete)]
+
+
 def tasks(
-    state: Annotated[TaskState | None, typer.Option("--state", help="Only tasks in this state")] = None,
+    state: Annotated[str | None, typer.Option("--state", "-t", autocompletion=_complete_state,
+                                              help="Only tasks in this state: as the table prints it ('no card fits') or its value (unmatchable)")] = None,
+    project: Annotated[str | None, typer.Option("--project", "-p", help="Only this project's tasks")] = None,
+    priority_class: Annotated[str | None, typer.Option("--class", "-c", help="Only this class: core, standard or opportunistic")] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Only tasks with this name; * matches anything (eval-*)")] = None,
+    since: Annotated[str | None, typer.Option("--since", "-S", help="Only tasks submitted since: 2h, 3d, today, 2026-11-30 or an ISO time")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=5000, help="At most this many (most recently changed first)")] = 200,
     as_json: JsonOption = False,
     lang: LangOption = Lang.en,
-) -> None:
-    """List tasks with their state and the reason they wait (or ended)."""
+) -> None:  # fmt: skip
+    """List tasks: state and why they wait (or ended), class, GPUs, submitted, elapsed — like squeue."""
+    from services.cli.client import cli_api
+    from services.cli.times import parse_when
+
+    now = datetime.now(UTC)
+    try:
+        submitted_since = parse_when(since, now).isoformat() if since else None
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--since") from None
+    query = {"state": parse_state(state) if state else None, "project": project, "priority_class": priority_class,
+             "name": name, "since": submitted_since, "limit": limit}  # fmt: skip
     with cli_api() as api:
-        rows = api.get("/v1/tasks", state=state.value if state else None, limit=limit)
+        rows = api.get("/v1/tasks", **query)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return
-    console.print(tasks_table([TaskView.model_validate(row) for row in rows], lang))
+    console.print(tasks_table(rows, lang, now))
 
 
-def status(
-    task: Annotated[str, typer.Argument(help="Task id (or its idempotency key)")],
-    as_json: JsonOption = False,
-    lang: LangOption = Lang.en,
-) -> None:
+def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
     """One task: its state, why it waits or how it ended, and its history."""
-    from services.console.views import HistoryEntry
+    from services.cli.client import cli_api
+    from services.cli.task_refs import task_id_of
 
     with cli_api() as api:
-        found = api.call("GET", f"/v1/tasks/{task}/history", expect=(404, 422))
-        answer = found.json() if found.status_code == 200 else None
-        if answer is None:
-            [view] = api.get("/v1/tasks", idempotency_key=task) or [None]
-            answer = api.get(f"/v1/tasks/{view['id']}/history") if view else None
-        if answer is None:
-            raise fail(f"no task {task!r} in the views (neither an id nor an idempotency key); "
-                       "a task submitted a moment ago may take a moment to appear")  # fmt: skip
-        view = TaskView.model_validate(answer["task"])
-        checklist = _waiting_checklist(api, view)
+        task_id = task_id_of(api, task)
+        found = api.call("GET", f"/v1/tasks/{task_id}/history", expect=(404,))
+        if found.status_code == 404:
+            raise fail(f"task {task_id} was submitted but the views do not show it yet; try again in a moment")
+        answer = found.json()
+        checklist = _waiting_checklist(api, answer["task"])
     if as_json:
         print(json.dumps(answer["task"] | {"history": answer["history"], "checklist": checklist}, ensure_ascii=False,
                          indent=2))  # fmt: skip
         return
-    console.print(status_table(view, lang))
+    console.print(status_table(answer["task"], lang))
     if checklist is not None:
         from services.cli.preflight import checklist_table
 
         console.print(checklist_table(checklist, "pre-flight"))
-    console.print(history_table([HistoryEntry.model_validate(entry) for entry in answer["history"]], lang))
+    console.print(history_table(answer["history"], lang))
 
 
-WAITING_STATES = frozenset({TaskState.SUBMITTED, TaskState.WAITING_DATA, TaskState.UNMATCHABLE, TaskState.QUEUED,
-                            TaskState.HELD})  # fmt: skip
+WAITING_STATES = frozenset({"submitted", "waiting_data", "unmatchable", "queued", "held"})
 
 
-def _waiting_checklist(api: Any, view: TaskView) -> dict[str, Any] | None:
+def _waiting_checklist(api: Any, view: dict[str, Any]) -> dict[str, Any] | None:
     """The pre-flight checklist of a task that waits (`GET /v1/tasks/{id}/check`), else None."""
-    if view.state not in WAITING_STATES:
+    if view["state"] not in WAITING_STATES:
         return None
-    found = api.call("GET", f"/v1/tasks/{view.id}/check", expect=(404, 409))
+    found = api.call("GET", f"/v1/tasks/{view['id']}/check", expect=(404, 409))
     return found.json() if found.status_code == 200 else None
 
 
@@ -136,53 +182,71 @@ def console_command(
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
-# ---- rendering --------------------------------------------------------------------------------
+# ---- rendering (from the API's JSON: no model classes to import) -------------------------------
 
 
-def state_text(state: TaskState, lang: Lang) -> Text:
+def state_text(state: str, lang: Lang) -> Text:
     from services.console.labels import STATE_STYLES, state_label
 
-    return Text(state_label(state, lang.value), style=STATE_STYLES[state])
+    styles = {str(key): style for key, style in STATE_STYLES.items()}
+    return Text(state_label(state, lang.value), style=styles.get(state, ""))
 
 
-def tasks_table(views: list[TaskView], lang: Lang) -> Table:
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def elapsed_seconds(view: dict[str, Any], now: datetime) -> float | None:
+    """How long it has run (started to finished, or to now while it runs); None before it started."""
+    started = _time(view.get("started_at"))
+    if started is None:
+        return None
+    return ((_time(view.get("finished_at")) or now) - started).total_seconds()
+
+
+def tasks_table(views: list[dict[str, Any]], lang: Lang, now: datetime) -> Table:
+    from services.cli.times import format_elapsed
     from services.console.labels import UI_LABELS, reason_label
 
-    label = UI_LABELS[lang.value]
+    label, more = UI_LABELS[lang.value], COLUMNS[lang]
     table = Table(title=f"{label['tasks']} ({len(views)})")
-    for column in ("task", "name", "state", "reason", "project", "card_type", "node", "updated"):
-        table.add_column(label[column], overflow="fold")
+    for column in ("task", "name", "state", "reason", "project", "class", "gpus", "card_type", "node", "submitted", "elapsed"):
+        table.add_column(label.get(column) or more[column], overflow="fold")
     for view in views:
-        reason = Text(reason_label(view.reason, lang.value))
-        reason.append(f"\n{view.reason_detail}", style="dim")
-        updated = view.last_event_at.strftime("%Y-%m-%d %H:%M:%S") if view.last_event_at else ""
-        table.add_row(view.id, view.name or "-", state_text(view.state, lang), reason, view.project or "",
-                      view.card_type or "", view.node_id or "", updated)
+        reason = Text(reason_label(view.get("reason") or "", lang.value))
+        reason.append(f"\n{view.get('reason_detail') or ''}", style="dim")
+        submitted = _time(view.get("submitted_at"))
+        table.add_row(view["id"], view.get("name") or "-", state_text(view["state"], lang), reason, view.get("project") or "",
+                      view.get("priority_class") or "", str(view.get("gpus") or ""), view.get("card_type") or "",
+                      view.get("node_id") or "", f"{submitted:%Y-%m-%d %H:%M}" if submitted else "",
+                      format_elapsed(elapsed_seconds(view, now)))  # fmt: skip
     return table
 
 
-def status_table(view: TaskView, lang: Lang) -> Table:
+def status_table(view: dict[str, Any], lang: Lang) -> Table:
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]
-    table = Table(title=f"{label['task']} {view.id}", show_header=False)
+    table = Table(title=f"{label['task']} {view['id']}", show_header=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    cost = f"{view.match.est_cost:.2f}" if view.match else ""
-    progress = f"{view.progress:.0%}" if view.progress is not None else ""
+    match = view.get("match") or {}
+    cost = f"{match['est_cost']:.2f}" if match.get("est_cost") is not None else ""
+    progress = f"{view['progress']:.0%}" if view.get("progress") is not None else ""
+    priority = f"{view.get('priority_class') or ''} {view.get('priority') if view.get('priority') is not None else ''}"
     for key, value in (
-        ("name", view.name or "-"), ("state", state_text(view.state, lang)),
-        ("reason", f"{reason_label(view.reason, lang.value)}: {view.reason_detail}"),
-        ("project", view.project or ""), ("template", view.template or "-"), ("priority", f"{view.priority_class or ''} {view.priority or ''}".strip()),
-        ("gpus", str(view.gpus or "")), ("card_type", view.card_type or ""), ("node", view.node_id or ""),
-        ("cost", cost), ("used_cost", f"{view.used_cost:.2f}"), ("progress", progress),
-        ("attempts", str(view.attempts)), ("missing", ", ".join(view.missing_inputs)),
-    ):
+        ("name", view.get("name") or "-"), ("state", state_text(view["state"], lang)),
+        ("reason", f"{reason_label(view.get('reason') or '', lang.value)}: {view.get('reason_detail') or ''}"),
+        ("project", view.get("project") or ""), ("template", view.get("template") or "-"), ("priority", priority.strip()),
+        ("gpus", str(view.get("gpus") or "")), ("card_type", view.get("card_type") or ""), ("node", view.get("node_id") or ""),
+        ("cost", cost), ("used_cost", f"{view.get('used_cost') or 0:.2f}"), ("progress", progress),
+        ("attempts", str(view.get("attempts") or 0)), ("missing", ", ".join(view.get("missing_inputs") or ())),
+    ):  # fmt: skip
         table.add_row(label[key], value)
     return table
 
 
-def history_table(history: list[Any], lang: Lang) -> Table:
+def history_table(history: list[dict[str, Any]], lang: Lang) -> Table:
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]
@@ -190,7 +254,8 @@ def history_table(history: list[Any], lang: Lang) -> Table:
     for column in ("updated", "event", "state", "reason"):
         table.add_column(label.get(column, column), overflow="fold")
     for entry in history:
-        reason = Text(reason_label(entry.reason, lang.value))
-        reason.append(f"\n{entry.detail}", style="dim")
-        table.add_row(entry.occurred_at.strftime("%Y-%m-%d %H:%M:%S"), entry.type, state_text(entry.state, lang), reason)
+        reason = Text(reason_label(entry.get("reason") or "", lang.value))
+        reason.append(f"\n{entry.get('detail') or ''}", style="dim")
+        occurred = _time(entry["occurred_at"])
+        table.add_row(f"{occurred:%Y-%m-%d %H:%M:%S}" if occurred else "", entry["type"], state_text(entry["state"], lang), reason)
     return table

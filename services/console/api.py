@@ -24,13 +24,14 @@ from typing import Annotated, Any
 import asyncpg
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.views import (
     DEFAULT_LIMIT,
     Fleet,
     HistoryEntry,
+    TaskFilter,
     find_task_by_idempotency_key,
     list_tasks,
     load_fleet,
@@ -162,11 +163,15 @@ async def get_tasks(
     limit: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_LIMIT,
     idempotency_key: Annotated[str | None, Query(max_length=200, description="only the task submitted with this key"
                                                  " (if only rejected attempts used it, the latest of them)")] = None,
+    project: Annotated[str | None, Query(max_length=200, description="only this project's tasks")] = None,
+    priority_class: Annotated[str | None, Query(max_length=50, description="only this class (core, standard, opportunistic)")] = None,
+    name: Annotated[str | None, Query(max_length=300, description="only tasks with this name; `*` matches any characters")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="only tasks submitted at or after this time (with a zone)")] = None,
 ) -> list[TaskView]:  # fmt: skip
     if idempotency_key is not None:
         found = await find_task_by_idempotency_key(pool, idempotency_key)
         return [found] if found is not None and (state is None or found.state == state) else []
-    return await list_tasks(pool, state, limit)
+    return await list_tasks(pool, state, limit, TaskFilter(None, project, priority_class, name, since))
 
 
 @router.get("/tasks/{task_id}", response_model=TaskView, responses={404: {"description": "unknown task"}})

@@ -4,7 +4,8 @@
 
 A cell's `status` is a `GpuStatus`: the priority class of the task leasing it, `idle`, `reclaimed`
 (its last lease was taken back for idleness within `RECLAIMED_RECENTLY`, and nothing holds it
-since) or `lost` (the node stopped heartbeating). `util_pct` is the GPU's last reported
+since) or `lost` (the node stopped heartbeating). A node an operator drained (`drained`, with who and
+why) takes no new leases; its cells still say what holds each GPU. `util_pct` is the GPU's last reported
 utilisation (the dispatcher's `gpu_utilisation`, read-only), None when never reported.
 """
 
@@ -48,7 +49,10 @@ class GpuCell:
 async def load_fleet_grid(pool: asyncpg.Pool, now: datetime) -> dict[str, Any]:
     """Every node ever registered (online first) with one cell per GPU, and counts per status."""
     try:
-        nodes = await pool.fetch(f"SELECT node_id, card_type, gpus, alive, mode FROM {VIEWS}.nodes ORDER BY alive DESC, card_type, node_id")
+        nodes = await pool.fetch(
+            f"SELECT node_id, card_type, gpus, alive, mode, drained, drained_by, drain_reason FROM {VIEWS}.nodes"
+            " ORDER BY alive DESC, card_type, node_id"
+        )
         held = await pool.fetch(
             f"SELECT l.node_id, g AS gpu, l.task_id, t.name, t.view->>'priority_class' AS priority_class"
             f" FROM {VIEWS}.leases l CROSS JOIN unnest(l.gpu_indices) AS g LEFT JOIN {VIEWS}.tasks t ON t.id = l.task_id"
@@ -68,7 +72,8 @@ async def load_fleet_grid(pool: asyncpg.Pool, now: datetime) -> dict[str, Any]:
     for node in nodes:
         cells = [_cell(node, index, holders, reclaimed_gpus, util) for index in range(node["gpus"])]
         rows.append({"node_id": node["node_id"], "card_type": node["card_type"], "alive": node["alive"],
-                     "mode": node["mode"], "gpus": [asdict(cell) for cell in cells]})  # fmt: skip
+                     "mode": node["mode"], "drained": node["drained"], "drained_by": node["drained_by"],
+                     "drain_reason": node["drain_reason"], "gpus": [asdict(cell) for cell in cells]})  # fmt: skip
     counts: dict[str, int] = {status.value: 0 for status in GpuStatus}
     for row in rows:
         for cell in row["gpus"]:

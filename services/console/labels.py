@@ -63,6 +63,7 @@ REASON_LABELS_ZH: dict[str, str] = {
     "lease_expired": "租约过期，重新排队",
     "reclaimed_idle": "空闲回收，重新排队",
     "agent_failed": "节点代理失败，重新排队",
+    "operator_requeue": "运维人员重新排队",
     "no_fleet": "尚无 GPU 节点注册",
 }
 """Chinese names of machine reasons; the English console shows the machine value itself."""
@@ -159,6 +160,14 @@ PAGE_LABELS: dict[Language, dict[str, str]] = {
         "gpus": "GPUs", "node_col": "Node", "output_units": "Output", "error": "Error", "back": "Back",
         "no_plot": "No data for this plot yet.", "time": "Time (UTC)", "share": "share", "tasks_axis": "tasks",
         "cost_axis": "cost", "reason_code": "Machine reason",
+        "operator_actions": "Operator actions", "operator_intro": "Needs an operator's token; each action records you and your reason.",
+        "hold": "Hold", "hold_help": "Keep it out of the queue until released.", "release": "Release",
+        "release_help": "Put it back into the queue.", "requeue": "Requeue",
+        "requeue_help": "Stop its run; it waits again and resumes from its last checkpoint.",
+        "set_priority": "Set priority", "new_priority": "New priority", "hold_sent": "Hold requested.",
+        "release_sent": "Release requested.", "requeue_sent": "Requeue requested.", "priority_sent": "Priority change requested.",
+        "drain": "Drain", "undrain": "Undrain", "drain_sent": "Drain requested.", "undrain_sent": "Undrain requested.",
+        "drained": "drained", "draining": "draining", "drain_reason": "Reason",
     },
     "zh": {
         "nav_board": "数据就绪看板", "nav_queue": "队列", "nav_fleet": "算力集群", "nav_quotas": "配额",
@@ -209,6 +218,14 @@ PAGE_LABELS: dict[Language, dict[str, str]] = {
         "gpus": "GPU 数", "node_col": "节点", "output_units": "产出", "error": "错误", "back": "返回",
         "no_plot": "此图暂无数据。", "time": "时间 (UTC)", "share": "比例", "tasks_axis": "任务数",
         "cost_axis": "成本", "reason_code": "机器原因",
+        "operator_actions": "运维操作", "operator_intro": "需要运维人员令牌；每个操作都会记录你和你填写的原因。",
+        "hold": "暂缓", "hold_help": "移出队列，直到被放行。", "release": "放行",
+        "release_help": "放回队列。", "requeue": "重新排队",
+        "requeue_help": "停止本次运行；任务重新等待，并从最近的检查点继续。",
+        "set_priority": "设置优先级", "new_priority": "新优先级", "hold_sent": "已请求暂缓。",
+        "release_sent": "已请求放行。", "requeue_sent": "已请求重新排队。", "priority_sent": "已请求修改优先级。",
+        "drain": "排空", "undrain": "恢复", "drain_sent": "已请求排空。", "undrain_sent": "已请求恢复。",
+        "drained": "已排空", "draining": "排空中", "drain_reason": "原因",
     },
 }
 """Labels of the web pages (services.console.pages)."""

@@ -62,6 +62,7 @@ ZH_TEMPLATES: Mapping[str, str] = {
     RequeueReason.LEASE_EXPIRED: "节点代理未按时续租，租约过期，已重新排队{resume}",
     RequeueReason.RECLAIMED_IDLE: "GPU 长时间空闲被回收，已重新排队{resume}",
     RequeueReason.AGENT_FAILED: "节点代理无法运行此任务，已重新排队{resume}",
+    RequeueReason.OPERATOR_REQUEUE: "运维人员停止了本次运行并重新排队{resume}",
 }
 """Chinese sentence per machine reason value; `{field}`s come from `sentence_fields`.
 (`DeferralReason.DATA_NOT_READY` has the value of `ViewReason.DATA_NOT_READY`: one template serves both.)"""

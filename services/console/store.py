@@ -9,7 +9,7 @@ One call per consumed batch, inside the batch's transaction:
    cached versions and gets the view's JSON back only for rows that changed since (another views
    instance, a rolled-back batch), so a view still as cached is not parsed again — a task's view
    is loaded about seven times on its way, and parsing it was the service's largest cost;
-2. fleet events: nodes (registered / lost) and leases (granted / ended), as order-independent
+2. fleet events: nodes (registered / lost / drained / undrained) and leases (granted / ended), as order-independent
    upserts.
 """
 
@@ -27,7 +27,8 @@ from shared.projection import TaskView, evolve, task_id_of
 
 SCHEMA = "views"
 LEASE_END_TYPES = {"lease.released", "lease.expired", "lease.revoked"}
-FLEET_TYPES = {"node.registered", "node.lost", "lease.granted"} | LEASE_END_TYPES
+DRAIN_TYPES = {"node.drained", "node.undrained"}
+FLEET_TYPES = {"node.registered", "node.lost", "lease.granted"} | LEASE_END_TYPES | DRAIN_TYPES
 
 log = get_logger(__name__)
 
@@ -145,6 +146,8 @@ async def project_fleet(conn: asyncpg.Connection, events: Sequence[Envelope]) ->
             await _node_registered(conn, event)
         elif event.type == "node.lost":
             await _node_lost(conn, event)
+        elif event.type in DRAIN_TYPES:
+            await _node_drain(conn, event)
     grants = _first_per_lease(e for e in events if e.type == "lease.granted")
     ends = _first_per_lease(e for e in events if e.type in LEASE_END_TYPES)
     if grants:
@@ -177,6 +180,16 @@ async def _node_lost(conn: asyncpg.Connection, event: Envelope) -> None:
     await conn.execute(
         f"UPDATE {SCHEMA}.nodes SET alive = false, lost_at = $2, detail = $3 WHERE node_id = $1",
         d.node_id, event.occurred_at, d.detail,
+    )
+
+
+async def _node_drain(conn: asyncpg.Connection, event: Envelope) -> None:
+    """node.drained / node.undrained (the dispatcher's, in order): who, when, why."""
+    drained = event.type == "node.drained"
+    await conn.execute(
+        f"UPDATE {SCHEMA}.nodes SET drained = $2, drained_at = $3, drained_by = $4, drain_reason = $5 WHERE node_id = $1",
+        event.data.node_id, drained, event.occurred_at if drained else None, event.actor if drained else "",
+        event.data.reason if drained else "",
     )
 
 

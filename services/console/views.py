@@ -6,6 +6,7 @@ eventually consistent: a task submitted a moment ago may not be projected yet (N
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
@@ -106,17 +107,52 @@ async def _one_view(pool: asyncpg.Pool, sql: str, *args: object) -> TaskView | N
     return TaskView.model_validate(row["view"]) if row else None
 
 
+@dataclass(frozen=True, slots=True)
+class TaskFilter:
+    """Which tasks `list_tasks` returns; None = any. `name` may hold `*` wildcards (`eval-*`);
+    `submitted_since` keeps tasks submitted at or after it."""
+
+    state: TaskState | None = None
+    project: str | None = None
+    priority_class: str | None = None
+    name: str | None = None
+    submitted_since: datetime | None = None
+
+    def where(self) -> tuple[str, list[object]]:
+        """The SQL condition (`true` when nothing is filtered) and its arguments, numbered from $1."""
+        terms: list[str] = []
+        args: list[object] = []
+
+        def term(sql: str, value: object) -> None:
+            args.append(value)
+            terms.append(sql.replace("$?", f"${len(args)}"))
+
+        if self.state is not None:
+            term("state = $?", TaskState(self.state).value)
+        if self.project is not None:
+            term("project = $?", self.project)
+        if self.priority_class is not None:
+            term("view->>'priority_class' = $?", self.priority_class)
+        if self.name is not None:
+            pattern = self.name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+            term("name LIKE $?", pattern)
+        if self.submitted_since is not None:
+            term("(view->>'submitted_at')::timestamptz >= $?", self.submitted_since)
+        return (" AND ".join(terms) or "true"), args
+
+
 async def list_tasks(
-    pool: asyncpg.Pool, state: TaskState | str | None = None, limit: int = DEFAULT_LIMIT
+    pool: asyncpg.Pool, state: TaskState | str | None = None, limit: int = DEFAULT_LIMIT, where: TaskFilter | None = None
 ) -> list[TaskView]:
-    """The most recently changed tasks, optionally only those in `state` ([] before any projection)."""
-    if state is None:
-        sql, args = f"SELECT view FROM {SCHEMA}.tasks ORDER BY updated_at DESC, id LIMIT $1", (limit,)
-    else:
-        sql = f"SELECT view FROM {SCHEMA}.tasks WHERE state = $1 ORDER BY updated_at DESC, id LIMIT $2"
-        args = (TaskState(state).value, limit)
+    """The most recently changed tasks, optionally only those in `state` and/or matching `where`
+    ([] before any projection)."""
+    where = where or TaskFilter()
+    if state is not None:
+        where = TaskFilter(TaskState(state), where.project, where.priority_class, where.name, where.submitted_since)
+    condition, args = where.where()
+    sql = f"SELECT view FROM {SCHEMA}.tasks WHERE {condition} ORDER BY updated_at DESC, id LIMIT ${len(args) + 1}"
     try:
-        rows = await pool.fetch(sql, *args)
+        rows = await pool.fetch(sql, *args, limit)
     except MISSING_TABLES:
         return []
     return [TaskView.model_validate(row["view"]) for row in rows]

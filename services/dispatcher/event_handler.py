@@ -1,4 +1,4 @@
-"""`cf:events` -> the dispatcher: task facets, cancellations, quotas and their usage (the matcher's shape).
+"""`cf:events` -> the dispatcher: task facets, cancellations, operators' requests, quotas, usage (the matcher's shape).
 
 One batch = one write step:
 
@@ -42,6 +42,6 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         await save_event_effects(step.conn, dc.schema, dc.emitter, effects)
         step.commit(lambda state: state.apply(effects.changes, effects.accounts))
     for refusal in effects.refused:
-        log.warning("review refused", detail=refusal)
+        log.warning("request not carried out", detail=refusal)  # a review or an operator's request
     if effects.wake:
         dc.request_cycle()

@@ -101,6 +101,7 @@ NODE_COLUMNS: tuple[Column, ...] = (
     ("mode", "text", lambda n: n.mode.value), ("registered_at", "timestamptz", lambda n: n.registered_at),
     ("last_seen", "timestamptz", lambda n: n.last_seen), ("alive", "bool", lambda n: n.alive),
     ("time_scale", "float8", lambda n: n.time_scale),
+    ("drained", "bool", lambda n: n.drained), ("drain_reason", "text", lambda n: n.drain_reason),
 )  # fmt: skip
 
 

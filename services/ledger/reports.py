@@ -53,6 +53,58 @@ async def ledger_rows(conn: asyncpg.Connection | asyncpg.Pool, by: Grouping) -> 
     return rows
 
 
+_SHARE = "extract(epoch FROM least(i.to_at, $2) - greatest(i.from_at, $1)) / extract(epoch FROM i.to_at - i.from_at)"
+_WINDOW = f"""
+WITH used AS (
+    SELECT i.task_id, i.project, i.card_type, i.lease_id, i.gpu_seconds * {_SHARE} AS gpu_seconds, i.cost * {_SHARE} AS cost
+    FROM {SCHEMA}.usage_increments i WHERE i.to_at > $1 AND i.from_at < $2
+), produced AS (
+    SELECT o.task_id, o.lease_id, o.output_units FROM {SCHEMA}.task_output o WHERE o.reported_at >= $1 AND o.reported_at < $2
+)"""
+_WINDOW_QUERIES = {
+    Grouping.TASK: _WINDOW + f"""
+SELECT k.task_id, t.name, coalesce(t.project, min(u.project)) AS project, t.output_unit,
+       count(DISTINCT u.lease_id) AS leases, coalesce(sum(u.gpu_seconds), 0) / 3600 AS gpu_hours,
+       coalesce(sum(u.cost), 0) AS cost, (SELECT coalesce(sum(p.output_units), 0) FROM produced p WHERE p.task_id = k.task_id)
+       AS output_units, EXISTS (SELECT 1 FROM {SCHEMA}.lease_usage l WHERE l.task_id = k.task_id AND l.closed_at IS NULL) AS running
+FROM (SELECT task_id FROM used UNION SELECT task_id FROM produced) k
+LEFT JOIN used u USING (task_id) LEFT JOIN {SCHEMA}.tasks t USING (task_id)
+GROUP BY k.task_id, t.name, t.project, t.output_unit ORDER BY cost DESC, k.task_id""",
+    Grouping.PROJECT: _WINDOW + f"""
+, spent AS (
+    SELECT project, count(DISTINCT task_id) AS tasks, sum(gpu_seconds) / 3600 AS gpu_hours, sum(cost) AS cost FROM used GROUP BY project
+), made AS (
+    SELECT t.project, sum(p.output_units) AS output_units,
+           CASE WHEN count(DISTINCT t.output_unit) > 1 THEN 'mixed' ELSE min(t.output_unit) END AS output_unit
+    FROM produced p JOIN {SCHEMA}.tasks t USING (task_id) GROUP BY t.project
+)
+SELECT coalesce(s.project, m.project) AS project, coalesce(s.tasks, 0) AS tasks, coalesce(s.gpu_hours, 0) AS gpu_hours,
+       coalesce(s.cost, 0) AS cost, coalesce(m.output_units, 0) AS output_units, m.output_unit
+FROM spent s FULL JOIN made m USING (project) ORDER BY cost DESC, project""",
+    Grouping.CARD: _WINDOW + f"""
+SELECT u.card_type, count(DISTINCT u.lease_id) AS leases, sum(u.gpu_seconds) / 3600 AS gpu_hours, sum(u.cost) AS cost,
+       coalesce((SELECT sum(p.output_units) FROM produced p JOIN {SCHEMA}.lease_usage l USING (lease_id)
+                 WHERE l.card_type = u.card_type), 0) AS output_units,
+       (SELECT CASE WHEN count(DISTINCT t.output_unit) > 1 THEN 'mixed' ELSE min(t.output_unit) END
+        FROM {SCHEMA}.tasks t WHERE t.task_id IN (SELECT task_id FROM used v WHERE v.card_type = u.card_type)) AS output_unit
+FROM used u GROUP BY u.card_type ORDER BY cost DESC, u.card_type""",
+}
+
+
+async def ledger_rows_between(conn: asyncpg.Connection | asyncpg.Pool, by: Grouping, since: datetime,
+                              until: datetime) -> list[dict[str, Any]]:  # fmt: skip
+    """Totals by `by` over [since, until): the part of each accounted interval inside the window
+    (GPU-seconds and cost pro rata) and the output reported in it (a run's output counts when it was
+    reported: at a checkpoint or its end), most expensive first."""
+    rows = []
+    for record in await conn.fetch(_WINDOW_QUERIES[by], since, until):
+        row = {key: _plain(value) for key, value in dict(record).items()}
+        units = row["output_units"] or 0.0
+        row["cost_per_output_unit"] = row["cost"] / units if units > 0 else None
+        rows.append(row)
+    return rows
+
+
 async def quota_rows(conn: asyncpg.Connection | asyncpg.Pool) -> list[dict[str, Any]]:
     """Every quota account with used and remaining GPU-hours, the alerts already raised, who changed it last."""
     raised: dict[str, list[str]] = {}

@@ -3,7 +3,9 @@ and last heartbeat.
 
 Built on the console's fleet grid (`services.console.fleet_grid`: which class of task holds each GPU)
 and the dispatcher's `nodes.last_seen` (read-only). "Borrowed" GPUs are the used ones held by
-opportunistic work, which yields them to core work. A node is `up` while it heartbeats, `lost` after.
+opportunistic work, which yields them to core work. A node is `up` while it heartbeats, `lost` after;
+an operator's drain makes it `draining` while leases still run there, then `drained` (its free
+count is 0 then: no new lease may use its idle GPUs).
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ _NOT_CREATED = (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError)
 class NodeRow:
     node_id: str
     card_type: str
-    state: str  # up | lost
+    state: str  # up | lost | draining | drained
     gpus: int
     used: int
     borrowed: int
     free: int
     mean_util_pct: float | None
     last_heartbeat: datetime | None
+    drain_reason: str = ""  # who drained it and why, when drained
 
 
 def node_rows(grid: dict[str, Any], last_seen: dict[str, datetime]) -> list[NodeRow]:
@@ -40,15 +43,26 @@ def node_rows(grid: dict[str, Any], last_seen: dict[str, datetime]) -> list[Node
     for node in grid["nodes"]:
         cells = node["gpus"]
         utils = [cell["util_pct"] for cell in cells if cell["util_pct"] is not None]
+        used = sum(cell["status"] in _USED for cell in cells)
+        drained = bool(node.get("drained"))
         rows.append(NodeRow(
-            node_id=node["node_id"], card_type=node["card_type"], state="up" if node["alive"] else "lost",
-            gpus=len(cells), used=sum(cell["status"] in _USED for cell in cells),
-            borrowed=sum(cell["status"] == GpuStatus.OPPORTUNISTIC.value for cell in cells),
-            free=sum(cell["status"] in _FREE for cell in cells),
+            node_id=node["node_id"], card_type=node["card_type"], state=node_state(node["alive"], drained, used),
+            gpus=len(cells), used=used, borrowed=sum(cell["status"] == GpuStatus.OPPORTUNISTIC.value for cell in cells),
+            free=0 if drained else sum(cell["status"] in _FREE for cell in cells),
             mean_util_pct=round(sum(utils) / len(utils), 1) if utils else None,
             last_heartbeat=last_seen.get(node["node_id"]),
+            drain_reason=f"{node.get('drained_by') or 'an operator'}: {node.get('drain_reason', '')}" if drained else "",
         ))  # fmt: skip
     return rows
+
+
+def node_state(alive: bool, drained: bool, used: int) -> str:
+    """sinfo-like: `lost` (silent), `draining` (drained, leases still running), `drained`, `up`."""
+    if not alive:
+        return "lost"
+    if drained:
+        return "draining" if used else "drained"
+    return "up"
 
 
 async def load_nodes(pool: asyncpg.Pool, now: datetime) -> list[NodeRow]:

@@ -111,6 +111,18 @@ from shared.events.matching import (
     TaskUnmatchableData,
 )
 from shared.events.emission import Emission
+from shared.events.operator import (
+    NodeDrained,
+    NodeDrainRequested,
+    NodeUndrained,
+    NodeUndrainRequested,
+    TaskHoldRequested,
+    TaskPriorityChanged,
+    TaskPriorityChangeRequested,
+    TaskReleased,
+    TaskReleaseRequested,
+    TaskRequeueRequested,
+)
 from shared.events.parsing import EventParseError, parse_command, parse_event, parse_report
 from shared.events.reports import AgentCommand, AgentReport
 from shared.events.reasons import (

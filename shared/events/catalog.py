@@ -51,6 +51,18 @@ from shared.events.ledger import (
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
+from shared.events.operator import (
+    NodeDrained,
+    NodeDrainRequested,
+    NodeUndrained,
+    NodeUndrainRequested,
+    TaskHoldRequested,
+    TaskPriorityChanged,
+    TaskPriorityChangeRequested,
+    TaskReleased,
+    TaskReleaseRequested,
+    TaskRequeueRequested,
+)
 from shared.events.reports import AgentCommand, AgentReport
 
 Event = Annotated[
@@ -73,6 +85,9 @@ Event = Annotated[
         TokenCreated, TokenRevoked,
         # operators' dead-letter actions (the console's API, through intake's outbox)
         DeadLetterReplayed, DeadLetterPurged,
+        # operators' verbs: requests (the console's API, through intake's outbox), the dispatcher's answers
+        TaskHoldRequested, TaskReleaseRequested, TaskRequeueRequested, TaskPriorityChangeRequested,
+        NodeDrainRequested, NodeUndrainRequested, TaskReleased, TaskPriorityChanged, NodeDrained, NodeUndrained,
     ],
     Field(discriminator="type"),
 ]

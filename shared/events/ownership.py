@@ -47,15 +47,17 @@ from shared.events.ledger import (
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
+from shared.events.operator import OPERATOR_REQUESTS, NodeDrained, NodeUndrained, TaskPriorityChanged, TaskReleased
 
 DISPATCHER = "dispatcher"
 _DISPATCHER_FACETS = (
     TaskQueued, TaskHeld, TaskApproved, TaskDenied, TaskStarted, TaskCheckpointed, TaskSucceeded, TaskFailed, TaskRequeued,
     TaskCancelled, TaskDeadlineEndangered, TaskQuotaEndangered, TaskApprovalDelayed, LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
+    TaskReleased, TaskPriorityChanged, NodeDrained, NodeUndrained,
 )  # fmt: skip
 _FACETS: dict[str, tuple[type[Envelope], ...]] = {
     "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled, TaskReviewed,
-               DeadLetterReplayed, DeadLetterPurged),  # the console's operator commands go through intake's outbox
+               DeadLetterReplayed, DeadLetterPurged, *OPERATOR_REQUESTS),  # the console's operator commands go through intake's outbox
     "readiness": (TaskReadinessChanged,),
     "matcher": (TaskMatched, TaskUnmatchable),
     DISPATCHER: _DISPATCHER_FACETS,

@@ -27,6 +27,7 @@ class RequeueReason(StrEnum):
     LEASE_EXPIRED = "lease_expired"  # the agent stopped renewing within the lease TTL
     RECLAIMED_IDLE = "reclaimed_idle"  # its GPUs stayed under the idle threshold too long
     AGENT_FAILED = "agent_failed"  # the agent reported it could not run or keep running the task
+    OPERATOR_REQUEUE = "operator_requeue"  # an operator requeued it (`cardflow requeue`; not `operator`, a hold)
 
 
 class RevokeReason(StrEnum):

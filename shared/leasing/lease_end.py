@@ -131,7 +131,9 @@ def _requeue_reason(lease: EndingLease, trigger: Trigger, stop: AgentStop) -> Re
         return RequeueReason.PREEMPTED
     if lease.revoke_reason is RevokeReason.RECLAIMED_IDLE:
         return RequeueReason.RECLAIMED_IDLE
-    if lease.revoke_reason is not None:  # stopped on our request (node lost, superseded, operator)
+    if lease.revoke_reason is RevokeReason.OPERATOR:
+        return RequeueReason.OPERATOR_REQUEUE
+    if lease.revoke_reason is not None:  # stopped on our request (node lost, superseded)
         return RequeueReason.AGENT_FAILED
     if stop is not AgentStop.NONE:  # refused the grant, or shut down: the task itself did not fail
         return RequeueReason.AGENT_FAILED
@@ -149,5 +151,6 @@ REQUEUE_DETAIL = {
     RequeueReason.LEASE_EXPIRED: "the agent did not renew the lease within its TTL",
     RequeueReason.RECLAIMED_IDLE: "its GPUs stayed idle too long",
     RequeueReason.AGENT_FAILED: "the agent lost the task (it restarted, or stopped it on the dispatcher's request)",
+    RequeueReason.OPERATOR_REQUEUE: "an operator stopped the run and queued the task again",
 }
 """The sentence `task.requeued` carries beside its reason."""

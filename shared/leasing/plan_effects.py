@@ -1,8 +1,8 @@
 """`apply_plan`: what a cycle's `Plan` does to the dispatcher's records — a pure fold.
 
 Like Nomad's plan applier it re-validates the proposal against the records as they are now: a
-grant whose task is no longer waiting (cancelled, or granted meanwhile) or whose node is gone is
-dropped; a preemption of a lease that ended or is already being stopped is dropped. Then:
+grant whose task is no longer waiting (cancelled, or granted meanwhile) or whose node is gone or
+drained is dropped; a preemption of a lease that ended or is already being stopped is dropped. Then:
 
 - each grant: the task is `leased` (its `run` counts the grant), one lease per node with a fresh
   id and fencing token, `task.queued` if the task was never announced, and per lease
@@ -74,7 +74,7 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
            reason: tuple[StartReason, int] | None) -> int:
     task = work.task(grant.task_id)
     nodes = [work.node(p.node_id) for p in grant.placements]
-    if task is None or not task.in_queue or any(node is None or not node.alive for node in nodes):
+    if task is None or not task.in_queue or any(node is None or not node.takes_leases for node in nodes):
         return 0
     if not task.queued_announced:
         work.emit(TaskQueued, task_subject(task.task_id), queued_data(task))

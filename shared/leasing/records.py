@@ -89,6 +89,16 @@ class TaskRecord:
         return (self.complete and self.state in WAITING_STATES and not self.cancel_requested
                 and not (self.state is TaskState.HELD and self.deferral_reason in PERSON_HOLDS))
 
+    @property
+    def operator_held(self) -> bool:
+        """An operator holds it (`shared.leasing.operator`)."""
+        return self.state is TaskState.HELD and self.deferral_reason is DeferralReason.OPERATOR
+
+    @property
+    def held_for_a_person(self) -> bool:
+        """Held for a reason only a person lifts (`PERSON_HOLDS`): an operator's release puts it back."""
+        return self.state is TaskState.HELD and self.deferral_reason in PERSON_HOLDS
+
     def queued_task(self) -> QueuedTask:
         """The scheduling core's view of a task in the queue."""
         assert self.project is not None and self.priority_class is not None and self.submitted_at is not None
@@ -160,7 +170,14 @@ class NodeRecord:
     last_seen: datetime
     alive: bool = True
     time_scale: float = 1.0  # the agent's clock speed (a simulated agent's --time-scale); real agents 1
+    drained: bool = False  # an operator drained it: no new leases, running ones finish
+    drain_reason: str = ""
     lease_expired_at: datetime | None = None  # the last time a lease on it expired (not stored)
+
+    @property
+    def takes_leases(self) -> bool:
+        """Alive and not drained: `plan()` may place work here."""
+        return self.alive and not self.drained
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,7 +262,9 @@ class _ReportFold:
         old = work.node(d.node_id)
         if old is None or _identity(old) != _identity(node):
             self.announce_node(node, report)
-        work.put(replace(node, lease_expired_at=old.lease_expired_at) if old is not None else node)
+        if old is not None:  # a drain outlives the agent's restart
+            node = replace(node, lease_expired_at=old.lease_expired_at, drained=old.drained, drain_reason=old.drain_reason)
+        work.put(node)
         claims = {claim.lease_id: claim for claim in claims_of(report)}
         kept = []
         for lease in work.leases_on_node(d.node_id):

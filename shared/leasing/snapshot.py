@@ -22,8 +22,8 @@ def build_snapshot(
     nodes: Iterable[NodeRecord], leases: Iterable[LeaseRecord], tasks: Mapping[str, TaskRecord],
     accounts: Iterable[QuotaRecord], now: float,
 ) -> Snapshot:
-    """The fleet as `plan()` sees it: alive nodes with the GPUs no active lease holds, the running
-    leases, and each quota account's GPU-hours left.
+    """The fleet as `plan()` sees it: alive nodes that are not drained (`NodeRecord.takes_leases`)
+    with the GPUs no active lease holds, the running leases, and each quota account's GPU-hours left.
 
     `leases` are the ACTIVE leases, `tasks` holds their tasks. A lease being preempted or revoked
     still holds its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
@@ -37,7 +37,7 @@ def build_snapshot(
     fleet = tuple(
         Node(node_id=node.node_id, card_type=node.card_type, gpus=node.gpus,
              free=frozenset(range(node.gpus)) - used[node.node_id], heavy_running=heavy[node.node_id])
-        for node in sorted(nodes, key=lambda n: n.node_id) if node.alive
+        for node in sorted(nodes, key=lambda n: n.node_id) if node.takes_leases
     )
     running = tuple(running_lease(lease, task) for lease, task in active
                     if not lease.preempting and lease.revoke_reason is None)

@@ -15,6 +15,7 @@ enters the queue once its facets are complete (`TaskRecord.complete`).
 - `quota.granted` / `quota.adjusted`: the project's accounts, with the usage each counted so far
   (the ledger's count in the event); `usage.recorded`: every account the usage applies to counts
   its part (`quota_balance.counted_gpu_seconds`, cut at the account's window).
+- operators' requests (`task.hold_requested` ... `node.undrain_requested`): `operator.apply_operator_request`;
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ from shared.events import (
     TaskUnmatchable,
     UsageRecorded,
 )
+from shared.events.operator import OPERATOR_REQUESTS, TASK_REQUESTS
 from shared.events.reasons import RevokeReason
 from shared.events.states import TaskState
 from shared.events.subjects import task_subject
 from shared.leasing.approvals import apply_review
+from shared.leasing.operator import apply_operator_request
 from shared.leasing.records import WAITING_STATES, LeaseBook, QuotaRecord, TaskRecord
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
 from shared.scheduling.model import CardOption
@@ -47,7 +50,7 @@ from shared.scheduling.quota_balance import SECONDS_PER_HOUR, UsageSlice, counte
 
 RELEVANT: tuple[type[Envelope], ...] = (
     TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested, TaskReviewed,
-    QuotaGranted, QuotaAdjusted, UsageRecorded,
+    QuotaGranted, QuotaAdjusted, UsageRecorded, *OPERATOR_REQUESTS,
 )
 """The `cf:events` types the dispatcher consumes; it skips every other type unparsed."""
 
@@ -61,12 +64,12 @@ class EventEffects:
     changes: BookChanges
     accounts: dict[str, QuotaRecord] = field(default_factory=dict)  # new or changed accounts (usage counted too)
     wake: bool = False  # a cycle may decide something new (usage alone only lowers quotas)
-    refused: tuple[str, ...] = ()  # reviews that were not carried out, and why (for the log)
+    refused: tuple[str, ...] = ()  # reviews and operators' requests not carried out, and why (for the log)
 
 
 def task_ids_of(events: Sequence[Envelope]) -> set[str]:
     """The tasks a batch names (their records must be in the book)."""
-    return {event.data.task_id for event in events if isinstance(event, _TASK_EVENTS)}
+    return {event.data.task_id for event in events if isinstance(event, _TASK_EVENTS + TASK_REQUESTS)}
 
 
 def apply_events(book: LeaseBook, events: Sequence[Envelope], now: datetime, rules: LeaseRules) -> EventEffects:
@@ -77,6 +80,9 @@ def apply_events(book: LeaseBook, events: Sequence[Envelope], now: datetime, rul
     for event in events:
         if isinstance(event, _TASK_EVENTS):
             if (refusal := _apply_task_event(work, event)) is not None:
+                refused.append(refusal)
+        elif isinstance(event, OPERATOR_REQUESTS):
+            if (refusal := apply_operator_request(work, event)) is not None:
                 refused.append(refusal)
         elif isinstance(event, QuotaGranted | QuotaAdjusted):
             _apply_quota(book, accounts, event)

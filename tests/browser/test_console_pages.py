@@ -111,8 +111,9 @@ async def test_click_through_a_task_story(world: ConsoleWorld, page: Page) -> No
 async def test_cancel_a_waiting_task_from_its_page_with_a_reason(world: ConsoleWorld, page: Page) -> None:
     task_id = world.task_id("dedup-corpus")
     await page.goto(world.base_url + f"/tasks/{task_id}")
-    await page.get_by_label("Reason").fill("the corpus of November is not coming")
-    await page.get_by_label("Reason").press("Enter")  # the form is keyboard-operable
+    cancel = page.locator("section", has=page.get_by_role("heading", name="Cancel this task"))
+    await cancel.get_by_label("Reason").fill("the corpus of November is not coming")
+    await cancel.get_by_label("Reason").press("Enter")  # the form is keyboard-operable
     await expect(page.locator(".notice")).to_have_text("Cancel requested.")
     await world.system.wait_for(lambda s: s.task_by_name("dedup-corpus").state.value == "cancelled",
                                 what="dedup-corpus cancelled")  # fmt: skip
@@ -315,3 +316,43 @@ async def _listed(page: Page, row: Any) -> bool:
         return True
     await page.reload()
     return False
+
+
+async def test_an_operator_holds_and_releases_a_task_and_drains_a_node_from_the_pages(world: ConsoleWorld, page: Page) -> None:
+    task_id = world.task_id("vision-embed")
+    await page.goto(world.base_url + f"/tasks/{task_id}")
+    await page.get_by_label("Hold — Reason").fill("the vision team asked to wait for the new labels")
+    await page.get_by_role("button", name="Hold", exact=True).click()
+    await expect(page.locator(".notice")).to_have_text("Hold requested.")
+    await world.system.wait_for(lambda s: s.task_by_name("vision-embed").reason == "operator", what="vision-embed held")
+
+    async def offers(verb: str) -> bool:  # the console's views follow the event log a moment later
+        await page.reload()
+        return await page.locator(f"form.{verb}-form").count() == 1
+
+    await world.system.wait_for(lambda s: offers("release"), timeout=30, what="the task page offering a release")
+    await expect(page.locator("ol.story")).to_contain_text("the vision team asked to wait for the new labels")
+    await page.get_by_label("Release — Reason").fill("labels are in")
+    await page.get_by_role("button", name="Release", exact=True).click()
+    await expect(page.locator(".notice")).to_have_text("Release requested.")
+    await world.system.wait_for(lambda s: s.of_type("task.released"), what="vision-embed released")
+    assert world.system.of_type("task.released")[-1].actor == "user:planner"
+
+    await page.goto(world.base_url + "/fleet")
+    l40s = page.locator("tr", has=page.get_by_role("rowheader", name="l40s-a"))
+    await l40s.get_by_label("Reason").fill("PCIe errors on GPU 3")
+    await l40s.get_by_role("button", name="Drain").click()
+    await expect(page.locator(".notice")).to_have_text("Drain requested.")
+
+    async def drained() -> bool:
+        await page.reload()
+        return await page.locator("tr", has=page.get_by_role("rowheader", name="l40s-a")).locator(".drain-state").count() == 1
+
+    await world.system.wait_for(lambda s: drained(), timeout=30, what="the fleet page showing l40s-a drained")
+    l40s = page.locator("tr", has=page.get_by_role("rowheader", name="l40s-a"))
+    await expect(l40s).to_contain_text("user:planner: PCIe errors on GPU 3")
+    await expect(l40s.locator(".drain-state")).to_have_text("draining")  # embed-long still runs there
+    await l40s.get_by_label("Reason").fill("GPU 3 replaced")
+    await l40s.get_by_role("button", name="Undrain").click()
+    await expect(page.locator(".notice")).to_have_text("Undrain requested.")
+    await world.system.wait_for(lambda s: s.of_type("node.undrained"), what="l40s-a undrained")

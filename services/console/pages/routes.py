@@ -136,11 +136,16 @@ async def queue_page(request: Request) -> HTMLResponse:
 
 @router.get("/fleet")
 async def fleet_page(request: Request) -> HTMLResponse:
+    return await _fleet(request)
+
+
+async def _fleet(request: Request, refused: Unavailable | None = None) -> HTMLResponse:
     lang = choose_lang(request)
     grid = await call_api(request, "GET", "/v1/fleet/grid")
     series = await call_api(request, "GET", "/v1/series/utilisation")
     plot = _line_plot(series, y_label=labels_for(lang)["L"]["share"], percent=True)
-    return await render(request, "fleet.html", title="nav_fleet", page="fleet", grid=grid, plot=plot)
+    return await render(request, "fleet.html", title="nav_fleet", page="fleet", grid=grid, plot=plot, refused=refused,
+                        notice=request.query_params.get("notice"))  # fmt: skip
 
 
 @router.get("/quotas")
@@ -253,6 +258,39 @@ async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str
         page.status_code = answer.status
         return page
     return RedirectResponse(f"/tasks/{task_id}?notice=cancel_sent", status_code=303)
+
+
+TASK_VERBS = ("hold", "release", "requeue", "priority")
+NODE_VERBS = ("drain", "undrain")
+
+
+@router.post("/tasks/{task_id}/operator/{verb}")
+async def task_verb_from_page(request: Request, task_id: str, verb: str, reason: Annotated[str, Form()] = "",
+                              priority: Annotated[int | None, Form()] = None) -> Response:  # fmt: skip
+    """An operator's verb on the task (`POST /v1/tasks/{id}/<verb>` with the reader's token); the API's refusal is shown."""
+    if verb not in TASK_VERBS:
+        return HTMLResponse(f"unknown action {verb!r}: one of {', '.join(TASK_VERBS)}", status_code=404)
+    body: dict[str, Any] = {"reason": reason} | ({"priority": priority} if verb == "priority" else {})
+    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/{verb}", json=body)
+    if isinstance(answer, Unavailable):
+        page = await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=answer,
+                            **await _task_context(request, task_id))  # fmt: skip
+        page.status_code = answer.status
+        return page
+    return RedirectResponse(f"/tasks/{task_id}?notice={verb}_sent", status_code=303)
+
+
+@router.post("/fleet/{node_id}/{verb}")
+async def node_verb_from_page(request: Request, node_id: str, verb: str, reason: Annotated[str, Form()] = "") -> Response:
+    """Drain or undrain a node (`POST /v1/nodes/{id}/drain|undrain` with the reader's token); the API's refusal is shown."""
+    if verb not in NODE_VERBS:
+        return HTMLResponse(f"unknown action {verb!r}: drain or undrain", status_code=404)
+    answer = await call_api(request, "POST", f"/v1/nodes/{node_id}/{verb}", json={"reason": reason})
+    if isinstance(answer, Unavailable):
+        page = await _fleet(request, refused=answer)
+        page.status_code = answer.status
+        return page
+    return RedirectResponse(f"/fleet?notice={verb}_sent", status_code=303)
 
 
 @router.get("/login")

@@ -16,13 +16,15 @@ from services.console.routes import (
     fleet,
     ledger,
     nodes,
+    operator,
     quota_changes,
     rounds,
     series,
     story,
+    task_lookup,
 )
 
 routes_router = APIRouter(prefix="/v1")
-for module in (alerts, approvals, board, check, config, deadletters, exports, fleet, ledger, nodes, quota_changes,
-               series, story, audit, rounds):
+for module in (alerts, approvals, board, check, config, deadletters, exports, fleet, ledger, nodes, operator, quota_changes,
+               series, story, audit, rounds, task_lookup):
     routes_router.include_router(module.router)

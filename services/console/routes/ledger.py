@@ -2,29 +2,53 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from pydantic import AwareDatetime
 
 from services.console.quota_banner import days_left, quota_alerts
 from services.console.routes.common import Pool, now_utc
 from services.console.series import period_totals
+from services.config.holder import DocumentHolder
 from services.ledger.alerting import load_alerts
-from services.ledger.reports import Grouping, ledger_rows, quota_rows
+from services.ledger.reports import Grouping, ledger_rows, ledger_rows_between, quota_rows
+from shared.cards import load_catalog
+from shared.config import CARDS
 from services.console.views import MISSING_TABLES
 
 router = APIRouter(tags=["ledger"])
 BANNER_ALERTS = 20
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NOT_STARTED = "the ledger is not available yet: the ledger service has not started"
 
 
 @router.get("/ledger", summary="GPU-hours, cost and output, by project, card type or task")
-async def get_ledger(pool: Pool, by: Grouping = Grouping.PROJECT) -> list[dict[str, Any]]:
+async def get_ledger(
+    pool: Pool, by: Grouping = Grouping.PROJECT,
+    since: Annotated[AwareDatetime | None, Query(description="only usage and output from this time on (with a zone)")] = None,
+    until: Annotated[AwareDatetime | None, Query(description="only usage and output before this time (with a zone)")] = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every row carries the catalog's `currency`; GPU-hours are real (wall-clock) hours the leases held GPUs."""
+    if since is not None and until is not None and until <= since:
+        raise HTTPException(422, f"until ({until.isoformat()}) must be after since ({since.isoformat()})")
     try:
-        return await ledger_rows(pool, by)
+        if since is None and until is None:
+            rows = await ledger_rows(pool, by)
+        else:
+            rows = await ledger_rows_between(pool, by, since or EPOCH, until or now_utc())
     except MISSING_TABLES:
         raise HTTPException(503, _NOT_STARTED) from None
+    currency = await currency_in_force(pool)
+    return [{**row, "currency": currency} for row in rows]
+
+
+async def currency_in_force(pool: Pool) -> str:
+    """The currency of the card catalog in force (the `cards` document; the packaged catalog's before it is seeded)."""
+    holder = DocumentHolder(CARDS, lambda model, _version: model.currency, load_catalog().currency)
+    await holder.refresh(pool)
+    return holder.value
 
 
 @router.get("/quotas", summary="Quota accounts: amount, used, left, validity and days left")

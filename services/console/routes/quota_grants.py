@@ -12,11 +12,15 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
+from services.config.holder import DocumentHolder
+from services.console.routes.common import Pool
 from services.ledger.quotas import DEFAULT_ALERT_LEAD_DAYS, grant_quota
+from shared.cards import load_catalog
+from shared.config import CARDS, catalog_of
 from shared.events.values import Detail, EntityId
 from shared.identity import Principal, Role
 
@@ -37,6 +41,26 @@ class QuotaGrant(BaseModel):
     card_type: EntityId | None = Field(None, description="only this card type; omit for any")
     reason: Detail = Field("", description="why, recorded in the quota.granted event")
 
+    @field_validator("valid_to")
+    @classmethod
+    def _after_valid_from(cls, valid_to: datetime, info: ValidationInfo) -> datetime:
+        """A field's own check, so a reversed window is listed with every other problem of the body."""
+        valid_from = info.data.get("valid_from")
+        if valid_from is not None and valid_to <= valid_from:
+            raise ValueError(f"must be after valid_from ({valid_from.isoformat()})")
+        return valid_to
+
+
+async def unknown_card_type(pool: Pool, card_type: str | None) -> str | None:
+    """Why `card_type` cannot be granted (not in the card catalog in force), or None."""
+    if card_type is None:
+        return None
+    holder = DocumentHolder(CARDS, lambda model, _version: catalog_of(model, _version), load_catalog())
+    await holder.refresh(pool)
+    if card_type in holder.value.cards:
+        return None
+    return f"unknown card type {card_type!r}; the catalog has {', '.join(sorted(holder.value.cards))}"
+
 
 class QuotaGranted(BaseModel):
     account_id: str
@@ -49,6 +73,8 @@ class QuotaGranted(BaseModel):
 
 @router.post("/quotas", status_code=201, response_model=QuotaGranted, summary="Grant GPU-hours to a project (operator)")
 async def post_quota(body: QuotaGrant, request: Request, operator: Annotated[Principal, requires(Role.OPERATOR)]) -> QuotaGranted:
+    if (problem := await unknown_card_type(request.app.state.pool, body.card_type)) is not None:
+        raise HTTPException(422, [{"loc": ["body", "card_type"], "msg": problem, "type": "value_error"}])
     emitter = Emitter(LEDGER_SCHEMA, request.app.state.producer, operator.actor)
     try:
         async with request.app.state.pool.acquire() as conn, conn.transaction():

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from services.console.projector import SPEC as VIEWS
@@ -14,7 +15,7 @@ from shared.events import new_event_id
 from shared.settings import Settings
 from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.running_services import RunningServices
-from tests.helpers.task_events import TaskStory
+from tests.helpers.task_events import T0, TaskStory
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,8 +40,9 @@ async def cardflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 
 async def test_tasks_json_and_status(fresh_settings: Settings, tmp_path: Path) -> None:
-    waiting, running = TaskStory(new_event_id()), TaskStory(new_event_id())
-    events = [waiting.submitted(idempotency_key="key-w"), waiting.readiness(False), running.submitted(name="run-me"),
+    waiting, running = TaskStory(new_event_id()), TaskStory(new_event_id(), start=T0 + timedelta(days=2))
+    events = [waiting.submitted(idempotency_key="key-w"), waiting.readiness(False),
+              running.submitted(name="run-me", project="proj-b", priority_class="core", gpus=4),
               running.readiness(True), running.matched(), running.granted(), running.started()]
     async with RunningServices(fresh_settings, VIEWS) as services:
         await services.publish(*events)
@@ -72,13 +74,33 @@ async def check_tasks_and_status(env: dict[str, str], waiting: TaskStory, runnin
     status = json.loads(out)
     assert status["id"] == waiting.task_id and [h["type"] for h in status["history"]] == [
         "task.submitted", "task.readiness_changed"]
+    code, out, err = await cardflow(env, "status", "run-me", "--json")  # by its name
+    assert code == 0 and json.loads(out)["id"] == running.task_id, err
 
     code, out, err = await cardflow(env, "tasks", "--lang", "zh")
     assert code == 0, err
     assert "等待数据" in out and "运行中" in out
 
+    # filters, and --state as the table prints it
+    async def names(*args: str) -> list[str]:
+        code, out, err = await cardflow(env, "tasks", *args, "--json")
+        assert code == 0, err
+        return sorted(t["name"] or t["id"] for t in json.loads(out))
+
+    assert await names("--state", "waiting for data") == await names("--state", "等待数据") == ["train-llm"]
+    assert await names("--project", "proj-b") == await names("--class", "core") == await names("--name", "run-*") == ["run-me"]
+    assert await names("--since", (T0 + timedelta(days=1)).isoformat()) == ["run-me"]
+    assert await names("--project", "proj-a", "--class", "core") == []
+    code, _, err = await cardflow(env, "tasks", "--state", "stuck")
+    assert code == 2 and "unknown state 'stuck'" in err and "'no card fits' (unmatchable)" in err
+
+    code, out, err = await cardflow(env, "tasks")
+    assert code == 0, err
+    for column in ("Class", "GPUs", "Submitted (UTC)", "Elapsed", "core"):
+        assert column in out
+
     code, _, err = await cardflow(env, "status", "NO-SUCH-TASK")
-    assert code == 1 and "NO-SUCH-TASK" in err
+    assert code == 1 and "no task has the id, idempotency key or name 'NO-SUCH-TASK'" in err
 
 
 async def test_clear_errors_without_an_api_or_without_a_token(fresh_settings: Settings, tmp_path: Path) -> None:

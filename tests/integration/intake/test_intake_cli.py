@@ -14,6 +14,8 @@ from redis.asyncio import Redis
 
 from services.console.projector import SPEC as VIEWS
 from services.intake.service import SPEC as INTAKE
+from services.matcher.service import SPEC as MATCHER
+from services.readiness.service import SPEC as READINESS
 from shared.settings import Settings
 from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.delivery_support import REPO_ROOT
@@ -45,18 +47,22 @@ async def test_submitting_a_file_twice_creates_each_task_once(fresh_settings: Se
         with serving_console(fresh_settings) as url:
             first = await cardflow(url, sam, "submit", str(file))
             again = await cardflow(url, sam, "submit", str(file))
+            new = await cardflow(url, sam, "submit", str(file), "--new")
 
             async def relayed() -> bool:
-                return len(await published_events(redis, "task.submitted")) == 2
+                return len(await published_events(redis, "task.submitted")) == 3
 
             await asyncio.wait_for(_until(relayed), timeout=60)
 
-    assert first[0] == 0 and again[0] == 0, first[1] + again[1]
+    assert first[0] == 0 and again[0] == 0 and new[0] == 0, first[1] + again[1] + new[1]
     assert "keyless" in first[1] and "mine-1" in first[1] and first[1].count("created") == 2
-    assert again[1].count("submitted before") == 2
+    assert again[1].count("already submitted as") == 2 and "created" not in again[1]
+    assert again[1].count("--new to submit again") == 1  # the derived key; a key of its own must be changed
+    assert again[1].count("(same") == 1  # the rest of the sentence may wrap in the table
+    assert new[1].count("created") == 1 and new[1].count("already submitted as") == 1  # --new: the keyless one again
     submitted = await published_events(redis, "task.submitted")
     keys = sorted(e.data.idempotency_key for e in submitted)
-    assert keys[0].startswith("cli-") and keys[1] == "mine-1"
+    assert keys[0].startswith("cli-") and keys[1].startswith("cli-") and keys[0] != keys[1] and keys[2] == "mine-1"
     assert {e.actor for e in submitted} == {"user:sam"}
 
 
@@ -77,6 +83,18 @@ async def test_wait_reports_a_rejected_task_and_exits_non_zero(fresh_settings: S
     assert "rejected" in output and "gpus" in output
 
 
+async def test_wait_stops_with_exit_4_when_no_card_type_fits(fresh_settings: Settings, tmp_path: Path) -> None:
+    file = tmp_path / "huge.json"
+    file.write_text(json.dumps(a_submission("huge", min_vram_gb=4000)))
+    sam = await a_submitter(fresh_settings)
+    async with RunningServices(fresh_settings, INTAKE, READINESS, MATCHER, VIEWS):
+        with serving_console(fresh_settings) as url:
+            code, output = await cardflow(url, sam, "submit", str(file), "--wait", "--timeout", "300")
+
+    assert code == 4, output  # not the timeout (2): it says at once that a person must act
+    assert "unmatchable (stuck)" in output and "cannot go on until a person acts" in output
+
+
 async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Settings, redis: Redis, tmp_path: Path) -> None:
     file = tmp_path / "task.json"
     file.write_text(json.dumps(a_submission("to-cancel", idempotency_key="cancel-me")))
@@ -93,8 +111,10 @@ async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Sett
                 "error: forbidden: this needs role submitter for project proj-a (or operator, admin); token 'olga'"
                 " (submitter for project proj-b) does not have it\n"
             ), output
-            code, output = await cardflow(url, sam, "cancel", task_id, "--reason", "wrong data")
-            assert code == 0 and f"cancel of {task_id} requested" in output, output
+            code, output = await cardflow(url, sam, "cancel", "NOPE", "--reason", "typo")
+            assert code == 1 and "no task has the id, idempotency key or name 'NOPE'" in output, output
+            code, output = await cardflow(url, sam, "cancel", "cancel-me", "--reason", "wrong data")  # by its key
+            assert code == 0 and f"cancel of {task_id} (cancel-me) requested" in output, output
 
             async def relayed() -> bool:
                 return len(await published_events(redis, "task.cancel_requested")) == 1

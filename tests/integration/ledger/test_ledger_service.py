@@ -38,7 +38,7 @@ def expected_cost(gpus: int, start: datetime, end: datetime, card_type: str) -> 
 async def cardflow(api: tuple[str, str], *args: str) -> str:
     """Run the `cardflow` CLI against the console API `api` = (url, token); its stdout (fails on a non-zero exit)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
-    env |= {"CARDFLOW_API_URL": api[0], "CARDFLOW_TOKEN": api[1]}
+    env |= {"CARDFLOW_API_URL": api[0], "CARDFLOW_TOKEN": api[1], "COLUMNS": "250"}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli.main", *args, cwd=REPO_ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -94,6 +94,27 @@ async def test_granted_renewed_released_costs_duration_times_price_once(fresh_se
     assert [e.event_id for e in usage] == [row["event_id"] for row in increments]
 
 
+async def test_quota_grant_lists_every_problem_with_its_field(fresh_settings: Settings) -> None:
+    ops = await issue_token(fresh_settings, await first_admin(fresh_settings), "ops", "operator")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CARDFLOW_")}
+    with serving_console(fresh_settings) as url:
+        env |= {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": ops, "COLUMNS": "300"}
+
+        async def grant(*args: str) -> tuple[int, str]:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.cli.main", "quota", "grant", "proj-q", *args, "--reason", "r", cwd=REPO_ROOT,
+                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+            _, err = await process.communicate()
+            return process.returncode or 0, " ".join(err.decode().split())
+
+        code, both = await grant("--gpu-hours", "0", "--valid-from", "2026-12-31", "--valid-to", "2026-12-01")
+        card_code, card = await grant("--gpu-hours", "5", "--valid-from", "2026-12-01", "--valid-to", "2026-12-31",
+                                      "--card-type", "H200X")  # fmt: skip
+    assert code == 1 and "gpu_hours: Input should be greater than 0" in both, both
+    assert "valid_to: Value error, must be after valid_from (2026-12-31T00:00:00+00:00)" in both, both
+    assert card_code == 1 and "card_type: unknown card type 'H200X'; the catalog has" in card and "H100" in card, card
+
+
 async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) -> None:
     valid_to = (datetime.now(UTC) + timedelta(days=60)).strftime("%Y-%m-%d")
     ops = await issue_token(fresh_settings, await first_admin(fresh_settings), "ops", "operator")
@@ -144,8 +165,21 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
             by_task = json.loads(await cardflow((url, reader), "ledger", "--by", "task", "--json"))
             by_card = json.loads(await cardflow((url, reader), "ledger", "--by", "card", "--json"))
             table = await cardflow((url, reader), "ledger", "--by", "project")
+            half = (T0 + timedelta(minutes=30)).isoformat()
+            later = json.loads(await cardflow((url, reader), "ledger", "--by", "task", "--since", half, "--json"))
+            earlier = json.loads(await cardflow((url, reader), "ledger", "--by", "project", "--until", half, "--json"))
+            csv_text = await cardflow((url, reader), "ledger", "--by", "card", "--csv")
 
     _, cost = expected_cost(4, T0, end, "A10")
+    # a window takes the part of each accounted interval inside it; output counts when it was reported (at the end)
+    assert [(r["task_id"], r["gpu_hours"], r["output_units"]) for r in later] == [("TO", 2.0, 2_000_000)]
+    assert later[0]["cost"] == pytest.approx(float(cost) / 2, abs=1e-6)
+    assert [(r["project"], r["gpu_hours"], r["output_units"], r["cost_per_output_unit"]) for r in earlier] == [("proj-a", 2.0, 0, None)]
+    assert {row["currency"] for row in by_task + later + earlier} == {load_catalog().currency}
+    assert "GPU-hours (real)" in table and f"cost ({load_catalog().currency})" in table and "real (wall-clock) hours" in table
+    header, line = csv_text.splitlines()
+    assert header == "card_type,name,gpu_hours,idle_gpu_hours,cost,currency,output_units,output_unit,cost_per_output_unit,running"
+    assert line.startswith(f"A10,,4.0,,{by_card[0]['cost']},{load_catalog().currency},2000000")  # idle: per task and project
     (task,) = by_task
     assert task["task_id"] == "TO" and task["gpu_hours"] == 4.0 and task["cost"] == pytest.approx(float(cost))
     assert task["output_units"] == 2_000_000 and task["output_unit"] == "tokens"
