@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from services.demo.supervisor import ChildSpec, Supervisor  # noqa: E402
-from services.demo.system import SERVICE_NAMES, agent_children, console_child, enrolled_fleet, own_redis_env, service_children  # noqa: E402
+from services.demo.system import SERVICE_NAMES, agent_children, console_child, enrolled_fleet, own_backend_env, service_children  # noqa: E402
 from services.demo.workload import DemoAgent  # noqa: E402
 from shared.embedded import Backends, Endpoints  # noqa: E402
 from shared.embedded.health import probe_postgres, probe_redis, probe_s3  # noqa: E402
@@ -299,7 +299,7 @@ async def run(options: argparse.Namespace) -> Figures:
     memory_task = asyncio.create_task(memory.run(stop_memory))
     try:
         with Supervisor(data_dir / "logs", env=env, initial_backoff_s=0.5, max_backoff_s=5.0) as supervisor:
-            own = own_redis_env(endpoints, [*SERVICE_NAMES, "console"])  # each process as its own Redis user
+            own = own_backend_env(endpoints, [*SERVICE_NAMES, "console"])  # each process as its own Redis user and PostgreSQL role
             agent_urls = enrolled_fleet(endpoints, FLEET)
             supervisor.start([*service_children(env=own), console_child(port, env=own["console"]),
                               *agent_children(FLEET, TIME_SCALE, heartbeat_s=1.0, redis_urls=agent_urls)])

@@ -4,7 +4,8 @@
 
 1. start every service (`cardflow service config|intake|readiness|matcher|dispatcher|ledger|views|gate`)
    and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
-   each with the URL of its own Redis user (shared.redis_acl; the embedded Redis has them),
+   each with its own Redis user and PostgreSQL role (shared.redis_acl, shared.pg_roles; the
+   embedded servers make them),
    logs in `<data_dir>/logs/<name>.log`, crashed ones restarted with back-off; once the console
    answers, record its URL and the admin token file in `<data_dir>/run/api.env` (for
    `cardflow endpoints` and the CLI);
@@ -84,10 +85,14 @@ def agent_children(fleet: Sequence[DemoAgent], time_scale: float, *, heartbeat_s
     ]  # fmt: skip
 
 
-def own_redis_env(endpoints: Endpoints, names: Sequence[str]) -> dict[str, dict[str, str]]:
-    """Each service (and `console`) with the URL of its own Redis user (shared.redis_acl)."""
+def own_backend_env(endpoints: Endpoints, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each service (and `console`) with its own Redis user (shared.redis_acl) and PostgreSQL role
+    (shared.pg_roles); the configured URLs where the backends are not embedded."""
     user = lambda name: "gate" if name == "gate" else f"service.{name}"  # noqa: E731
-    return {name: {"CARDFLOW_REDIS_URL": endpoints.redis_url_for(user(name))} for name in names}
+    return {
+        name: {"CARDFLOW_REDIS_URL": endpoints.redis_url_for(user(name)), "CARDFLOW_DATABASE_URL": endpoints.database_url_for(name)}
+        for name in names
+    }
 
 
 def enrolled_fleet(endpoints: Endpoints, fleet: Sequence[DemoAgent]) -> dict[str, str]:
@@ -124,7 +129,7 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
     # The config service records the demo's policy as a change by system:demo (a start without --demo
     # takes it back); the dispatcher's knobs only matter until that version is in force.
-    service_env = own_redis_env(endpoints, [*SERVICE_NAMES, "console"])
+    service_env = own_backend_env(endpoints, [*SERVICE_NAMES, "console"])
     if demo:
         service_env["dispatcher"] |= demo_dispatcher_env(scale)
         service_env["config"] |= demo_config_env(scale)

@@ -28,6 +28,8 @@ async def setup(ctx: ServiceContext) -> None:
             if await gate.forward_once() or gate.leading:
                 return
         except Exception:  # infrastructure loop (Redis down, restarting): log, back off, go on
+            if ctx.stop.is_set():
+                return  # shutting down: the read in flight was cut off
             log.exception("gate step failed; retrying")
             gate.leading, gate.recovering = False, True
         with contextlib.suppress(TimeoutError):

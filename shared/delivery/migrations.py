@@ -4,7 +4,10 @@
 
 1. one transaction, serialised per schema by a PostgreSQL advisory lock, so several processes
    starting at once apply each file exactly once (the others wait, then find nothing to do);
-2. creates the schema and its `schema_migrations` table if missing;
+2. creates the schema and its `schema_migrations` table if missing; when the schema is owned by a
+   role the connected user is a member of (a service's own role, shared.pg_roles: the console
+   prepares the identity and ledger schemas, an admin may run any), it acts as that owner, so what
+   a migration creates belongs to the schema's owner and its service may use it;
 3. refuses to start (`MigrationChecksumError`) when a file already applied has changed;
 4. applies the pending files in version order with `search_path` set to the schema, so files
    use unqualified names and the same set can be installed in any schema; records each one.
@@ -90,6 +93,7 @@ async def migrate(
     quoted = quote_schema(schema)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", advisory_key("migrate", schema))
+        await _act_as_schema_owner(conn, schema)
         await _ensure_history_table(conn, quoted)
         applied = {m.version: m for m in await _load_applied(conn, quoted, component)}
         check_unchanged(migrations, applied, schema, component)
@@ -131,6 +135,17 @@ def check_unchanged(
                 f"(recorded sha256 {record.checksum[:12]}…, file {current.checksum[:12]}…); "
                 "never edit an applied migration, add a new file"
             )
+
+
+async def _act_as_schema_owner(conn: asyncpg.Connection, schema: str) -> None:
+    """SET LOCAL ROLE to the schema's owner when that is another role the connected user is a member of."""
+    owner = await conn.fetchval(
+        "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1"
+        " AND pg_get_userbyid(nspowner) <> current_user AND pg_has_role(current_user, nspowner, 'MEMBER')",
+        schema,
+    )
+    if owner is not None:
+        await conn.execute(f'SET LOCAL ROLE "{owner}"')
 
 
 async def _ensure_history_table(conn: asyncpg.Connection, quoted: str) -> None:

@@ -25,6 +25,7 @@ from shared.embedded.launch import Launched, LaunchOptions
 from shared.embedded.postgres_server import launch_postgres
 from shared.embedded.processes import EmbeddedServerError, ManagedProcess, wait_until_ready
 from shared.embedded.redis_server import launch_redis
+from shared.embedded.pg_users import roles_path
 from shared.embedded.redis_users import users_path
 from shared.embedded.s3_server import launch_s3
 from shared.embedded.state import (
@@ -151,6 +152,7 @@ class Backends:
             s3_addressing_style="path" if s3_embedded else s.s3_addressing_style,
             data_dir=str(self.layout.root),
             redis_users_file=str(users_path(self.layout.root)) if "redis" in launched else None,
+            postgres_roles_file=str(roles_path(self.layout.root)) if "postgres" in launched else None,
         )
 
     def stop(self) -> None:

@@ -24,8 +24,9 @@ ENV_NAMES = {
     "s3_addressing_style": "CARDFLOW_S3_ADDRESSING_STYLE",
     "data_dir": "CARDFLOW_DATA_DIR",
     "redis_users_file": "CARDFLOW_REDIS_USERS_FILE",
+    "postgres_roles_file": "CARDFLOW_POSTGRES_ROLES_FILE",
 }
-OPTIONAL = ("s3_region", "s3_addressing_style", "data_dir", "redis_users_file")
+OPTIONAL = ("s3_region", "s3_addressing_style", "data_dir", "redis_users_file", "postgres_roles_file")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Endpoints:
     s3_addressing_style: str = "path"
     data_dir: str | None = None
     redis_users_file: str | None = None  # the embedded Redis's users (shared.embedded.redis_users), else None
+    postgres_roles_file: str | None = None  # the embedded PostgreSQL's service roles (shared.embedded.pg_users)
 
     def as_env(self) -> dict[str, str]:
         """The `CARDFLOW_*` variables that make a process connect to these backends."""
@@ -53,6 +55,12 @@ class Endpoints:
         from shared.embedded.redis_users import user_url
 
         return user_url(self.redis_users_file, self.redis_url, user)
+
+    def database_url_for(self, service: str) -> str:
+        """The DSN of service `service`: its own role on the embedded PostgreSQL, else the configured one."""
+        from shared.embedded.pg_users import service_dsn
+
+        return service_dsn(self.postgres_roles_file, self.database_url, service)
 
     def settings(self) -> Settings:
         """A `Settings` object pointing at these backends (ignores the process environment)."""

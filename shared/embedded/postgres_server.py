@@ -24,6 +24,7 @@ import psutil
 
 from shared.embedded.credentials import write_private
 from shared.embedded.health import probe_postgres, run_sync
+from shared.embedded.pg_users import apply_roles, load_or_create_role_passwords
 from shared.embedded.launch import Launched, LaunchOptions, package_dir
 from shared.embedded.processes import EmbeddedServerError, free_ports, open_log, spawn, tail
 
@@ -135,6 +136,12 @@ async def _create_database(admin_dsn: str) -> None:
         await conn.close()
 
 
+async def _prepare_database(base: str, options: LaunchOptions) -> None:
+    """The `cardflow` database, then one role per service with its schemas and grants (shared.pg_roles)."""
+    await _create_database(f"{base}/postgres")
+    await apply_roles(f"{base}/{DATABASE}", load_or_create_role_passwords(options.layout.root))
+
+
 def launch_postgres(options: LaunchOptions) -> Launched:
     """initdb on first use, then spawn postgres on a free port; ready once a login succeeds."""
     pgdata = options.layout.server_dir("postgres")
@@ -159,6 +166,6 @@ def launch_postgres(options: LaunchOptions) -> Launched:
         process=process,
         url=f"{base}/{DATABASE}",
         probe=lambda: run_sync(lambda: probe_postgres(f"{base}/postgres")).error,
-        after_ready=lambda: run_sync(lambda: _create_database(f"{base}/postgres")),
+        after_ready=lambda: run_sync(lambda: _prepare_database(base, options)),
         before_restart=lambda: remove_stale_pid_file(pgdata),
     )

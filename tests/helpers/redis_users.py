@@ -1,4 +1,5 @@
-"""Run test processes as their own Redis ACL users, as `cardflow up` does (shared.redis_acl).
+"""Run test processes as their own Redis ACL users (shared.redis_acl) and PostgreSQL roles
+(shared.pg_roles), as `cardflow up` does.
 
 The session's embedded Redis has every system user (`service.<name>`, `gate`); `as_user` points a
 `Settings` at one of them (same server and db), `enrolled_agent_url` enrolls an agent and returns
@@ -12,7 +13,11 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from pydantic import SecretStr
+
+from shared.embedded.pg_users import apply_roles, load_or_create_role_passwords, roles_path, service_dsn
 from shared.embedded.redis_users import enroll, load_users
+from shared.pg_roles import SERVICE_ROLES
 from shared.redis_acl import agent_user, user_url
 from shared.settings import Settings
 
@@ -25,8 +30,24 @@ def as_user(settings: Settings, user: str, users_dir: Path | None = None) -> Set
     return settings.model_copy(update={"redis_url": user_url(settings.redis_url, user, stored.password)})
 
 
-def service_settings(settings: Settings, service: str, users_dir: Path | None = None) -> Settings:
-    return as_user(settings, f"service.{service}" if service != "gate" else "gate", users_dir)
+def service_settings(settings: Settings, service: str, users_dir: Path | None = None, *, pg_role: bool = False) -> Settings:
+    """`settings` for `service`: its own Redis user and, with `pg_role`, its own PostgreSQL role (the
+    database must have had `shared.embedded.pg_users.apply_roles` run on it: `with_service_roles`)."""
+    own = as_user(settings, f"service.{service}" if service != "gate" else "gate", users_dir)
+    roles = roles_path(users_dir or settings.data_dir)
+    if not pg_role or not roles.exists() or service not in SERVICE_ROLES:
+        return own
+    return own.model_copy(update={"database_url": SecretStr(service_dsn(roles, settings.database_dsn or "", service))})
+
+
+async def with_service_roles(settings: Settings, users_dir: Path | None = None) -> bool:
+    """Apply the service roles' grants to the test's database (as its owner); False when the session's
+    PostgreSQL has no roles file (external backends)."""
+    roles = roles_path(users_dir or settings.data_dir)
+    if not roles.exists():
+        return False
+    await apply_roles(settings.database_dsn or "", load_or_create_role_passwords(roles.parent))
+    return True
 
 
 def enrolled_agent_url(admin_url: str, users_dir: Path, agent_id: str) -> str:

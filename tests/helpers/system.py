@@ -44,7 +44,7 @@ from shared.projection import TaskView, evolve, task_id_of
 from shared.settings import Settings
 from shared.storage import open_object_store
 from shared.embedded.redis_users import USERS_FILE
-from tests.helpers.redis_users import acl_denials, enrolled_agent_url, reset_acl_log, service_settings
+from tests.helpers.redis_users import acl_denials, enrolled_agent_url, reset_acl_log, service_settings, with_service_roles
 
 T = TypeVar("T")
 ALL_SERVICES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledger", "views", "gate")
@@ -127,11 +127,12 @@ class RunningSystem:
     def __init__(self, settings: Settings, data_dir: Path, timings: Timings, redis: Redis, pool: asyncpg.Pool,
                  supervisor: Supervisor, services: dict[str, asyncio.Task[None]],
                  specs: Mapping[str, ServiceSpec] | None = None, stop: asyncio.Event | None = None,
-                 users_dir: Path | None = None) -> None:  # fmt: skip
+                 users_dir: Path | None = None, pg_roles: bool = False) -> None:  # fmt: skip
         self.settings, self.data_dir, self.timings = settings, data_dir, timings
         self.redis, self.pool, self.supervisor, self.services = redis, pool, supervisor, services
         self.specs, self.stop = dict(specs or {}), stop or asyncio.Event()
         self.users_dir = users_dir or settings.data_dir
+        self.pg_roles = pg_roles
         self.agent_urls: dict[str, str] = {}
         self.tail = EventTail(redis)
         self.events: list[Envelope] = []
@@ -180,7 +181,7 @@ class RunningSystem:
 
     def start_service(self, name: str) -> None:
         """Start a (killed) service again with the same spec and settings."""
-        settings = service_settings(self.settings, name, self.users_dir)
+        settings = service_settings(self.settings, name, self.users_dir, pg_role=self.pg_roles)
         self.services[name] = asyncio.create_task(run_service(self.specs[name], settings, self.stop), name=f"e2e:{name}")
 
     # ---- observing --------------------------------------------------------------------------------
@@ -239,8 +240,9 @@ class RunningSystem:
 @contextlib.asynccontextmanager
 async def running_system(settings: Settings, data_dir: Path, *, timings: Timings = Timings(),
                          services: Sequence[str] = ALL_SERVICES) -> AsyncIterator[RunningSystem]:  # fmt: skip
-    """Start the services (in-process, each as its own Redis user) and an agent supervisor; stop
-    everything on exit. A command the server refused to any process fails the test (ACL LOG).
+    """Start the services (in-process, each as its own Redis user and PostgreSQL role) and an agent
+    supervisor; stop everything on exit. A command Redis refused to any process fails the test (ACL
+    LOG); a statement PostgreSQL refused makes its service fail, which fails the test too.
 
     The config service (when in `services`) starts first and seeds the documents before the others
     start, so every grant and match records the versions it used (never the env preset's None)."""
@@ -251,15 +253,16 @@ async def running_system(settings: Settings, data_dir: Path, *, timings: Timings
     tasks: dict[str, asyncio.Task[None]] = {}
     redis = Redis.from_url(settings.redis_url or "")
     await reset_acl_log(redis)
+    roles = await with_service_roles(settings, users_dir)
     pool = await create_pool(settings.database_dsn or "")
     try:
         for name, spec in specs.items():
-            own = service_settings(settings, name, users_dir)
+            own = service_settings(settings, name, users_dir, pg_role=roles)
             tasks[name] = asyncio.create_task(run_service(spec, own, stop), name=f"e2e:{name}")
             if name == "config":
                 await _wait_until_seeded(pool, tasks[name])
         with Supervisor(data_dir / "logs", env=settings_env(settings, data_dir), stop_timeout_s=5.0) as supervisor:
-            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop, users_dir)
+            yield RunningSystem(settings, data_dir, timings, redis, pool, supervisor, tasks, specs, stop, users_dir, roles)
         denied = await acl_denials(redis)
         assert not denied, f"the Redis ACLs refused commands cardflow's processes need: {denied}"
     finally:
