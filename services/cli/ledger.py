@@ -1,6 +1,7 @@
 """`cardflow ledger` (usage and cost totals) and `cardflow quota grant | adjust | renew | list | history`.
 
-API clients (`services.cli.client`): `ledger` reads `GET /v1/ledger?by=&since=&until=` (a table with
+API clients (`services.cli.client`); `ledger` and `quota list` print Chinese headers with `--lang zh`
+(or CARDFLOW_LANG=zh). `ledger` reads `GET /v1/ledger?by=&since=&until=` (a table with
 the catalog's currency and a note that its hours are real hours, `--json` or `--csv`), `quota list` reads
 `GET /v1/quotas` and `quota history` `GET /v1/quotas/{account}/history` (any valid token); `quota
 grant` is `POST /v1/quotas`, `quota adjust` / `quota renew` are `POST /v1/quotas/{account}/adjust|renew`
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.cli.client import cli_api
+from services.cli.views import Lang, LangOption
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
@@ -45,19 +47,37 @@ HOURS_NOTE = ("GPU-hours are real (wall-clock) hours the leases held GPUs, price
               "a simulated agent at --time-scale X runs an estimated hour in 1/X real hours, so its tasks cost 1/X of their estimate")  # fmt: skip
 
 
+HOURS_NOTE_ZH = ("GPU 小时为租约占用 GPU 的真实（挂钟）小时，按卡型目录的每 GPU 小时单价计费；"
+                 "以 --time-scale X 运行的模拟节点用 1/X 真实小时跑完预估的一小时，因此其任务费用为预估的 1/X")
+ZH_HEADERS = {
+    "task_id": "任务", "project": "项目", "card_type": "卡型", "GPU-hours (real)": "GPU 小时（真实）",
+    "idle GPU-hours": "空闲 GPU 小时", "cost": "费用", "output units": "产出量", "unit": "单位", "cost / unit": "单位产出费用",
+    "account": "账户", "card": "卡型", "GPU-hours": "GPU 小时", "used": "已用", "remaining": "剩余", "used %": "已用 %",
+    "valid": "有效期", "days left": "剩余天数", "changed by": "最后修改人", "alerts": "告警", "any": "任意",
+    "expired": "已过期", "cardflow ledger": "cardflow 账本", "quota accounts": "配额账户",
+}
+"""Chinese for the ledger's and quota list's headers and words (`--lang zh`); numbers and ids stay as they are."""
+
+
+def _say(text: str, lang: Lang) -> str:
+    return ZH_HEADERS.get(text, text) if lang is Lang.zh else text
+
+
 def _significant(value: Any) -> str:
     """Cost per output unit: four significant digits, whatever its size (never a row of 0.000000)."""
     return "—" if value is None else f"{value:.4g}"
 
 
-def _ledger_table(rows: list[dict[str, Any]], key: str, window: str) -> Table:
+def _ledger_table(rows: list[dict[str, Any]], key: str, window: str, lang: Lang = Lang.en) -> Table:
     currency = rows[0]["currency"] if rows and rows[0].get("currency") else ""
-    table = Table(title=f"cardflow ledger{window}", caption=HOURS_NOTE, caption_justify="left")
+    table = Table(title=_say("cardflow ledger", lang) + window, caption=HOURS_NOTE_ZH if lang is Lang.zh else HOURS_NOTE,
+                  caption_justify="left")  # fmt: skip
     idle = any("idle_gpu_hours" in row for row in rows)  # per task and project, over all time
-    headers = (key, "GPU-hours (real)", *(("idle GPU-hours",) if idle else ()), f"cost ({currency})" if currency else "cost",
-               "output units", "unit", f"{currency} / unit" if currency else "cost / unit")  # fmt: skip
+    cost, per_unit = _say("cost", lang), _say("cost / unit", lang)
+    headers = (key, "GPU-hours (real)", *(("idle GPU-hours",) if idle else ()), f"{cost} ({currency})" if currency else cost,
+               "output units", "unit", f"{currency} / {_say('unit', lang)}" if currency else per_unit)  # fmt: skip
     for header in headers:
-        table.add_column(header, justify="left" if header in {key, "unit"} else "right")
+        table.add_column(_say(header, lang), justify="left" if header in {key, "unit"} else "right")
     for row in rows:
         label = row[key] + (f" ({row['name']})" if row.get("name") else "") + (" *" if row.get("running") else "")
         table.add_row(
@@ -82,19 +102,19 @@ def _ledger_csv(rows: list[dict[str, Any]], key: str) -> str:
     return out.getvalue()
 
 
-def _quota_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="quota accounts")
+def _quota_table(rows: list[dict[str, Any]], lang: Lang = Lang.en) -> Table:
+    table = Table(title=_say("quota accounts", lang))
     numeric = {"GPU-hours", "used", "remaining", "used %", "days left"}
     for header in ("account", "project", "card", "GPU-hours", "used", "remaining", "used %", "valid", "days left",
                    "changed by", "alerts"):  # fmt: skip
-        table.add_column(header, justify="right" if header in numeric else "left")
+        table.add_column(_say(header, lang), justify="right" if header in numeric else "left")
     for row in rows:
         days = row.get("days_left")
         table.add_row(
-            row["account_id"], row["project"], row["card_type"] or "any", _number(row["gpu_hours"]),
+            row["account_id"], row["project"], row["card_type"] or _say("any", lang), _number(row["gpu_hours"]),
             _number(row["used_gpu_hours"]), _number(row["remaining_gpu_hours"]), f"{row['used_share']:.1%}",
             f"{row['valid_from'][:10]} → {row['valid_to'][:10]}",
-            "expired" if days is not None and days <= 0 else _number(days, 1), row.get("changed_by") or "—",
+            _say("expired", lang) if days is not None and days <= 0 else _number(days, 1), row.get("changed_by") or "—",
             ", ".join(row["alerts_raised"]),
         )  # fmt: skip
     return table
@@ -137,6 +157,7 @@ def register(app: typer.Typer) -> None:
         until: Annotated[str | None, typer.Option("--until", help="only usage and output before then (same forms)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
         as_csv: Annotated[bool, typer.Option("--csv", help="print CSV (a header, then one line per row)")] = False,
+        lang: LangOption = Lang.en,
     ) -> None:  # fmt: skip
         """GPU-hours (real hours), cost in the catalog's currency, output units and cost per output unit (* = a lease still running)."""
         from services.cli.times import parse_when
@@ -157,7 +178,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(_ledger_csv(rows, key), nl=False)
         else:
             shown = "".join(f" {word} {value[:16].replace('T', ' ')}" for word, value in window.items() if value)
-            console.print(_ledger_table(rows, key, f" ({shown.strip()} UTC)" if shown else ""))
+            console.print(_ledger_table(rows, key, f" ({shown.strip()} UTC)" if shown else "", lang))
 
     quota = typer.Typer(help="Quota accounts: grant, adjust and renew GPU-hours of a project (optionally of one card type), list accounts and their use, each account's history.")
     app.add_typer(quota, name="quota")
@@ -183,6 +204,7 @@ def register(app: typer.Typer) -> None:
     @quota.command("list")
     def list_quotas(
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+        lang: LangOption = Lang.en,
     ) -> None:
         """Every quota account: used and remaining GPU-hours, validity, days left, who changed it last, alerts."""
         with cli_api() as api:
@@ -190,7 +212,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json(rows)
         else:
-            console.print(_quota_table(rows))
+            console.print(_quota_table(rows, lang))
 
     @quota.command("adjust")
     def adjust(

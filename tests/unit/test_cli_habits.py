@@ -109,3 +109,27 @@ def test_task_filter_sql() -> None:
     assert condition == ("project = $1 AND view->>'priority_class' = $2 AND name LIKE $3"
                          " AND (view->>'submitted_at')::timestamptz >= $4")  # fmt: skip
     assert args == ["nlp", "core", "eval\\_%\\%", since]
+
+
+def test_the_ledger_and_quota_tables_speak_chinese_with_lang_zh() -> None:
+    from rich.console import Console
+
+    from services.cli.ledger import _ledger_table, _quota_table
+
+    ledger_row = {"project": "llm", "gpu_hours": 12.5, "cost": 40.0, "currency": "CNY", "output_units": 1000,
+                  "output_unit": "samples", "cost_per_output_unit": 0.04}  # fmt: skip
+    quota_row = {"account_id": "llm-q4", "project": "llm", "card_type": None, "gpu_hours": 100.0, "used_gpu_hours": 12.5,
+                 "remaining_gpu_hours": 87.5, "used_share": 0.125, "valid_from": "2026-10-01T00:00:00+00:00",
+                 "valid_to": "2026-12-31T00:00:00+00:00", "days_left": -1, "changed_by": "user:ops", "alerts_raised": []}  # fmt: skip
+    shown = {}
+    for lang in (Lang.en, Lang.zh):
+        out = Console(width=250, record=True)
+        out.print(_ledger_table([ledger_row], "project", "", lang))
+        out.print(_quota_table([quota_row], lang))
+        shown[lang] = out.export_text()
+
+    for zh in ("cardflow 账本", "项目", "GPU 小时（真实）", "费用 (CNY)", "产出量", "CNY / 单位", "配额账户", "剩余天数", "任意", "已过期", "真实（挂钟）小时"):
+        assert zh in shown[Lang.zh] and zh not in shown[Lang.en]
+    for en in ("GPU-hours (real)", "cost (CNY)", "quota accounts", "days left", "expired", "any"):
+        assert en in shown[Lang.en]
+    assert "12.500" in shown[Lang.zh] and "llm-q4" in shown[Lang.zh]
