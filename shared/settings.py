@@ -37,7 +37,8 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".cardflow")
     instance: str = Field("local", description="name of this process instance, used in event producers")
     metrics_port: int | None = Field(
-        None, ge=0, le=65535, description="serve Prometheus /metrics on this port (services and agents; unset = off)"
+        None, ge=0, le=65535,
+        description="serve Prometheus /metrics on this port (each service; the agent daemon does not serve it yet; unset = off)",
     )
     tracing: Literal["off", "otlp", "console"] = Field(
         "off", description="OpenTelemetry tracing of message handling: otlp (OTEL_EXPORTER_OTLP_* settings) or console"
