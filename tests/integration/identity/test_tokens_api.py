@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 from services.identity.bootstrap import AdminExists, bootstrap_admin
 from shared.delivery.wire import extract_body
 from shared.events import parse_event
-from shared.names import EVENTS_STREAM
+from shared.names import producer_stream
 from shared.settings import Settings
 from tests.helpers.console_server import bearer, console_client
 from tests.helpers.running_services import poll_until
@@ -79,7 +79,7 @@ async def test_tokens_roles_refusals_and_revocation(fresh_settings: Settings) ->
         redis = Redis.from_url(fresh_settings.redis_url or "")
         try:
             async def relayed() -> list:
-                entries = await redis.xrange(EVENTS_STREAM)
+                entries = await redis.xrange(producer_stream("identity"))  # its relay's own stream (the gate forwards it)
                 return [parse_event(extract_body(fields)) for _, fields in entries] if len(entries) >= 3 else []
 
             events = await poll_until(relayed)
