@@ -14,6 +14,10 @@ import structlog
 
 _configured = False
 
+# Libraries whose INFO lines are per-request chatter (httpx logs every request it sends: the
+# console health probe of `cardflow up` printed one line per poll); their warnings still show.
+CHATTY_LIBRARY_LOGGERS = ("httpx", "httpcore", "botocore", "aiobotocore")
+
 SECRET_KEYS = frozenset({"password", "secret", "secret_key", "access_key", "token", "database_url"})
 
 
@@ -56,6 +60,8 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=level.upper(), stream=_CurrentStderr(), format="%(name)s %(levelname)s %(message)s")
+    for name in CHATTY_LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()]))
     _configured = True
 
 
