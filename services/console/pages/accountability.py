@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from services.console.pages.charts import stacked_bars
-from services.console.pages.routes import call_api, choose_lang, render
+from services.console.pages.routes import call_api, choose_lang, forward_form, render
 from services.console.pages.templating import Unavailable, labels_for
 
 router = APIRouter(include_in_schema=False)
@@ -34,12 +34,9 @@ async def rounds_page(request: Request, refused: Unavailable | None = None) -> H
 
 @router.post("/rounds/close")
 async def close_round_from_page(request: Request, note: Annotated[str, Form()], reason: Annotated[str, Form()]) -> Response:
-    answer = await call_api(request, "POST", "/v1/rounds/close", json={"note": note, "reason": reason})
-    if isinstance(answer, Unavailable):
-        page = await rounds_page(request, refused=answer)
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/rounds/{answer['round_id']}?notice=round_closed", status_code=303)
+    return await forward_form(request, "/v1/rounds/close", {"note": note, "reason": reason},
+                              refused_page=lambda refusal: rounds_page(request, refused=refusal),
+                              done=lambda closed: f"/rounds/{closed['round_id']}?notice=round_closed")  # fmt: skip
 
 
 @router.get("/rounds/{round_id}")
@@ -56,12 +53,9 @@ async def round_page(request: Request, round_id: str, refused: Unavailable | Non
 async def amend_note_from_page(
     request: Request, round_id: str, note: Annotated[str, Form()], reason: Annotated[str, Form()]
 ) -> Response:
-    answer = await call_api(request, "POST", f"/v1/rounds/{round_id}/note", json={"note": note, "reason": reason})
-    if isinstance(answer, Unavailable):
-        page = await round_page(request, round_id, refused=answer)
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/rounds/{round_id}?notice=note_amended", status_code=303)
+    return await forward_form(request, f"/v1/rounds/{round_id}/note", {"note": note, "reason": reason},
+                              refused_page=lambda refusal: round_page(request, round_id, refused=refusal),
+                              done=lambda _: f"/rounds/{round_id}?notice=note_amended")  # fmt: skip
 
 
 @router.get("/review")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -73,6 +74,23 @@ async def call_api(request: Request, method: str, path: str, *, sign_in: bool = 
     if response.status_code == 404 and detail == "Not Found":  # no such route: its owner has not landed it
         detail = f"this console has no {method} {path} yet"
     return Unavailable(response.status_code, detail if isinstance(detail, str) else str(detail))
+
+
+RefusalPage = Callable[[Unavailable], Awaitable[HTMLResponse]]
+"""Renders a form's page again with the API's refusal shown on it."""
+
+
+async def forward_form(request: Request, path: str, body: dict[str, Any], *, refused_page: RefusalPage,
+                       done: Callable[[Any], str]) -> Response:  # fmt: skip
+    """Every page form's one path: POST `body` to the console's own API with the reader's token, so
+    the API's role checks and records apply; a refusal shows on the page again with the API's status,
+    a success redirects (303) to `done(answer)`."""
+    answer = await call_api(request, "POST", path, json=body)
+    if isinstance(answer, Unavailable):
+        page = await refused_page(answer)
+        page.status_code = answer.status
+        return page
+    return RedirectResponse(done(answer), status_code=303)
 
 
 async def render(request: Request, template: str, *, title: str, page: str, **context: Any) -> HTMLResponse:
@@ -182,12 +200,9 @@ async def decide_from_page(request: Request, task_id: str, decision: str, reason
     """Approve or deny (`POST /v1/tasks/{id}/approve|deny` with the reader's token); the API's refusal is shown."""
     if decision not in DECISIONS:
         return HTMLResponse(f"unknown decision {decision!r}: approve or deny", status_code=404)
-    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/{decision}", json={"reason": reason})
-    if isinstance(answer, Unavailable):
-        page = await _approvals(request, refused=answer)
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/approvals?done={decision}", status_code=303)
+    return await forward_form(request, f"/v1/tasks/{task_id}/{decision}", {"reason": reason},
+                              refused_page=lambda refusal: _approvals(request, refused=refusal),
+                              done=lambda _: f"/approvals?done={decision}")  # fmt: skip
 
 
 DECISIONS = ("approve", "deny")
@@ -251,13 +266,16 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
 @router.post("/tasks/{task_id}/cancel")
 async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "") -> Response:
     """Forward the cancel to the API with the reader's token; show the API's refusal if any."""
-    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/cancel", json={"reason": reason or None})
-    if isinstance(answer, Unavailable):
-        page = await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=answer,
+    return await forward_form(request, f"/v1/tasks/{task_id}/cancel", {"reason": reason or None},
+                              refused_page=_task_page_with(request, task_id), done=lambda _: f"/tasks/{task_id}?notice=cancel_sent")  # fmt: skip
+
+
+def _task_page_with(request: Request, task_id: str) -> RefusalPage:
+    async def refused_page(refusal: Unavailable) -> HTMLResponse:
+        return await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=refusal,
                             **await _task_context(request, task_id))  # fmt: skip
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/tasks/{task_id}?notice=cancel_sent", status_code=303)
+
+    return refused_page
 
 
 TASK_VERBS = ("hold", "release", "requeue", "priority")
@@ -271,13 +289,8 @@ async def task_verb_from_page(request: Request, task_id: str, verb: str, reason:
     if verb not in TASK_VERBS:
         return HTMLResponse(f"unknown action {verb!r}: one of {', '.join(TASK_VERBS)}", status_code=404)
     body: dict[str, Any] = {"reason": reason} | ({"priority": priority} if verb == "priority" else {})
-    answer = await call_api(request, "POST", f"/v1/tasks/{task_id}/{verb}", json=body)
-    if isinstance(answer, Unavailable):
-        page = await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=answer,
-                            **await _task_context(request, task_id))  # fmt: skip
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/tasks/{task_id}?notice={verb}_sent", status_code=303)
+    return await forward_form(request, f"/v1/tasks/{task_id}/{verb}", body, refused_page=_task_page_with(request, task_id),
+                              done=lambda _: f"/tasks/{task_id}?notice={verb}_sent")  # fmt: skip
 
 
 @router.post("/fleet/{node_id}/{verb}")
@@ -285,12 +298,9 @@ async def node_verb_from_page(request: Request, node_id: str, verb: str, reason:
     """Drain or undrain a node (`POST /v1/nodes/{id}/drain|undrain` with the reader's token); the API's refusal is shown."""
     if verb not in NODE_VERBS:
         return HTMLResponse(f"unknown action {verb!r}: drain or undrain", status_code=404)
-    answer = await call_api(request, "POST", f"/v1/nodes/{node_id}/{verb}", json={"reason": reason})
-    if isinstance(answer, Unavailable):
-        page = await _fleet(request, refused=answer)
-        page.status_code = answer.status
-        return page
-    return RedirectResponse(f"/fleet?notice={verb}_sent", status_code=303)
+    return await forward_form(request, f"/v1/nodes/{node_id}/{verb}", {"reason": reason},
+                              refused_page=lambda refusal: _fleet(request, refused=refusal),
+                              done=lambda _: f"/fleet?notice={verb}_sent")  # fmt: skip
 
 
 @router.get("/login")
