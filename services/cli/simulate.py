@@ -54,7 +54,7 @@ def simulate(
 ) -> None:
     """Replay TRACE on a simulated fleet under each policy; print a side-by-side table."""
     from shared.simulation.matching import CatalogCardModel
-    from shared.simulation.report import comparison_table, plot, write_json
+    from shared.simulation.report import comparison_table, missed_deadline_lines, plot, write_json
     from shared.simulation.runner import build_document, new_progress, prepare_scenario, run_policies
     from shared.simulation.traces import load_trace
 
@@ -76,6 +76,8 @@ def simulate(
         outcomes = run_policies(scenario, chosen, progress=progress, jobs=jobs)
     document = build_document(scenario, outcomes)
     console.print(comparison_table(document))
+    for line in missed_deadline_lines(document):
+        console.print(line, markup=False, highlight=False)
     _print_context(console, document)
     if json_out:
         write_json(document, json_out)

@@ -119,12 +119,20 @@ def wait_by_class(recorder: Recorder, tasks: Iterable[SimTask],
     return {name: _stats(values, (50, 95, 99)) for name, values in sorted(by_class.items())}
 
 
-def deadline_outcomes(recorder: Recorder, tasks: Iterable[SimTask]) -> dict[str, int]:
-    """Tasks with a deadline: how many, and how many finished after it (or not at all)."""
+def deadline_outcomes(recorder: Recorder, tasks: Iterable[SimTask]) -> dict[str, Any]:
+    """Tasks with a deadline: how many, how many met it, and which missed it (finished after it, or not
+    at all) with when they finished and how late (`finished_s`/`late_s` None: never finished)."""
     timed = [task for task in tasks if task.deadline_s is not None]
-    missed = sum(1 for task in timed if task.task_id not in recorder.jcts
-                 or task.submit_s + recorder.jcts[task.task_id] > task.deadline_s)
-    return {"with_deadline": len(timed), "missed": missed}
+    missed: list[dict[str, Any]] = []
+    for task in timed:
+        assert task.deadline_s is not None
+        jct = recorder.jcts.get(task.task_id)
+        finished = None if jct is None else task.submit_s + jct
+        if finished is None or finished > task.deadline_s:
+            missed.append({"task_id": task.task_id, "deadline_s": task.deadline_s, "finished_s": finished,
+                           "late_s": None if finished is None else finished - task.deadline_s})
+    missed.sort(key=lambda row: (row["finished_s"] is None, -(row["late_s"] or 0.0), row["task_id"]))
+    return {"with_deadline": len(timed), "met": len(timed) - len(missed), "missed": len(missed), "missed_tasks": missed}
 
 
 def summarize(recorder: Recorder, tasks: list[SimTask], capacity: int, unfinished: int) -> dict[str, Any]:

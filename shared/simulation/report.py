@@ -44,9 +44,33 @@ def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("idle for data (GPU-h)", f"{result.get('idle_gpu_hours', 0.0):,.1f}"),
         ("quota cut-offs", str(result["quota_cutoffs"])),
         ("completed / unfinished", f"{result.get('completed', '?')} / {result.get('unfinished', '?')}"),
+        ("deadlines met / missed", _deadline_cell(result.get("deadlines"))),
         ("top deferrals (tasks)", ", ".join(f"{name} {count}" for name, count in deferrals) or "-"),
     ]
     return rows
+
+
+def _deadline_cell(deadlines: Mapping[str, Any] | None) -> str:
+    if not deadlines or not deadlines.get("with_deadline"):
+        return "-"
+    return f"{deadlines['with_deadline'] - deadlines['missed']} / {deadlines['missed']}"
+
+
+def missed_deadline_lines(document: Mapping[str, Any], limit: int = 10) -> list[str]:
+    """Per policy, the tasks that missed their deadline (the latest first, at most `limit` each)."""
+    lines = []
+    for name, result in document["policies"].items():
+        missed = (result.get("deadlines") or {}).get("missed_tasks") or []
+        if not missed:
+            continue
+        shown = ", ".join(
+            f"{row['task_id']} (never finished)" if row["finished_s"] is None
+            else f"{row['task_id']} ({fmt_duration(row['late_s'])} late)"
+            for row in missed[:limit]
+        )
+        more = f" and {len(missed) - limit} more" if len(missed) > limit else ""
+        lines.append(f"{name}: {len(missed)} missed their deadline: {shown}{more}")
+    return lines
 
 
 def comparison_table(document: Mapping[str, Any], title: str | None = None) -> Table:

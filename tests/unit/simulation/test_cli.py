@@ -53,3 +53,22 @@ def test_a_malformed_trace_is_a_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "T4:1x4"])
     assert result.exit_code != 0
     assert "duration_s" in result.output
+
+
+def test_simulate_prints_the_deadlines_met_and_missed_and_names_the_missed_task(tmp_path: Path) -> None:
+    """`late` cannot end before 200 (the node is busy until 100 and it runs 100 s): its deadline 150
+    is provably missed; `met` ends at 300, before its deadline 350."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("task_id,submit_s,gpus,duration_s,estimate_s,priority_class,project,card_type,deadline_s\n"
+                     "busy,0,4,100,100,standard,p,T4,\n"
+                     "late,10,4,100,100,standard,p,T4,150\n"
+                     "met,20,4,100,100,standard,p,T4,350\n")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "T4:1x4", "--policy", "cardflow",
+                                      "--json", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    deadlines = json.loads(out.read_text())["policies"]["cardflow"]["deadlines"]
+    assert (deadlines["met"], deadlines["missed"]) == (1, 1)
+    assert [row["task_id"] for row in deadlines["missed_tasks"]] == ["late"]
+    assert "deadlines met / missed" in result.output and "1 / 1" in result.output
+    assert "cardflow: 1 missed their deadline: late (50s late)" in result.output

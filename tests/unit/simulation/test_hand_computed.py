@@ -161,5 +161,30 @@ def test_the_simulator_runs_the_deadline_order_of_the_live_dispatcher() -> None:
     assert cardflow.recorder.waits == {"busy": 0, "urgent": 80, "first": 190}
     easy = Simulation(trace, parse_cluster_spec("X:1x4"), POLICIES["easy-backfill"]).run()
     assert easy.recorder.waits == {"busy": 0, "first": 90, "urgent": 180}
-    assert deadline_outcomes(cardflow.recorder, trace) == {"with_deadline": 1, "missed": 0}
-    assert deadline_outcomes(easy.recorder, trace) == {"with_deadline": 1, "missed": 1}
+    assert deadline_outcomes(cardflow.recorder, trace) == {"with_deadline": 1, "met": 1, "missed": 0, "missed_tasks": []}
+    assert deadline_outcomes(easy.recorder, trace) == {
+        "with_deadline": 1, "met": 0, "missed": 1,
+        "missed_tasks": [{"task_id": "urgent", "deadline_s": 250.0, "finished_s": 300.0, "late_s": 50.0}]}
+
+
+def test_the_report_names_the_task_that_provably_missed_its_deadline_and_not_the_one_that_met_it() -> None:
+    """One 4-GPU node busy until 100. `late` (deadline 150) needs the whole node for 100 s, so it
+    cannot end before 200: missed by 50 s under any policy. `met` (deadline 350) starts when `late`
+    ends (earlier deadline first) and ends at 300."""
+    busy = task("busy", 0, 4, 100)
+    late = replace(task("late", 10, 4, 100), deadline_s=150.0)
+    met = replace(task("met", 20, 4, 100), deadline_s=350.0)
+    trace = [busy, late, met]
+    result = Simulation(trace, parse_cluster_spec("X:1x4"), POLICIES["cardflow"]).run()
+    assert result.recorder.jcts == {"busy": 100, "late": 190, "met": 280}
+    assert deadline_outcomes(result.recorder, trace) == {
+        "with_deadline": 2, "met": 1, "missed": 1,
+        "missed_tasks": [{"task_id": "late", "deadline_s": 150.0, "finished_s": 200.0, "late_s": 50.0}]}
+
+
+def test_a_task_that_never_finishes_missed_its_deadline() -> None:
+    never = replace(task("never", 0, 8, 100), deadline_s=500.0)  # 8 GPUs on a 4-GPU node: it never runs
+    result = Simulation([never], parse_cluster_spec("X:1x4"), POLICIES["cardflow"]).run()
+    outcome = deadline_outcomes(result.recorder, [never])
+    assert outcome["missed"] == 1 and outcome["missed_tasks"] == [
+        {"task_id": "never", "deadline_s": 500.0, "finished_s": None, "late_s": None}]
