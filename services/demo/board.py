@@ -25,11 +25,14 @@ from shared.events import (
     UnmatchableReason,
     UsageRecordedData,
 )
+from shared.leasing.records import PERSON_HOLDS
 from shared.projection import TaskView, evolve, task_id_of
 
 _SECONDS_PER_HOUR = 3600.0
 PASSING_UNMATCHABLE = frozenset({UnmatchableReason.NO_FLEET.value})
 """Unmatchable reasons that pass by themselves (no node registered yet); any other is for good."""
+PERSON_HOLD_REASONS = frozenset(reason.value for reason in PERSON_HOLDS)
+"""Holds only a person lifts (an operator's hold, a task reclaimed for idleness again and again)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,8 @@ class Board:
 
     def is_settled(self, keys: Iterable[str]) -> bool:
         """True when every task with one of these idempotency keys is known and terminal, or
-        unmatchable for a reason that will not pass by itself (e.g. no card has enough VRAM)."""
+        unmatchable for a reason that will not pass by itself (e.g. no card has enough VRAM), or held
+        for a person (e.g. reclaimed for idle GPUs again and again)."""
         wanted = set(keys)
         views = self.views_of(wanted)
         return len({v.idempotency_key for v in views}) == len(wanted) and all(map(is_settled, views))
@@ -135,6 +139,8 @@ class Board:
 def is_settled(view: TaskView) -> bool:
     if view.state is TaskState.UNMATCHABLE:
         return view.reason not in PASSING_UNMATCHABLE
+    if view.state is TaskState.HELD:
+        return view.reason in PERSON_HOLD_REASONS
     return view.state.is_terminal
 
 

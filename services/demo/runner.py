@@ -5,11 +5,14 @@ thread for signals:
 
 1. create the demo bucket, grant the demo's quota accounts (`DEMO_QUOTAS`, once per data
    dir: an account that exists is kept) and write its submission templates (`DEMO_TEMPLATES`,
-   version 1 by `system:demo` when missing: a template an operator changed is kept); follow `cf:events` into a `Board` under a live view (redrawn four
-   times a second) until every demo agent has registered, so tasks are matched against the whole
-   fleet; then submit every task and the invalid submission (one XADD each);
+   version 1 by `system:demo` when missing: a template an operator changed is kept); get the
+   demo reviewer's token through the identity API (`services.demo.reviewer`); follow `cf:events`
+   into a `Board` under a live view (redrawn four times a second) until every demo agent has
+   registered, so tasks are matched against the whole fleet, and the demo's policy (its approval
+   rule) is in force; then submit every task and the invalid submission (one XADD each);
 2. carry out each delayed data action when its time comes (upload an object / a `_READY`
-   marker, send `data.ready`);
+   marker, send `data.ready`), and each of the reviewer's decisions once its task has waited for
+   approval a moment (`DEMO_REVIEWS`: approve one, deny one, each with a reason);
 3. once every demo task is settled (terminal, or unmatchable) and the ledger has charged what
    the leases used (or `ledger_wait_s` has passed), stop the live view and print the summary;
 4. stay idle until stopped (Ctrl-C): the system keeps running.
@@ -23,13 +26,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+import httpx
 from redis.asyncio import Redis
 from rich.console import Console
 from rich.live import Live
 
 from services.demo.board import Board
 from services.demo.render import Header, live_view, plain_status, summary
+from services.demo.reviewer import REVIEWER_TOKEN_FILE, DemoReviewer, demo_reviewer_token, policy_in_force
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
 from services.demo.upstream import perform, submit
@@ -49,6 +55,7 @@ class DemoOptions:
     settle_timeout_s: float = 240.0
     ledger_wait_s: float = 15.0
     refresh_s: float = 0.25
+    admin_token_file: str | None = None  # the local admin's token: makes the demo reviewer's token
 
 
 @dataclass
@@ -106,19 +113,35 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
                    stop: asyncio.Event, progress: DemoProgress, supervisor: Supervisor | None = None) -> None:  # fmt: skip
     """Steps 1-4 of the module docstring."""
     redis = Redis.from_url(settings.redis_url or "")
+    api = httpx.AsyncClient(base_url=options.console_url, timeout=15.0)
     try:
         await grant_demo_quotas(settings)
         await write_demo_templates(settings)
+        reviewer = await _demo_reviewer(api, options, progress)
         async with open_data_store(settings) as store:  # the demo's input data, in a bucket of "its users"
             await store.ensure_bucket(DEMO_BUCKET)
-            session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress)
+            session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress, reviewer)
             await _follow(session, console, stop, supervisor)
             if not stop.is_set():
                 console.print(summary(session.board, workload.keys, time_scale=options.time_scale))
                 _print_outcome(console, progress, options)
         await stop.wait()
     finally:
+        await api.aclose()
         await redis.aclose()
+
+
+async def _demo_reviewer(api: httpx.AsyncClient, options: DemoOptions, progress: DemoProgress) -> DemoReviewer | None:
+    """The demo's reviewer with its token (see `services.demo.reviewer`); None (with a note) when it cannot be had."""
+    if options.admin_token_file is None:
+        return None
+    admin_file = Path(options.admin_token_file)
+    try:
+        token = await demo_reviewer_token(api, admin_file.read_text().strip(), admin_file.with_name(REVIEWER_TOKEN_FILE))
+    except (httpx.HTTPError, OSError, KeyError) as exc:
+        progress.notes.append(f"no demo reviewer ({type(exc).__name__}: {exc}): its tasks will wait for approval")
+        return None
+    return DemoReviewer(api, token)
 
 
 async def grant_demo_quotas(settings: Settings) -> None:
@@ -184,9 +207,10 @@ class DemoSession:
     """One demo run's state, advanced by `step()` a few times a second."""
 
     def __init__(self, redis: Redis, store: ObjectStore, board: Board, workload: DemoWorkload, options: DemoOptions,
-                 progress: DemoProgress) -> None:  # fmt: skip
+                 progress: DemoProgress, reviewer: DemoReviewer | None = None) -> None:  # fmt: skip
         self.redis, self.store, self.board, self.workload = redis, store, board, workload
-        self.options, self.progress = options, progress
+        self.options, self.progress, self.reviewer = options, progress, reviewer
+        self.policy_ready = reviewer is None  # without a reviewer there is nobody to wait for
         self.tail = EventTail(redis)
         self.started = time.monotonic()
         self.submitted_at: float | None = None
@@ -196,7 +220,7 @@ class DemoSession:
         """Read new events, submit once the fleet is there, do the data actions that are due; True when done."""
         self.board.apply_all(await self.tail.read(block_ms=int(self.options.refresh_s * 1000)))
         now = time.monotonic()
-        if self.submitted_at is None and (self.fleet_is_up() or now - self.started >= self.options.fleet_wait_s):
+        if self.submitted_at is None and (await self.ready_to_submit() or now - self.started >= self.options.fleet_wait_s):
             await self.submit_workload()
         if self.submitted_at is None:
             return False
@@ -204,7 +228,19 @@ class DemoSession:
         while self.actions and self.actions[0].after_s <= elapsed:
             done = await perform(self.actions.pop(0), self.redis, self.store)
             self.progress.notes.append(f"t={elapsed:.0f}s {done}")
+        if self.reviewer is not None:
+            for note in await self.reviewer.step(self.board.views_of(self.workload.keys), now):
+                self.progress.notes.append(f"t={elapsed:.0f}s {note}")
         return _is_done(self.board, self.workload, self.progress, elapsed, self.options)
+
+    async def ready_to_submit(self) -> bool:
+        """The whole fleet registered and the demo's policy (its approval rule) in force."""
+        if not self.fleet_is_up():
+            return False
+        if not self.policy_ready and self.reviewer is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                self.policy_ready = await policy_in_force(self.reviewer.api, self.reviewer.token)
+        return self.policy_ready
 
     def fleet_is_up(self) -> bool:
         """Every demo agent registered: tasks are then matched against the whole fleet."""

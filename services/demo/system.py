@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import sys
 import time
@@ -123,10 +124,11 @@ def _is_free(port: int) -> bool:
 def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator[Supervisor]:
     """Steps 1-3 of the module docstring."""
     data_dir = Path(endpoints.data_dir or ".cardflow")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (console polls, the demo's reviewer)
     port = console_port()
     url = f"http://{CONSOLE_HOST}:{port}"
     workload = build_workload(new_event_id()[-6:].lower()) if demo else None
-    scale = demo_time_scale(workload.submissions, DEMO_FLEET, load_catalog()) if workload else 1.0
+    scale = demo_time_scale(workload.to_run, DEMO_FLEET, load_catalog()) if workload else 1.0
     # The config service records the demo's policy as a change by system:demo (a start without --demo
     # takes it back); the dispatcher's knobs only matter until that version is in force.
     service_env = own_backend_env(endpoints, [*SERVICE_NAMES, "console"])
@@ -146,7 +148,7 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
             return
         supervisor.start(agent_children(DEMO_FLEET, scale, redis_urls=enrolled_fleet(endpoints, DEMO_FLEET)))
         options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir),
-                              fleet=tuple(agent.agent_id for agent in DEMO_FLEET))
+                              fleet=tuple(agent.agent_id for agent in DEMO_FLEET), admin_token_file=str(token_file))
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
             yield supervisor
 

@@ -11,7 +11,12 @@ upstream system would:
   submission (several problems at once), so the view shows both kinds of "no";
 - two submission templates (`DEMO_TEMPLATES`): the big llm jobs and the llm evals are sent as
   `template: NAME` plus only the fields the template does not give (`wire_form`), so intake merges
-  and pins them (`cardflow status TASK` shows `demo-llm-h100@1`).
+  and pins them (`cardflow status TASK` shows `demo-llm-h100@1`);
+- governance: the demo's policy (`shared.config.demo_policy`) makes core work above 20 GPU-hours
+  wait for a reviewer, so `finetune-7b` and `finetune-13b-rush` wait in `held` (not approved);
+  `DEMO_REVIEWS` says what the demo's reviewer decides (approve the first, deny the second, each
+  with a reason); `stuck-dataloader` reports 0% GPU utilisation (`sim_util_pct: "0"`), so idle
+  reclaim takes its GPUs back, twice, and then holds it for a person.
 
 `demo_time_scale(...)` picks the agents' `--time-scale` so the whole workload finishes within
 `target_s` real seconds on the demo fleet.
@@ -27,8 +32,11 @@ from typing import Any
 
 from shared.cards import Catalog
 from shared.cards.matching import MatchRequest, rank_cards
+from shared.events.intake import ReviewDecision
 
 DEMO_BUCKET = "cardflow-demo"
+UTIL_LABEL, IDLE_UTIL = "sim_util_pct", "0"
+"""The submission label the simulated agent reports as GPU utilisation (`services.agent.sim_plan`), and an idle value."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,24 @@ DEMO_TEMPLATES: tuple[DemoTemplate, ...] = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class DemoReview:
+    """What the demo's reviewer (token `DEMO_REVIEWER`, role reviewer) decides about a task that waits
+    for approval, `after_s` real seconds after the demo first sees it waiting."""
+
+    name: str
+    decision: ReviewDecision
+    reason: str
+    after_s: float = 3.0
+
+
+DEMO_REVIEWS: tuple[DemoReview, ...] = (
+    DemoReview("finetune-7b", ReviewDecision.APPROVE, "this round's deliverable; config and checkpoint plan checked"),
+    DemoReview("finetune-13b-rush", ReviewDecision.DENY,
+               "self-declared core, not a deliverable this round: resubmit it as standard"),
+)
+
+
 def wire_form(submission: Mapping[str, Any]) -> dict[str, Any]:
     """What the demo sends for `submission`: with a `template`, only the fields it does not give."""
     template = next((t for t in DEMO_TEMPLATES if t.name == submission.get("template")), None)
@@ -143,6 +169,14 @@ class DemoWorkload:
     def keys(self) -> frozenset[str]:
         """Idempotency keys of every valid submission (the demo's tasks)."""
         return frozenset(s["idempotency_key"] for s in self.submissions)
+
+    @property
+    def to_run(self) -> tuple[dict[str, Any], ...]:
+        """The submissions the demo expects to run to their end (not those its reviewer denies, nor the
+        idle one, which is reclaimed and held): what the time scale is sized for."""
+        denied = {review.name for review in DEMO_REVIEWS if review.decision is ReviewDecision.DENY}
+        return tuple(s for s in self.submissions
+                     if s["name"] not in denied and s["labels"].get(UTIL_LABEL) != IDLE_UTIL)
 
 
 def build_workload(run_id: str, *, seed: int = 7, small_jobs: int = 18) -> DemoWorkload:
@@ -195,6 +229,12 @@ def _big_jobs(run_id: str) -> list[dict[str, Any]]:
               scenario="vision-search"),
         _task(run_id, "rl-rollouts", "research", "opportunistic", gpus=4, hours=16, profile="memory", min_vram_gb=72,
               scenario="exploration"),
+        # core and big: both wait for the demo's reviewer (DEMO_REVIEWS: the first is approved, this one denied)
+        _task(run_id, "finetune-13b-rush", "llm", "core", gpus=8, hours=160, profile="compute", min_vram_gb=80,
+              scenario="llm-training", checkpoint=every_20_min, template="demo-llm-h100"),
+        # its data loader hangs: GPUs at 0%, so idle reclaim takes them back (and holds it after two reclaims)
+        _task(run_id, "stuck-dataloader", "research", "standard", gpus=1, hours=24, profile="memory", min_vram_gb=24,
+              scenario="exploration", checkpoint=every_20_min, labels={UTIL_LABEL: IDLE_UTIL}),
     ]  # fmt: skip
 
 

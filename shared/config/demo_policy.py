@@ -1,9 +1,12 @@
 """The demo's policy as ordinary config changes (pure): applied by `cardflow up --demo`, undone after.
 
 The demo's simulated agents run `time_scale` times faster than the wall clock the dispatcher plans
-by, so the policy's wall-clock durations (`DEMO_KEYS`: the preemption grace) shrink by the same
-factor, or core work would wait ten real minutes for a task that takes seconds. That change is
-recorded like any other (actor `system:demo`, a reason saying what and why, a new version in the
+by, so the policy's wall-clock durations (`DEMO_SCALED`: the preemption grace, idle reclaim's
+window and start-up grace) shrink by the same factor, or core work would wait ten real minutes for
+a task that takes seconds and no idle lease would ever be reclaimed. The demo also shows
+approvals: `DEMO_ADDED` puts its approval rule (`DEMO_APPROVAL_RULE`: core work above 20
+GPU-hours) and its reviewer (`DEMO_REVIEWER` for project `llm`) beside the owner's own rules and
+reviewers. That change is recorded like any other (actor `system:demo`, a reason saying what and why, a new version in the
 history), and taken back by the next start WITHOUT `--demo`, so a data dir once used for the demo
 never silently keeps the demo's values:
 
@@ -24,11 +27,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config.governance import ApprovalRule
 from shared.config.policy import PolicyDocument
 
 DEMO_ACTOR = "system:demo"
-DEMO_KEYS = ("preemption.after_s",)
+DEMO_SCALED = ("preemption.after_s", "idle_reclaim.window_s", "idle_reclaim.grace_s")
 """Policy keys that are wall-clock durations the demo scales (document key paths)."""
+DEMO_REVIEWER = "demo-reviewer"
+"""The token name of the demo's reviewer (the demo runner creates it through the identity API)."""
+DEMO_REVIEWED_PROJECT = "llm"
+DEMO_APPROVAL_RULE: dict[str, Any] = {"name": "demo-big-core", "priority_class": "core", "gpu_hours_above": 20.0}
+"""Core work estimated above 20 GPU-hours (on its chosen card) waits for a reviewer (in the demo: the llm team's big core runs)."""
+DEMO_ADDED = ("approvals.rules", "reviewers.by_project")
+"""Policy keys the demo adds to (the owner's rules and reviewers stay beside the demo's)."""
+DEMO_KEYS = (*DEMO_SCALED, *DEMO_ADDED)
 DEMO_CHANGE = "cardflow up --demo"
 """How the reason of a demo change begins (with actor `DEMO_ACTOR`: nobody else can write that actor)."""
 DEMO_UNDO = "a start without --demo"
@@ -84,7 +96,7 @@ def demo_state(history: Sequence[PolicyVersion]) -> DemoState:
     owner, demo = dict(history[0].values), {}
     in_force = dict(history[0].values)
     for version in history[1:]:
-        for key in DEMO_KEYS:
+        for key in [key for key in version.values if key in in_force]:
             value = version.values[key]
             if value == in_force[key]:
                 continue
@@ -97,21 +109,38 @@ def demo_state(history: Sequence[PolicyVersion]) -> DemoState:
 
 
 def demo_start(history: Sequence[PolicyVersion], time_scale: float) -> DemoChange | None:
-    """The change that puts the demo's values in force (each owner's duration / `time_scale`), or None."""
+    """The change that puts the demo's values in force (each owner's duration / `time_scale`, the
+    demo's approval rule and reviewer added to the owner's), or None."""
     if not history:
         return None
     state, in_force = demo_state(history), history[-1].values
     scale = max(time_scale, 1.0)
-    wanted = {key: _rounded(state.owner[key] / scale) for key in DEMO_KEYS if state.owner[key] is not None}
+    wanted = {key: _rounded(state.owner[key] / scale) for key in DEMO_SCALED if state.owner.get(key) is not None}
+    wanted |= {key: demo_value(key, state.owner[key]) for key in DEMO_ADDED if key in state.owner}
     changed = {key: value for key, value in wanted.items() if in_force[key] != value}
     if not changed:
         return None
-    said = ", ".join(f"{key} {_text(state.owner[key])} → {_text(value)}" for key, value in changed.items())
+    scaled = ", ".join(f"{key} {_text(state.owner[key])} → {_text(value)}" for key, value in changed.items() if key in DEMO_SCALED)
+    said = [f"the demo's agents run {scale:g}x faster than the clock, so the policy's waiting times shrink alike: {scaled}"]
+    if changed.keys() & set(DEMO_ADDED):
+        said = [*said[: bool(scaled)], f"core work above {DEMO_APPROVAL_RULE['gpu_hours_above']:g} GPU-hours waits for a "
+                f"reviewer (rule {DEMO_APPROVAL_RULE['name']!r}, reviewer {DEMO_REVIEWER!r} for {DEMO_REVIEWED_PROJECT})"]
     return DemoChange(
         tuple(f"{key}={json.dumps(value)}" for key, value in changed.items()),
-        f"{DEMO_CHANGE}: the demo's agents run {scale:g}x faster than the clock, so the policy's waiting times "
-        f"shrink alike: {said} (undone at the next start without --demo)",
+        f"{DEMO_CHANGE}: {'; '.join(said)} (undone at the next start without --demo)",
     )
+
+
+def demo_value(key: str, owner: Any) -> Any:
+    """The demo's value of a `DEMO_ADDED` key: the owner's value with the demo's rule / reviewer added."""
+    if key == "approvals.rules":
+        rules, mine = list(owner or []), ApprovalRule(**DEMO_APPROVAL_RULE).model_dump(mode="json")
+        return rules if any(rule.get("name") == mine["name"] for rule in rules) else [*rules, mine]
+    if key == "reviewers.by_project":
+        reviewers = dict(owner or {})
+        named = list(reviewers.get(DEMO_REVIEWED_PROJECT, []))
+        return reviewers | {DEMO_REVIEWED_PROJECT: named if DEMO_REVIEWER in named else [*named, DEMO_REVIEWER]}
+    raise KeyError(f"{key} is not a key the demo adds to")
 
 
 def demo_end(history: Sequence[PolicyVersion]) -> DemoChange | None:

@@ -4,15 +4,16 @@ Each is a frozen pydantic model whose every field has a default (a document writ
 section existed stays valid and means what it meant): no approval rules, any reviewer, deadlines
 flagged but never holding a task, idle reclaim on (GPUs under 5% for 10 minutes after a 5-minute
 start-up grace; a task reclaimed twice is held for a person), alerts to the log and the console
-banner, quota watch 15 days ahead.
+banner, quota watch 15 days ahead, a daily digest at 09:00 Asia/Shanghai.
 """
 
 from __future__ import annotations
 
+from datetime import time
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shared.alerts import AlertKind
 from shared.scheduling.model import PriorityClass
@@ -118,8 +119,37 @@ class AlertSink(BaseModel):
         return not self.kinds or kind in self.kinds
 
 
+class AlertDigest(BaseModel):
+    """The daily digest: once a day at `at` (local time in `timezone`) the ledger sends the alerts of the
+    last 24 hours to every webhook sink (one JSON POST, retried like an alert) and log sink."""
+
+    model_config = _SECTION
+
+    enabled: bool = Field(True, description="send the daily digest")
+    at: str = Field("09:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="local time of day, HH:MM (24 h)")
+    timezone: str = Field(
+        "Asia/Shanghai", description="IANA time zone of `at` (Asia/Shanghai: China Standard Time, the first users'; or UTC)"
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}: give an IANA name such as Asia/Shanghai or UTC") from None
+        return value
+
+    @property
+    def time_of_day(self) -> time:
+        hours, minutes = self.at.split(":")
+        return time(int(hours), int(minutes))
+
+
 class AlertsSection(BaseModel):
-    """Alerts and where they go; how far ahead important work is watched."""
+    """Alerts and where they go; how far ahead important work is watched; the daily digest."""
 
     model_config = _SECTION
 
@@ -133,3 +163,4 @@ class AlertsSection(BaseModel):
     webhook_attempts: int = Field(6, ge=1, le=50, description="a webhook delivery is dead-lettered after this many tries")
     webhook_backoff_s: float = Field(2.0, gt=0, description="first retry after this; each next one waits twice as long")
     webhook_timeout_s: float = Field(5.0, gt=0, description="one POST may take this long")
+    digest: AlertDigest = Field(default_factory=AlertDigest, description="the daily digest to the webhook and log sinks")

@@ -1,4 +1,5 @@
-"""`cardflow up --demo` (what `make run` runs): the demo settles, summarises, and stops without orphans."""
+"""`cardflow up --demo` (what `make run` runs): the demo settles, summarises, shows governance at work
+(an approval and a denial by its reviewer, an idle reclaim, alerts on record), and stops without orphans."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +50,7 @@ def test_up_demo_settles_with_a_summary_and_stops_cleanly(data_dir_factory: Call
                               cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env)  # fmt: skip
     try:
         text = wait_for_text(output, r"demo settled after \d+s", up, timeout=240)
+        governance = governance_on_record(data_dir, re.search(r"Console: (http://\S+)", text)[1])
         children = processes_of(data_dir)
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=90)
@@ -59,9 +62,12 @@ def test_up_demo_settles_with_a_summary_and_stops_cleanly(data_dir_factory: Call
     assert up.returncode == 0
     total = re.search(r"total\s*│\s*(\d+)\s*│\s*(\d+)\s*│\s*(\d+)\s*│", text)
     assert total is not None, text[-3000:]
-    # every demo task but the impossible one succeeded (the llm jobs, sent without project or profile,
-    # only through their templates)
-    assert total.groups() == ("27", "26", "1")
+    # every demo task but three succeeded (the llm jobs, sent without project or profile, only through
+    # their templates): the impossible one, the denied one, and the idle one (reclaimed twice, then held)
+    assert total.groups() == ("29", "26", "3")
+    assert "finetune-13b-rush cancelled: cancelled: denied by user:demo-reviewer: self-declared core" in text
+    assert re.search(r"stuck-dataloader held: reclaimed 2 times for idle GPUs; held for a person", text)
+    assert re.search(r"t=\d+s user:demo-reviewer approved finetune-7b: ", text)
     assert re.search(r"giant-moe\s+unmatchable: needs 200 GB", text)
     assert "the submission was rejected" in text and "did you mean 'gpus'" in text
     assert "uploaded s3://cardflow-demo/features/2024-06/_READY" in text
@@ -72,4 +78,37 @@ def test_up_demo_settles_with_a_summary_and_stops_cleanly(data_dir_factory: Call
     # Not a terminal: plain progress lines, no cursor movement; Ctrl-C / SIGTERM reports no restart.
     assert re.search(r"^\s*\d+s  tasks: .*GPUs leased", text, re.MULTILINE)
     assert "\x1b[" not in text and "\r" not in text
+    assert "httpx INFO" not in text
     assert "restarting in" not in output.read_text(errors="replace")
+
+    # Governance, as the API records it: the reviewer (a token made through the identity API) approved
+    # finetune-7b, which then ran; denied finetune-13b-rush; idle reclaim took stuck-dataloader's GPUs
+    # back and requeued it from its checkpoint; the alerts are on record and the banner shows them.
+    approved = [e for e in governance["approved"] if e["type"] == "task.approved"]
+    assert [e["actor"] for e in approved] == ["user:demo-reviewer"]
+    assert governance["approved"][-1]["state"] == "succeeded"
+    assert any(e["type"] == "task.cancelled" and "denied by user:demo-reviewer" in e["detail"] for e in governance["denied"])
+    assert not any(e["type"] == "lease.granted" for e in governance["denied"])  # it never held a GPU
+    assert sum(e["type"] == "task.requeued" for e in governance["idle"]) >= 2
+    assert (governance["idle"][-1]["state"], governance["idle"][-1]["reason"]) == ("held", "repeatedly_idle")
+    alerts = governance["alerts"]["counts"]
+    assert alerts.get("idle_reclaim", 0) >= 1 and alerts.get("quota_expiring", 0) >= 1, governance["alerts"]
+    assert {"idle_reclaim", "quota_expiring"} <= {a["kind"] for a in governance["banner"]}
+
+
+def governance_on_record(data_dir: Path, url: str) -> dict[str, object]:
+    """What the running instance's API says (as its local admin) about the demo's approvals, idle reclaim and alerts."""
+    admin = {"authorization": f"Bearer {(data_dir / 'admin.token').read_text().strip()}"}
+    with httpx.Client(base_url=url, headers=admin, timeout=30) as api:
+        def history(name: str) -> list[dict[str, object]]:
+            task_id = api.get("/v1/lookup/task", params={"ref": name}).raise_for_status().json()["task_id"]
+            return api.get(f"/v1/tasks/{task_id}/history").raise_for_status().json()["history"]
+
+        deadline = time.monotonic() + 90  # the ledger's quota check runs every 30 s: the expiry alert may come late
+        while True:
+            alerts = api.get("/v1/alerts/digest").raise_for_status().json()
+            if {"idle_reclaim", "quota_expiring"} <= set(alerts["counts"]) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        return {"approved": history("finetune-7b"), "denied": history("finetune-13b-rush"),
+                "idle": history("stuck-dataloader"), "alerts": alerts, "banner": api.get("/v1/alerts").raise_for_status().json()}

@@ -8,6 +8,8 @@ import pytest
 from shared.config import POLICY, policy_seed_text, set_values, validate_document
 from shared.config.demo_policy import (
     DEMO_ACTOR,
+    DEMO_APPROVAL_RULE,
+    DEMO_REVIEWER,
     PolicyVersion,
     demo_end,
     demo_start,
@@ -77,8 +79,32 @@ def test_an_operator_change_of_another_key_during_the_demo_does_not_hide_the_dem
 def test_values_are_read_from_a_real_document_and_the_assignments_apply_to_it() -> None:
     text = policy_seed_text(Policy(), "preset cardflow")
     document = validate_document(POLICY, text).model
-    assert values_of(document) == {GRACE: 600.0}
+    assert values_of(document) == {GRACE: 600.0, "idle_reclaim.window_s": 600.0, "idle_reclaim.grace_s": 300.0,
+                                   "approvals.rules": [], "reviewers.by_project": {}}
     change = demo_start([PolicyVersion(1, False, values_of(document))], time_scale=1200)
     assert change is not None
     changed = validate_document(POLICY, set_values(text, list(change.assignments))).model
     assert changed.preemption.after_s == 0.5
+    assert (changed.idle_reclaim.window_s, changed.idle_reclaim.grace_s) == (0.5, 0.25)
+    assert [rule.name for rule in changed.approvals.rules] == [DEMO_APPROVAL_RULE["name"]]
+    assert changed.approvals.rules[0].priority_class == "core" and changed.approvals.rules[0].gpu_hours_above == 20
+    assert changed.reviewers.of("llm") == (DEMO_REVIEWER,) and changed.reviewers.of("vision") == ()
+    assert "core work above 20 GPU-hours waits for a reviewer" in change.reason
+
+
+def test_the_demo_adds_its_rule_and_reviewer_beside_the_owners_and_the_undo_gives_back_exactly_the_owners() -> None:
+    text = set_values(policy_seed_text(Policy(), "preset cardflow"), [
+        'approvals.rules=[{"name": "costly", "cost_above": 1000}]', 'reviewers.by_project={"llm": ["lena"], "vision": ["vic"]}'])
+    owner = validate_document(POLICY, text).model
+    start = demo_start([PolicyVersion(1, False, values_of(owner))], time_scale=100)
+    assert start is not None
+    demo_text = set_values(text, list(start.assignments))
+    during = validate_document(POLICY, demo_text).model
+    assert [rule.name for rule in during.approvals.rules] == ["costly", DEMO_APPROVAL_RULE["name"]]
+    assert during.reviewers.of("llm") == ("lena", DEMO_REVIEWER) and during.reviewers.of("vision") == ("vic",)
+    history = [PolicyVersion(1, False, values_of(owner)), PolicyVersion(2, True, values_of(during))]
+    assert demo_start(history, time_scale=100) is None  # already in force
+    end = demo_end(history)
+    assert end is not None
+    after = validate_document(POLICY, set_values(demo_text, list(end.assignments))).model
+    assert values_of(after) == values_of(owner)

@@ -95,6 +95,16 @@ def test_settled_needs_every_key_known_and_finished() -> None:
     assert board.is_settled({"k1", "k2"})
 
 
+def test_a_task_held_for_a_person_is_settled_one_waiting_for_a_reviewer_is_not() -> None:
+    board = Board(CATALOG)
+    board.apply_all([submitted("T1", "k1"), event("task.queued", "task/T1", {"task_id": "T1", "project": "llm", "priority_class": "core", "priority": 0}),
+                     event("task.held", "task/T1", {"task_id": "T1", "reason": "not_approved", "detail": "waits for approval"})])
+    assert board.tasks["T1"].state is TaskState.HELD and not board.is_settled({"k1"})  # the demo's reviewer decides
+
+    board.apply(event("task.held", "task/T1", {"task_id": "T1", "reason": "repeatedly_idle", "detail": "reclaimed 2 times"}))
+    assert board.is_settled({"k1"})
+
+
 def test_the_live_view_and_summary_say_what_happened() -> None:
     board = Board(CATALOG)
     board.apply_all([node(), submitted("T1", "k1"), submitted("T2", "k2", project="vision"), granted("T1", "L1", 1),

@@ -100,3 +100,34 @@ def test_templated_jobs_are_sent_without_the_template_defaults_and_resolve_to_th
         assert validate_submission(resolved) == validate_submission({**submission, "template": f"{submission['template']}@1"})
     untemplated = next(s for s in build_workload("r1").submissions if "template" not in s)
     assert wire_form(untemplated) == untemplated
+
+
+def test_the_demos_approval_rule_holds_exactly_the_tasks_its_reviewer_decides_and_one_task_idles() -> None:
+    """The rule the demo's policy adds (`DEMO_APPROVAL_RULE`), applied by the dispatcher's own pure
+    `approval_needed` to each task's matched card, holds exactly the tasks `DEMO_REVIEWS` decides."""
+    from shared.config.demo_policy import DEMO_APPROVAL_RULE
+    from shared.config.governance import ApprovalRule
+    from shared.leasing.approvals import approval_needed
+    from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+
+    from services.demo.workload import DEMO_REVIEWS
+
+    rule = ApprovalRule(**DEMO_APPROVAL_RULE)
+    workload = build_workload("r1")
+    held = set()
+    for s in workload.submissions:
+        request = MatchRequest(gpus=s["gpus"], min_vram_gb=s.get("min_vram_gb") or 0,
+                               estimate_gpu_hours=s["estimate_gpu_hours"], profile=s["profile"])  # fmt: skip
+        chosen = rank_cards(request, CATALOG, available_types=FLEET_CARDS).chosen
+        if chosen is None:
+            continue
+        task = QueuedTask(s["name"], s["project"], PriorityClass(s["priority_class"]), 0, s["gpus"], 0.0,
+                          (CardOption(chosen.card_type, chosen.runtime_s, chosen.cost),))  # fmt: skip
+        if approval_needed(task, [rule]):
+            held.add(s["name"])
+    assert held == {review.name for review in DEMO_REVIEWS} == {"finetune-7b", "finetune-13b-rush"}
+    assert {review.decision.value for review in DEMO_REVIEWS} == {"approve", "deny"}
+    assert all(review.reason for review in DEMO_REVIEWS)
+    assert [s["name"] for s in workload.submissions if s.get("labels", {}).get("sim_util_pct") == "0"] == ["stuck-dataloader"]
+    assert {s["name"] for s in workload.submissions} - {s["name"] for s in workload.to_run} == {"finetune-13b-rush",
+                                                                                                "stuck-dataloader"}
