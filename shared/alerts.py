@@ -24,6 +24,7 @@ from shared.events import (
     TaskHeld,
     TaskQuotaEndangered,
     TaskRequeued,
+    TaskSucceeded,
 )
 from shared.events.reasons import RequeueReason
 from shared.scheduling.model import DeferralReason
@@ -40,6 +41,7 @@ class AlertKind(StrEnum):
     DEADLINE_AT_RISK = "deadline_at_risk"  # a task's estimated end is past its deadline
     IDLE_RECLAIM = "idle_reclaim"  # a lease's GPUs sat idle and were taken back (or its task held after repeats)
     TASK_FAILED = "task_failed"  # a task failed and will not be retried
+    FLAGGED_SUCCESS = "flagged_success"  # a success not taken at the agent's word (too early, output out of bounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,7 @@ QUOTA_HOLDS = frozenset({DeferralReason.QUOTA_EXPIRES, DeferralReason.QUOTA_EXHA
 
 ALERTING_TYPES: tuple[type[Envelope], ...] = (
     QuotaThresholdCrossed, QuotaExpiring, TaskHeld, TaskQuotaEndangered, TaskApprovalDelayed, TaskDeadlineEndangered,
-    TaskRequeued, TaskFailed,
+    TaskRequeued, TaskFailed, TaskSucceeded,
 )
 """The event types an alert may come from."""
 
@@ -100,4 +102,7 @@ def _alert_parts(event: Envelope) -> tuple[AlertKind, str] | None:  # noqa: PLR0
         return AlertKind.IDLE_RECLAIM, f"task {d.task_id} lost lease {d.lease_id}: {d.detail}; requeued"
     if isinstance(event, TaskFailed):
         return AlertKind.TASK_FAILED, f"task {d.task_id} failed: {d.error}"
+    if isinstance(event, TaskSucceeded) and d.flags:
+        flags = ", ".join(flag.value for flag in d.flags)
+        return AlertKind.FLAGGED_SUCCESS, f"task {d.task_id} succeeded but is flagged for review ({flags}): {d.flag_detail}"
     return None

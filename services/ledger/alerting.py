@@ -58,12 +58,12 @@ class AlertPolicy:
 
 async def handle_alert_events(ctx: ServiceContext, policy: AlertPolicy, events: Sequence[Envelope | SkippedEntry]) -> None:
     """Steps 1-3 of the module docstring for one batch."""
-    relevant = once_per_id(events, ALERTING_TYPES)
-    if not relevant:
-        return
+    made = [alert for e in once_per_id(events, ALERTING_TYPES) if (alert := alert_of(e)) is not None]
+    if not made:
+        return  # an event worth no alert (most task.succeeded) needs no inbox row either
     async with ctx.transaction() as conn:
-        fresh = await record_consumed_many(conn, SCHEMA, INBOX_CONSUMER, [e.event_id for e in relevant])
-        alerts = [alert for e in relevant if e.event_id in fresh and (alert := alert_of(e)) is not None]
+        fresh = await record_consumed_many(conn, SCHEMA, INBOX_CONSUMER, [a.alert_id for a in made])
+        alerts = [alert for alert in made if alert.alert_id in fresh]
         if not alerts:
             return
         alerts = await with_projects(conn, alerts)

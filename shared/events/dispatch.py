@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import RequeueReason
+from shared.events.reasons import RequeueReason, SuccessFlag
 from shared.events.values import Detail, EntityId, Fraction, NonNegative
 from shared.scheduling.model import DeferralReason, PriorityClass
 
@@ -145,7 +145,14 @@ class TaskCheckpointed(Envelope):
 class TaskSucceededData(Payload):
     task_id: EntityId
     lease_id: EntityId
-    output_units: NonNegative | None = Field(None, description="output the task reported, in its unit")
+    output_units: NonNegative | None = Field(
+        None, description="output the task reported, in its unit; empty when the claim was refused (output_out_of_bounds)")
+    flags: tuple[SuccessFlag, ...] = Field(
+        (), description="why the success is not taken at the agent's word (empty: it is); its output"
+        " is then not counted as real output by the ledger")
+    flag_detail: Detail = Field("", description="the flags' sentences")
+    claimed_output_units: NonNegative | None = Field(
+        None, description="the output the agent claimed when it was refused as out of bounds")
 
 
 class TaskSucceeded(Envelope):

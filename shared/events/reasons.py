@@ -53,6 +53,13 @@ class ReleaseReason(StrEnum):
     RECLAIMED_IDLE = "reclaimed_idle"  # its GPUs stayed idle too long and were taken back
 
 
+class SuccessFlag(StrEnum):
+    """Why a success an agent reported is not taken at its word (`task.succeeded.flags`; `shared.leasing.plausibility`)."""
+
+    IMPLAUSIBLY_EARLY_SUCCESS = "implausibly_early_success"  # it ran less than the policy's share of its estimate
+    OUTPUT_OUT_OF_BOUNDS = "output_out_of_bounds"  # it claimed more output than the policy allows; not recorded
+
+
 class StartReason(StrEnum):
     """Why a task started when it did (`lease.granted`), so queue-jumping is visible."""
 

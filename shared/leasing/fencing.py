@@ -25,6 +25,7 @@ class Rejection(StrEnum):
     STALE_TOKEN = "stale_token"  # the token is not the lease's (older grant, or forged)
     UNKNOWN_NODE = "unknown_node"  # a heartbeat from a node that never registered
     RATE_LIMITED = "rate_limited"  # too soon after the lease's last accepted report of its kind (screening.rate_cap)
+    OUTPUT_OUT_OF_BOUNDS = "output_out_of_bounds"  # a progress report's output claim beyond the policy (plausibility)
 
 
 @dataclass(frozen=True, slots=True)

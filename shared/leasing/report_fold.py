@@ -20,12 +20,16 @@ applied, only counted, as the last one says more); `rate_limited` refusals are c
   utilisation is observed (`idle.observe`) and a lease idle for the policy's window is revoked
   `reclaimed_idle` (checkpoint first);
 - `report.progress` / `report.checkpointed`: the run has started (`task.started` once); progress
-  and output are kept; a checkpoint of the task's current run becomes its `resume_from`
-  (`task.checkpointed`);
+  and output are kept — output beyond the policy's bound is not (`plausibility.refused_output`:
+  that claim alone is refused `output_out_of_bounds`, counted like `rate_limited`); a checkpoint
+  of the task's current run becomes its `resume_from` (`task.checkpointed`);
 - `report.finished`: the lease ends (`LeaseWork.end_lease`, rules in `lease_end.decide_lease_end`),
-  charged up to the run's end as the agent saw it (`work.run_end`). A clean finish refused only
-  because its lease had EXPIRED is reconciled instead (`late_report.reconcilable`): the task
-  succeeded with that run and is not run again.
+  charged up to the run's end as the agent saw it (`work.run_end`). A clean finish is judged first
+  (`plausibility.judge_success`): a success too early for the task's estimate, or with output
+  beyond the bound, still ends the task succeeded, FLAGGED (`task.succeeded.flags`, the task's
+  `flags`), out-of-bounds output refused. A clean finish refused only because its lease had
+  EXPIRED is reconciled instead (`late_report.reconcilable`, judged alike): the task succeeded with
+  that run and is not run again.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from shared.events.reasons import RevokeReason
 from shared.leasing.fencing import LeaseClaim, Refusal, Rejection
 from shared.leasing.late_report import reconcilable
 from shared.leasing.idle import due_for_reclaim, lease_utilisation, observe, reclaim_detail
-from shared.leasing.lease_end import Trigger
+from shared.leasing.lease_end import Trigger, succeeded
+from shared.leasing.plausibility import judge_success, refused_output
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
 from shared.leasing.screening import admit, screen_claim
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork, RunOutcome
@@ -61,7 +66,7 @@ class RejectedReport:
     count: int = 1  # reports refused alike (`COUNTED` reasons only; one lease, one batch)
 
 
-COUNTED = frozenset({Rejection.RATE_LIMITED})
+COUNTED = frozenset({Rejection.RATE_LIMITED, Rejection.OUTPUT_OUT_OF_BOUNDS})
 """Refusals a misbehaving agent can cause by the thousand: counted, not recorded one by one."""
 
 
@@ -188,21 +193,35 @@ class _ReportFold:
         refusal = self.screen(claim, report, lease)
         if refusal is None:
             assert lease is not None
-            work.end_lease(lease, Trigger.FINISHED, report, outcome)
+            work.end_lease(lease, Trigger.FINISHED, report, self.judged(lease, outcome))
             self.capacity_changed = True
         elif lease is not None and reconcilable(refusal, lease, work.task(lease.task_id), outcome):
-            work.reconcile_late_success(lease, report, outcome)
+            work.reconcile_late_success(lease, report, self.judged(lease, outcome))
             self.capacity_changed = True
         else:
             self.reject(report, claim.agent_id, refusal, claim.lease_id, claim.fencing_token)
 
+    def judged(self, lease: LeaseRecord, outcome: RunOutcome) -> RunOutcome:
+        """A clean finish as `plausibility.judge_success` records it (other outcomes as they are)."""
+        if not succeeded(outcome.exit_code, outcome.error):
+            return outcome
+        work = self.work
+        return judge_success(lease, work.task(lease.task_id), work.node(lease.node_id), outcome, work.now,
+                             work.rules.reports)
+
     def progressed(self, report: TaskProgress) -> None:
-        d = report.data
+        d, work = report.data, self.work
         for lease in self.accepted(report, claims_of(report)):
-            self.work.mark_started(lease, report)
-            lease = self.work.lease(lease.lease_id) or lease
-            self.work.put(replace(lease, progress=_latest(d.progress, lease.progress),
-                                  output_units=_latest(d.output_units, lease.output_units)))
+            work.mark_started(lease, report)
+            lease = work.lease(lease.lease_id) or lease
+            output = d.output_units
+            refusal = refused_output(output, lease, work.task(lease.task_id), work.node(lease.node_id), work.now,
+                                     work.rules.reports)
+            if refusal is not None:  # the report is applied without its output claim
+                self.reject(report, d.agent_id, refusal, d.lease_id, d.fencing_token)
+                output = None
+            work.put(replace(lease, progress=_latest(d.progress, lease.progress),
+                             output_units=_latest(output, lease.output_units)))
 
     def checkpointed(self, report: CheckpointReport) -> None:
         d, work = report.data, self.work

@@ -35,7 +35,7 @@ from shared.events import (
     TaskSucceeded,
 )
 from shared.events.emission import Emission
-from shared.events.reasons import RequeueReason, RevokeReason
+from shared.events.reasons import RequeueReason, RevokeReason, SuccessFlag
 from shared.events.reports import PreemptCommand, RevokeCommand
 from shared.events.states import TaskState
 from shared.events.subjects import agent_subject, lease_subject, task_subject
@@ -80,6 +80,18 @@ class RunOutcome:
     output_units: float | None = None
     error: str | None = None
     finished_at: datetime | None = None  # when the agent saw the run end (the report's `occurred_at`)
+    # a success judged by `plausibility.judge_success`: what is not taken at the agent's word
+    flags: tuple[SuccessFlag, ...] = ()
+    flag_detail: str = ""
+    claimed_output_units: float | None = None  # output claimed beyond the policy's bound (then `output_units` is None)
+
+    def succeeded_data(self, task_id: str, lease_id: str) -> dict[str, Any]:
+        """`task.succeeded`'s payload for this outcome."""
+        data: dict[str, Any] = {"task_id": task_id, "lease_id": lease_id, "output_units": self.output_units}
+        if self.flags:
+            data |= {"flags": self.flags, "flag_detail": self.flag_detail,
+                     "claimed_output_units": self.claimed_output_units}
+        return data
 
 
 def run_end(lease: LeaseRecord, outcome: RunOutcome, now: datetime) -> datetime:
@@ -224,8 +236,9 @@ class LeaseWork:
         self._emit_lease_end(lease, trigger, decision, cause, ended_at)
         if decision.effect is not TaskEffect.NONE:
             self._emit_task_effect(lease, task, decision, outcome, cause)
+            flags = task.flags | set(outcome.flags) if decision.effect is TaskEffect.SUCCEED else task.flags
             self.put(replace(task, state=NEW_TASK_STATE[decision.effect], deferral_reason=None, deferral_detail=None,
-                             updated_at=self.now))
+                             updated_at=self.now, flags=flags))
             if decision.requeue_reason is RequeueReason.RECLAIMED_IDLE:
                 self._count_reclaim(task, cause)
         if trigger is Trigger.EXPIRED and (node := self.node(lease.node_id)) is not None:
@@ -295,10 +308,9 @@ class LeaseWork:
         task = self.require_task(lease.task_id)
         newer = [other for other in self.leases_of_task(task.task_id) if other.run != lease.run]
         self.put(replace(task, state=TaskState.SUCCEEDED, deferral_reason=None, deferral_detail=None,
-                         updated_at=self.now))
-        self.emit(TaskSucceeded, task_subject(task.task_id), {
-            "task_id": task.task_id, "lease_id": lease.lease_id, "output_units": outcome.output_units,
-        }, cause=report)
+                         updated_at=self.now, flags=task.flags | set(outcome.flags)))
+        self.emit(TaskSucceeded, task_subject(task.task_id), outcome.succeeded_data(task.task_id, lease.lease_id),
+                  cause=report)
         self.revoke(newer, RevokeReason.SUPERSEDED,
                     f"an earlier run (lease {lease.lease_id}) finished; its report came after that lease had expired",
                     cause=report)
@@ -356,8 +368,7 @@ class LeaseWork:
         if effect is TaskEffect.SUCCEED:
             if task.state is TaskState.LEASED:
                 self.emit(TaskStarted, subject, started_data(lease), cause=cause)
-            self.emit(TaskSucceeded, subject, {"task_id": task_id, "lease_id": lease_id,
-                                                "output_units": outcome.output_units}, cause=cause)
+            self.emit(TaskSucceeded, subject, outcome.succeeded_data(task_id, lease_id), cause=cause)
         elif effect is TaskEffect.FAIL:
             error = outcome.error or f"the task exited with code {outcome.exit_code}"
             self.emit(TaskFailed, subject, {"task_id": task_id, "lease_id": lease_id, "error": error,

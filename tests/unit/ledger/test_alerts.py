@@ -10,7 +10,14 @@ from services.cli.alerts import since_moment
 from services.ledger.alerting import next_attempt
 from shared.alerts import AlertKind, alert_of
 from shared.events import make_event
-from shared.events.dispatch import TaskDeadlineEndangered, TaskFailed, TaskHeld, TaskQueued, TaskRequeued
+from shared.events.dispatch import (
+    TaskDeadlineEndangered,
+    TaskFailed,
+    TaskHeld,
+    TaskQueued,
+    TaskRequeued,
+    TaskSucceeded,
+)
 from shared.events.ledger import QuotaExpiring, QuotaThresholdCrossed
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -34,6 +41,9 @@ def event(cls, data):  # noqa: ANN001, ANN201
     (event(TaskDeadlineEndangered, {"task_id": "T1", "deadline": NOW, "detail": "late"}), AlertKind.DEADLINE_AT_RISK,
      "may miss its deadline: late"),
     (event(TaskFailed, {"task_id": "T1", "error": "boom"}), AlertKind.TASK_FAILED, "task T1 failed: boom"),
+    (event(TaskSucceeded, {"task_id": "T1", "lease_id": "L1", "flags": ["implausibly_early_success"],
+                           "flag_detail": "after 20s"}),
+     AlertKind.FLAGGED_SUCCESS, "task T1 succeeded but is flagged for review (implausibly_early_success): after 20s"),
 ])
 def test_alerting_events(made, kind: AlertKind, words: str) -> None:  # noqa: ANN001
     alert = alert_of(made)
@@ -45,6 +55,7 @@ def test_alerting_events(made, kind: AlertKind, words: str) -> None:  # noqa: AN
     event(TaskHeld, {"task_id": "T1", "reason": "not_approved", "detail": "waits"}),  # the delay alert says it
     event(TaskRequeued, {"task_id": "T1", "lease_id": "L1", "reason": "preempted"}),
     event(TaskQueued, {"task_id": "T1", "project": "p", "priority_class": "core", "priority": 0}),
+    event(TaskSucceeded, {"task_id": "T1", "lease_id": "L1", "output_units": 12.0}),  # believed: no alert
 ])
 def test_events_that_are_not_alerts(made) -> None:  # noqa: ANN001
     assert alert_of(made) is None
