@@ -14,6 +14,12 @@ it; anything else is retried after `webhook_backoff_s`, doubling each time, and 
 `webhook_attempts` tries the delivery is dead-lettered (status `dead`, with the last error, in
 the log and in `cardflow alerts`). Several ledger instances share the work (`FOR UPDATE SKIP LOCKED`).
 Sinks, kinds and retry knobs come from the policy document in force (`alerts` section).
+
+`send_digest_if_due` (a loop every minute) sends the daily digest once the policy's time of day
+has passed (`alerts.digest`, `shared.alert_digest`): the alerts of the last 24 hours, one JSON
+POST per webhook sink (only the kinds it wants; delivered like an alert: `digest_deliveries`) and
+one warning line for a log sink. `ledger.alert_digests` keeps each local day sent (its primary
+key): at most one digest a day, across restarts and instances.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -30,7 +36,8 @@ import httpx
 from services.common.event_batches import once_per_id
 from services.common.runtime import ServiceContext, SkippedEntry
 from services.config.holder import DocumentHolder
-from shared.alerts import ALERTING_TYPES, Alert, alert_of
+from shared.alert_digest import digest_body, digest_counts, digest_due, digest_window
+from shared.alerts import ALERTING_TYPES, Alert, AlertKind, alert_of
 from shared.config import POLICY, PolicyDocument
 from shared.config.governance import AlertsSection, SinkKind
 from shared.delivery.inbox import record_consumed_many
@@ -110,7 +117,7 @@ def next_attempt(attempts: int, backoff_s: float, now: datetime) -> datetime:
 
 
 async def deliver_webhooks(ctx: ServiceContext) -> int:
-    """POST the due webhook deliveries (see the module docstring); how many were tried."""
+    """POST the due webhook deliveries of alerts and digests (see the module docstring); how many were tried."""
     async with ctx.transaction() as conn:
         due = await conn.fetch(
             f"SELECT d.alert_id, d.url, d.attempts, d.max_attempts, d.backoff_s, d.timeout_s, a.kind, a.sentence,"
@@ -120,36 +127,83 @@ async def deliver_webhooks(ctx: ServiceContext) -> int:
             f" ORDER BY d.next_attempt_at LIMIT {DELIVERY_BATCH} FOR UPDATE OF d SKIP LOCKED",
         )
         for row in due:
-            await _attempt(conn, row)
-    return len(due)
+            body = {key: row[key] for key in ("alert_id", "kind", "sentence", "event_type", "task_id", "account_id", "project")}
+            body |= {"occurred_at": row["occurred_at"].isoformat(), "source": "cardflow"}
+            await _record_attempt(conn, "alert_deliveries", "alert_id", row, await post_json(row["url"], body, row["timeout_s"]))
+        digests = await conn.fetch(
+            f"SELECT day, url, body, attempts, max_attempts, backoff_s, timeout_s FROM {SCHEMA}.digest_deliveries"
+            f" WHERE status = 'pending' AND next_attempt_at <= now()"
+            f" ORDER BY next_attempt_at LIMIT {DELIVERY_BATCH} FOR UPDATE SKIP LOCKED",
+        )
+        for row in digests:
+            body = row["body"] if isinstance(row["body"], dict) else json.loads(row["body"])
+            await _record_attempt(conn, "digest_deliveries", "day", row, await post_json(row["url"], body, row["timeout_s"]))
+    return len(due) + len(digests)
 
 
-async def _attempt(conn: asyncpg.Connection, row: asyncpg.Record) -> None:
-    body = {key: row[key] for key in ("alert_id", "kind", "sentence", "event_type", "task_id", "account_id", "project")}
-    body |= {"occurred_at": row["occurred_at"].isoformat(), "source": "cardflow"}
-    error = None
+async def post_json(url: str, body: dict[str, Any], timeout_s: float) -> str | None:
+    """POST `body` as JSON; None when a 2xx answered, else what went wrong (one line)."""
     try:
-        async with httpx.AsyncClient(timeout=row["timeout_s"]) as client:
-            answer = await client.post(row["url"], content=json.dumps(body), headers={"content-type": "application/json"})
-        if not answer.is_success:
-            error = f"HTTP {answer.status_code}: {answer.text[:200]}"
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            answer = await client.post(url, content=json.dumps(body), headers={"content-type": "application/json"})
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"[:500]
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return None if answer.is_success else f"HTTP {answer.status_code}: {answer.text[:200]}"
+
+
+async def _record_attempt(conn: asyncpg.Connection, table: str, key: str, row: asyncpg.Record, error: str | None) -> None:
+    """One try of a delivery row (`key`, url) of `table`: delivered, or retried after the back-off, or dead."""
     attempts = row["attempts"] + 1
     now = utcnow()
     if error is None:
-        await conn.execute(f"UPDATE {SCHEMA}.alert_deliveries SET status = 'delivered', attempts = $3, delivered_at = $4,"
-                           " last_error = NULL WHERE alert_id = $1 AND url = $2", row["alert_id"], row["url"], attempts, now)
+        await conn.execute(f"UPDATE {SCHEMA}.{table} SET status = 'delivered', attempts = $3, delivered_at = $4,"
+                           f" last_error = NULL WHERE {key} = $1 AND url = $2", row[key], row["url"], attempts, now)
         return
     dead = attempts >= row["max_attempts"]
     await conn.execute(
-        f"UPDATE {SCHEMA}.alert_deliveries SET status = $3, attempts = $4, last_error = $5, next_attempt_at = $6"
-        " WHERE alert_id = $1 AND url = $2",
-        row["alert_id"], row["url"], "dead" if dead else "pending", attempts, error,
-        next_attempt(attempts, row["backoff_s"], now),
+        f"UPDATE {SCHEMA}.{table} SET status = $3, attempts = $4, last_error = $5, next_attempt_at = $6"
+        f" WHERE {key} = $1 AND url = $2",
+        row[key], row["url"], "dead" if dead else "pending", attempts, error, next_attempt(attempts, row["backoff_s"], now),
     )  # fmt: skip
     if dead:
-        log.error("alert delivery dead-lettered", url=row["url"], alert_id=row["alert_id"], attempts=attempts, error=error)
+        log.error("alert delivery dead-lettered", url=row["url"], **{key: str(row[key])}, attempts=attempts, error=error)
+
+
+async def send_digest_if_due(ctx: ServiceContext, policy: AlertPolicy, now: datetime | None = None) -> date | None:
+    """The daily digest (`shared.alert_digest`): when due, record the day in `alert_digests` (at most
+    once: its primary key), queue one delivery per webhook sink with the alerts it wants, and log it
+    for a log sink. The day sent, or None."""
+    now = now or utcnow()
+    async with ctx.transaction() as conn:
+        section = await policy.current(conn)
+        day = digest_due(now, section.digest, await conn.fetchval(f"SELECT max(day) FROM {SCHEMA}.alert_digests"))
+        if day is None:
+            return None
+        since, until = digest_window(now)
+        alerts = [a for a in await load_alerts(conn, since, limit=10_000) if datetime.fromisoformat(a["occurred_at"]) < until]
+        counts = digest_counts(alerts)
+        sent = await conn.fetchval(
+            f"INSERT INTO {SCHEMA}.alert_digests (day, timezone, sent_at, since, until, alerts, counts)"
+            f" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (day) DO NOTHING RETURNING day",
+            day, section.digest.timezone, now, since, until, len(alerts), json.dumps(counts),
+        )  # fmt: skip
+        if sent is None:  # another ledger instance sent it meanwhile
+            return None
+        for sink in section.sinks:
+            wanted = [a for a in alerts if sink.wants(AlertKind(a["kind"]))]
+            if sink.kind is SinkKind.WEBHOOK:
+                await conn.execute(
+                    f"INSERT INTO {SCHEMA}.digest_deliveries (day, url, body, max_attempts, backoff_s, timeout_s)"
+                    " VALUES ($1, $2, $3::jsonb, $4, $5, $6) ON CONFLICT DO NOTHING",
+                    day, sink.url, json.dumps(digest_body(day, section.digest, since, until, wanted)),
+                    section.webhook_attempts, section.webhook_backoff_s, section.webhook_timeout_s,
+                )  # fmt: skip
+            elif sink.kind is SinkKind.LOG:
+                log.warning("alert digest", day=day.isoformat(), timezone=section.digest.timezone, since=since.isoformat(),
+                            total=len(wanted), counts=digest_counts(wanted),
+                            sentences=[a["sentence"] for a in wanted[:50]])  # fmt: skip
+    log.info("alert digest sent", day=day.isoformat(), alerts=len(alerts))
+    return day
 
 
 async def load_alerts(conn: asyncpg.Connection | asyncpg.Pool, since: datetime, *, console_only: bool = False,

@@ -8,8 +8,8 @@ One batch subscriber on `cf:events` (group `ledger`); each batch is one transact
 4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
 
 A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts. A third subscriber
-(group `alerts`) turns alerting events into alerts for the policy's sinks and a loop delivers the
-webhooks (`services.ledger.alerting`).
+(group `alerts`) turns alerting events into alerts for the policy's sinks, a loop delivers the
+webhooks, and another sends the daily digest when it is due (`services.ledger.alerting`).
 
 The ledger also keeps the audit archive (schema `audit`, `services.audit`): a second batch
 subscriber (group `audit`) appends every `cf:events` entry to the hash-chained `audit.events`,
@@ -19,8 +19,8 @@ period ends (`services.ledger.rounds`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -33,7 +33,7 @@ from services.ledger.rounds import close_due_round
 from services.config.holder import DocumentHolder
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
-from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events
+from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events, send_digest_if_due
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
@@ -52,6 +52,8 @@ QUOTA_CHECK_INTERVAL_S = 30.0
 PERIODIC_CHECK_S = 30.0
 WEBHOOK_EVERY_S = 1.0
 """How often the alerter POSTs the webhook deliveries that are due."""
+DIGEST_CHECK_S = 60.0
+"""How often the alerter asks whether the daily digest is due."""
 """How often the ledger looks for a due round and a due archive segment."""
 
 log = get_logger(__name__)
@@ -99,9 +101,12 @@ def build_spec(
     tuning: LedgerSettings | None = None,
     periodic_check_s: float = PERIODIC_CHECK_S,
     webhook_every_s: float = WEBHOOK_EVERY_S,
+    digest_check_s: float = DIGEST_CHECK_S,
+    clock: Callable[[], datetime] = utcnow,
 ) -> ServiceSpec:
     """The ledger's spec: prices from `catalog` (default: the packaged card catalog); rounds and
-    archive segments by `tuning` (default: from the environment), checked every `periodic_check_s`."""
+    archive segments by `tuning` (default: from the environment), checked every `periodic_check_s`;
+    the daily alert digest checked every `digest_check_s` by `clock` (tests move it)."""
 
     async def setup(ctx: ServiceContext) -> None:
         prices = catalog or load_catalog()
@@ -119,6 +124,11 @@ def build_spec(
 
         subscribe_event_batches(ctx, group=ALERTS_GROUP, types=ALERTING_TYPES, batch_size=batch_size, handle=on_alerting)
         ctx.every(webhook_every_s, deliver_webhooks, name="alert-webhooks")
+
+        async def digest(ctx: ServiceContext) -> None:
+            await send_digest_if_due(ctx, alert_policy, clock())
+
+        ctx.every(digest_check_s, digest, name="alert-digest")
         await prepare_archive(ctx.pool)
         subscribe_archive(ctx.broker, ctx.pool)
         store = await open_stores(ctx)
