@@ -54,9 +54,14 @@ async def test_every_page_loads_fits_1280_px_and_speaks_the_language(world: Cons
         assert html_lang == ("zh-CN" if lang == "zh" else "en"), path
         nav = page.get_by_role("navigation")
         await expect(nav).to_contain_text("数据就绪看板" if lang == "zh" else "Readiness board")
-        if SCREENSHOTS:
-            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-            await page.screenshot(path=f"{SCREENSHOTS}/console-{name}-{lang}.png", full_page=True)
+        await save_screenshot(page, f"console-{name}-{lang}")
+
+
+async def save_screenshot(page: Page, name: str) -> None:
+    """With CARDFLOW_CONSOLE_SCREENSHOTS set, a full-page PNG of what the page shows now."""
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=f"{SCREENSHOTS}/{name}.png", full_page=True)
 
 
 async def test_board_groups_tasks_by_what_they_wait_for(world: ConsoleWorld, page: Page) -> None:
@@ -240,6 +245,9 @@ async def test_a_planner_closes_a_round_with_a_note_and_amends_it(world: Console
     await expect(notes.first).to_contain_text("the H100s were reserved, not idle")
     await expect(notes.first).to_contain_text("user:planner")
     await fits_the_width(page)
+    await page.goto(world.base_url + "/rounds")
+    await expect(page.locator("table").first).to_contain_text("H100 reserved for pretraining")
+    await save_screenshot(page, "console-rounds-en")  # the list with a closed round (the one docs/console.md shows)
 
 
 async def test_a_submitter_may_not_close_a_round(world: ConsoleWorld, anonymous_page: Page) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import AwareDatetime
 
-from services.console.quota_banner import days_left, quota_alerts
+from services.console.quota_banner import banner_alerts, days_left, quota_alerts
 from services.console.routes.common import Pool, now_utc
 from services.console.series import period_totals
 from services.config.holder import DocumentHolder
@@ -63,15 +63,16 @@ async def get_quotas(pool: Pool) -> list[dict[str, Any]]:
 
 @router.get("/alerts", summary="The console banner: quota accounts expiring or running low, and the last day's alerts")
 async def get_alerts(pool: Pool) -> list[dict[str, Any]]:
-    """Quota accounts `expiring` within their alert lead or `low` (as before), then every alert of the
-    last 24 hours meant for the console (`services.ledger.alerting`), newest first, with its `sentence`."""
+    """Quota accounts `expiring` within their alert lead or `low`, then the alerts of the last 24 hours
+    meant for the console (`services.ledger.alerting`), newest first, with its `sentence`; each fact
+    once (`banner_alerts`: one raised again carries `repeats`)."""
     now = now_utc()
     try:
         rows = await quota_rows(pool)
         recent = await load_alerts(pool, now - timedelta(days=1), console_only=True, limit=BANNER_ALERTS)
     except MISSING_TABLES:
         return []
-    return quota_alerts(rows, now) + recent
+    return banner_alerts(quota_alerts(rows, now), recent)
 
 
 @router.get("/ledger/period", summary="Per project over the last N days: GPU-hours and cost used, output reported")

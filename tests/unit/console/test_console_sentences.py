@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.console.labels import REASON_LABELS_ZH
-from services.console.pages.templating import duration_text
-from services.console.quota_banner import quota_alerts
+from services.console.pages.templating import duration_text, labels_for
+from services.console.quota_banner import banner_alerts, quota_alerts
+from shared.alerts import AlertKind
 from services.console.sentences import ZH_TEMPLATES, reason_sentence, sentence_fields, template_fields
 from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason, evolve
@@ -82,3 +83,25 @@ def test_quota_alerts_for_accounts_expiring_within_their_lead_or_used_up() -> No
     alerts = quota_alerts(rows, now)
     assert [(a["account_id"], a["kind"]) for a in alerts] == [("soon", "expiring"), ("low", "low"), ("empty", "low")]
     assert alerts[0]["days_left"] == 10.0
+
+
+def test_the_banner_says_each_fact_once() -> None:
+    expiring = {"kind": "expiring", "account_id": "vision-q4", "project": "vision", "days_left": 2.0}
+    held = {"kind": "quota_hold", "task_id": "T1", "account_id": None, "sentence": "task T1 is held (quota_expires)"}
+    recent = [  # newest first, as load_alerts returns them
+        held,
+        {"kind": "quota_expiring", "task_id": None, "account_id": "vision-q4", "sentence": "quota account vision-q4 expires"},
+        {**held, "alert_id": "older"},
+        {"kind": "quota_hold", "task_id": "T2", "account_id": None, "sentence": "task T2 is held (quota_exhausted)"},
+        {"kind": "quota_threshold", "task_id": None, "account_id": "speech-q4", "sentence": "speech-q4 has used 80%"},
+    ]
+    shown = banner_alerts([expiring], recent)
+    assert shown[0] == expiring  # the account's own line, with its live countdown
+    assert [(a["kind"], a.get("task_id") or a["account_id"], a["repeats"]) for a in shown[1:]] == [
+        ("quota_hold", "T1", 2), ("quota_hold", "T2", 1), ("quota_threshold", "speech-q4", 1)]  # fmt: skip
+
+
+def test_every_alert_kind_has_a_tag_in_both_languages() -> None:
+    for lang in ("en", "zh"):
+        labels = labels_for(lang)["L"]
+        assert all(f"alert_kind_{kind.value}" in labels for kind in AlertKind), lang
