@@ -37,6 +37,9 @@ LABELS: dict[str, dict[str, str]] = {
         "est_runtime": "est. runtime h", "est_cost": "est. cost", "hindsight_runtime": "hindsight h",
         "hindsight_cost": "hindsight cost", "account": "account", "used": "used GPU-h", "left": "left GPU-h",
         "lease": "lease", "task": "task", "first": "first", "second": "second", "change": "change",
+        "runtime": "runtime h", "util": "GPU util %", "clock": "clock", "ran_on": "ran on",
+        "simulated_group": "{key}: {clock} — its runtimes, GPU-hours and costs are the wall clock's x the agent's time scale",
+        "util_note": "GPU util % = the mean the agents reported, weighted by the time each report covers",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -47,6 +50,9 @@ LABELS: dict[str, dict[str, str]] = {
         "subject": "对象", "model": "模型", "difference": "差异", "est_runtime": "预估时长 h", "est_cost": "预估成本",
         "hindsight_runtime": "事后时长 h", "hindsight_cost": "事后成本", "account": "账户", "used": "已用 GPU 小时",
         "left": "剩余 GPU 小时", "lease": "租约", "task": "任务", "first": "前", "second": "后", "change": "变化",
+        "runtime": "运行时长 h", "util": "GPU 利用率 %", "clock": "时钟", "ran_on": "实际卡型",
+        "simulated_group": "{key}：{clock} —— 其运行时长、GPU 小时与成本为墙钟数值乘以 agent 的时间倍率",
+        "util_note": "GPU 利用率 % = agent 上报值按各次上报覆盖时长加权的平均",
     },
 }
 
@@ -306,8 +312,29 @@ def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = 
     if reviewed:
         console.print(f"[bold]{reviewed['verdict']}[/bold]: {reviewed['reason']}; cost per output unit "
                       f"{reviewed['cost_per_output_unit'] if reviewed['cost_per_output_unit'] is not None else '–'}")  # fmt: skip
+        console.print(run_line(reviewed, lang))
     else:
         console.print("not finished yet: no verdict")
+
+
+def clock_text(simulated: str | None, lang: Lang) -> str:
+    """"simulated ×60" (模拟 ×60) for figures from a scaled agent; "real" (真实) otherwise."""
+    if simulated is None:
+        return "真实" if lang is Lang.zh else "real"
+    return simulated.replace("simulated", "模拟") if lang is Lang.zh else simulated
+
+
+def run_line(reviewed: dict[str, Any], lang: Lang) -> str:
+    """Runtime (in the agent's time, with its clock) and the time-weighted mean GPU utilisation."""
+    util, coverage = reviewed["util_pct"], reviewed["util_coverage"]
+    clock = clock_text(reviewed["simulated"], lang)
+    if lang is Lang.zh:
+        busy = (f"GPU 平均利用率 {util:.0f}%（按时间加权，覆盖运行的 {coverage:.0%}）" if util is not None
+                else "GPU 利用率：未上报")  # fmt: skip
+        return f"运行 {reviewed['runtime_s'] / 3600:.2f} h（{clock}，墙钟 {reviewed['wall_runtime_s']:.0f} s）· {busy}"
+    busy = (f"GPUs {util:.0f}% busy (time-weighted mean over {coverage:.0%} of the run)" if util is not None
+            else "GPU utilisation: not reported")  # fmt: skip
+    return f"ran {reviewed['runtime_s'] / 3600:.2f} h ({clock}, wall clock {reviewed['wall_runtime_s']:.0f} s) · {busy}"
 
 
 class ReviewBy(StrEnum):
@@ -329,10 +356,16 @@ def review(
         emit_json(result)
         return
     console.print(table(lang, f"review by {by.value}", ["key", "tasks", "worth_it", "oversized", "underestimated",
-                                                        "gpu_hours", "cost", "output", "cost_per_unit", "ratio"],
+                                                        "gpu_hours", "cost", "output", "cost_per_unit", "ratio", "util"],
                         [[g["key"], g["tasks"], g["worth_it"], g["oversized"], g["underestimated"], g["gpu_hours"],
-                          g["cost"], g["output_units"], g["cost_per_output_unit"], g["mean_runtime_ratio"]]
-                         for g in result["groups"]]))  # fmt: skip
+                          g["cost"], g["output_units"], g["cost_per_output_unit"], g["mean_runtime_ratio"],
+                          g["mean_util_pct"]] for g in result["groups"]]))  # fmt: skip
+    for group in (g for g in result["groups"] if g["simulated"]):
+        console.print(LABELS[lang.value]["simulated_group"].format(key=group["key"], clock=clock_text(group["simulated"], lang)))
+    console.print(table(lang, "tasks", ["task", "ran_on", "verdict", "runtime", "clock", "ratio", "util"],
+                        [[t["task_id"], t["ran_on"], t["verdict"], t["runtime_s"] / 3600,
+                          clock_text(t["simulated"], lang), t["ratio"], t["util_pct"]] for t in result["tasks"]]))  # fmt: skip
+    console.print(LABELS[lang.value]["util_note"])
     console.print(table(lang, "actual / estimated runtime", ["card", "key", "tasks", "ratio"],
                         [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
     for task in result["tasks"]:

@@ -5,6 +5,11 @@ in whole microseconds (PostgreSQL's time resolution), so it is exact. `cost = gp
 / 3600`, rounded half-even to `COST_QUANTUM`. Each increment is the difference between two such
 totals, so the increments of a lease always add up to the cost of its whole duration, to the last
 digit, however many renewals accounted it on the way.
+
+Utilisation (for the match review): an increment whose `lease.renewed` / `lease.released` reported
+the mean utilisation of the lease's GPUs adds its GPU-seconds to `util_gpu_seconds` and that share
+of them to `busy_gpu_seconds`; `busy / util` is the lease's mean utilisation, time-weighted over the
+intervals that reported it (`mean_util_pct`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ COST_QUANTUM = Decimal("0.000001")
 
 _MICROSECONDS_PER_SECOND = Decimal(1_000_000)
 _SECONDS_PER_HOUR = Decimal(3600)
+_PERCENT = Decimal(100)
 
 
 def gpu_seconds_between(gpus: int, start: datetime, end: datetime) -> Decimal:
@@ -54,6 +60,14 @@ class LeaseAccount:
     closed_at: datetime | None = None
     close_reason: str | None = None
     idle_gpu_seconds: Decimal = Decimal(0)  # GPU-seconds its GPUs sat under the idle threshold (the dispatcher's count)
+    util_gpu_seconds: Decimal = Decimal(0)  # GPU-seconds of the intervals whose utilisation was reported
+    busy_gpu_seconds: Decimal = Decimal(0)  # those GPU-seconds x the utilisation reported for each (util % / 100)
+    time_scale: float = 1.0  # the node's clock speed (lease.granted): a simulated agent's --time-scale, real 1
+
+    @property
+    def mean_util_pct(self) -> float | None:
+        """Mean GPU utilisation, time-weighted over the intervals that reported it; None if none did."""
+        return mean_util_pct(self.busy_gpu_seconds, self.util_gpu_seconds)
 
     @property
     def is_open(self) -> bool:
@@ -79,6 +93,21 @@ def with_idle(account: LeaseAccount, increment: Increment, idle_gpu_seconds: flo
         return account, increment
     return (replace(account, idle_gpu_seconds=account.idle_gpu_seconds + idle),
             replace(increment, idle_gpu_seconds=idle))
+
+
+def with_utilisation(account: LeaseAccount, increment: Increment, util_pct: float | None) -> LeaseAccount:
+    """The account after an increment whose GPUs averaged `util_pct` busy (None: not reported, nothing
+    counted): the increment's GPU-seconds count as reported, `util_pct` of them as busy."""
+    if util_pct is None or increment.gpu_seconds <= 0:
+        return account
+    busy = increment.gpu_seconds * Decimal(str(util_pct)) / _PERCENT
+    return replace(account, util_gpu_seconds=account.util_gpu_seconds + increment.gpu_seconds,
+                   busy_gpu_seconds=account.busy_gpu_seconds + busy)
+
+
+def mean_util_pct(busy_gpu_seconds: Decimal, util_gpu_seconds: Decimal) -> float | None:
+    """Busy over reported GPU-seconds, in percent (the time-weighted mean utilisation); None without reports."""
+    return float(busy_gpu_seconds / util_gpu_seconds * _PERCENT) if util_gpu_seconds > 0 else None
 
 
 def advance(account: LeaseAccount, until: datetime) -> tuple[LeaseAccount, Increment | None]:

@@ -1,11 +1,13 @@
 """One batch of `cf:events`, folded in stream order into the ledger's effects (pure).
 
 - `task.submitted` -> the task's project, name and output unit (`ledger.tasks`);
-- `lease.granted` -> a lease account opens at the event's `occurred_at`, priced from the catalog;
+- `lease.granted` -> a lease account opens at the event's `occurred_at`, priced from the catalog,
+  with the node's `time_scale` (a simulated agent's clock speed; the match review scales by it);
 - `lease.renewed` -> the lease is accounted up to the event's `occurred_at` (with the idle GPU-seconds
-  the dispatcher counted since the previous one);
-- `lease.released` -> accounted up to `ended_at` and closed (opened from its own data if the grant
-  was never seen);
+  the dispatcher counted since the previous one, and the mean GPU utilisation it reported:
+  `accounting.with_utilisation`);
+- `lease.released` -> accounted up to `ended_at` and closed, likewise (opened from its own data, at
+  time scale 1, if the grant was never seen);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
   the highest value reported wins;
 - `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
@@ -23,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from shared.events.emission import Emission
-from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle
+from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle, with_utilisation
 from shared.cards import Catalog
 from shared.events import (
     Envelope,
@@ -142,7 +144,8 @@ class _Fold:
     def granted(self, event: LeaseGranted) -> None:
         data = event.data
         if data.lease_id not in self.leases:
-            self.open(data.lease_id, data.task_id, data.card_type, len(data.gpu_indices), event.occurred_at)
+            self.open(data.lease_id, data.task_id, data.card_type, len(data.gpu_indices), event.occurred_at,
+                      data.time_scale)
 
     def released(self, event: LeaseReleased) -> None:
         data = event.data
@@ -173,12 +176,14 @@ class _Fold:
             event.occurred_at, event.event_id,
         )  # fmt: skip
 
-    def open(self, lease_id: str, task_id: str, card_type: str, gpus: int, opened_at: datetime) -> None:
+    def open(self, lease_id: str, task_id: str, card_type: str, gpus: int, opened_at: datetime,
+             time_scale: float = 1.0) -> None:
         if card_type not in self.catalog:
             raise UnpricedCardError(f"lease {lease_id}: card type {card_type!r} has no price in the card catalog")
         price = price_of(self.catalog.card(card_type).price_per_gpu_hour)
         project = self.projects.get(task_id, UNKNOWN_PROJECT)
-        self.keep(LeaseAccount(lease_id, task_id, project, card_type, gpus, price, opened_at, opened_at))
+        self.keep(LeaseAccount(lease_id, task_id, project, card_type, gpus, price, opened_at, opened_at,
+                               time_scale=time_scale))
 
     def step(self, lease_id: str, cause: Envelope, move: Callable[[LeaseAccount], Step]) -> None:
         lease = self.leases.get(lease_id)
@@ -188,6 +193,7 @@ class _Fold:
         updated, increment = move(lease)
         if increment is not None and isinstance(cause, LeaseRenewed | LeaseReleased):
             updated, increment = with_idle(updated, increment, cause.data.idle_gpu_seconds)
+            updated = with_utilisation(updated, increment, cause.data.gpu_util_pct)
         self.keep(updated)
         if increment is not None:
             self.effects.increments.append((increment, updated))

@@ -4,13 +4,22 @@ For each succeeded task, the card type it ran on against the matcher's ranked al
 
 - `ratio` = actual runtime / the estimate for the card it ran on (runtime = GPU-seconds / GPUs, so
   a grant spanning nodes is not counted twice; a preempted task's lost time is included);
+- runtimes, GPU-hours and costs are in the agent's time: on a simulated agent (`time_scale` N, from
+  `lease.granted`) the wall-clock figures x N, marked "simulated xN" (`clock_label`), so they compare
+  with the matcher's nominal estimates; the ledger's billed figures stay wall-clock (`billed_cost`);
+- `util_pct` = the run's mean GPU utilisation, time-weighted over the renewal intervals that reported
+  it (`accounting.with_utilisation`); `util_coverage` = the share of its GPU-seconds those cover;
 - each alternative's runtime and cost are *predicted* as its estimate x that same ratio (the task
   turned out `ratio` times as long as estimated; assume it would have everywhere);
-- verdict, first that applies:
-  1. `oversized` — the GPUs averaged under `low_util_pct` busy (when utilisation was reported), or
-     a cheaper alternative's predicted runtime is within `same_runtime_slack` of the actual one;
-  2. `underestimated` — the task ran more than `underestimated_ratio` times its estimate;
-  3. `worth_it` — otherwise.
+- verdict: the first of `VERDICT_RULES` that applies (each a pure function of `Hindsight`), else
+  `worth_it`:
+  1. `mostly_idle` -> `oversized` — the GPUs averaged under `low_util_pct` busy over at least
+     `min_util_coverage` of the run: a cheaper card (named when the ranking has one) or fewer GPUs
+     would do;
+  2. `cheaper_card_met_runtime` -> `oversized` — a cheaper alternative's predicted runtime is within
+     `same_runtime_slack` of the actual one;
+  3. `underestimated` -> `underestimated` — the task ran more than `underestimated_ratio` times its
+     estimate.
 
 `summarize_reviews` groups reviews by card type, project or profile, ranked by cost per output
 unit, and `speed_corrections` reports the actual/estimated runtime ratio per (card type, profile):
@@ -20,7 +29,7 @@ a ratio of 1.3 says the catalog's speed factor for that pair is ~1.3x too optimi
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -68,18 +77,52 @@ class MatchFacts:
     cost: Decimal
     output_units: Decimal | None
     output_unit: str | None = None
-    util_pct: float | None = None
+    util_pct: float | None = None  # mean GPU utilisation, time-weighted over the intervals that reported it
+    util_coverage: float | None = None  # the share of its GPU-seconds those intervals cover (0..1)
     catalog_version: str | None = None
+    time_scale: float = 1.0  # its agents' clock speed (GPU-second-weighted over its leases); 1 = real
+
+    @property
+    def wall_runtime_s(self) -> float:
+        return float(self.gpu_seconds) / self.gpus
 
     @property
     def runtime_s(self) -> float:
-        return float(self.gpu_seconds) / self.gpus
+        """The runtime in the agent's time (wall-clock x `time_scale`): what estimates compare with."""
+        return self.wall_runtime_s * self.time_scale
+
+    @property
+    def run_gpu_seconds(self) -> Decimal:
+        return self.gpu_seconds * _scale(self.time_scale)
+
+    @property
+    def run_cost(self) -> Decimal:
+        """The cost at the agent's time (the billed cost x `time_scale`)."""
+        return self.cost * _scale(self.time_scale)
+
+    @property
+    def simulated(self) -> bool:
+        return self.time_scale != 1.0
+
+    @property
+    def clock_label(self) -> str | None:
+        """"simulated x60" for a run on a scaled agent, None for a real one."""
+        return simulated_label(self.time_scale) if self.simulated else None
+
+
+def simulated_label(time_scale: float) -> str:
+    return f"simulated ×{time_scale:g}"
+
+
+def _scale(time_scale: float) -> Decimal:
+    return Decimal(str(time_scale))
 
 
 @dataclass(frozen=True, slots=True)
 class ReviewThresholds:
     underestimated_ratio: float = 1.25
     low_util_pct: float = 40.0
+    min_util_coverage: float = 0.5  # judge utilisation only when reports cover this share of the run
     same_runtime_slack: float = 1.05
 
 
@@ -109,19 +152,19 @@ class MatchReview:
     @property
     def cost_per_output_unit(self) -> float | None:
         units = self.facts.output_units
-        return float(self.facts.cost / units) if units else None
+        return float(self.facts.run_cost / units) if units else None
 
 
 def review_match(facts: MatchFacts, thresholds: ReviewThresholds = ReviewThresholds()) -> MatchReview:
     """The verdict on one finished task (see the module docstring)."""
     estimate = _estimate_for(facts)
     ratio = facts.runtime_s / estimate.est_runtime_s
-    cost = float(facts.cost)
+    cost = float(facts.run_cost)
     alternatives = tuple(
         _hindsight(option, ratio, facts.runtime_s * thresholds.same_runtime_slack, cost)
         for option in facts.ranking if option.card_type != facts.ran_on
     )  # fmt: skip
-    verdict, reason = _verdict(facts, ratio, estimate, alternatives, thresholds)
+    verdict, reason = _verdict(Hindsight(facts, ratio, estimate, alternatives, thresholds))
     return MatchReview(facts, verdict, reason, estimate.est_runtime_s, estimate.est_cost, ratio, alternatives)
 
 
@@ -137,22 +180,68 @@ def _hindsight(option: RankedCard, ratio: float, runtime_limit_s: float, actual_
                        meets_runtime=runtime <= runtime_limit_s, cheaper=cost < actual_cost)  # fmt: skip
 
 
-def _verdict(facts: MatchFacts, ratio: float, estimate: RankedCard, alternatives: Sequence[Alternative],
-             t: ReviewThresholds) -> tuple[Verdict, str]:  # fmt: skip
-    ran = f"{_h(facts.runtime_s)} on {facts.ran_on} ({ratio:.2f}x its estimate of {_h(estimate.est_runtime_s)})"
-    if facts.util_pct is not None and facts.util_pct < t.low_util_pct:
-        return Verdict.OVERSIZED, f"its GPUs were {facts.util_pct:.0f}% busy on average (under {t.low_util_pct:.0f}%); ran {ran}"
-    better = sorted((a for a in alternatives if a.meets_runtime and a.cheaper), key=lambda a: a.predicted_cost)
-    if better:
-        best = better[0]
-        return Verdict.OVERSIZED, (
-            f"{best.card_type} would have taken about {_h(best.predicted_runtime_s)} (its estimate x {ratio:.2f})"
-            f" for {best.predicted_cost:.2f} instead of {float(facts.cost):.2f}; ran {ran}"
-        )
-    if ratio > t.underestimated_ratio:
-        return Verdict.UNDERESTIMATED, f"ran {ran}: more than {t.underestimated_ratio:g}x the estimate"
-    busy = f", GPUs {facts.util_pct:.0f}% busy" if facts.util_pct is not None else ""
-    return Verdict.WORTH_IT, f"ran {ran}{busy}; no cheaper card would have met that runtime"
+@dataclass(frozen=True, slots=True)
+class Hindsight:
+    """What a verdict rule looks at: the facts, the runtime ratio, the estimate and the alternatives."""
+
+    facts: MatchFacts
+    ratio: float
+    estimate: RankedCard
+    alternatives: tuple[Alternative, ...]
+    thresholds: ReviewThresholds
+
+    @property
+    def ran(self) -> str:
+        clock = f" ({self.facts.clock_label})" if self.facts.simulated else ""
+        return (f"{_h(self.facts.runtime_s)}{clock} on {self.facts.ran_on} ({self.ratio:.2f}x its estimate of"
+                f" {_h(self.estimate.est_runtime_s)})")
+
+
+VerdictRule = Callable[[Hindsight], tuple[Verdict, str] | None]
+
+
+def mostly_idle(h: Hindsight) -> tuple[Verdict, str] | None:
+    """Oversized: its GPUs averaged under `low_util_pct` busy, over enough of the run to tell."""
+    facts, t = h.facts, h.thresholds
+    if facts.util_pct is None or facts.util_pct >= t.low_util_pct or (facts.util_coverage or 0.0) < t.min_util_coverage:
+        return None
+    cheaper = sorted((a for a in h.alternatives if a.cheaper), key=lambda a: a.predicted_cost)
+    instead = (f"a cheaper card would likely do: {cheaper[0].card_type} (about {cheaper[0].predicted_cost:.2f}"
+               f" instead of {float(facts.run_cost):.2f})" if cheaper else "fewer or smaller GPUs would likely do")
+    return Verdict.OVERSIZED, (f"its GPUs were {facts.util_pct:.0f}% busy on average (time-weighted, under"
+                               f" {t.low_util_pct:.0f}%); {instead}; ran {h.ran}")
+
+
+def cheaper_card_met_runtime(h: Hindsight) -> tuple[Verdict, str] | None:
+    """Oversized: a cheaper alternative would have met the same runtime (its estimate x the ratio)."""
+    better = sorted((a for a in h.alternatives if a.meets_runtime and a.cheaper), key=lambda a: a.predicted_cost)
+    if not better:
+        return None
+    best = better[0]
+    return Verdict.OVERSIZED, (
+        f"{best.card_type} would have taken about {_h(best.predicted_runtime_s)} (its estimate x {h.ratio:.2f})"
+        f" for {best.predicted_cost:.2f} instead of {float(h.facts.run_cost):.2f}; ran {h.ran}"
+    )
+
+
+def underestimated(h: Hindsight) -> tuple[Verdict, str] | None:
+    """Underestimated: it ran much longer than estimated (the estimate, not the card, was off)."""
+    if h.ratio <= h.thresholds.underestimated_ratio:
+        return None
+    return Verdict.UNDERESTIMATED, f"ran {h.ran}: more than {h.thresholds.underestimated_ratio:g}x the estimate"
+
+
+VERDICT_RULES: tuple[VerdictRule, ...] = (mostly_idle, cheaper_card_met_runtime, underestimated)
+"""Tried in order; the first that applies gives the verdict (none: `worth_it`)."""
+
+
+def _verdict(h: Hindsight) -> tuple[Verdict, str]:
+    for rule in VERDICT_RULES:
+        found = rule(h)
+        if found is not None:
+            return found
+    busy = f", GPUs {h.facts.util_pct:.0f}% busy" if h.facts.util_pct is not None else ""
+    return Verdict.WORTH_IT, f"ran {h.ran}{busy}; no cheaper card would have met that runtime"
 
 
 def _h(seconds: float) -> str:
@@ -182,18 +271,33 @@ def summarize_reviews(reviews: Iterable[MatchReview], by: ReviewGrouping) -> lis
 
 
 def _summary_row(by: ReviewGrouping, key: str, members: list[MatchReview]) -> dict[str, Any]:
-    cost = sum((r.facts.cost for r in members), Decimal(0))
+    cost = sum((r.facts.run_cost for r in members), Decimal(0))
     units = sum((r.facts.output_units or Decimal(0) for r in members), Decimal(0))
     unit_names = {r.facts.output_unit for r in members if r.facts.output_unit}
     return {
         "by": by.value, "key": key, "tasks": len(members),
         **{verdict.value: sum(1 for r in members if r.verdict is verdict) for verdict in Verdict},
-        "gpu_hours": float(sum((r.facts.gpu_seconds for r in members), Decimal(0)) / 3600),
+        "gpu_hours": float(sum((r.facts.run_gpu_seconds for r in members), Decimal(0)) / 3600),
         "cost": float(cost), "output_units": float(units),
+        "mean_util_pct": _mean_util(members), "simulated": _clock_of(members),
         "output_unit": unit_names.pop() if len(unit_names) == 1 else ("mixed" if unit_names else None),
         "cost_per_output_unit": float(cost / units) if units else None,
         "mean_runtime_ratio": statistics.fmean(r.ratio for r in members),
     }  # fmt: skip
+
+
+def _mean_util(members: Sequence[MatchReview]) -> float | None:
+    """The group's mean utilisation, weighted by each task's GPU-seconds with utilisation reported."""
+    weighted = [(r.facts.util_pct, float(r.facts.gpu_seconds) * (r.facts.util_coverage or 0.0))
+                for r in members if r.facts.util_pct is not None]  # fmt: skip
+    total = sum(weight for _, weight in weighted)
+    return sum(util * weight for util, weight in weighted) / total if total else None
+
+
+def _clock_of(members: Sequence[MatchReview]) -> str | None:
+    """"simulated x60" when figures of the group come from scaled agents (several scales: each)."""
+    scales = sorted({r.facts.time_scale for r in members if r.facts.simulated})
+    return ", ".join(simulated_label(scale) for scale in scales) or None
 
 
 def speed_corrections(reviews: Iterable[MatchReview]) -> list[dict[str, Any]]:
@@ -209,15 +313,19 @@ def speed_corrections(reviews: Iterable[MatchReview]) -> list[dict[str, Any]]:
 
 
 def review_json(review: MatchReview) -> dict[str, Any]:
+    """One review as JSON: runtimes, GPU-hours and `cost` in the agent's time (`simulated` says when
+    they are wall-clock x `time_scale`); `billed_cost` / `wall_runtime_s` as the ledger has them."""
     facts = review.facts
     return {
         "task_id": facts.task_id, "name": facts.name, "project": facts.project, "profile": facts.profile,
         "scenario": facts.scenario, "gpus": facts.gpus, "chosen": facts.chosen, "ran_on": facts.ran_on,
         "catalog_version": facts.catalog_version,
         "est_runtime_s": review.est_runtime_s, "est_cost": review.est_cost, "runtime_s": facts.runtime_s,
-        "ratio": review.ratio, "gpu_hours": float(facts.gpu_seconds / 3600), "cost": float(facts.cost),
+        "wall_runtime_s": facts.wall_runtime_s, "time_scale": facts.time_scale, "simulated": facts.clock_label,
+        "ratio": review.ratio, "gpu_hours": float(facts.run_gpu_seconds / 3600), "cost": float(facts.run_cost),
+        "billed_cost": float(facts.cost),
         "output_units": float(facts.output_units) if facts.output_units is not None else None,
-        "output_unit": facts.output_unit, "util_pct": facts.util_pct,
+        "output_unit": facts.output_unit, "util_pct": facts.util_pct, "util_coverage": facts.util_coverage,
         "cost_per_output_unit": review.cost_per_output_unit,
         "verdict": review.verdict.value, "reason": review.reason,
         "alternatives": [{name: getattr(a, name) for name in a.__slots__} for a in review.alternatives],

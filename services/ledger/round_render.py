@@ -19,6 +19,10 @@ from typing import Any
 
 from services.ledger.round_report import GROUPINGS
 
+REVIEW_COLUMNS = ("task_id", "ran_on", "runtime_h", "simulated", "ratio", "util_pct", "cost_per_output_unit", "verdict",
+                  "reason")
+"""The match review table of the HTML page: `runtime_h` in the agent's time, `simulated` ("simulated xN"
+on a scaled agent), `util_pct` the time-weighted mean GPU utilisation."""
 CSV_COLUMNS = ("grouping", "key", "tasks", "leases", "gpu_hours", "cost", "output_units", "output_unit", "cost_per_output_unit")
 
 
@@ -55,12 +59,16 @@ def report_html(report: dict[str, Any], note: str, closed_by: str) -> bytes:
         _table("Idle GPU-hours · 闲置 GPU 小时", report["idle_by_card"]),
         _table("Preemption losses · 抢占损失", report["preemption_losses"]),
         _table("Estimate against actual · 预估与实际", report["estimates"]),
-        _table("Match review · 匹配复盘", [{k: r[k] for k in ("task_id", "ran_on", "ratio", "cost_per_output_unit",
-                                                          "verdict", "reason")} for r in report["review"]["tasks"]]),
+        _table("Match review · 匹配复盘", [_review_row(r) for r in report["review"]["tasks"]]),
         _table("Runtime ratio per card type and profile · 各卡型/负载类型的实际/预估比", report["review"]["speed_corrections"]),
     ]  # fmt: skip
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>cardflow round {html.escape(report['round_id'])}</title>{_STYLE}</head><body>{''.join(sections)}</body></html>"
     return page.encode()
+
+
+def _review_row(review: dict[str, Any]) -> dict[str, Any]:
+    row = {**review, "runtime_h": review["runtime_s"] / 3600}
+    return {name: row.get(name) for name in REVIEW_COLUMNS}
 
 
 _ZH = {"task": "任务", "project": "项目", "scenario": "场景", "card": "卡型"}

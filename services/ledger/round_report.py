@@ -15,7 +15,9 @@ What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`,
   reclaim, the GPU time since their last checkpoint (or since the grant, without one) — work the
   task redoes — and its cost at the lease's price;
 - estimates: for tasks that finished in the round, the matcher's estimate for the card they ran on
-  against what they took (the match review's ratio).
+  against what they took (the match review's ratio), in the agent's time: on a simulated agent
+  (`time_scale` N) runtime and cost are the wall-clock figures x N, marked "simulated xN"; the spend
+  sections stay the ledger's wall-clock figures.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ def _loss_row(loss: LostRun) -> dict[str, Any]:
 
 def _estimate_totals(reviews: Sequence[MatchReview]) -> dict[str, float | None]:
     estimated = sum(review.est_cost for review in reviews)
-    actual = float(sum((review.facts.cost for review in reviews), Decimal(0)))
+    actual = float(sum((review.facts.run_cost for review in reviews), Decimal(0)))
     return {"finished_tasks": len(reviews), "estimated_cost": estimated, "actual_cost_finished": actual,
             "actual_over_estimated_cost": actual / estimated if estimated else None}  # fmt: skip
 
@@ -235,7 +237,8 @@ def _estimate_row(review: MatchReview) -> dict[str, Any]:
     facts = review.facts
     return {"task_id": facts.task_id, "name": facts.name, "card_type": facts.ran_on,
             "est_runtime_h": review.est_runtime_s / 3600, "runtime_h": facts.runtime_s / 3600, "ratio": review.ratio,
-            "est_cost": review.est_cost, "cost": float(facts.cost)}  # fmt: skip
+            "est_cost": review.est_cost, "cost": float(facts.run_cost), "util_pct": facts.util_pct,
+            "simulated": facts.clock_label}  # fmt: skip
 
 
 def review_summary(reviews: Sequence[MatchReview]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.ledger.accounting import mean_util_pct
 from services.ledger.match_review import RankedCard, MatchFacts, ReviewThresholds, review_match
 from services.ledger.round_render import report_csv, report_html, report_json
 from services.ledger.round_report import (
@@ -271,16 +272,20 @@ async def load_losses(conn: asyncpg.Connection, starts: datetime, ends: datetime
 
 
 async def load_match_facts(conn: asyncpg.Connection | asyncpg.Pool, task_ids: Sequence[str]) -> list[MatchFacts]:
-    """The match review's facts for tasks that succeeded (final output recorded) and were matched."""
+    """The match review's facts for tasks that succeeded (final output recorded) and were matched:
+    over all its leases, GPU-seconds and cost (wall-clock, as billed), the GPU-seconds with utilisation
+    reported and their busy share, and the GPU-second-weighted time scale of its agents."""
     rows = await conn.fetch(
         f"SELECT t.task_id, t.name, t.project, t.profile, t.scenario, t.output_unit,"
-        f"  coalesce(t.gpus, (SELECT max(gpus) FROM {SCHEMA}.lease_usage WHERE task_id = t.task_id)) AS gpus,"
-        f"  m.chosen, m.ranking, m.catalog_version,"
+        f"  coalesce(t.gpus, u.max_gpus) AS gpus, m.chosen, m.ranking, m.catalog_version,"
         f"  (SELECT card_type FROM {SCHEMA}.lease_usage WHERE task_id = t.task_id ORDER BY opened_at DESC LIMIT 1) AS ran_on,"
-        f"  (SELECT sum(gpu_seconds) FROM {SCHEMA}.lease_usage WHERE task_id = t.task_id) AS gpu_seconds,"
-        f"  (SELECT sum(cost) FROM {SCHEMA}.lease_usage WHERE task_id = t.task_id) AS cost,"
+        f"  u.gpu_seconds, u.cost, u.util_gpu_seconds, u.busy_gpu_seconds, u.scaled_gpu_seconds,"
         f"  (SELECT sum(output_units) FROM {SCHEMA}.task_output WHERE task_id = t.task_id) AS output_units"
         f" FROM {SCHEMA}.tasks t JOIN {SCHEMA}.task_matches m USING (task_id)"
+        f" JOIN LATERAL (SELECT max(gpus) AS max_gpus, sum(gpu_seconds) AS gpu_seconds, sum(cost) AS cost,"
+        f"   sum(util_gpu_seconds) AS util_gpu_seconds, sum(busy_gpu_seconds) AS busy_gpu_seconds,"
+        f"   sum(gpu_seconds * time_scale::numeric) AS scaled_gpu_seconds"
+        f"   FROM {SCHEMA}.lease_usage WHERE task_id = t.task_id) u ON true"
         f" WHERE t.task_id = ANY($1::text[])"
         f"   AND EXISTS (SELECT 1 FROM {SCHEMA}.task_output o WHERE o.task_id = t.task_id AND o.final)"
         f" ORDER BY t.task_id",
@@ -291,12 +296,21 @@ async def load_match_facts(conn: asyncpg.Connection | asyncpg.Pool, task_ids: Se
 
 def _facts(row: asyncpg.Record) -> MatchFacts:
     ranking = tuple(RankedCard(o["card_type"], o["est_runtime_s"], o["est_cost"]) for o in row["ranking"])
+    gpu_seconds, util_seconds = row["gpu_seconds"], row["util_gpu_seconds"]
     return MatchFacts(
         task_id=row["task_id"], name=row["name"], project=row["project"], profile=row["profile"],
         scenario=row["scenario"], gpus=row["gpus"] or 1, chosen=row["chosen"], ranking=ranking,
-        ran_on=row["ran_on"], gpu_seconds=row["gpu_seconds"], cost=row["cost"], output_units=row["output_units"],
+        ran_on=row["ran_on"], gpu_seconds=gpu_seconds, cost=row["cost"], output_units=row["output_units"],
         output_unit=row["output_unit"], catalog_version=row["catalog_version"],
+        util_pct=mean_util_pct(row["busy_gpu_seconds"], util_seconds),
+        util_coverage=float(util_seconds / gpu_seconds) if util_seconds else None,
+        time_scale=_rounded_scale(row["scaled_gpu_seconds"] / gpu_seconds),
     )  # fmt: skip
+
+
+def _rounded_scale(scale: Decimal) -> float:
+    """The GPU-second-weighted time scale, without the last digits' noise (60.0000000001 -> 60)."""
+    return float(round(scale, 6))
 
 
 async def _earlier_totals(conn: asyncpg.Connection, before: datetime) -> list[dict[str, Any]]:

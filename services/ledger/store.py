@@ -16,7 +16,7 @@ SCHEMA = "ledger"
 
 _LEASE_COLUMNS = (
     "lease_id, task_id, project, card_type, gpus, price_per_gpu_hour, opened_at, accounted_until,"
-    " gpu_seconds, cost, closed_at, close_reason, idle_gpu_seconds"
+    " gpu_seconds, cost, closed_at, close_reason, idle_gpu_seconds, util_gpu_seconds, busy_gpu_seconds, time_scale"
 )
 _LEASE_FIELDS = tuple(name.strip() for name in _LEASE_COLUMNS.split(","))
 
@@ -76,10 +76,11 @@ async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount]) -> 
         f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS})"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
         " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[],"
-        " $13::numeric[])"
+        " $13::numeric[], $14::numeric[], $15::numeric[], $16::float8[])"
         " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
         " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
-        " close_reason = EXCLUDED.close_reason, idle_gpu_seconds = EXCLUDED.idle_gpu_seconds",
+        " close_reason = EXCLUDED.close_reason, idle_gpu_seconds = EXCLUDED.idle_gpu_seconds,"
+        " util_gpu_seconds = EXCLUDED.util_gpu_seconds, busy_gpu_seconds = EXCLUDED.busy_gpu_seconds",
         leases, _LEASE_FIELDS,
     )  # fmt: skip
 

@@ -32,6 +32,10 @@ class LeaseGrantedData(Payload):
         " GPUs were kept for it), preemption (opportunistic work yielded them)",
     )
     passed: int = Field(0, ge=0, description="tasks earlier in the queue order still waiting for GPUs when it started")
+    time_scale: float = Field(
+        1.0, gt=0, description="the node's clock speed as its agent registered it: a simulated agent runs this many"
+        " times faster than the wall clock (1: a real agent)",
+    )
 
 
 class LeaseGranted(Envelope):
@@ -102,6 +106,10 @@ class LeaseReleasedData(Payload):
     ended_at: AwareDatetime
     reason: ReleaseReason
     idle_gpu_seconds: NonNegative = Field(0.0, description="idle GPU-seconds since the last lease.renewed")
+    gpu_util_pct: float | None = Field(
+        None, ge=0, le=100, description="mean utilisation of the lease's GPUs over the heartbeats since the last"
+        " lease.renewed (None: not reported)",
+    )
 
 
 class LeaseReleased(Envelope):

@@ -95,7 +95,8 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
             policy_version=policy_version,
         )
         work.grant(lease)
-        _announce_lease(work, lease, task, runtime_s, {"start_reason": start_reason, "passed": passed})
+        _announce_lease(work, lease, task, runtime_s, {"start_reason": start_reason, "passed": passed,
+                                                       "time_scale": node.time_scale})
     return len(grant.placements)
 
 
@@ -112,13 +113,13 @@ def _flag_reservations(work: LeaseWork, decided: Plan) -> None:
 
 
 def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runtime_s: float,
-                    why: dict[str, Any]) -> None:
+                    granted_fields: dict[str, Any]) -> None:
     common = {"lease_id": lease.lease_id, "task_id": lease.task_id, "agent_id": lease.agent_id,
               "gpu_indices": list(lease.gpu_indices), "fencing_token": lease.fencing_token,
               "expires_at": lease.expires_at, "resume_from": lease.resume_from, "ttl_s": lease.ttl_s}
     work.emit(LeaseGranted, lease_subject(lease.lease_id), common | {
         "node_id": lease.node_id, "card_type": lease.card_type, "parts": lease.parts,
-        "policy_version": lease.policy_version, **why,
+        "policy_version": lease.policy_version, **granted_fields,
     })
     work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
         "command": task.command, "env": dict(task.env or {}), "image": task.image,

@@ -359,6 +359,7 @@ class LeaseWork:
             "lease_id": lease.lease_id, "task_id": lease.task_id, "node_id": lease.node_id,
             "card_type": lease.card_type, "gpus": len(lease.gpu_indices), "granted_at": lease.granted_at,
             "ended_at": ended_at, "reason": decision.release, "idle_gpu_seconds": lease.idle_gpu_seconds,
+            "gpu_util_pct": lease.util_pct_sum / lease.util_readings if lease.util_readings else None,
         }, cause=cause)
 
     def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,

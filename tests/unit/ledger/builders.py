@@ -26,26 +26,28 @@ def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str
     )  # fmt: skip
 
 
-def granted(lease_id: str, task_id: str, *, card_type: str = "H100", gpus: int = 2, at: datetime = T0) -> LeaseGranted:
+def granted(lease_id: str, task_id: str, *, card_type: str = "H100", gpus: int = 2, at: datetime = T0,
+            time_scale: float = 1.0) -> LeaseGranted:  # fmt: skip
     return _lease_event(LeaseGranted, lease_id, 1, at, {
         "lease_id": lease_id, "task_id": task_id, "agent_id": "a1", "node_id": "n1", "card_type": card_type,
         "gpu_indices": list(range(gpus)), "fencing_token": 1, "ttl_s": 30.0, "expires_at": at + timedelta(seconds=30),
+        "time_scale": time_scale,
     })  # fmt: skip
 
 
-def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2) -> LeaseRenewed:
+def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2, util: float | None = None) -> LeaseRenewed:
     return _lease_event(LeaseRenewed, lease_id, seq, at, {
-        "lease_id": lease_id, "task_id": task_id, "until": at + timedelta(seconds=30),
+        "lease_id": lease_id, "task_id": task_id, "until": at + timedelta(seconds=30), "gpu_util_pct": util,
     })  # fmt: skip
 
 
 def released(
     lease_id: str, task_id: str, *, granted_at: datetime = T0, ended_at: datetime, card_type: str = "H100",
-    gpus: int = 2, reason: str = "succeeded", seq: int = 3,
+    gpus: int = 2, reason: str = "succeeded", seq: int = 3, util: float | None = None,
 ) -> LeaseReleased:
     return _lease_event(LeaseReleased, lease_id, seq, ended_at, {
         "lease_id": lease_id, "task_id": task_id, "node_id": "n1", "card_type": card_type, "gpus": gpus,
-        "granted_at": granted_at, "ended_at": ended_at, "reason": reason,
+        "granted_at": granted_at, "ended_at": ended_at, "reason": reason, "gpu_util_pct": util,
     })  # fmt: skip
 
 

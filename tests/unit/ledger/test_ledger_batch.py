@@ -34,6 +34,22 @@ def test_grant_renew_release_charge_the_lease_from_grant_to_end() -> None:
     assert effects.emissions[1].cause is events[3]
 
 
+def test_utilisation_is_weighted_by_each_intervals_gpu_seconds_and_the_grant_carries_the_time_scale() -> None:
+    # 2 GPUs: 100 s at 20 %, 300 s without a report, 100 s at 10 % (the release's, since the last renewal)
+    at = [T0 + timedelta(seconds=s) for s in (100, 400, 500)]
+    events = [granted("L1", "T1", gpus=2, time_scale=60.0), renewed("L1", "T1", at=at[0], util=20.0),
+              renewed("L1", "T1", at=at[1]), released("L1", "T1", ended_at=at[2], util=10.0)]  # fmt: skip
+    lease = fold_batch(events, CATALOG, {}, {"T1": "p"}).leases["L1"]
+    assert (lease.util_gpu_seconds, lease.busy_gpu_seconds) == (Decimal(400), Decimal(40 + 20))
+    assert lease.mean_util_pct == pytest.approx(15.0)  # a plain mean of the reports would be 15 too; the next one not
+    assert lease.time_scale == 60.0 and lease.gpu_seconds == 1000  # billing stays wall-clock
+    skewed = [granted("L2", "T2", gpus=1), renewed("L2", "T2", at=at[0], util=90.0), released("L2", "T2", ended_at=at[2],
+              gpus=1, util=10.0)]  # fmt: skip
+    assert fold_batch(skewed, CATALOG, {}, {"T2": "p"}).leases["L2"].mean_util_pct == pytest.approx((90 * 100 + 10 * 400) / 500)
+    plain = fold_batch([granted("L3", "T3"), released("L3", "T3", ended_at=at[0])], CATALOG, {}, {"T3": "p"}).leases["L3"]
+    assert (plain.mean_util_pct, plain.time_scale) == (None, 1.0)
+
+
 def test_a_release_without_a_seen_grant_charges_from_granted_at() -> None:
     ended = T0 + timedelta(minutes=10)
     effects = fold_batch([released("L9", "T9", ended_at=ended, card_type="A10", gpus=1)], CATALOG, {}, {"T9": "proj-b"})
