@@ -14,6 +14,7 @@ import pytest
 from services.audit.reading import archived_events, task_events
 from services.audit.story import story_json, tell
 from services.audit.verify import VerifyReport, verify_archive
+from services.ledger.reviews import review_matches
 from shared.events import TaskState
 from shared.replay import ReplayState, replay_event
 from shared.storage import open_object_store
@@ -103,6 +104,18 @@ async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: Runn
     assert story["steps"][-1]["type"] in ("task.succeeded", "usage.recorded", "lease.released")
     assert story["gpu_hours"] > 0 and story["cost"] > 0
     assert story["match"]["chosen"] == "H100" and story["match"]["ranking"][0]["card_type"] == "H100"
+
+    # the match review of a run on a x1200 agent: runtimes in the agent's time, marked, with utilisation
+    async def both_reviewed(s: RunningSystem) -> dict[str, Any] | None:
+        tasks = {t["name"]: t for t in (await review_matches(s.pool))["tasks"]}
+        return tasks if len(tasks) == 2 else None
+
+    reviewed = await system.wait_for(both_reviewed, what="the match review of both tasks")
+    urgent = reviewed["urgent-eval"]
+    assert (urgent["time_scale"], urgent["simulated"]) == (1200.0, "simulated ×1200")
+    assert urgent["runtime_s"] == pytest.approx(urgent["wall_runtime_s"] * 1200)
+    assert urgent["ratio"] >= 0.99  # its lease spans the sim run's R / 1200 real seconds: at least R in agent time
+    assert urgent["util_pct"] is not None and 0 < urgent["util_pct"] <= 90.0  # the sim agent reports 90 % while it runs
 
     report = await verified(system)
     assert report.ok, json.dumps(report.as_json(), indent=1, default=str)
