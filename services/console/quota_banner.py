@@ -61,10 +61,13 @@ ACCOUNT_ALERT_KINDS = frozenset({AlertKind.QUOTA_EXPIRING, AlertKind.QUOTA_THRES
 """Recent alerts about an account that its own banner line (with a live countdown) already says."""
 
 
-def banner_alerts(quota: list[dict[str, Any]], recent: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def banner_alerts(quota: list[dict[str, Any]], recent: Iterable[Mapping[str, Any]], *,
+                  task_names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The quota lines, then the recent alerts (newest first) with each fact once: an alert about an
     account already on the banner is left out, and one raised again (same kind, subject and
-    sentence, e.g. a task held anew each cycle it stays held) shows once with `repeats`."""
+    sentence, e.g. a task held anew each cycle it stays held) shows once with `repeats`. An alert
+    about a task carries its `task_name` when known (else the id)."""
+    names = task_names or {}
     on_banner = {alert["account_id"] for alert in quota}
     shown: dict[tuple[Any, ...], dict[str, Any]] = {}
     for alert in recent:
@@ -74,5 +77,6 @@ def banner_alerts(quota: list[dict[str, Any]], recent: Iterable[Mapping[str, Any
         if key in shown:
             shown[key]["repeats"] += 1
         else:
-            shown[key] = {**alert, "repeats": 1}
+            task_id = alert.get("task_id")
+            shown[key] = {**alert, "repeats": 1, "task_name": names.get(task_id, task_id) if task_id else None}
     return quota + list(shown.values())

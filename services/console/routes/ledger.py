@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import AwareDatetime
 
@@ -16,6 +17,7 @@ from services.ledger.alerting import load_alerts
 from services.ledger.reports import Grouping, ledger_rows, ledger_rows_between, quota_rows
 from shared.cards import load_catalog
 from shared.config import CARDS
+from services.console.store import SCHEMA as VIEWS
 from services.console.views import MISSING_TABLES
 
 router = APIRouter(tags=["ledger"])
@@ -70,9 +72,16 @@ async def get_alerts(pool: Pool) -> list[dict[str, Any]]:
     try:
         rows = await quota_rows(pool)
         recent = await load_alerts(pool, now - timedelta(days=1), console_only=True, limit=BANNER_ALERTS)
+        names = await load_task_names(pool, {alert["task_id"] for alert in recent if alert["task_id"]})
     except MISSING_TABLES:
         return []
-    return banner_alerts(quota_alerts(rows, now), recent)
+    return banner_alerts(quota_alerts(rows, now), recent, task_names=names)
+
+
+async def load_task_names(pool: asyncpg.Pool, task_ids: set[str]) -> dict[str, str]:
+    """Task names by id from the views (a banner line links a task by its name)."""
+    rows = await pool.fetch(f"SELECT id, name FROM {VIEWS}.tasks WHERE id = ANY($1::text[])", sorted(task_ids))
+    return {row["id"]: row["name"] for row in rows if row["name"]}
 
 
 @router.get("/ledger/period", summary="Per project over the last N days: GPU-hours and cost used, output reported")

@@ -95,10 +95,11 @@ def test_the_banner_says_each_fact_once() -> None:
         {"kind": "quota_hold", "task_id": "T2", "account_id": None, "sentence": "task T2 is held (quota_exhausted)"},
         {"kind": "quota_threshold", "task_id": None, "account_id": "speech-q4", "sentence": "speech-q4 has used 80%"},
     ]
-    shown = banner_alerts([expiring], recent)
+    shown = banner_alerts([expiring], recent, task_names={"T1": "finetune-7b"})
     assert shown[0] == expiring  # the account's own line, with its live countdown
     assert [(a["kind"], a.get("task_id") or a["account_id"], a["repeats"]) for a in shown[1:]] == [
         ("quota_hold", "T1", 2), ("quota_hold", "T2", 1), ("quota_threshold", "speech-q4", 1)]  # fmt: skip
+    assert [a["task_name"] for a in shown[1:]] == ["finetune-7b", "T2", None]  # a name not known: the id
 
 
 def test_every_alert_kind_has_a_tag_in_both_languages() -> None:
