@@ -66,6 +66,29 @@ async def test_an_idle_lease_is_reclaimed_requeued_and_its_gpus_go_to_the_next_t
     assert first_release.data.reason == "reclaimed_idle" and worker_grant.occurred_at >= first_release.occurred_at
     assert held.state.value == "held" and "reclaimed 2 times" in held.reason_detail
     assert idle_hours > 0
+    _assert_the_rerun_resumed_from_the_checkpoint(system, held.id, requeued[0].data.resume_from)
+
+
+def _assert_the_rerun_resumed_from_the_checkpoint(system: RunningSystem, task_id: str, checkpoint: str) -> None:
+    """The run after the first reclaim was granted that checkpoint and the agent carried on from it: every
+    checkpoint it reported lies past the resume point (a run from scratch reports its first one at
+    1/120 of the work: one 1-minute interval of 2 hours), so it had less than a full run left to do."""
+    resume_progress = resume_progress_of(checkpoint, task_id)
+    assert resume_progress > 2 / 120  # the first run had got past its first checkpoints before it was stopped
+    grants = [e for e in system.of_type("lease.granted") if e.data.task_id == task_id]
+    rerun = next(g for g in grants if g.data.resume_from == checkpoint)
+    assert grants.index(rerun) >= 1 and grants[0].data.resume_from is None
+    started = next(e for e in system.of_type("task.started") if e.data.lease_id == rerun.data.lease_id)
+    assert started.data.resumed_from == checkpoint
+    progress = [e.data.progress for e in system.of_type("task.checkpointed") if e.data.lease_id == rerun.data.lease_id]
+    assert progress and all(p is not None and p > resume_progress for p in progress), (resume_progress, progress)
+    assert min(progress) < resume_progress + 0.5  # it carried on from there, it did not jump to the end
+
+
+def resume_progress_of(checkpoint: str, task_id: str) -> float:
+    from services.agent.sim_plan import resume_progress
+
+    return resume_progress(checkpoint, task_id)
 
 
 async def _idle_gpu_hours(system: RunningSystem, task_id: str) -> float | None:
