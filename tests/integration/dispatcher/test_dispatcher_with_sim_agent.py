@@ -50,3 +50,7 @@ async def test_core_work_preempts_a_simulated_run_which_resumes_and_both_finish(
     assert Counter(e.data.lease_id for e in released) == Counter(g.data.lease_id for g in grants)
     assert sorted(e.data.reason for e in released) == ["preempted", "succeeded", "succeeded"]
     assert rejected == []
+    # every grant carries the node's registered clock speed (the match review scales runtimes by it), and
+    # a release the mean utilisation the agent reported since the last renewal (the sim agent: 90 % while it runs)
+    assert {g.data.time_scale for g in grants} == {600.0}
+    assert all(e.data.gpu_util_pct is None or 0 <= e.data.gpu_util_pct <= 90 for e in released)
