@@ -315,6 +315,12 @@ async def test_a_reviewer_approves_on_the_approvals_page_and_a_submitter_is_refu
                                 what="the approved task to run")  # fmt: skip
     approvals = [e for e in world.system.of_type("task.approved") if e.data.task_id == held.id]
     assert [(e.actor, e.data.note) for e in approvals] == [("user:reviewer", "scope agreed with the safety lead")]
+    decided = page.locator("table", has=page.locator("th", has_text="Reviewer")).locator("tr", has=page.get_by_role(
+        "link", name="red-team-eval"))  # fmt: skip
+    await world.system.wait_for(lambda s: _listed(page, decided), timeout=60, what="the decision on the Approvals page")
+    await expect(decided).to_contain_text("user:reviewer")
+    await expect(decided).to_contain_text("scope agreed with the safety lead")
+    await expect(decided.locator(".tag")).to_have_text("approved")
     assert not [e for e in world.system.of_type("task.reviewed") if e.actor == "user:speech-dev"]
 
 

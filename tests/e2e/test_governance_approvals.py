@@ -83,6 +83,11 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
                                   what="the denied task to be cancelled")
             await system.wait_for(lambda s: _view_says_cancelled(http, mine.id, tokens["rita"]), what="the views")
             again = await http.post(f"/v1/tasks/{mine.id}/approve", json={"reason": "x"}, headers=bearer(tokens["rita"]))
+            await system.wait_for(lambda s: _decisions_listed(http, tokens["sam"], 2), what="both decisions listed")
+            listed = cli(url, tokens["sam"], "approvals", "--json")
+            assert listed.exit_code == 0, listed.output
+            in_table = cli(url, tokens["sam"], "approvals", "--lang", "zh")
+            assert in_table.exit_code == 0 and "已拒绝" in in_table.output and "not this month" in in_table.output
             queue = cli(url, tokens["sam"], "queue", "--json")
             assert queue.exit_code == 0, queue.output
 
@@ -94,6 +99,15 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
     granted = [e for e in system.of_type("lease.granted") if e.data.task_id == big.id]
     assert granted and all(e.occurred_at > approved_event.occurred_at for e in granted)
     assert isinstance(json_of(queue), list)
+    decided = {(row["name"], row["decision"], row["reviewer"], row["reason"]) for row in json_of(listed)["decided"]}
+    assert decided == {("big", "approve", "user:rita", "budget agreed with finance"),
+                       ("mine", "deny", "user:rita", "not this month")}  # fmt: skip
+
+
+async def _decisions_listed(http: httpx.AsyncClient, token: str, count: int) -> bool:
+    """The decisions come from the audit archive, a moment after the dispatcher carried them out."""
+    answer = await http.get("/v1/approvals/decisions", headers=bearer(token))
+    return answer.status_code == 200 and len(answer.json()) >= count
 
 
 async def _view_says_cancelled(http: httpx.AsyncClient, task_id: str, token: str) -> bool:

@@ -212,8 +212,13 @@ async def _approvals(request: Request, refused: Unavailable | None = None) -> HT
     lang = choose_lang(request)
     board = await call_api(request, "GET", "/v1/board/groups", params={"lang": lang})
     waiting = board if isinstance(board, Unavailable) else next(g["tasks"] for g in board["groups"] if g["kind"] == "approval")
+    decided = await call_api(request, "GET", "/v1/approvals/decisions", params={"days": DECISIONS_SHOWN_DAYS})
     return await render(request, "approvals.html", title="nav_approvals", page="approvals", waiting=waiting,
-                        refused=refused, done=request.query_params.get("done"))  # fmt: skip
+                        decided=decided, decided_days=DECISIONS_SHOWN_DAYS, refused=refused,
+                        done=request.query_params.get("done"))  # fmt: skip
+
+
+DECISIONS_SHOWN_DAYS = 7
 
 
 EXPORTS_SHOWN = 14

@@ -2,6 +2,7 @@
 
     POST /v1/tasks/{task_id}/approve   {"reason"}      (role reviewer)
     POST /v1/tasks/{task_id}/deny      {"reason"}
+    GET  /v1/approvals/decisions?days=7                 (any token: who decided what, and why)
 
 Who may: a token with the reviewer role (admin too) whose name the policy lists among the task's
 project's reviewers (`reviewers` section; none listed: any reviewer) — never the task's submitter.
@@ -15,16 +16,23 @@ not waiting for approval (the detail says what it waits for).
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
 
-from fastapi import APIRouter, HTTPException, Request
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
 from services.console.api import TaskIdPath
 from services.console.auth import Authenticated
-from services.console.routes.common import Pool
+from services.console.routes.common import Pool, now_utc
+from services.audit.reading import SCHEMA as AUDIT
+from services.console.store import SCHEMA as VIEWS
+from services.console.views import MISSING_TABLES
 from services.console.views import load_task
 from shared.config import PolicyDocument
 from shared.events import TaskReviewed
@@ -49,6 +57,49 @@ class ReviewAccepted(BaseModel):
     task_id: str
     decision: ReviewDecision
     reviewer: str = Field(description="the actor recorded with the decision")
+
+
+class ReviewDecisionRecord(BaseModel):
+    task_id: str
+    name: str | None = Field(description="the task's name (None: not in the views yet)")
+    project: str | None
+    decision: ReviewDecision
+    reviewer: str = Field(description="the actor the decision is recorded with")
+    decided_at: datetime
+    reason: str = Field(description="the reviewer's reason")
+
+
+DECIDED_TYPES = {"task.approved": ReviewDecision.APPROVE, "task.denied": ReviewDecision.DENY}
+
+
+@router.get("/approvals/decisions", response_model=list[ReviewDecisionRecord],
+            summary="Approvals and denials of the last N days, newest first: who decided, when and why")  # fmt: skip
+async def get_review_decisions(pool: Pool, _reader: Authenticated,
+                               days: Annotated[int, Query(ge=1, le=366)] = 7) -> list[ReviewDecisionRecord]:  # fmt: skip
+    try:
+        rows = await load_review_decisions(pool, now_utc() - timedelta(days=days))
+    except MISSING_TABLES:
+        return []  # the ledger has not archived anything yet
+    return [ReviewDecisionRecord(**row) for row in rows]
+
+
+async def load_review_decisions(pool: asyncpg.Pool, since: datetime) -> list[dict[str, Any]]:
+    """The dispatcher's `task.approved` / `task.denied` events from the audit archive (the decisions as
+    carried out, with the reviewer as actor), with the task's name and project from the views."""
+    rows = await pool.fetch(
+        f"SELECT a.task_id, t.name, t.project, a.type, a.actor, a.occurred_at, a.body::jsonb -> 'data' AS data"
+        f" FROM {AUDIT}.events a LEFT JOIN {VIEWS}.tasks t ON t.id = a.task_id"
+        f" WHERE a.type = ANY($1::text[]) AND a.occurred_at >= $2 ORDER BY a.occurred_at DESC, a.seq DESC",
+        list(DECIDED_TYPES), since,
+    )  # fmt: skip
+    return [_decision(row) for row in rows]
+
+
+def _decision(row: asyncpg.Record) -> dict[str, Any]:
+    data = row["data"] if isinstance(row["data"], dict) else json.loads(row["data"])
+    return {"task_id": row["task_id"], "name": row["name"], "project": row["project"],
+            "decision": DECIDED_TYPES[row["type"]], "reviewer": row["actor"], "decided_at": row["occurred_at"],
+            "reason": data.get("note") or data.get("reason") or ""}  # fmt: skip
 
 
 @router.post("/tasks/{task_id}/approve", status_code=202, response_model=ReviewAccepted,
