@@ -315,6 +315,9 @@ def main() -> None:
     parser.add_argument("--grid-reuse-baselines", metavar="DIGEST[,DIGEST]",
                         help="baseline runs (no headroom, preemption or filling) may reuse results of these code "
                              "digests: for changes that touch only those rules")
+    parser.add_argument("--grid-set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="run (or report) a variant of cardflow: these Policy fields changed; with --grid-report "
+                             "its tables are printed, the docs' grid section is not written")
     args = parser.parse_args()
     if args.grid or args.grid_report:
         console = Console()
@@ -384,6 +387,9 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
     cells = grid.select_cells(grid.all_cells(), args.grid_cells)
     starts = windows.window_starts(args.windows_from, args.windows_to, 4)[args.grid_window_offset::max(1, args.grid_window_step)]
     policies = [POLICIES[name] for name in grid.COMPARED]
+    if args.grid_set:
+        policies[0] = grid.variant(policies[0], args.grid_set)
+        console.print(f"cardflow variant: {' '.join(args.grid_set)}")
     runs = grid.plan_runs(cells, starts, args.grid_seeds, policies, openb=not args.grid_no_openb)
     if args.grid_report:
         code = args.grid_code or grid.code_digest()
@@ -401,7 +407,7 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
         if rows:
             console.print(grid.table(rows, f"grid — {title}"))
             tables[title] = rows
-    if args.grid_report and tables:
+    if args.grid_report and tables and not args.grid_set:
         write_grid_section(tables, cells, starts, args.grid_seeds, len(results), len(runs),
                            code + (f"; baselines also from {args.grid_reuse_baselines}" if args.grid_reuse_baselines else ""))
 

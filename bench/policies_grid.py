@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import date
 from itertools import product
 from pathlib import Path
@@ -136,6 +136,24 @@ class Run:
         text = json.dumps({"cell": cell, "workload": self.workload, "seed": self.seed, "policy": policy,
                            "code": code}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def variant(policy: Policy, settings: Sequence[str]) -> Policy:
+    """`policy` with fields changed by `FIELD=VALUE` settings (true/false, numbers, none, or text);
+    it keeps its name, so it is compared where the policy would be (the cache key has every field)."""
+    known = {item.name for item in fields(Policy)}
+    changes: dict[str, Any] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        if not sep or name not in known or name == "name":
+            raise ValueError(f"bad policy setting {setting!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{', '.join(sorted(known - {'name'}))}")
+        value = {"true": True, "false": False, "none": None}.get(text.lower(), _value(text))
+        current = getattr(policy, name)
+        if isinstance(value, float) and isinstance(current, int) and not isinstance(current, bool):
+            value = int(value)  # an int field keeps its type (and the cache key its spelling)
+        changes[name] = value
+    return replace(policy, **changes)
 
 
 def code_digest() -> str:

@@ -93,20 +93,21 @@ class ReservationGuard:
             return self.heavy_limit
         return self.node_room
 
-    def room(self, priority_class: PriorityClass) -> int:
-        """GPUs of the type a long backfill task of this class may still take in total."""
-        if priority_class == PriorityClass.OPPORTUNISTIC:
-            return self.total_room  # what it takes still covers the headroom: borrowed
+    def room(self, covers_headroom: bool) -> int:
+        """GPUs of the type a long backfill task may still take in total. `covers_headroom`: the task
+        borrows (opportunistic work whose GPUs still count as headroom: `Cycle.covers_headroom`)."""
+        if covers_headroom:
+            return self.total_room
         return min(self.total_room, self.headroom_room)
 
-    def charge(self, allocation: Allocation, priority_class: PriorityClass) -> None:
-        """A long backfill task of this class took these GPUs: less room is left for the next one."""
+    def charge(self, allocation: Allocation, covers_headroom: bool) -> None:
+        """A long backfill task took these GPUs: less room is left for the next one."""
         for rank, count in allocation:
             if rank in self.node_room:
                 self.node_room[rank] -= count
         taken = sum(count for _, count in allocation)
         self.total_room -= taken
-        if priority_class != PriorityClass.OPPORTUNISTIC:
+        if not covers_headroom:
             self.headroom_room -= taken
 
 

@@ -46,10 +46,16 @@ from shared.scheduling.model import (
     PriorityClass,
     QueuedTask,
     Reservation,
+    RunningLease,
     Snapshot,
 )
 from shared.scheduling.placement import Allocation, Fleet, Pool
-from shared.scheduling.preemption import VictimChoice, VictimIndex
+from shared.scheduling.preemption import (
+    VictimChoice,
+    VictimIndex,
+    grant_reclaimable_within_grace,
+    reclaimable_within_grace,
+)
 from shared.scheduling.quota import QuotaBook
 
 R = DeferralReason
@@ -64,7 +70,8 @@ class Cycle:
         self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
-        self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node)
+        counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
+        self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node, counts)
         self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
         self.deferrals: list[Deferral] = []
@@ -187,7 +194,7 @@ class Cycle:
             guard = self.guard
             if guard is not None and (fills or not guard.applies(option.card_type, self.now + option.runtime_s)):
                 guard = None
-            allocation = self._place(task, pool, guard)
+            allocation = self._place(task, pool, guard, self.covers_headroom(task, option))
             if allocation is not None:
                 self._grant(task, option, allocation, guard)
                 return []
@@ -218,11 +225,20 @@ class Cycle:
         return wider_than_headroom_allows(task.gpus, ((pool.total_gpus, pool.headroom) for option in options
                                                       if (pool := pools.get(option.card_type)) is not None))
 
-    def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None) -> Allocation | None:
+    def covers_headroom(self, task: QueuedTask, option: CardOption) -> bool:
+        """True if the GPUs of a grant to the task on this option would count as headroom (`Borrowed`):
+        opportunistic work — with `policy.headroom_counts_reclaimable_only`, only work core work
+        could have back within the preemption grace."""
+        if task.priority_class != PriorityClass.OPPORTUNISTIC:
+            return False
+        return self.borrowed.counts is None or grant_reclaimable_within_grace(task, option.runtime_s, self.policy)
+
+    def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None,
+               covers_headroom: bool) -> Allocation | None:
         if guard is None:
             return self.fleet.place(pool, task.gpus, task.heavy)
         key = (pool.card_type, task.heavy, task.gpus > pool.max_node_gpus)
-        if task.gpus > guard.room(task.priority_class) or task.gpus >= guard.failed_at.get(key, task.gpus + 1):
+        if task.gpus > guard.room(covers_headroom) or task.gpus >= guard.failed_at.get(key, task.gpus + 1):
             return None
         allocation = self.fleet.place(pool, task.gpus, task.heavy, guard.limit(task.heavy))
         if allocation is None:
@@ -239,12 +255,12 @@ class Cycle:
     def _grant(self, task: QueuedTask, option: CardOption, allocation: Allocation,
                guard: ReservationGuard | None) -> None:
         placements = self.fleet.take(allocation, task.heavy)
+        borrowing = self.covers_headroom(task, option)
         if guard is not None:
-            guard.charge(allocation, task.priority_class)
+            guard.charge(allocation, borrowing)
         self.quota.charge(task, option)
         end = self.now + option.runtime_s
         self.grants.append(Grant(task.task_id, option.card_type, placements, end))
-        borrowing = task.priority_class == PriorityClass.OPPORTUNISTIC
         if borrowing:
             self.borrowed.change(option.card_type, task.gpus)
         for rank, count in allocation:
@@ -294,13 +310,13 @@ class Cycle:
                 continue
             end = self.now + option.runtime_s
             guard = self.guard if self.guard is not None and self.guard.applies(option.card_type, end) else None
-            if guard is not None and task.gpus > guard.room(task.priority_class):
+            if guard is not None and task.gpus > guard.room(False):  # core work borrows nothing
                 continue
             choice = index.choose(self.fleet, pool, task.gpus, task.heavy, guard.limit(task.heavy) if guard else None)
             if choice is None:
                 continue
             if guard is not None:
-                guard.charge([(rank, task.gpus) for rank, _ in choice.holds], task.priority_class)
+                guard.charge([(rank, task.gpus) for rank, _ in choice.holds], False)
             held = 0
             for rank, count in choice.holds:
                 self.fleet.hold(rank, count)
@@ -311,7 +327,8 @@ class Cycle:
             for victim in choice.victims:
                 lease = victim.lease
                 self._preempted.add(lease.lease_id)
-                self.borrowed.change(victim.card_type, -lease.gpus)
+                if self._borrows(lease):
+                    self.borrowed.change(victim.card_type, -lease.gpus)
                 self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
             node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
             detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
@@ -383,6 +400,11 @@ class Cycle:
 
     # -- lazily built indexes ------------------------------------------------------------------
 
+    def _borrows(self, lease: RunningLease) -> bool:
+        """True if the running lease's GPUs count as headroom (`Borrowed`)."""
+        counts = self.borrowed.counts
+        return lease.priority_class == PriorityClass.OPPORTUNISTIC and (counts is None or counts(lease))
+
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
             self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours)
@@ -400,11 +422,11 @@ class Cycle:
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             if rank is not None and card_of[rank] in card_types and lease.lease_id not in preempted:
-                borrowing = lease.priority_class == opportunistic
                 at = lease.estimated_end
-                if yield_at is not None and borrowing and yield_at < at and yields_to_reservation(lease, policy, now):
+                if (yield_at is not None and lease.priority_class == opportunistic and yield_at < at
+                        and yields_to_reservation(lease, policy, now)):
                     at = yield_at
-                release = Release(at, rank, len(lease.gpu_indices), lease.heavy, borrowing)
+                release = Release(at, rank, len(lease.gpu_indices), lease.heavy, self._borrows(lease))
                 releases.append((card_of[rank], release))
         return releases
 

@@ -11,7 +11,10 @@ by opportunistic work of that type stay at or above the headroom afterwards. A t
 could never hold (more GPUs than total − headroom on every card type it accepts) must leave only
 `total − its GPUs` once it would hold the cycle's reservation: it starts once every other GPU of the
 type is free or borrowed, so the headroom never starves a task that fits the fleet.
-`Borrowed` counts the borrowed GPUs during one cycle.
+`Borrowed` counts the borrowed GPUs during one cycle. With `policy.headroom_counts_reclaimable_only`
+only GPUs core work could have within the preemption grace count as borrowed: opportunistic work
+that ends by then, or whose preemption then would lose no more than the loss cap — not multi-day work
+without checkpoints, which the cap protects for good.
 """
 
 from __future__ import annotations
@@ -101,11 +104,15 @@ class Borrowed:
     """GPUs of each card type held by opportunistic work during one cycle (headroom it borrowed).
 
     Counted from the running opportunistic leases on first use (many cycles never need it), plus the
-    opportunistic grants of this cycle, minus the GPUs of leases preempted in this cycle.
+    opportunistic grants of this cycle, minus the GPUs of leases preempted in this cycle. `counts`
+    (`policy.headroom_counts_reclaimable_only`): only the leases it accepts cover the headroom — those
+    whose GPUs core work could have within the preemption grace; the caller applies the same test to
+    its grants and preemptions.
     """
 
-    def __init__(self, leases: Iterable[RunningLease], card_of_node: Callable[[str], str | None]) -> None:
-        self._leases, self._card_of_node = leases, card_of_node
+    def __init__(self, leases: Iterable[RunningLease], card_of_node: Callable[[str], str | None],
+                 counts: Callable[[RunningLease], bool] | None = None) -> None:
+        self._leases, self._card_of_node, self.counts = leases, card_of_node, counts
         self._counted: dict[str, int] | None = None
         self._changes: dict[str, int] = {}
 
@@ -123,6 +130,7 @@ class Borrowed:
         counted: dict[str, int] = {}
         for lease in self._leases:
             card_type = self._card_of_node(lease.node_id)
-            if card_type is not None and lease.priority_class == PriorityClass.OPPORTUNISTIC:
+            if (card_type is not None and lease.priority_class == PriorityClass.OPPORTUNISTIC
+                    and (self.counts is None or self.counts(lease))):
                 counted[card_type] = counted.get(card_type, 0) + lease.gpus
         return counted

@@ -146,6 +146,10 @@ class Policy:
     # Opportunistic work that checkpoints may run on GPUs the EASY reservation needs and yields them
     # (preempted) once the reservation is due: the drain before a wide task starts is not left idle.
     fill_reservations: bool = True
+    # Opportunistic work covers the headroom only with GPUs core work could have within the preemption
+    # grace: the lease ends by then (its estimate), or preempting it then loses no more than the cap.
+    # False: every opportunistic GPU counts, also multi-day work that can never be preempted.
+    headroom_counts_reclaimable_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

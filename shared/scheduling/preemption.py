@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
-from shared.scheduling.model import PriorityClass, RunningLease
+from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Fleet, Pool
 
 _SECONDS_PER_HOUR = 3600.0
@@ -67,10 +67,30 @@ def lost_gpu_hours(lease: RunningLease, now: float) -> float:
     preemption (at most its progress since the last checkpoint), otherwise all its progress since
     its last checkpoint (or its start, if none)."""
     since = lease.last_checkpoint_at if lease.last_checkpoint_at is not None else lease.started_at
-    at_risk_s = max(0.0, now - since)
-    if lease.checkpoints_on_preempt:
+    return _lost_gpu_hours(lease.gpus, max(0.0, now - since), lease.checkpoints_on_preempt)
+
+
+def _lost_gpu_hours(gpus: int, at_risk_s: float, checkpoints: bool) -> float:
+    if checkpoints:
         at_risk_s = min(at_risk_s, PREEMPT_CHECKPOINT_COST_S)
-    return lease.gpus * at_risk_s / _SECONDS_PER_HOUR
+    return gpus * at_risk_s / _SECONDS_PER_HOUR
+
+
+def reclaimable_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
+    """True if core work arriving now could have the lease's GPUs once its preemption grace is over:
+    the lease ends by then (its estimate), or preempting it then loses no more than the cap."""
+    by = now + policy.preempt_after_s
+    if lease.estimated_end <= by:
+        return True
+    return policy.preemption and may_be_victim(lease, by, policy.preempt_max_lost_gpu_hours)
+
+
+def grant_reclaimable_within_grace(task: QueuedTask, runtime_s: float, policy: Policy) -> bool:
+    """`reclaimable_within_grace` for the lease a grant of this cycle would start (no checkpoint yet)."""
+    if runtime_s <= policy.preempt_after_s:
+        return True
+    lost = _lost_gpu_hours(task.gpus, policy.preempt_after_s, task.checkpoint_interval_s is not None)
+    return policy.preemption and lost <= loss_cap_gpu_hours(task.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
 
 
 class VictimIndex:

@@ -8,7 +8,7 @@ from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Policy
 
-from .builders import IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of, run
+from .builders import HOUR, IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of, run
 
 TWO_NODES = [a_node("a").free(8), a_node("b").free(8)]  # 16 H100 GPUs, all free
 FIXED = dict(headroom_tracks_core=False)  # the share alone, whatever core work there is (mechanics tests)
@@ -208,3 +208,72 @@ def test_standard_work_that_returns_the_gpus_within_the_preemption_grace_may_use
     assert "short" in grants(run(full_but_headroom, [short], headroom=0.25, **FIXED))
     assert reason_of(run(full_but_headroom, [long], headroom=0.25, **FIXED), "long") == R.HEADROOM
     assert reason_of(run(full_but_headroom, [short], headroom=0.25, preemption=False, **FIXED), "short") == R.HEADROOM
+
+
+# -- Only GPUs core work could have within the preemption grace cover the headroom (opt-in) ---------
+
+RECLAIMABLE_ONLY = dict(headroom_counts_reclaimable_only=True, **FIXED)
+
+
+def _opportunistic_lease(kind: str):
+    """4 GPUs of node a (0-3), opportunistic, started an hour ago; estimated end in 2 h unless `kind` says."""
+    lease = a_lease("Lo").on("a").gpus(0, 1, 2, 3).opportunistic().started(NOW - HOUR).ends(NOW + 2 * HOUR)
+    change = {
+        "checkpoints": lambda: lease.checkpoints_on_preempt(),
+        "no checkpoint": lambda: lease,
+        "no checkpoint, ends within the grace": lambda: lease.ends(NOW + 600),
+        "no checkpoint, ends after the grace": lambda: lease.ends(NOW + 601),
+        "no checkpoint, just started": lambda: lease.started(NOW - 30),
+    }[kind]
+    return change()
+
+
+@pytest.mark.parametrize(
+    ("kind", "policy", "started"),
+    [
+        ("checkpoints", RECLAIMABLE_ONLY, True),  # preempted after the grace, losing its write
+        ("no checkpoint", RECLAIMABLE_ONLY, False),  # protected by the loss cap for good: no headroom
+        ("no checkpoint", FIXED, True),  # the knob off: every opportunistic GPU counts
+        ("no checkpoint, ends within the grace", RECLAIMABLE_ONLY, True),
+        ("no checkpoint, ends after the grace", RECLAIMABLE_ONLY, False),
+        # a victim now (lost 30 s < its 60 s write), but not once a core task's grace is over
+        ("no checkpoint, just started", RECLAIMABLE_ONLY, False),
+        ("no checkpoint", dict(RECLAIMABLE_ONLY, preempt_max_lost_gpu_hours=float("inf")), True),
+        ("checkpoints", dict(RECLAIMABLE_ONLY, preemption=False), False),  # nobody would preempt it
+    ],
+)
+def test_opportunistic_leases_cover_the_headroom_only_if_core_work_could_have_them_within_the_grace(kind, policy, started):
+    """16 GPUs, headroom 4 at 25%: node a has 4 free GPUs and 4 held by the opportunistic lease, b is full."""
+    nodes = [a_node("a").free(4), a_node("b").free(0)]
+    leases = [_opportunistic_lease(kind), a_lease("Lb").on("b").gpus(*range(8))]
+    result = run(nodes, [HEAD, a_task("s").gpus(4)], leases=leases, headroom=0.25, **policy)
+    assert ("s" in grants(result)) == started
+    if not started:
+        assert reason_of(result, "s") == R.HEADROOM
+        assert deferrals(result)["s"].detail == "needs 4 GPUs of H100; 0 free after headroom (4 GPUs kept for core work)"
+
+
+@pytest.mark.parametrize(("checkpoints", "runtime_s", "started"), [(True, HOUR, True), (False, HOUR, False), (False, 600, True)])
+def test_opportunistic_grants_of_the_cycle_cover_the_headroom_only_if_core_work_could_have_them_within_the_grace(
+        checkpoints, runtime_s, started):
+    nodes = [a_node("a").free(8), a_node("b").free(0)]
+    opportunistic = a_task("o").opportunistic().gpus(4).runs(runtime_s).submitted(0)
+    tasks = [opportunistic.checkpoints() if checkpoints else opportunistic, a_task("s").gpus(4).submitted(1)]
+    result = run(nodes, tasks, leases=[a_lease("Lb").on("b").gpus(*range(8))], headroom=0.25, order="fifo",
+                 **RECLAIMABLE_ONLY)
+    assert "o" in grants(result)
+    assert ("s" in grants(result)) == started
+
+
+def test_preempting_a_lease_that_never_covered_the_headroom_does_not_count_it_twice():
+    """The core task (its grace long over) preempts the young no-checkpoint lease — a victim now, not
+    once a grace from now is over: the headroom count had left it out, so preempting it must not take
+    its GPUs off the 4 the checkpointing lease covers."""
+    nodes = [a_node("a").free(0), a_node("b").free(0), a_node("c").free(4)]
+    young = a_lease("Ly").on("a").gpus(*range(8)).opportunistic().started(NOW - 30)
+    cover = a_lease("Lb").on("b").gpus(0, 1, 2, 3).opportunistic().checkpoints_on_preempt()
+    rest = [a_lease("Lb2").on("b").gpus(4, 5, 6, 7), a_lease("Lc").on("c").gpus(0, 1, 2, 3)]
+    tasks = [a_task("c").core().gpus(8), a_task("s").gpus(4).submitted(1)]
+    result = run(nodes, tasks, leases=[young, cover, *rest], headroom=1 / 6, order="fifo", **RECLAIMABLE_ONLY)
+    assert [p.lease_id for p in result.preemptions] == ["Ly"]
+    assert "s" in grants(result)  # 4 free - 4 + 4 borrowed by Lb = 4 = the headroom of 24 GPUs at 1/6

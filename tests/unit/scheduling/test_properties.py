@@ -89,7 +89,8 @@ def _policies(draw):
     headroom = draw(st.one_of(st.sampled_from((0.0, 0.1, 0.3)), st.just({"H100": 0.25})))
     return replace(base, headroom=headroom, headroom_tracks_core=draw(st.booleans()),
                    max_heavy_per_node=draw(st.integers(1, 3)), backfill=draw(st.booleans()), preemption=draw(st.booleans()),
-                   fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()))
+                   fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()),
+                   headroom_counts_reclaimable_only=draw(st.booleans()))
 
 
 @st.composite
