@@ -9,13 +9,16 @@ when a burst arrives — rather than an ordering choice. Diagnosis of issue 10's
 
     nice -n 15 .venv/bin/python bench/core_wait_stall.py --trace ../shared/traces/philly/philly_jobs_3vc.csv \\
         --format philly --cluster V100:14x8 --limit 5000 --synthesize 42 --policy cardflow --policy easy-backfill
+
+`--variant FIELD=VALUE` (repeatable) adds cardflow with those Policy fields changed as one more column
+(the same syntax as `bench/policies.py --grid-set`).
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -25,6 +28,7 @@ from rich.table import Table
 
 from shared.scheduling.model import PriorityClass
 from shared.simulation.engine import Outcome
+from shared.simulation.metrics import utilisation_when_queued, window
 
 _HOUR = 3600.0
 
@@ -43,6 +47,10 @@ class Stall:
     free_gpus_then: int  # GPUs no lease held across its submission
     finishes_while_waiting: int  # tasks that finished after its submission, up to its start
     first_finish_after_s: float | None  # from its submission to the first finish after it
+    utilisation: float  # useful GPU-seconds / capacity over the submission window
+    busy_when_queued: float  # the same while ready work waited
+    preemptions: int
+    unfinished: int
 
 
 def held_gpus(outcome: Outcome, at: float) -> int:
@@ -68,9 +76,13 @@ def stall(outcome: Outcome, capacity: int) -> Stall | None:
     finishes = sorted(submit[task_id] + jct for task_id, jct in outcome.recorder.jcts.items() if task_id in submit)
     first = bisect.bisect_right(finishes, submitted)
     first_finish = finishes[first] - submitted if first < len(finishes) else None
+    lo, hi = window(outcome.tasks)
+    useful = sum(max(0.0, min(end, hi) - max(start, lo)) * gpus for start, end, gpus in outcome.recorder.useful)
     return Stall(len(core), p95, float(values.mean()), int((values >= 100 * _HOUR).sum()), task.task_id,
                  submitted, started, capacity - held_gpus(outcome, submitted),
-                 bisect.bisect_right(finishes, started) - first, first_finish)
+                 bisect.bisect_right(finishes, started) - first, first_finish,
+                 useful / (capacity * (hi - lo)), utilisation_when_queued(outcome.recorder, capacity, lo, hi),
+                 outcome.recorder.preemptions, outcome.unfinished)
 
 
 def stall_table(stalls: dict[str, Stall | None], origin: float) -> Table:
@@ -93,6 +105,10 @@ def stall_table(stalls: dict[str, Stall | None], origin: float) -> Table:
     row("  tasks finished while it waited", lambda s: f"{s.finishes_while_waiting:,}")
     row("  first finish after its submission",
         lambda s: "-" if s.first_finish_after_s is None else f"{s.first_finish_after_s / _HOUR:.2f} h")
+    row("utilisation", lambda s: f"{100 * s.utilisation:.2f}%")
+    row("busy while ready work waits", lambda s: f"{100 * s.busy_when_queued:.2f}%")
+    row("preemptions", lambda s: f"{s.preemptions:,}")
+    row("unfinished tasks", lambda s: f"{s.unfinished:,}")
     return table
 
 
@@ -103,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from shared.simulation.runner import new_progress, prepare_scenario, run_policies
     from shared.simulation.traces import load_trace
 
+    from policies_grid import variant  # bench/ is on sys.path when run as a script
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--format", default="philly")
@@ -111,16 +129,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--synthesize", type=int, default=42, metavar="SEED", help="synthesis seed (default 42)")
     parser.add_argument("--policy", action="append", default=None, help="preset; repeat (default cardflow, easy-backfill)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes, one policy each")
+    parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE",
+                        help="also run cardflow with these Policy fields changed (repeat for several fields)")
     args = parser.parse_args(argv)
     names = args.policy or ["cardflow", "easy-backfill"]
     unknown = [name for name in names if name not in POLICIES]
     if unknown:
         parser.error(f"unknown policy {unknown[0]!r}; presets: {', '.join(POLICIES)}")
+    policies = [POLICIES[name] for name in names]
+    if args.variant:
+        changed = variant(POLICIES["cardflow"], args.variant)
+        policies.append(replace(changed, name="cardflow + " + " ".join(args.variant)))
     trace = load_trace(args.trace, args.format)
     scenario = prepare_scenario(trace, CatalogCardModel(), cluster=load_cluster(args.cluster),
                                 synthesize_seed=args.synthesize, limit=args.limit)
     with new_progress() as progress:
-        outcomes = run_policies(scenario, [POLICIES[name] for name in names], progress=progress, jobs=args.jobs)
+        outcomes = run_policies(scenario, policies, progress=progress, jobs=args.jobs)
     capacity = scenario.cluster.capacity
     origin = min(task.submit_s for task in scenario.tasks)
     Console().print(stall_table({name: stall(outcome, capacity) for name, outcome in outcomes.items()}, origin))

@@ -407,6 +407,18 @@ def run_grid(args: argparse.Namespace, console: Console) -> None:
         if rows:
             console.print(grid.table(rows, f"grid — {title}"))
             tables[title] = rows
+    if args.grid_report and args.grid_set:
+        preset = [replace(run, policy=POLICIES["cardflow"]) if run.policy.name == "cardflow" else run for run in runs]
+        codes = code.split(",") + baselines
+        preset_results = {run: hit for run in preset if (hit := grid.cached_any(run, codes)) is not None}
+        for title, family in families.items():
+            lines = grid.variant_rows(grid.summary_rows(grid.units_by_cell(preset_results, family)),
+                                      tables.get(title, []))
+            if lines:
+                console.rule(f"{title}: the variant ({' '.join(args.grid_set)}) beside the cardflow preset")
+                console.print("\n".join(["| " + " | ".join(grid.VARIANT_HEADER) + " |",
+                                          "|---|" + "---:|" * (len(grid.VARIANT_HEADER) - 2) + "---|",
+                                          *["| " + " | ".join(line) + " |" for line in lines]]), soft_wrap=True)
     if args.grid_report and tables and not args.grid_set:
         write_grid_section(tables, cells, starts, args.grid_seeds, len(results), len(runs),
                            code + (f"; baselines also from {args.grid_reuse_baselines}" if args.grid_reuse_baselines else ""))

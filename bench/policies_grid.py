@@ -64,6 +64,9 @@ CLASS_MIXES = {
     "core-heavy": {"core": 0.3, "standard": 0.6, "opportunistic": 0.1},
 }
 OPENB = "openb"
+# Policy fields added after runs were first cached, with the value that leaves the rules as they were:
+# at that value a field stays out of the cache key, so earlier runs (and baselines) still count.
+KEY_NEUTRAL = {"headroom_counts_reclaimable_only": False}
 RESAMPLES = 1000
 GOAL_RATIO_CHECKPOINTING, GOAL_RATIO_NONE, GOAL_BUSY_WHEN_QUEUED = 0.5, 0.8, 0.95
 
@@ -132,7 +135,8 @@ class Run:
             cell["checkpoint_share"] = None  # never preempted: checkpoints change nothing
         if self.workload == OPENB:
             cell["class_mix"] = None  # classes come from the pods' QoS
-        policy = {k: v for k, v in asdict(self.policy).items() if k != "name"}
+        policy = {k: v for k, v in asdict(self.policy).items()
+                  if k != "name" and not (k in KEY_NEUTRAL and v == KEY_NEUTRAL[k])}
         text = json.dumps({"cell": cell, "workload": self.workload, "seed": self.seed, "policy": policy,
                            "code": code}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
@@ -406,6 +410,54 @@ def table(rows: Sequence[dict[str, Any]], title: str) -> Table:
 def markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
     return ["| " + " | ".join(HEADER) + " |", "|---|" + "---:|" * (len(HEADER) - 2) + "---|",
             *["| " + " | ".join(row_cells(row)) + " |" for row in rows]]
+
+
+# A variant hurts a cell if it loses more utilisation than this, or its core p95 grows by more than
+# this share, or it leaves more tasks unfinished; it helps if it hurts nowhere and gains that much.
+VARIANT_UTILISATION_POINTS, VARIANT_P95_SHARE = 0.05, 0.02
+VARIANT_HEADER = ["cell", "units", "core p95 preset → variant (easy)", "utilisation preset → variant (easy)",
+                  "busy while queued preset → variant", "unfinished preset / variant", "preemptions preset → variant",
+                  "effect"]
+
+
+def variant_effect(preset: dict[str, Any], changed: dict[str, Any]) -> str:
+    """helps / neutral / hurts (with what) — the variant's pooled numbers against the preset's."""
+    util = 100 * (changed["cardflow.utilisation"] - preset["cardflow.utilisation"])
+    p95_before, p95_after = preset["cardflow.core_p95_s"], changed["cardflow.core_p95_s"]
+    hurts = []
+    if util < -VARIANT_UTILISATION_POINTS:
+        hurts.append(f"utilisation {util:+.2f} points")
+    if p95_after > p95_before * (1 + VARIANT_P95_SHARE):
+        hurts.append(f"core p95 x{p95_after / p95_before:.2f}")
+    if changed["cardflow.unfinished"] > preset["cardflow.unfinished"]:
+        hurts.append(f"{changed['cardflow.unfinished']:.0f} unfinished")
+    if hurts:
+        return "hurts: " + "; ".join(hurts)
+    if util > VARIANT_UTILISATION_POINTS or p95_after < p95_before * (1 - VARIANT_P95_SHARE):
+        return "helps"
+    return "neutral"
+
+
+def variant_rows(preset_rows: Sequence[dict[str, Any]], changed_rows: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Per cell (and pooled), the variant beside the preset it changes (rows from `summary_rows` over
+    the same units)."""
+    by_cell = {row["cell"]: row for row in preset_rows}
+    lines = []
+    for row in changed_rows:
+        before = by_cell.get(row["cell"])
+        if before is None or before["units"] != row["units"]:
+            continue
+        lines.append([
+            row["cell"].label if row["cell"] else "**pooled over every cell**", str(row["units"]),
+            f"{before['cardflow.core_p95_s'] / 60:,.0f} → {row['cardflow.core_p95_s'] / 60:,.0f} "
+            f"({row['easy-backfill.core_p95_s'] / 60:,.0f}) min",
+            f"{before['cardflow.utilisation']:.2%} → {row['cardflow.utilisation']:.2%} ({row['easy-backfill.utilisation']:.2%})",
+            f"{before['cardflow.busy_when_queued']:.1%} → {row['cardflow.busy_when_queued']:.1%}",
+            f"{before['cardflow.unfinished']:.0f} / {row['cardflow.unfinished']:.0f}",
+            f"{before['cardflow.preemptions']:,.0f} → {row['cardflow.preemptions']:,.0f}",
+            variant_effect(before, row),
+        ])
+    return lines
 
 
 PLOTS = {

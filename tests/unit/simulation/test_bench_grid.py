@@ -58,6 +58,18 @@ def test_cache_keys_leave_out_what_a_run_provably_ignores():
     assert grid.Run(CELL, "openb", 42, cardflow).key("c") != grid.Run(CELL, "openb", 1, cardflow).key("c")
 
 
+def test_policy_fields_added_later_leave_the_key_at_their_neutral_value_and_variants_change_it():
+    cardflow = POLICIES["cardflow"]
+    key = grid.Run(CELL, "2017-10-03", 42, cardflow).key("c")
+    assert key == "59e1b63c2cbf81966e75658c"  # as before those fields existed (main at 0bad872): earlier runs count
+    variant = grid.variant(cardflow, ["headroom_counts_reclaimable_only=true", "max_heavy_per_node=3"])
+    assert (variant.headroom_counts_reclaimable_only, variant.max_heavy_per_node, variant.name) == (True, 3, "cardflow")
+    assert isinstance(variant.max_heavy_per_node, int)
+    assert grid.Run(CELL, "2017-10-03", 42, variant).key("c") != key
+    with pytest.raises(ValueError, match="bad policy setting 'lane=1'"):
+        grid.variant(cardflow, ["lane=1"])
+
+
 def test_parts_split_the_runs_without_overlap():
     runs = grid.plan_runs([CELL, NONE_CHECKPOINT], [], [42, 1], [POLICIES["cardflow"], POLICIES["easy-backfill"]])
     assert len(runs) == 8  # 2 cells x openb x 2 seeds x 2 policies
@@ -97,3 +109,20 @@ def test_bootstrap_intervals_are_reproducible_and_bracket_a_steady_difference():
     assert low == pytest.approx(0.02) and high == pytest.approx(0.02)
     low, high = first["core_p95_ratio"]
     assert 0 < low <= high < 1
+
+
+def _numbers(utilisation: float, p95_s: float, unfinished: int = 0) -> dict:
+    return {"cardflow.utilisation": utilisation, "cardflow.core_p95_s": p95_s, "cardflow.unfinished": unfinished}
+
+
+@pytest.mark.parametrize(("changed", "effect"), [
+    (_numbers(0.7600, 600.0), "neutral"),
+    (_numbers(0.7604, 590.0), "neutral"),  # within 0.05 points and 2%
+    (_numbers(0.7600, 500.0), "helps"),
+    (_numbers(0.7610, 600.0), "helps"),
+    (_numbers(0.7590, 500.0), "hurts: utilisation -0.10 points"),
+    (_numbers(0.7700, 700.0), "hurts: core p95 x1.17"),
+    (_numbers(0.7600, 600.0, unfinished=1), "hurts: 1 unfinished"),
+])
+def test_a_variant_helps_hurts_or_is_neutral_against_the_preset(changed, effect):
+    assert grid.variant_effect(_numbers(0.7600, 600.0), changed) == effect

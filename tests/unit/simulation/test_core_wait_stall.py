@@ -33,7 +33,9 @@ def test_a_core_task_behind_a_full_fleet_waits_for_the_first_finish() -> None:
     outcome = Simulation(trace, parse_cluster_spec("X:1x1"), POLICIES["easy-backfill"]).run()
     assert stall_module.stall(outcome, 1) == stall_module.Stall(
         core_tasks=1, p95_wait_s=900.0, mean_wait_s=900.0, waiting_100h=0, task_id="K", submitted_s=100.0,
-        started_s=1000.0, free_gpus_then=0, finishes_while_waiting=1, first_finish_after_s=900.0)
+        started_s=1000.0, free_gpus_then=0, finishes_while_waiting=1, first_finish_after_s=900.0,
+        # the submission window is 0-100 s: L's GPU busy all of it; no ready work waited inside it
+        utilisation=1.0, busy_when_queued=0.0, preemptions=0, unfinished=0)
 
 
 def test_a_free_gpu_serves_a_burst_of_short_core_tasks_one_after_another() -> None:
