@@ -51,6 +51,7 @@ class ViewReason(StrEnum):
     RUNNING = "running"  # the agent reported the task running
     CANCEL_REQUESTED = "cancel_requested"  # someone asked to cancel; the dispatcher has not yet
     SUCCEEDED = "succeeded"
+    SUCCEEDED_FLAGGED = "succeeded_flagged"  # succeeded, but the dispatcher flagged the success (flags listed)
     FAILED = "failed"
     CANCELLED = "cancelled"
     REJECTED = "rejected"  # intake refused the submission (problems listed)
@@ -137,6 +138,8 @@ class TaskView(BaseModel):
     progress: float | None = None
     last_checkpoint: str | None = None
     output_units: float | None = None
+    flags: tuple[str, ...] = Field((), description="why its success is not taken at the agent's word"
+                                   " (task.succeeded flags: implausibly_early_success, output_out_of_bounds)")
     # ledger facet
     used_gpu_hours: float = 0.0
     used_cost: float = 0.0
@@ -393,6 +396,14 @@ def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     output = "" if data.output_units is None else f"; output {data.output_units:g} units"
+    if data.flags:
+        flags = tuple(flag.value for flag in data.flags)
+        return _status_update(
+            TaskState.SUCCEEDED, ViewReason.SUCCEEDED_FLAGGED.value,
+            f"finished successfully{output}, but flagged for review ({', '.join(flags)}): {data.flag_detail};"
+            " its output is not counted", finished_at=event.occurred_at, progress=1.0, output_units=data.output_units,
+            flags=flags,
+        )  # fmt: skip
     return _status_update(
         TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value, f"finished successfully{output}",
         finished_at=event.occurred_at, progress=1.0, output_units=data.output_units,

@@ -278,10 +278,16 @@ def _requeued(t: _Teller, e: Envelope) -> Told:
 
 
 def _succeeded(t: _Teller, e: Envelope) -> Told:
-    run = t._run(e)
-    if e.data.output_units is not None:
-        run.output_units = max(run.output_units or 0.0, e.data.output_units)
-    output = f", output {e.data.output_units:g} units" if e.data.output_units is not None else ""
+    run, d = t._run(e), e.data
+    output = f", output {d.output_units:g} units" if d.output_units is not None else ""
+    if d.flags:  # the ledger counts no output of a flagged run: neither does the story
+        run.output_units = None
+        flags = ", ".join(flag.value for flag in d.flags)
+        claimed = f" (claimed {d.claimed_output_units:g}, refused)" if d.claimed_output_units is not None else ""
+        return (f"succeeded{output}{claimed}, FLAGGED for review ({flags}): {d.flag_detail}; its output is not counted",
+                d.flags[0].value)
+    if d.output_units is not None:
+        run.output_units = max(run.output_units or 0.0, d.output_units)
     return f"succeeded{output}", "succeeded"
 
 

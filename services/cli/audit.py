@@ -40,6 +40,8 @@ LABELS: dict[str, dict[str, str]] = {
         "runtime": "runtime h", "util": "GPU util %", "clock": "clock", "ran_on": "ran on",
         "simulated_group": "{key}: {clock} — its runtimes, GPU-hours and costs are the wall clock's x the agent's time scale",
         "util_note": "GPU util % = the mean the agents reported, weighted by the time each report covers",
+        "flags": "flags", "claimed": "claimed (refused)", "flagged successes (output not counted)":
+        "flagged successes (output not counted)",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -53,6 +55,7 @@ LABELS: dict[str, dict[str, str]] = {
         "runtime": "运行时长 h", "util": "GPU 利用率 %", "clock": "时钟", "ran_on": "实际卡型",
         "simulated_group": "{key}：{clock} —— 其运行时长、GPU 小时与成本为墙钟数值乘以 agent 的时间倍率",
         "util_note": "GPU 利用率 % = agent 上报值按各次上报覆盖时长加权的平均",
+        "flags": "标记", "claimed": "申报（已拒收）", "flagged successes (output not counted)": "被标记的成功（产出不计入）",
     },
 }
 
@@ -368,6 +371,11 @@ def review(
     console.print(LABELS[lang.value]["util_note"])
     console.print(table(lang, "actual / estimated runtime", ["card", "key", "tasks", "ratio"],
                         [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
+    if result.get("flagged"):
+        title = LABELS[lang.value]["flagged successes (output not counted)"]
+        console.print(table(lang, title, ["task", "flags", "output", "claimed", "what"],
+                            [[f"{f['task_id']} {f['name'] or ''}".strip(), ", ".join(str(reason_label(x, lang)) for x in f["flags"]),
+                              f["output_units"], f["claimed_output_units"], f["detail"]] for f in result["flagged"]]))  # fmt: skip
     for task in result["tasks"]:
         if task["verdict"] != "worth_it":
             console.print(f"{task['task_id']} {task['name']}: [bold]{task['verdict']}[/bold] — {task['reason']}")

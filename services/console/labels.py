@@ -65,6 +65,9 @@ REASON_LABELS_ZH: dict[str, str] = {
     "agent_failed": "节点代理失败，重新排队",
     "operator_requeue": "运维人员重新排队",
     "no_fleet": "尚无 GPU 节点注册",
+    "succeeded_flagged": "已完成（被标记待复核）",
+    "implausibly_early_success": "成功过早（待复核）",
+    "output_out_of_bounds": "产出超出上限（不计入）",
 }
 """Chinese names of machine reasons; the English console shows the machine value itself."""
 

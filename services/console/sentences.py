@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from string import Formatter
 from typing import Any
 
-from services.console.labels import Language
+from services.console.labels import REASON_LABELS_ZH, Language
 from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason
@@ -34,6 +34,7 @@ ZH_TEMPLATES: Mapping[str, str] = {
     ViewReason.RUNNING: "正在节点 {node_id} 上运行（{card_type}，GPU {gpu_indices}）",
     ViewReason.CANCEL_REQUESTED: "已请求取消（{cancel_reason}），等待调度器结束任务",
     ViewReason.SUCCEEDED: "已成功完成，产出 {output_units} 单位",
+    ViewReason.SUCCEEDED_FLAGGED: "已完成，但成功报告被标记待复核（{flags}），产出不计入统计",
     ViewReason.FAILED: "运行失败（错误信息见原文）",
     ViewReason.CANCELLED: "已按请求取消",
     ViewReason.REJECTED: "提交被拒绝，问题字段：{problem_fields}",
@@ -98,6 +99,7 @@ def sentence_fields(view: TaskView) -> dict[str, str]:
         "problem_fields": "、".join(p.field for p in view.problems) or None,
         "est_gpu_hours": f"{est_hours:.1f}" if est_hours is not None else None,
         "resume": resume,
+        "flags": "、".join(REASON_LABELS_ZH.get(flag, flag) for flag in view.flags) or None,
     }
     return {key: MISSING if value is None else str(value) for key, value in values.items()}
 

@@ -9,7 +9,9 @@
 - `lease.released` -> accounted up to `ended_at` and closed, likewise (opened from its own data, at
   time scale 1, if the grant was never seen);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
-  the highest value reported wins;
+  the highest value reported wins; a `task.succeeded` with `flags` (the dispatcher did not take it
+  at the agent's word) makes that run's output FLAGGED instead (`ledger.flagged_output`): kept and
+  shown, counted in no total;
 - `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
@@ -98,6 +100,20 @@ class RunOutput:
     reported_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class FlaggedOutput:
+    """A run whose success is flagged: its output (and the refused claim) kept apart, never counted."""
+
+    task_id: str
+    lease_id: str
+    output_units: Decimal | None
+    claimed_output_units: Decimal | None
+    flags: tuple[str, ...]
+    detail: str
+    reported_at: datetime
+    event_id: str
+
+
 @dataclass
 class BatchEffects:
     leases: dict[str, LeaseAccount] = field(default_factory=dict)
@@ -105,6 +121,7 @@ class BatchEffects:
     emissions: list[Emission] = field(default_factory=list)
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     outputs: dict[tuple[str, str], RunOutput] = field(default_factory=dict)
+    flagged: dict[tuple[str, str], FlaggedOutput] = field(default_factory=dict)
     matches: dict[str, TaskMatch] = field(default_factory=dict)
 
 
@@ -155,6 +172,9 @@ class _Fold:
 
     def output(self, event: TaskCheckpointed | TaskSucceeded) -> None:
         data = event.data
+        if isinstance(event, TaskSucceeded) and event.data.flags:
+            self.flag(event)
+            return
         if data.output_units is None or data.lease_id is None:
             return
         key = (data.task_id, data.lease_id)
@@ -164,6 +184,17 @@ class _Fold:
         if before is not None:
             units = max(units, before.output_units)
         self.effects.outputs[key] = RunOutput(data.task_id, data.lease_id, units, final, event.occurred_at)
+
+    def flag(self, event: TaskSucceeded) -> None:
+        """The run's output goes to `flagged`, with what this batch already had of it (see the module docstring)."""
+        data = event.data
+        key = (data.task_id, data.lease_id)
+        before = self.effects.outputs.pop(key, None)
+        units = [u for u in (_decimal(data.output_units), before.output_units if before else None) if u is not None]
+        self.effects.flagged[key] = FlaggedOutput(
+            data.task_id, data.lease_id, max(units) if units else None, _decimal(data.claimed_output_units),
+            tuple(flag.value for flag in data.flags), data.flag_detail, event.occurred_at, event.event_id,
+        )  # fmt: skip
 
     def matched(self, event: TaskMatched) -> None:
         data = event.data
@@ -236,3 +267,7 @@ def lease_ids_of(events: Iterable[Envelope]) -> set[str]:
 
 def task_ids_of(events: Iterable[Envelope]) -> set[str]:
     return {e.data.task_id for e in events if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted))}
+
+
+def _decimal(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(value))

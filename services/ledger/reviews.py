@@ -1,5 +1,7 @@
 """Reads for `cardflow matches TASK` and `cardflow review`: one task's match against what it took,
-and every finished task's verdict, grouped and ranked by cost per output unit.
+and every finished task's verdict, grouped and ranked by cost per output unit. Successes the
+dispatcher flagged (issue 15: too early for the estimate, output out of bounds) are listed apart
+(`flagged`): their output is in no group's total and no cost per output unit.
 
 The facts come from the ledger's own tables (`ledger.task_matches` from `task.matched`, usage,
 output); the judgement is `services.ledger.match_review` (pure).
@@ -53,5 +55,25 @@ async def review_matches(
         window["starts_at"] if window else None, window["ends_at"] if window else None,
     )  # fmt: skip
     reviews = [review_match(facts) for facts in await load_match_facts(pool, [r["task_id"] for r in finished])]
+    flagged = await load_flagged(pool, window["starts_at"] if window else None, window["ends_at"] if window else None)
     return {"round_id": round_id, "by": by.value, "groups": summarize_reviews(reviews, by),
-            "speed_corrections": speed_corrections(reviews), "tasks": [review_json(r) for r in reviews]}  # fmt: skip
+            "speed_corrections": speed_corrections(reviews), "tasks": [review_json(r) for r in reviews],
+            "flagged": flagged}  # fmt: skip
+
+
+async def load_flagged(pool: asyncpg.Pool, starts: Any = None, ends: Any = None) -> list[dict[str, Any]]:
+    """Successes the dispatcher flagged (`ledger.flagged_output`), oldest first: shown, never counted above."""
+    rows = await pool.fetch(
+        f"SELECT f.task_id, t.name, t.project, t.output_unit, f.lease_id, f.output_units, f.claimed_output_units,"
+        f" f.flags, f.detail, f.reported_at FROM {SCHEMA}.flagged_output f LEFT JOIN {SCHEMA}.tasks t USING (task_id)"
+        " WHERE ($1::timestamptz IS NULL OR f.reported_at >= $1) AND ($2::timestamptz IS NULL OR f.reported_at < $2)"
+        " ORDER BY f.reported_at, f.task_id", starts, ends,
+    )  # fmt: skip
+    return [{"task_id": r["task_id"], "name": r["name"], "project": r["project"], "output_unit": r["output_unit"],
+             "lease_id": r["lease_id"], "flags": list(r["flags"]), "detail": r["detail"],
+             "output_units": _number(r["output_units"]), "claimed_output_units": _number(r["claimed_output_units"]),
+             "reported_at": r["reported_at"].isoformat()} for r in rows]  # fmt: skip
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -9,7 +9,7 @@ import asyncpg
 from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
-from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, RunOutput, TaskInfo, TaskMatch
+from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, FlaggedOutput, RunOutput, TaskInfo, TaskMatch
 from services.ledger.quotas import lock_usage
 
 SCHEMA = "ledger"
@@ -48,6 +48,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_increments(conn, effects, [event.event_id for event in events])
     await _save_outputs(conn, list(effects.outputs.values()))
+    await _save_flagged(conn, list(effects.flagged.values()))
     await _save_matches(conn, list(effects.matches.values()))
 
 
@@ -110,6 +111,29 @@ async def _save_outputs(conn: asyncpg.Connection, outputs: list[RunOutput]) -> N
         " output_units = GREATEST(o.output_units, EXCLUDED.output_units), final = o.final OR EXCLUDED.final,"
         " reported_at = GREATEST(o.reported_at, EXCLUDED.reported_at)",
         outputs, ("task_id", "lease_id", "output_units", "final", "reported_at"),
+    )  # fmt: skip
+
+
+async def _save_flagged(conn: asyncpg.Connection, flagged: list[FlaggedOutput]) -> None:
+    """Flagged runs: their output counted so far (earlier checkpoints) moves out of `task_output` into
+    `flagged_output`, with the success's own output and claim; no total counts it any more."""
+    if not flagged:
+        return
+    moved = await conn.fetch(
+        f"DELETE FROM {SCHEMA}.task_output o USING unnest($1::text[], $2::text[]) AS f(task_id, lease_id)"
+        " WHERE o.task_id = f.task_id AND o.lease_id = f.lease_id RETURNING o.task_id, o.lease_id, o.output_units",
+        [f.task_id for f in flagged], [f.lease_id for f in flagged],
+    )  # fmt: skip
+    counted = {(row["task_id"], row["lease_id"]): row["output_units"] for row in moved}
+    rows = []
+    for f in flagged:
+        units = [u for u in (f.output_units, counted.get((f.task_id, f.lease_id))) if u is not None]
+        rows.append((f.task_id, f.lease_id, max(units) if units else None, f.claimed_output_units, list(f.flags),
+                     f.detail, f.reported_at, f.event_id))
+    await conn.executemany(
+        f"INSERT INTO {SCHEMA}.flagged_output (task_id, lease_id, output_units, claimed_output_units, flags, detail,"
+        " reported_at, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (task_id, lease_id) DO NOTHING",
+        rows,
     )  # fmt: skip
 
 

@@ -125,8 +125,11 @@ class TaskStory:
                 "checkpoint_uri": f"s3://ckpt/{self.task_id}/{progress}"}
         return self.emit("dispatcher", "task.checkpointed", data)
 
-    def succeeded(self, output_units: float | None = 1000.0) -> Envelope:
+    def succeeded(self, output_units: float | None = 1000.0, flags: tuple[str, ...] = (), detail: str = "",
+                  claimed: float | None = None) -> Envelope:
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "output_units": output_units}
+        if flags:
+            data |= {"flags": flags, "flag_detail": detail, "claimed_output_units": claimed}
         return self.emit("dispatcher", "task.succeeded", data)
 
     def failed(self, error: str = "CUDA out of memory", exit_code: int | None = 1) -> Envelope:

@@ -122,6 +122,17 @@ def test_terminal_run_records_times_progress_and_output() -> None:
     assert view.started_at is not None and view.finished_at is not None and view.started_at < view.finished_at
 
 
+def test_a_flagged_success_says_so_in_both_languages() -> None:
+    from services.console.sentences import reason_sentence
+
+    view = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.succeeded(
+        None, ("implausibly_early_success", "output_out_of_bounds"), "after 20s of a 2h estimate", 1e9)])
+    assert (view.state, view.reason, view.output_units) == (S.SUCCEEDED, "succeeded_flagged", None)
+    assert view.flags == ("implausibly_early_success", "output_out_of_bounds")
+    assert "flagged for review (implausibly_early_success, output_out_of_bounds): after 20s" in view.reason_detail
+    assert reason_sentence(view, "zh") == "已完成，但成功报告被标记待复核（成功过早（待复核）、产出超出上限（不计入）），产出不计入统计"
+
+
 def test_failure_sentence_names_the_error_and_exit_code() -> None:
     view = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.failed("segfault", 139)])
     assert view.reason_detail == "segfault (exit code 139)"

@@ -56,7 +56,8 @@ def test_each_situation_lands_in_its_group(steps: Steps, kind: BlockerKind) -> N
 
 
 def test_every_reason_an_open_task_can_show_has_a_group() -> None:
-    terminal = {ViewReason.SUCCEEDED, ViewReason.FAILED, ViewReason.CANCELLED, ViewReason.REJECTED}
+    terminal = {ViewReason.SUCCEEDED, ViewReason.SUCCEEDED_FLAGGED, ViewReason.FAILED, ViewReason.CANCELLED,
+                ViewReason.REJECTED}
     reasons = {*ViewReason, *DeferralReason, *UnmatchableReason, *RequeueReason} - terminal
     assert {r.value for r in reasons} <= set(BLOCKER_OF_REASON)
 

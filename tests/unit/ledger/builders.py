@@ -59,9 +59,11 @@ def checkpointed(task_id: str, lease_id: str, output_units: float | None, *, at:
     )  # fmt: skip
 
 
-def succeeded(task_id: str, lease_id: str, output_units: float | None, *, at: datetime = T0) -> TaskSucceeded:
+def succeeded(task_id: str, lease_id: str, output_units: float | None, *, at: datetime = T0,
+              flags: tuple[str, ...] = (), claimed: float | None = None) -> TaskSucceeded:
+    flagged = {"flags": flags, "flag_detail": "judged", "claimed_output_units": claimed} if flags else {}
     return make_event(
         TaskSucceeded, subject=task_subject(task_id), subject_seq=6, producer="dispatcher/t",
         actor="service:dispatcher", occurred_at=at,
-        data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units},
+        data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units, **flagged},
     )  # fmt: skip

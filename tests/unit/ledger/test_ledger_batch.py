@@ -84,6 +84,21 @@ def test_output_per_run_keeps_the_highest_report() -> None:
     assert outputs[("T1", "L2")].output_units == 30 and not outputs[("T1", "L2")].final
 
 
+def test_a_flagged_success_keeps_its_runs_output_apart() -> None:
+    events = [
+        checkpointed("T1", "L1", 40), succeeded("T1", "L1", None, flags=("implausibly_early_success",
+                                                                         "output_out_of_bounds"), claimed=1e9),
+        checkpointed("T2", "L2", 10), succeeded("T2", "L2", 12, flags=("implausibly_early_success",)),
+        succeeded("T3", "L3", 7),
+    ]  # fmt: skip
+    effects = fold_batch(events, CATALOG, {}, {})
+    assert set(effects.outputs) == {("T3", "L3")}  # only the believed run counts
+    one, two = effects.flagged[("T1", "L1")], effects.flagged[("T2", "L2")]
+    assert (one.output_units, one.claimed_output_units, one.flags) == (
+        Decimal(40), Decimal("1000000000.0"), ("implausibly_early_success", "output_out_of_bounds"))
+    assert (two.output_units, two.claimed_output_units, two.flags) == (Decimal(12), None, ("implausibly_early_success",))
+
+
 def test_a_card_without_a_price_is_an_error() -> None:
     with pytest.raises(UnpricedCardError, match="ZZ9"):
         fold_batch([granted("L1", "T1", card_type="ZZ9")], CATALOG, {}, {})
