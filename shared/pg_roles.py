@@ -88,7 +88,10 @@ def _hand_over(schema: str, owner: str) -> str:
     return (
         f"DO $$ DECLARE r record; BEGIN\n"
         f"  FOR r IN SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace\n"
-        f"           WHERE n.nspname = '{schema}' AND c.relkind IN ('r', 'p', 'v', 'm', 'S') LOOP\n"
+        f"           WHERE n.nspname = '{schema}' AND c.relkind IN ('r', 'p', 'v', 'm', 'S')\n"
+        # a serial/identity column's sequence follows its table (ALTER on it alone is refused)
+        f"             AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass\n"
+        f"                             AND d.objid = c.oid AND d.deptype IN ('a', 'i') AND c.relkind = 'S') LOOP\n"
         f"    EXECUTE format('ALTER %s {schema}.%I OWNER TO {owner}',\n"
         f"      CASE r.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END, r.relname);\n"
         f"  END LOOP;\n"

@@ -102,3 +102,22 @@ async def test_a_schema_prepared_by_a_member_role_belongs_to_its_owner(fresh_set
         owners = await ledger.fetch("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'ledger'")
         assert {row["tableowner"] for row in owners} == {role_name("ledger")}
         await ledger.execute("INSERT INTO ledger.inbox (consumer, event_id) VALUES ('t', 'e1')")
+
+
+async def test_tables_made_before_the_roles_are_handed_over_with_their_serial_sequences(fresh_settings: Settings) -> None:
+    """Found by the OpenAPI fuzz run: a schema migrated by the database owner before the roles
+    existed (a token bootstrapped first, or a data directory from before the roles) made every later
+    `apply_roles` fail with "cannot change owner of sequence ... linked to table" — an identity
+    column's sequence follows its table and may not be handed over on its own."""
+    owner = await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=1)
+    try:
+        await prepare_schema(owner, CONFIG)
+    finally:
+        await owner.close()
+    await apply_roles(fresh_settings.database_dsn or "", load_or_create_role_passwords(Path(fresh_settings.data_dir)))
+    async with as_role(fresh_settings, "config") as config:
+        owners = await config.fetch(
+            "SELECT DISTINCT pg_get_userbyid(c.relowner) AS owner FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'config' AND c.relkind IN ('r', 'S')"
+        )
+        assert {row["owner"] for row in owners} == {role_name("config")}
