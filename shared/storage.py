@@ -36,6 +36,14 @@ _BUCKET_EXISTS = {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}
 _PRECONDITION_FAILED = {"PreconditionFailed", "412", "ConditionalRequestConflict"}
 
 
+
+def header_safe(value: str) -> str:
+    """`value` as S3 user metadata can carry it (an HTTP header: printable ASCII only). Anything
+    else is written as a Python escape, so a Chinese reason stays readable (`\\u4e3a...`) and a
+    control character in a reason cannot break the upload (found by the OpenAPI fuzz run)."""
+    return "".join(c if " " <= c <= "~" else c.encode("ascii", "backslashreplace").decode() if c > "~" else f"\\x{ord(c):02x}"
+                   for c in value)  # fmt: skip
+
 class ObjectNotFoundError(KeyError):
     """No such key (or no such version of it)."""
 
@@ -146,9 +154,10 @@ class ObjectStore:
         content_type: str = "application/octet-stream",
         metadata: Mapping[str, str] | None = None,
     ) -> ObjectVersion:
-        """Store `body` as the new latest version of `key`."""
+        """Store `body` as the new latest version of `key` (`metadata` values as `header_safe` writes them)."""
+        safe = {name: header_safe(value) for name, value in (metadata or {}).items()}
         answer = await self._client.put_object(
-            Bucket=self.bucket_name(bucket), Key=key, Body=body, ContentType=content_type, Metadata=dict(metadata or {})
+            Bucket=self.bucket_name(bucket), Key=key, Body=body, ContentType=content_type, Metadata=safe
         )
         return ObjectVersion(key, answer.get("VersionId"), answer["ETag"], size=len(body), is_latest=True)
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import asyncpg
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -39,6 +40,7 @@ from redis.asyncio import Redis
 from services.common.runtime import prepare_schema
 from services.console.api import router
 from services.console.auth import authenticate, install_permission_handler
+from services.console.request_guard import RequestGuard, document_guarded_answers, validation_error_handler
 from services.console.labels import all_labels
 from services.console.pages.routes import SignInRequired, sign_in_redirect
 from services.console.pages.accountability import router as accountability_pages_router
@@ -98,6 +100,8 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     install_permission_handler(app)
+    app.add_middleware(RequestGuard)  # hostile /v1 input: a 4xx naming it before any route runs
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     config_routes.install(app)
     signed_in = [Depends(authenticate)]  # every /v1 route but /v1/labels: 401 without a valid token
     app.include_router(router, dependencies=signed_in)
@@ -146,7 +150,8 @@ async def labels() -> dict[str, Any]:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema plus the submission schema v1 (the POST body, validated by intake, not FastAPI)."""
+    """FastAPI's schema plus the submission schema v1 (the POST body, validated by intake, not FastAPI)
+    and the answers every /v1 operation may give (`document_guarded_answers`)."""
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
@@ -154,5 +159,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(submission.pop("$defs", {}))
     components["TaskSubmission"] = submission
+    document_guarded_answers(schema)
     app.openapi_schema = schema
     return schema

@@ -90,13 +90,8 @@ async def write_board_snapshot(pool: asyncpg.Pool, settings: Settings, now: date
 
 
 async def _put(store: ObjectStore, key: str, body: bytes, content_type: str, metadata: dict[str, str]) -> SnapshotObject:
-    version = await store.put(REPORTS_BUCKET, key, body, content_type=content_type, metadata=_ascii(metadata))
+    version = await store.put(REPORTS_BUCKET, key, body, content_type=content_type, metadata=metadata)
     return SnapshotObject(key=key, version_id=version.version_id, size=len(body))
-
-
-def _ascii(metadata: dict[str, str]) -> dict[str, str]:
-    """S3 metadata must be ASCII: other characters are escaped (a Chinese reason stays readable as \\u...)."""
-    return {key: value.encode("ascii", "backslashreplace").decode() for key, value in metadata.items()}
 
 
 async def list_snapshots(settings: Settings, limit: int) -> list[dict[str, Any]]:

@@ -79,6 +79,19 @@ HOSTILE: tuple[Hostile, ...] = (
 """Every hostile submission of issue 15 (and a few more of the same kinds)."""
 
 
+HTTP_HOSTILE: dict[str, bytes] = {
+    **{h.label: h.text.encode("utf-8", "surrogatepass") for h in HOSTILE},
+    "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+    "unclosed nesting": b"{" * 50_000,
+    "binary": bytes(range(256)) * 4,
+    "empty body": b"",
+    "a JSON array": b"[1, 2, 3]",
+    "a JSON string with NUL": b'"\\u0000"',
+    "two megabytes": b'{"name": "' + b"x" * 2_000_000 + b'"}',
+}
+"""HTTP request bodies: every hostile submission as bytes on the wire, and what only HTTP can send."""
+
+
 def a_valid(name: str) -> str:
     """A valid submission's JSON text."""
     return json.dumps({**VALID, "name": name})

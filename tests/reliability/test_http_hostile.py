@@ -15,20 +15,10 @@ import httpx
 
 from shared.settings import Settings
 from tests.helpers.console_server import bearer, first_admin
-from tests.reliability.hostile import HOSTILE, a_valid
+from tests.reliability.hostile import HOSTILE, HTTP_HOSTILE, a_valid
 from tests.reliability.http_server import served_console
 
 JSON = {"content-type": "application/json"}
-HTTP_HOSTILE: dict[str, bytes] = {
-    **{h.label: h.text.encode("utf-8", "surrogatepass") for h in HOSTILE},
-    "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
-    "unclosed nesting": b"{" * 50_000,
-    "binary": bytes(range(256)) * 4,
-    "empty body": b"",
-    "a JSON array": b"[1, 2, 3]",
-    "a JSON string with NUL": b'"\\u0000"',
-    "two megabytes": b'{"name": "' + b"x" * 2_000_000 + b'"}',
-}
 
 
 async def tasks_stored(settings: Settings) -> int:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from services.console.routes.common import Pool, now_utc
+from services.console.routes.common import Pool, now_utc, unprocessable
 from services.console.views import MISSING_TABLES
 from services.ledger.alerting import load_alerts
 
@@ -28,7 +28,7 @@ async def get_digest(pool: Pool, since: Annotated[datetime | None, Query(descrip
                      limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:  # fmt: skip
     start = since or now_utc() - DIGEST_DAY
     if start.tzinfo is None:
-        raise HTTPException(422, "since: give a time zone, e.g. 2026-12-01T00:00:00Z")
+        raise unprocessable(("query", "since"), "give a time zone, e.g. 2026-12-01T00:00:00Z")
     try:
         alerts = await load_alerts(pool, start, limit=limit)
     except MISSING_TABLES:

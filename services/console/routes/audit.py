@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 
 from services.audit.queries import UnknownTaskError, change_log, replay_at, state_json, why
 from services.audit.verify import verify_archive
+from services.console.routes.common import unprocessable
 from services.console.auth import requires
 from shared.identity import Principal, Role
 from shared.storage import open_object_store
@@ -47,7 +48,7 @@ async def get_replay(
     until: Annotated[datetime | None, Query(description="ISO 8601 with a time zone; default: everything archived")] = None,
 ) -> dict[str, Any]:  # fmt: skip
     if until is not None and until.tzinfo is None:
-        raise HTTPException(422, f"until={until.isoformat()} has no time zone; add one, e.g. Z or +08:00")
+        raise unprocessable(("query", "until"), f"until={until.isoformat()} has no time zone; add one, e.g. Z or +08:00")
     return state_json(await replay_at(request.app.state.pool, until))
 
 

@@ -23,6 +23,7 @@ from services.config.store import (
     StaleBaseError,
     UnknownVersionError,
 )
+from services.console.routes.common import NOT_FOUND
 from services.console.auth import Authenticated, requires
 from shared.config import (
     DocumentInvalid,
@@ -83,7 +84,7 @@ async def get_documents(request: Request, _: Authenticated, kind: DocumentKind |
     return [record.summary() for record in await store_of(request).documents(kind)]
 
 
-@router.get("/config/show", summary="A document version as the bucket holds it (checked against its sha256)")
+@router.get("/config/show", responses=NOT_FOUND, summary="A document version as the bucket holds it (checked against its sha256)")
 async def get_document(request: Request, _: Authenticated, name: NameQuery,
                        version: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:  # fmt: skip
     doc = document(name)
@@ -92,7 +93,7 @@ async def get_document(request: Request, _: Authenticated, name: NameQuery,
     return record.summary() | {"content": text, "header": version_header(doc.name, record.version)}
 
 
-@router.get("/config/history", summary="Every version: who, when, why, where in the bucket")
+@router.get("/config/history", responses=NOT_FOUND, summary="Every version: who, when, why, where in the bucket")
 async def get_history(request: Request, _: Authenticated, name: NameQuery) -> dict[str, Any]:
     doc, store = document(name), store_of(request)
     async with _answers(doc):
@@ -101,7 +102,7 @@ async def get_history(request: Request, _: Authenticated, name: NameQuery) -> di
     return {"name": doc.name, "versions": versions, "uncommitted_s3_versions": dangling}
 
 
-@router.get("/config/diff", summary="Unified diff between two versions (default new: the one in force)")
+@router.get("/config/diff", responses=NOT_FOUND, summary="Unified diff between two versions (default new: the one in force)")
 async def get_diff(request: Request, _: Authenticated, name: NameQuery, old: Annotated[int, Query(ge=1)],
                    new: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:  # fmt: skip
     doc = document(name)
@@ -109,7 +110,7 @@ async def get_diff(request: Request, _: Authenticated, name: NameQuery, old: Ann
         return {"name": doc.name, "diff": await store_of(request).diff(doc, old, new)}
 
 
-@router.post("/config/apply", status_code=201, summary="A whole document as the new version (operator)")
+@router.post("/config/apply", status_code=201, responses=NOT_FOUND, summary="A whole document as the new version (operator)")
 async def post_apply(body: ApplyBody, request: Request, operator: Operator) -> dict[str, Any]:
     doc = document(body.name)
     text, header_base = strip_version_header(body.content)
@@ -119,7 +120,7 @@ async def post_apply(body: ApplyBody, request: Request, operator: Operator) -> d
     return change.record.summary() | {"diff": change.diff}
 
 
-@router.post("/config/set", status_code=201, summary="Set key.path=value on the version in force (operator)")
+@router.post("/config/set", status_code=201, responses=NOT_FOUND, summary="Set key.path=value on the version in force (operator)")
 async def post_set(body: SetBody, request: Request, operator: Operator) -> dict[str, Any]:
     doc = document(body.name)
     async with _answers(doc):
@@ -128,7 +129,7 @@ async def post_set(body: SetBody, request: Request, operator: Operator) -> dict[
     return change.record.summary() | {"diff": change.diff}
 
 
-@router.post("/config/rollback", status_code=201, summary="An older version's content as a new version (operator)")
+@router.post("/config/rollback", status_code=201, responses=NOT_FOUND, summary="An older version's content as a new version (operator)")
 async def post_rollback(body: RollbackBody, request: Request, operator: Operator) -> dict[str, Any]:
     doc = document(body.name)
     async with _answers(doc):

@@ -12,13 +12,14 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, Field, model_validator
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
+from services.console.routes.common import NOT_FOUND
 from services.operator.deadletters import (
     DeadLetterView,
     NoSuchDeadLetter,
@@ -33,6 +34,9 @@ from shared.identity import Principal, Role
 router = APIRouter(tags=["operator"])
 Operator = Annotated[Principal, requires(Role.OPERATOR)]
 INTAKE_SCHEMA = "intake"  # the command gateway's outbox carries operators' actions
+STREAM_ID_PATTERN = r"^[0-9]{1,19}-[0-9]{1,19}$"  # a Redis stream id (two uint64s); anything else is a 422, not a Redis error
+DeadLetterId = Annotated[str, Path(pattern=STREAM_ID_PATTERN, description="a dead-letter id, e.g. 1733000000000-0")]
+StreamId = Annotated[str, StringConstraints(pattern=STREAM_ID_PATTERN)]
 
 
 class ReplayBody(BaseModel):
@@ -41,7 +45,7 @@ class ReplayBody(BaseModel):
 
 class PurgeBody(BaseModel):
     reason: Detail = Field(min_length=1, description="why the entries are purged (recorded in the events)")
-    ids: list[str] | None = Field(None, min_length=1, description="the dead-letter ids to purge")
+    ids: list[StreamId] | None = Field(None, min_length=1, max_length=1000, description="the dead-letter ids to purge")
     dead_before: datetime | None = Field(None, description="purge every entry dead-lettered before this time")
 
     @model_validator(mode="after")
@@ -78,7 +82,7 @@ async def get_deadletters(
 
 
 @router.get("/deadletters/{deadletter_id}", summary="One dead-letter entry with its original fields (operator)")
-async def get_deadletter(deadletter_id: str, request: Request, _operator: Operator) -> dict[str, Any]:
+async def get_deadletter(deadletter_id: DeadLetterId, request: Request, _operator: Operator) -> dict[str, Any]:
     async with redis_of(request) as redis:
         try:
             return asdict(DeadLetterView.of(await load_deadletter(redis, deadletter_id)))
@@ -87,7 +91,7 @@ async def get_deadletter(deadletter_id: str, request: Request, _operator: Operat
 
 
 @router.post("/deadletters/{deadletter_id}/replay", summary="Put a dead entry back on its stream (operator)")
-async def post_replay(deadletter_id: str, body: ReplayBody, request: Request, operator: Operator) -> dict[str, Any]:
+async def post_replay(deadletter_id: DeadLetterId, body: ReplayBody, request: Request, operator: Operator) -> dict[str, Any]:
     async with redis_of(request) as redis, request.app.state.pool.acquire() as conn, conn.transaction():
         try:
             event = await replay(conn, redis, emitter(request, operator), deadletter_id, body.reason)
@@ -100,7 +104,7 @@ async def post_replay(deadletter_id: str, body: ReplayBody, request: Request, op
     return {"event_id": event.event_id, **event.data.model_dump()}
 
 
-@router.post("/deadletters/purge", summary="Delete dead entries for good (operator)")
+@router.post("/deadletters/purge", responses=NOT_FOUND, summary="Delete dead entries for good (operator)")
 async def post_purge(body: PurgeBody, request: Request, operator: Operator) -> dict[str, Any]:
     async with redis_of(request) as redis, request.app.state.pool.acquire() as conn, conn.transaction():
         try:

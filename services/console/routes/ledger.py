@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import AwareDatetime
 
 from services.console.quota_banner import banner_alerts, days_left, quota_alerts
-from services.console.routes.common import Pool, now_utc
+from services.console.routes.common import Pool, now_utc, unprocessable
 from services.console.series import period_totals
 from services.config.holder import DocumentHolder
 from services.ledger.alerting import load_alerts
@@ -34,7 +34,7 @@ async def get_ledger(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every row carries the catalog's `currency`; GPU-hours are real (wall-clock) hours the leases held GPUs."""
     if since is not None and until is not None and until <= since:
-        raise HTTPException(422, f"until ({until.isoformat()}) must be after since ({since.isoformat()})")
+        raise unprocessable(("query", "until"), f"until ({until.isoformat()}) must be after since ({since.isoformat()})")
     try:
         if since is None and until is None:
             rows = await ledger_rows(pool, by)

@@ -20,7 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
-from services.console.routes.common import Pool, now_utc
+from services.console.routes.common import Pool, now_utc, unprocessable
 from services.console.views import MISSING_TABLES
 from services.ledger.quota_changes import (
     QuotaChangeRefused,
@@ -99,7 +99,8 @@ async def _change(request: Request, operator: Principal, change: QuotaChangeRequ
             row = await conn.fetchrow(f"SELECT gpu_hours, valid_to FROM {LEDGER_SCHEMA}.quotas WHERE account_id = $1",
                                       change.account_id)
     except QuotaChangeRefused as refused:
-        raise HTTPException(404 if isinstance(refused, UnknownQuotaAccount) else 422, f"quota not changed: {refused}") from None
+        message = f"quota not changed: {refused}"
+        raise HTTPException(404, message) if isinstance(refused, UnknownQuotaAccount) else unprocessable(("body",), message) from None
     return QuotaChanged(account_id=change.account_id, change=change.change, gpu_hours=float(row["gpu_hours"]),
                         valid_to=row["valid_to"], used_gpu_hours=event.data.used_gpu_hours or 0.0,
                         changed_by=event.actor, event_id=event.event_id)  # fmt: skip

@@ -17,7 +17,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from services.common.runtime import Emitter
 from services.console.auth import requires
 from services.config.holder import DocumentHolder
-from services.console.routes.common import Pool
+from services.console.routes.common import Pool, unprocessable
 from services.ledger.quotas import DEFAULT_ALERT_LEAD_DAYS, grant_quota
 from shared.cards import load_catalog
 from shared.config import CARDS, catalog_of
@@ -84,7 +84,7 @@ async def post_quota(body: QuotaGrant, request: Request, operator: Annotated[Pri
                 reason=body.reason,
             )  # fmt: skip
     except ValidationError as exc:  # the event's own rules, e.g. valid_to after valid_from
-        raise HTTPException(422, "quota not granted: " + "; ".join(error["msg"] for error in exc.errors())) from None
+        raise unprocessable(("body",), "quota not granted: " + "; ".join(error["msg"] for error in exc.errors())) from None
     data = event.data
     return QuotaGranted(account_id=data.account_id, project=data.project, gpu_hours=data.gpu_hours,
                         valid_from=data.valid_from, valid_to=data.valid_to, granted_by=event.actor)  # fmt: skip

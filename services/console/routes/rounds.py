@@ -24,6 +24,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
+from services.console.routes.common import NOT_FOUND, unprocessable
 from services.console.auth import Authenticated, requires
 from services.ledger.match_review import ReviewGrouping
 from services.ledger.reviews import UnmatchedTaskError, review_matches, task_match
@@ -80,7 +81,7 @@ async def post_note(round_id: str, body: NoteBody, request: Request, principal: 
                 version = await amend_note(conn, store, ledger_emitter(request, principal), round_id, body.note,
                                            actor=principal.actor, reason=body.reason, now=utcnow())  # fmt: skip
         except RoundError as exc:
-            raise HTTPException(404 if "no round" in str(exc) else 422, str(exc)) from None
+            raise HTTPException(404, str(exc)) if "no round" in str(exc) else unprocessable(("body", "note"), str(exc)) from None
     return {"round_id": round_id, "version": version}
 
 
@@ -89,7 +90,7 @@ async def get_rounds(request: Request, _: Authenticated) -> list[dict[str, Any]]
     return await list_rounds(request.app.state.pool)
 
 
-@router.get("/rounds/compare", summary="Two rounds side by side")
+@router.get("/rounds/compare", responses=NOT_FOUND, summary="Two rounds side by side")
 async def get_compare(
     request: Request, _: Authenticated,
     first: Annotated[str, Query(description="a round id, e.g. R0001")], second: Annotated[str, Query()],
@@ -117,7 +118,7 @@ async def get_match(task_id: str, request: Request, _: Authenticated) -> dict[st
         raise HTTPException(404, str(exc)) from None
 
 
-@router.get("/review", summary="The match review: verdicts grouped, cheapest output first, runtime ratios")
+@router.get("/review", responses=NOT_FOUND, summary="The match review: verdicts grouped, cheapest output first, runtime ratios")
 async def get_review(
     request: Request, _: Authenticated,
     round: Annotated[str | None, Query(description="only tasks that finished in this round")] = None,  # noqa: A002
