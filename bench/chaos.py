@@ -453,6 +453,8 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         *REPORT_PATH_NOTES,
         "",
+        *OPENAPI_FUZZ_NOTES,
+        "",
         "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
         + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
         "",
@@ -533,7 +535,32 @@ REPORT_PATH_NOTES = (
     " measure the dispatcher's lag during such a storm.",
     "- Every entry a hypothesis fuzz pass puts on `cf:ingest` (the issue's hostile inputs first) becomes one"
     " `task.submitted` or one `task.rejected` naming its fields, with a live intake:"
-    " `tests/reliability/test_fuzz_live_ingest.py`. No schemathesis run against the served OpenAPI yet.",
+    " `tests/reliability/test_fuzz_live_ingest.py`.",
+)
+
+
+OPENAPI_FUZZ_NOTES = (
+    "### The served HTTP API under schemathesis (tested, not measured by this script)",
+    "",
+    "`tests/reliability/test_openapi_fuzz.py` (in `make test`, about 2 minutes; alone:"
+    " `.venv/bin/python -m pytest tests/reliability/test_openapi_fuzz.py -q`) starts every service and `cardflow"
+    " console` as its own Redis user and PostgreSQL role over the real Redis, PostgreSQL and S3, loads"
+    " `/openapi.json` from it and, with an admin token, sends every `/v1` operation (about 70) schemathesis cases"
+    " that fit the schema and cases that do not, plus the issue's hostile inputs as explicit examples: NaN,"
+    " Infinity, 1e400, NUL, lone surrogates, 100,000-deep nesting, two megabytes, a binary body and a `text/plain`"
+    " body on every operation that takes a body, and NUL / surrogate / NaN / 5,000-character values in every path"
+    " and query parameter. Each answer must be no 5xx, a status code the schema documents for that operation, the"
+    " documented content type, and a body that validates against the documented schema; every problem is listed.",
+    "",
+    "Its first run found, all fixed with the failing case kept (`tests/reliability/test_openapi_fuzz_findings.py`):"
+    " 500s on every route whose body FastAPI parses (NaN or an unpaired surrogate echoed into the 422 broke its JSON"
+    " encoding; binary bodies), 500s for NUL in paths and queries (reached PostgreSQL), 500s for dead-letter ids that"
+    " are no Redis stream id, a 500 for a board-snapshot reason holding a control character (S3 metadata header),"
+    " dropped kept-alive connections after each 500, routes answering a 422 as a sentence where the schema promises"
+    " the validation list, and 401/403/404/413/415 answers the schema did not document. The fix is one guard in"
+    " front of every `/v1` route (`services/console/request_guard.py`). It also found that the embedded"
+    " PostgreSQL's role set-up failed on a schema made before the roles existed (a serial column's sequence),"
+    " kept in `tests/reliability/test_pg_roles.py`.",
 )
 
 
