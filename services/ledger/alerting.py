@@ -226,3 +226,19 @@ async def load_alerts(conn: asyncpg.Connection | asyncpg.Pool, since: datetime, 
 def _json_list(value: str | list[Any]) -> list[Any]:
     """A json column: text from a plain pool, already decoded where the pool has a json codec (the console's)."""
     return value if isinstance(value, list) else json.loads(value)
+
+
+async def load_last_digest(conn: asyncpg.Connection | asyncpg.Pool) -> dict[str, Any] | None:
+    """The last daily digest sent: its day, when, how many alerts, and each webhook delivery; None before the first."""
+    row = await conn.fetchrow(
+        f"SELECT g.day, g.timezone, g.sent_at, g.alerts,"
+        f" coalesce(json_agg(json_build_object('url', d.url, 'status', d.status, 'attempts', d.attempts,"
+        f"   'last_error', d.last_error, 'delivered_at', d.delivered_at)) FILTER (WHERE d.url IS NOT NULL), '[]')"
+        f"   AS deliveries"
+        f" FROM {SCHEMA}.alert_digests g LEFT JOIN {SCHEMA}.digest_deliveries d USING (day)"
+        f" GROUP BY g.day ORDER BY g.day DESC LIMIT 1",
+    )  # fmt: skip
+    if row is None:
+        return None
+    return {"day": row["day"].isoformat(), "timezone": row["timezone"], "sent_at": row["sent_at"].isoformat(),
+            "alerts": row["alerts"], "deliveries": _json_list(row["deliveries"])}

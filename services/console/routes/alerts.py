@@ -6,6 +6,8 @@ Each alert (`services.ledger.alerting.load_alerts`): `alert_id` (its source even
 `sentence`, `occurred_at`, `event_type`, `task_id`, `account_id`, `project`, and `deliveries` to
 webhooks (`url`, `status` pending / delivered / dead, `attempts`, `last_error`, `delivered_at`).
 The console banner (`GET /v1/alerts`, routes/ledger.py) shows the last day's alerts for a console sink.
+`daily` is the pushed daily digest: its time and zone from the policy in force (`alerts.digest`)
+and the `last` one sent (day, `sent_at`, `alerts`, its webhook `deliveries`; null before the first).
 """
 
 from __future__ import annotations
@@ -13,27 +15,32 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from services.console.routes.common import Pool, now_utc, unprocessable
 from services.console.views import MISSING_TABLES
-from services.ledger.alerting import load_alerts
+from services.console.routes.approvals import policy_document
+from services.ledger.alerting import load_alerts, load_last_digest
 
 router = APIRouter(tags=["alerts"])
 DIGEST_DAY = timedelta(days=1)
 
 
 @router.get("/alerts/digest", summary="Every alert since a moment (default: a day ago), with its webhook deliveries")
-async def get_digest(pool: Pool, since: Annotated[datetime | None, Query(description="ISO date-time with a zone")] = None,
+async def get_digest(request: Request, pool: Pool,
+                     since: Annotated[datetime | None, Query(description="ISO date-time with a zone")] = None,
                      limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:  # fmt: skip
     start = since or now_utc() - DIGEST_DAY
     if start.tzinfo is None:
         raise unprocessable(("query", "since"), "give a time zone, e.g. 2026-12-01T00:00:00Z")
     try:
         alerts = await load_alerts(pool, start, limit=limit)
+        last = await load_last_digest(pool)
     except MISSING_TABLES:
         raise HTTPException(503, "alerts are not available yet: the ledger service has not started") from None
     counts: dict[str, int] = {}
     for alert in alerts:
         counts[alert["kind"]] = counts.get(alert["kind"], 0) + 1
-    return {"since": start.isoformat(), "total": len(alerts), "counts": counts, "alerts": alerts}
+    daily = (await policy_document(request)).alerts.digest
+    return {"since": start.isoformat(), "total": len(alerts), "counts": counts, "alerts": alerts,
+            "daily": {"enabled": daily.enabled, "at": daily.at, "timezone": daily.timezone, "last": last}}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import asyncio
+
 import pytest
 
 from services.config.service import ConfigServiceSettings, DemoSettings, make_spec
@@ -19,7 +21,8 @@ from shared.config import POLICY
 from shared.config.governance import AlertsSection
 from shared.settings import Settings
 from shared.storage import open_object_store
-from tests.helpers.governance import WebhookReceiver
+from tests.helpers.console_server import first_admin, serving_console
+from tests.helpers.governance import WebhookReceiver, cli
 from tests.helpers.running_services import RunningServices
 
 pytestmark = pytest.mark.integration
@@ -92,6 +95,10 @@ async def test_the_daily_digest_reaches_a_webhook_once_a_day_across_a_restart(fr
             await checked(10)
             sent = await services.fetch("SELECT day, alerts, counts FROM ledger.alert_digests ORDER BY day")
             deliveries = await services.fetch("SELECT day, status, attempts FROM ledger.digest_deliveries ORDER BY day")
+            with serving_console(fresh_settings) as url:  # what `cardflow alerts` shows of it
+                root = await first_admin(fresh_settings)
+                shown = await asyncio.to_thread(cli, url, root, "alerts", "--since", "2031-03-14T00:00")
+                shown_zh = await asyncio.to_thread(cli, url, root, "alerts", "--since", "2031-03-14T00:00", "--lang", "zh")
 
     first, second = hook.bodies[:2]
     assert len(hook.bodies) == 2
@@ -105,6 +112,11 @@ async def test_the_daily_digest_reaches_a_webhook_once_a_day_across_a_restart(fr
     assert [(str(r["day"]), r["alerts"]) for r in sent] == [("2031-03-15", 3), ("2031-03-16", 0)]  # the log sink: all kinds
     assert [(str(r["day"]), r["status"]) for r in deliveries] == [("2031-03-15", "delivered"), ("2031-03-16", "delivered")]
     assert deliveries[0]["attempts"] == 2
+    assert shown.exit_code == 0, shown.output
+    assert "daily digest: pushed at 09:00 Asia/Shanghai to the webhook and log sinks; last: 2031-03-16" in shown.output
+    assert f"✓ {hook.url}" in shown.output and "digest-expiring" not in shown.output  # alert ids are not shown, sentences are
+    assert "quota account demo-vision expires in 12 days" in shown.output
+    assert "每日摘要：每天 09:00（Asia/Shanghai）推送到 webhook 和日志；最近一次：2031-03-16" in shown_zh.output
 
 
 async def _policy_seeded(services: RunningServices) -> bool:

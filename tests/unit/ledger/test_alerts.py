@@ -69,3 +69,21 @@ def test_since_takes_relative_or_absolute_moments() -> None:
     assert since_moment("24h", NOW) == NOW - timedelta(hours=24)
     assert since_moment("7d", NOW) == NOW - timedelta(days=7)
     assert since_moment("2025-12-31T08:00", NOW) == datetime(2025, 12, 31, 8, tzinfo=UTC)
+
+
+def test_the_daily_digest_line_says_when_and_what_was_last_sent_in_both_languages() -> None:
+    from services.cli.alerts import daily_line, digest_table
+    from services.cli.lang import CliLang
+
+    last = {"day": "2031-03-15", "timezone": "Asia/Shanghai", "sent_at": "2031-03-15T01:05:00+00:00", "alerts": 3,
+            "deliveries": [{"url": "http://hook/x", "status": "delivered", "attempts": 2, "last_error": None}]}
+    daily = {"enabled": True, "at": "09:00", "timezone": "Asia/Shanghai", "last": last}
+    assert daily_line(daily) == ("daily digest: pushed at 09:00 Asia/Shanghai to the webhook and log sinks; "
+                                 "last: 2031-03-15 (sent 2031-03-15 01:05 UTC, 3 alerts) → ✓ http://hook/x")
+    assert daily_line(daily, CliLang.ZH) == ("每日摘要：每天 09:00（Asia/Shanghai）推送到 webhook 和日志；最近一次：2031-03-15"
+                                             "（2031-03-15 01:05 UTC 发送，3 条告警）→ ✓ http://hook/x")
+    assert daily_line({**daily, "last": None}).endswith("none sent yet")
+    assert daily_line({**daily, "enabled": False}, CliLang.ZH).startswith("每日摘要：已关闭")
+    table = digest_table({"since": "2031-03-14T01:05:00+00:00", "total": 0, "counts": {}, "alerts": []}, CliLang.ZH)
+    assert table.title == "自 2031-03-14T01:05 以来的告警：0 条（无）"
+    assert [column.header for column in table.columns] == ["时间", "类型", "对象", "内容", "Webhook 投递"]
