@@ -27,6 +27,8 @@ from typer.main import get_command
 from services.cli.main import app
 from services.cli.service import SERVICES
 from shared import names
+from shared.pg_roles import role_name
+from shared.redis_acl import GATE_USER, service_user
 
 REPO = Path(__file__).resolve().parents[2]
 KUBERNETES = REPO / "deploy" / "kubernetes"
@@ -252,12 +254,16 @@ def test_consumer_services_scale_on_the_lag_of_their_own_stream_and_group(render
 
 
 def environment_of(documents: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, str]:
-    """The variables a workload's first container gets from its ConfigMaps and Secrets (names only)."""
+    """The variables a workload's first container gets, each with where it comes from: "ConfigMap" or
+    "Secret" (envFrom, or one key of it), "value" (written in the manifest, perhaps built from others)."""
     container = workload["spec"]["template"]["spec"]["containers"][0]
     keys: dict[str, str] = {}
     for source in container.get("envFrom", []):
         kind, ref = ("ConfigMap", source["configMapRef"]) if "configMapRef" in source else ("Secret", source["secretRef"])
         keys.update({key: kind for key in by_kind(documents, kind)[ref["name"]]["data"]})
+    for item in container.get("env", []):
+        source = item.get("valueFrom", {})
+        keys[item["name"]] = "Secret" if "secretKeyRef" in source else "ConfigMap" if "configMapKeyRef" in source else "value"
     return keys
 
 
@@ -278,7 +284,7 @@ def test_every_referenced_configmap_secret_and_claim_exists(rendered: list[dict[
 
 def test_services_and_the_console_get_every_backend_setting(rendered: list[dict[str, Any]]) -> None:
     required = {
-        "CARDFLOW_REDIS_URL": "Secret", "CARDFLOW_DATABASE_URL": "Secret", "CARDFLOW_S3_ACCESS_KEY": "Secret",
+        "CARDFLOW_REDIS_URL": "value", "CARDFLOW_DATABASE_URL": "value", "CARDFLOW_S3_ACCESS_KEY": "Secret",
         "CARDFLOW_S3_SECRET_KEY": "Secret", "CARDFLOW_S3_ENDPOINT": "ConfigMap", "CARDFLOW_S3_REGION": "ConfigMap",
         "CARDFLOW_S3_ADDRESSING_STYLE": "ConfigMap",
     }
@@ -299,7 +305,34 @@ def test_no_secret_is_committed_in_the_base_or_a_configmap() -> None:
             assert not [key for key in doc["data"] if re.search("PASSWORD|SECRET|ACCESS_KEY|_URL$", key)]
     assert not re.search(r"PASSWORD|SECRET|ACCESS_KEY|://[^/\s]*:[^/\s]*@", settings)
     ignored = (OVERLAY / ".gitignore").read_text().split()
-    assert {"credentials.env", "agent-credentials.env"} <= set(ignored)
+    assert {"credentials-*.env", "object-storage.env", "agent-credentials.env"} <= set(ignored)
+    assert not (OVERLAY / "credentials.env.example").exists()  # the one Secret every service shared is gone
+
+
+def test_each_service_reads_only_its_own_redis_user_and_postgresql_role(rendered: list[dict[str, Any]]) -> None:
+    """One Secret per Deployment holding only its own two passwords; its URLs name its own Redis user
+    (shared.redis_acl) and PostgreSQL role (shared.pg_roles), and every $(VAR) they use is defined
+    before them (Kubernetes expands only those)."""
+    secrets = by_kind(rendered, "Secret")
+    for service in SERVICES:
+        container = by_kind(rendered, "Deployment")[f"cardflow-{service}"]["spec"]["template"]["spec"]["containers"][0]
+        env = container["env"]
+        referenced = {item["valueFrom"]["secretKeyRef"]["name"] for item in env if "secretKeyRef" in item.get("valueFrom", {})}
+        own = next(name for name in secrets if name.startswith(f"cardflow-{service}-credentials"))  # kustomize adds a hash
+        assert referenced == {own}, service
+        assert set(secrets[own]["data"]) == {"CARDFLOW_REDIS_PASSWORD", "CARDFLOW_POSTGRES_PASSWORD"}, service
+        assert [s["secretRef"]["name"] for s in container["envFrom"] if "secretRef" in s] == [
+            next(name for name in secrets if name.startswith("cardflow-object-storage"))
+        ]
+        values = {item["name"]: item.get("value", "") for item in env}
+        user = GATE_USER if service == "gate" else service_user(service).name
+        assert values["CARDFLOW_REDIS_USERNAME"] == user
+        assert "://$(CARDFLOW_REDIS_USERNAME):$(CARDFLOW_REDIS_PASSWORD)@" in values["CARDFLOW_REDIS_URL"]
+        assert values["CARDFLOW_DATABASE_URL"].startswith(f"postgresql://{role_name(service)}:$(CARDFLOW_POSTGRES_PASSWORD)@")
+        settings = set(by_kind(rendered, "ConfigMap")[container["envFrom"][0]["configMapRef"]["name"]]["data"])
+        for position, item in enumerate(env):
+            defined = settings | {earlier["name"] for earlier in env[:position]}
+            assert set(re.findall(r"\$\(([A-Z0-9_]+)\)", item.get("value", ""))) <= defined, (service, item["name"])
 
 
 def test_every_image_is_pinned_to_a_version_never_latest(rendered: list[dict[str, Any]]) -> None:
