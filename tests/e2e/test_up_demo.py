@@ -93,6 +93,8 @@ def test_up_demo_settles_with_a_summary_and_stops_cleanly(data_dir_factory: Call
     assert (governance["idle"][-1]["state"], governance["idle"][-1]["reason"]) == ("held", "repeatedly_idle")
     alerts = governance["alerts"]["counts"]
     assert alerts.get("idle_reclaim", 0) >= 1 and alerts.get("quota_expiring", 0) >= 1, governance["alerts"]
+    # honest simulated agents run each task for its estimate in their own time: no success is flagged
+    assert alerts.get("flagged_success", 0) == 0, governance["alerts"]
     banner = governance["banner"]  # the account's expiry once, as its countdown line; the idle reclaims as alerts
     assert any(a["kind"] == "expiring" and a["account_id"] == "demo-vision" and a["days_left"] <= 12 for a in banner), banner
     assert any(a["kind"] == "idle_reclaim" for a in banner), banner
