@@ -455,6 +455,8 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         *OPENAPI_FUZZ_NOTES,
         "",
+        *PLAUSIBILITY_NOTES,
+        "",
         "Requeues (a lease that ended before its task; the task resumes from its checkpoint): "
         + (", ".join(f"{k} {v}" for k, v in sorted(f.requeues_by_reason.items())) or "none"),
         "",
@@ -533,6 +535,10 @@ REPORT_PATH_NOTES = (
     " (counted, one `rejected_reports` row per lease and batch) or coalesced; an honest agent at time scale 600 runs"
     " an unrelated task to the end meanwhile: `tests/reliability/test_report_storm.py`. This script does not yet"
     " measure the dispatcher's lag during such a storm.",
+    "- A valid token proves which run a report is about, not that the run did what it says. The issue's "
+    "\"succeeded, output 1e9 after 20 s of a 2-hour task\" is now judged: see [Success plausibility and output "
+    "bounds](#success-plausibility-and-output-bounds); `tests/reliability/test_implausible_success.py` "
+    "replays it on the whole system.",
     "- Every entry a hypothesis fuzz pass puts on `cf:ingest` (the issue's hostile inputs first) becomes one"
     " `task.submitted` or one `task.rejected` naming its fields, with a live intake:"
     " `tests/reliability/test_fuzz_live_ingest.py`.",
@@ -561,6 +567,47 @@ OPENAPI_FUZZ_NOTES = (
     " front of every `/v1` route (`services/console/request_guard.py`). It also found that the embedded"
     " PostgreSQL's role set-up failed on a schema made before the roles existed (a serial column's sequence),"
     " kept in `tests/reliability/test_pg_roles.py`.",
+)
+
+
+PLAUSIBILITY_NOTES = (
+    "### Success plausibility and output bounds",
+    "",
+    "Two rules of the policy's `reports` section, applied by the dispatcher's report fold after fencing "
+    "(`shared/leasing/plausibility.py`), both in the AGENT's time (real seconds x the time scale the agent "
+    "registered; a simulated x600 agent that runs a 2-hour task in 12 s ran it for 2 hours):",
+    "",
+    "- **Too early** (`reports.min_success_share`, default 0.05): a clean finish after less than that share "
+    "of the task's estimated runtime on the lease's card type is ACCEPTED — the task ends `succeeded`; "
+    "refusing it would rerun the task on the word of the same agent — but FLAGGED "
+    "`implausibly_early_success`, with a sentence saying by how much. A run resumed from a checkpoint is not "
+    "judged (earlier runs did part of the work and the dispatcher keeps no total of their times). 0 turns the"
+    " rule off.",
+    "- **Too much output** (`reports.max_output_units_per_gpu_hour`, default 1e8, per output unit in "
+    "`reports.max_output_units_per_gpu_hour_by_unit`): a run may claim that many units per GPU-hour it ran, "
+    "counting at least its estimate's GPU-hours (so an early claim is judged against the run it was planned "
+    "to be). Beyond that the claim is REFUSED with reason `output_out_of_bounds`, never clamped: a progress "
+    "report is applied without its output (one counted `rejected_reports` row per lease and batch); a success"
+    " ends the task `succeeded`, flagged `output_out_of_bounds`, with no output "
+    "(`task.succeeded.claimed_output_units` keeps the claim). 0 turns the bound off.",
+    "",
+    "A flagged success carries its flags on `task.succeeded` (`flags`, `flag_detail`) and on the dispatcher's"
+    " task row (`dispatcher.tasks.flags`), raises a `flagged_success` alert to the policy's sinks, shows as "
+    "`succeeded_flagged` with its sentence in `cardflow status TASK` and the console (中文: 已完成，但成功报告被标记待复核), "
+    "and is told in `cardflow audit why`. **Its output is not counted**: the ledger moves the run's output "
+    "(checkpoints included) to `ledger.flagged_output`, so no total, round report or cost per output unit "
+    "includes it, and `cardflow review` lists it apart (\"flagged successes (output not counted)\"). The task's"
+    " GPU time is charged as usual, so a flagged task raises its project's cost per output. There is no "
+    "command yet to clear a flag after a person checked the output.",
+    "",
+    "Honest simulated agents never trip either rule: a fresh simulated run lasts exactly its estimate in the "
+    "agent's time and reports 100 units per estimated second (`tests/e2e/test_up_demo.py` asserts the demo "
+    "raises no `flagged_success`). Tests: `tests/unit/dispatcher/test_report_plausibility.py` (tables: the "
+    "issue's case, the share's edge, x600 agents, resumed runs, the bound per GPU and per unit, progress "
+    "claims, late reconciled finishes), `tests/unit/ledger/test_ledger_batch.py`, "
+    "`tests/unit/test_projection.py`, `tests/reliability/test_implausible_success.py` (live: a x10 agent's "
+    "lease, 20 s of its time, `report.finished` with 1e9 and the real token → flagged twice, output refused, "
+    "alert in `ledger.alerts`, nothing in `ledger.task_output`, listed by the review, view and story say so).",
 )
 
 
