@@ -26,6 +26,7 @@ from shared.names import REPORTS_BUCKET
 from shared.settings import Settings
 from shared.storage import open_object_store
 from tests.helpers.console_server import bearer, first_admin, serving_console
+from tests.helpers.moved_clock import MovedClock
 from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import a_submission
 
@@ -36,17 +37,6 @@ YESTERDAY_EARLY = datetime(2031, 3, 14, 5, 0, tzinfo=UTC)
 YESTERDAY = datetime(2031, 3, 14, 7, 30, tzinfo=UTC)
 TODAY = datetime(2031, 3, 15, 6, 10, tzinfo=UTC)
 NOT_A_DEMO = DemoSettings(time_scale=None)
-
-
-class MovedClock:
-    """The config service's clock: the test sets the time; counts how often the loop asked."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now, self.asked = now, 0
-
-    def __call__(self) -> datetime:
-        self.asked += 1
-        return self.now
 
 
 def cli(*args: str, url: str, token: str) -> str:

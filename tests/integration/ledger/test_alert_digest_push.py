@@ -23,6 +23,7 @@ from shared.settings import Settings
 from shared.storage import open_object_store
 from tests.helpers.console_server import first_admin, serving_console
 from tests.helpers.governance import WebhookReceiver, cli
+from tests.helpers.moved_clock import MovedClock
 from tests.helpers.running_services import RunningServices
 
 pytestmark = pytest.mark.integration
@@ -30,17 +31,6 @@ pytestmark = pytest.mark.integration
 
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-class MovedClock:
-    """The ledger's clock: the test sets the time; counts how often the digest loop asked."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now, self.asked = now, 0
-
-    def __call__(self) -> datetime:
-        self.asked += 1
-        return self.now
 
 
 ALERTS = [
