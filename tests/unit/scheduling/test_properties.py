@@ -7,7 +7,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.backfill import fills_reservation, yields_to_reservation
@@ -18,6 +18,7 @@ from shared.scheduling.model import (
     DeferralReason,
     Node,
     Plan,
+    Policy,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
@@ -317,8 +318,32 @@ def test_heavy_tasks_respect_the_per_node_limit(scenario):
                 heavy[placement.node_id] += 1
 
 
+def _lease(lease_id: str, node_id: str, card: str, gpus: tuple[int, ...], end: float,
+           priority_class: PriorityClass = PriorityClass.CORE) -> RunningLease:  # fmt: skip
+    return RunningLease(lease_id, f"run-{lease_id}", "p0", priority_class, node_id, card, gpus, started_at=NOW,
+                        estimated_end=end, last_checkpoint_at=None, heavy=False, checkpoints_on_preempt=False)  # fmt: skip
+
+
+def _core(task_id: str, submitted_at: float, *cards: str) -> QueuedTask:
+    return QueuedTask(task_id, "p0", PriorityClass.CORE, 0, 1, submitted_at,
+                      tuple(CardOption(card, 60.0, 1.0) for card in cards))  # fmt: skip
+
+
+RESERVED_BEHIND_A_PREEMPTOR = (  # found by hypothesis: t1 preempts the T4 filler and runs there 60 s; t0
+    Snapshot(  # (T4 only) is reserved on that GPU for when t1 ends, 1 s before the other T4 lease ends
+        nodes=(Node("n0", "T4", 2, frozenset()), Node("n1", "H100", 4, frozenset())),
+        leases=(_lease("a", "n0", "T4", (0,), NOW + 61), _lease("b", "n0", "T4", (1,), NOW + 61, PriorityClass.OPPORTUNISTIC),
+                _lease("c", "n1", "H100", (0, 1, 2, 3), NOW)),
+    ),  # fmt: skip
+    [_core("t0", NOW, "T4"), _core("t1", NOW - 600, "H100", "A10", "T4")],
+    Policy(name="cardflow", headroom=0.0, headroom_tracks_core=False, backfill=False, preemption=True,
+           preempt_after_s=600.0, quota_expiry_gate=False),  # fmt: skip
+)
+
+
 @PROPERTY
 @given(st.one_of(scenarios(), reservation_scenarios()))
+@example(RESERVED_BEHIND_A_PREEMPTOR)
 def test_backfill_never_delays_the_reservation(scenario):
     """At the reservation's start, its nodes have the GPUs it needs once leases and grants that
     are expected to end by then have ended (grants of this plan included) and, once the holder's
@@ -336,7 +361,9 @@ def test_backfill_never_delays_the_reservation(scenario):
         grace_over = (task.priority_class != PriorityClass.OPPORTUNISTIC
                       and task.submitted_at + policy.preempt_after_s <= reservation.start_at)
         for lease in snapshot.leases:
-            if max(lease.estimated_end, NOW) <= reservation.start_at or (
+            if lease.lease_id in preempted:
+                free[lease.node_id] += lease.gpus  # yields now; its preemptor's run is taken off below
+            elif max(lease.estimated_end, NOW) <= reservation.start_at or (
                     grace_over and yields_to_reservation(lease, policy, NOW)):
                 free[lease.node_id] += lease.gpus
             elif lease.priority_class == PriorityClass.OPPORTUNISTIC and lease.lease_id not in preempted:
@@ -349,6 +376,8 @@ def test_backfill_never_delays_the_reservation(scenario):
                 granted = tasks[grant.task_id]
                 if granted.priority_class == PriorityClass.OPPORTUNISTIC and grant.card_type == reservation.card_type:
                     borrowed += granted.gpus
+        for node_id, gpus in preemptors_still_running(snapshot, result, tasks, reservation.start_at).items():
+            free[node_id] -= gpus
         available = [free[node_id] for node_id in reservation.node_ids]
         if len(available) == 1:
             assert available[0] >= task.gpus
@@ -359,6 +388,31 @@ def test_backfill_never_delays_the_reservation(scenario):
             headroom = kept_headroom(snapshot, queue, policy, reservation.card_type, task)
             assert sum(free[node.node_id] for node in nodes) + borrowed >= task.gpus + headroom
         assert math.isfinite(reservation.start_at) and reservation.start_at >= NOW
+
+
+def preemptors_still_running(snapshot, result, tasks, at: float) -> dict[str, int]:
+    """GPUs per node that tasks waiting for their preemptions run on at `at`: a preempting task takes
+    its GPUs on its victims' nodes (victims in order, then the nodes' free GPUs) from now until now +
+    its runtime on that card."""
+    leases = {lease.lease_id: lease for lease in snapshot.leases}
+    free_now = {node.node_id: len(node.free) for node in snapshot.nodes}
+    victims_of = defaultdict(list)
+    for preemption in result.preemptions:
+        victims_of[preemption.for_task_id].append(leases[preemption.lease_id])
+    running: dict[str, int] = defaultdict(int)
+    for task_id, victims in victims_of.items():
+        task = tasks[task_id]
+        runtime = next(o.runtime_s for o in task.options if o.card_type == victims[0].card_type)
+        if NOW + runtime <= at:
+            continue
+        left = task.gpus
+        for node_id in dict.fromkeys(victim.node_id for victim in victims):
+            room = sum(v.gpus for v in victims if v.node_id == node_id) + free_now[node_id]
+            taken = min(room, left)
+            running[node_id] += taken
+            free_now[node_id] -= max(0, taken - sum(v.gpus for v in victims if v.node_id == node_id))
+            left -= taken
+    return running
 
 
 def test_the_generated_scenarios_exercise_every_outcome():
