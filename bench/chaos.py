@@ -584,7 +584,8 @@ PLAUSIBILITY_NOTES = (
     "judged (earlier runs did part of the work and the dispatcher keeps no total of their times). 0 turns the"
     " rule off.",
     "- **Too much output** (`reports.max_output_units_per_gpu_hour`, default 1e8, per output unit in "
-    "`reports.max_output_units_per_gpu_hour_by_unit`): a run may claim that many units per GPU-hour it ran, "
+    "`reports.max_output_units_per_gpu_hour_by_unit`, default `tokens: 1e9`): a run may claim that many units"
+    " per GPU-hour it ran, "
     "counting at least its estimate's GPU-hours (so an early claim is judged against the run it was planned "
     "to be). Beyond that the claim is REFUSED with reason `output_out_of_bounds`, never clamped: a progress "
     "report is applied without its output (one counted `rejected_reports` row per lease and batch); a success"

@@ -54,8 +54,9 @@ class ReportLimits(BaseModel):
         " GPU-hours); a claim beyond is refused output_out_of_bounds (a success is kept, flagged); 0: no bound",
     )  # fmt: skip
     max_output_units_per_gpu_hour_by_unit: dict[str, OutputRate] = Field(
-        default_factory=dict,
-        description="the bound for tasks whose output_unit is named here (e.g. tokens: 1e10), instead of the default",
+        default_factory=lambda: {"tokens": 1e9},
+        description="the bound for tasks whose output_unit is named here, instead of the default (tokens: 1e9 per"
+        " GPU-hour, about 280,000 a second, above any GPU's real generation rate)",
     )  # fmt: skip
 
     def output_rate_for(self, unit: str | None) -> float:

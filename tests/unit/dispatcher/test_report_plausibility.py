@@ -97,6 +97,8 @@ CASES: list[tuple[str, dict[str, Any], float | None, LeaseRules, Judged]] = [
      limits(max_output_units_per_gpu_hour_by_unit={"tokens": 1e10}), Judged("succeeded", (), 1e9, None)),
     ("the default applies to other units", dict(ran_s=TWO_HOURS, unit="samples"), 1e9,
      limits(max_output_units_per_gpu_hour_by_unit={"tokens": 1e10}), Judged("succeeded", (BOUNDS,), None, 1e9)),
+    ("tokens have a bound of their own by default: 1e9 per GPU-hour", dict(ran_s=TWO_HOURS, unit="tokens"), 1.5e9,
+     LeaseRules(), Judged("succeeded", (), 1.5e9, None)),
     ("max_output_units_per_gpu_hour 0: no bound", dict(ran_s=TWO_HOURS), 1e15, limits(max_output_units_per_gpu_hour=0),
      Judged("succeeded", (), 1e15, None)),
 ]
