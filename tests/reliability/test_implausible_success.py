@@ -29,6 +29,8 @@ from shared.events.reports import TaskFinished
 from shared.events.subjects import agent_subject
 from shared.names import REPORTS_STREAM
 from shared.settings import Settings
+from tests.helpers.console_server import serving_console
+from tests.helpers.governance import cli_beside, issue_tokens
 from tests.helpers.system import RunningSystem, running_system
 
 TWO_HOUR_TASK = {"name": "too-quick", "project": "eval", "priority_class": "standard", "gpus": 1, "min_vram_gb": 80,
@@ -97,3 +99,20 @@ async def test_a_success_after_20_s_of_2_hours_claiming_1e9_is_flagged_refused_a
     [step] = [s for s in story["steps"] if s["sentence"].startswith("succeeded")]
     assert step["reason"] == "implausibly_early_success" and "(claimed 1e+09, refused), FLAGGED" in step["sentence"]
     assert story["output_units"] is None
+
+    # as people see it: `cardflow status`, `cardflow review --lang zh`, `cardflow audit why` through the API
+    root = (await issue_tokens(system.settings, {}))["root"]
+    with serving_console(system.settings) as url:
+        status = await cli_beside(url, root, "status", task_id)
+        assert status.exit_code == 0 and "succeeded_flagged" in status.stdout and "flagged for review" in status.stdout
+        review_zh = await cli_beside(url, root, "review", "--lang", "zh")
+        assert review_zh.exit_code == 0 and "被标记的成功（产出不计入）" in review_zh.stdout, review_zh.stdout
+        assert "成功过早（待复核）" in review_zh.stdout
+        why = await system.wait_for(lambda s: _why_told(url, root, task_id), timeout=60, what="audit why to tell it")
+        assert "FLAGGED for review (implausibly_early_success, output_out_of_bounds)" in why
+
+
+async def _why_told(url: str, token: str, task_id: str) -> str | None:
+    """`cardflow audit why TASK`'s output once the archive holds the task's success (else None)."""
+    why = await cli_beside(url, token, "audit", "why", task_id)
+    return why.stdout if why.exit_code == 0 and "FLAGGED" in why.stdout else None
