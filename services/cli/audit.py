@@ -17,14 +17,12 @@ from rich.table import Table
 
 from services.cli.client import cli_api
 from services.cli.task_refs import TaskArgument, task_id_or_ref
-from services.cli.views import Lang
+from services.cli.lang import CliLang, LangOption
 
 console = Console()
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="why; recorded with the change")]
 
-
-LangOption = Annotated[Lang, typer.Option("--lang", help="labels: en or zh (中文)")]
 
 LABELS: dict[str, dict[str, str]] = {
     "en": {
@@ -78,7 +76,7 @@ def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def table(lang: Lang, title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+def table(lang: CliLang, title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     labels = LABELS[lang.value]
     shown = Table(title=title, title_justify="left")
     for column in columns:
@@ -97,7 +95,7 @@ def _at(text: str | None) -> str:
 
 def verify(
     settle: Annotated[float, typer.Option("--settle", help="seconds to re-check differences while services catch up")] = 15.0,
-    as_json: JsonOption = False, lang: LangOption = Lang.en,
+    as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Check the hash chain, every segment in object storage, that nothing published is missing,
     and that replaying the archive rebuilds the live state; exit 0 only when all of it holds."""
@@ -110,7 +108,7 @@ def verify(
     raise typer.Exit(0 if report["ok"] else 1)
 
 
-def print_verify(report: dict[str, Any], lang: Lang) -> None:
+def print_verify(report: dict[str, Any], lang: CliLang) -> None:
     chain = report["chain"]
     segments, models = report["segments"], report["models"]
     rows = [
@@ -142,7 +140,7 @@ def print_verify(report: dict[str, Any], lang: Lang) -> None:
 
 def replay(
     until: Annotated[datetime | None, typer.Option("--until", help="ISO 8601 with a time zone, e.g. 2026-03-01T12:00:00+08:00")] = None,
-    as_json: JsonOption = False, lang: LangOption = Lang.en,
+    as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """The state at any moment, folded from the archive: tasks, leases in force, quotas, spend."""
     if until is not None and until.tzinfo is None:
@@ -165,7 +163,7 @@ def replay(
                             [[r["key"], r["gpu_hours"], r["cost"]] for r in state[name]]))  # fmt: skip
 
 
-def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """The whole story of a task: each step with time, actor and reason, and its runs."""
     with cli_api() as api:
         task_id = task_id_or_ref(api, task)
@@ -185,9 +183,9 @@ def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang
                          for s in story["steps"]]))  # fmt: skip
 
 
-def reason_label(reason: str | None, lang: Lang) -> str | None:
+def reason_label(reason: str | None, lang: CliLang) -> str | None:
     """A step's machine reason, in Chinese when asked (the console's labels)."""
-    if reason is None or lang is Lang.en:
+    if reason is None or lang is CliLang.EN:
         return reason
     from services.console.labels import REASON_LABELS_ZH, STATE_LABELS
 
@@ -198,7 +196,7 @@ def log(
     actor: Annotated[str | None, typer.Option("--actor", help="user:alice, or alice")] = None,
     event_type: Annotated[str | None, typer.Option("--type", help="an event type, or a prefix like quota.")] = None,
     since: Annotated[datetime | None, typer.Option("--since", help="ISO 8601 with a time zone")] = None,
-    as_json: JsonOption = False, lang: LangOption = Lang.en,
+    as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Who changed what: configuration, templates, quotas, approvals, cancellations, tokens, rounds."""
     with cli_api() as api:
@@ -215,7 +213,7 @@ def log(
 NoteOption = Annotated[str, typer.Option("--note", help="the one-line retrospective: which allocation was worth it")]
 
 
-def close(note: NoteOption, reason: ReasonOption = "", as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+def close(note: NoteOption, reason: ReasonOption = "", as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Close the open round now (operator): the report goes to PostgreSQL and the reports bucket."""
     with cli_api() as api:
         closed = api.post("/v1/rounds/close", {"note": note, "reason": reason})
@@ -234,7 +232,7 @@ def note(
     console.print(f"round {answer['round_id']}: note version {answer['version']}")
 
 
-def list_rounds(as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+def list_rounds(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Closed rounds, oldest first."""
     with cli_api() as api:
         rows = api.get("/v1/rounds")
@@ -247,7 +245,7 @@ def list_rounds(as_json: JsonOption = False, lang: LangOption = Lang.en) -> None
 
 
 def show(round_id: Annotated[str, typer.Argument(help="e.g. R0003")], as_json: JsonOption = False,
-         lang: LangOption = Lang.en) -> None:  # fmt: skip
+         lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """One round's report: totals, spend against output by project, scenario and card, the review."""
     with cli_api() as api:
         found = api.get(f"/v1/rounds/{round_id}")
@@ -257,7 +255,7 @@ def show(round_id: Annotated[str, typer.Argument(help="e.g. R0003")], as_json: J
     print_round(found, lang)
 
 
-def print_round(found: dict[str, Any], lang: Lang) -> None:
+def print_round(found: dict[str, Any], lang: CliLang) -> None:
     report = found["report"]
     console.print(f"[bold]round {found['round_id']}[/bold] {_at(found['starts_at'])} – {_at(found['ends_at'])},"
                   f" closed by {found['closed_by']}: {found['note']}")  # fmt: skip
@@ -275,7 +273,7 @@ def print_round(found: dict[str, Any], lang: Lang) -> None:
 
 
 def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, typer.Argument()],
-            as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:  # fmt: skip
+            as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Two rounds side by side: totals, and spend per project and card type, with the change."""
     with cli_api() as api:
         result = api.get("/v1/rounds/compare", first=first, second=second)
@@ -293,7 +291,7 @@ def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, type
 # ---- the match review --------------------------------------------------------------------------------------
 
 
-def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """A task's card match: every ranked card type, and once it finished, the verdict in hindsight."""
     with cli_api() as api:
         task_id = task_id_or_ref(api, task)
@@ -320,18 +318,18 @@ def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = 
         console.print("not finished yet: no verdict")
 
 
-def clock_text(simulated: str | None, lang: Lang) -> str:
+def clock_text(simulated: str | None, lang: CliLang) -> str:
     """"simulated ×60" (模拟 ×60) for figures from a scaled agent; "real" (真实) otherwise."""
     if simulated is None:
-        return "真实" if lang is Lang.zh else "real"
-    return simulated.replace("simulated", "模拟") if lang is Lang.zh else simulated
+        return "真实" if lang is CliLang.ZH else "real"
+    return simulated.replace("simulated", "模拟") if lang is CliLang.ZH else simulated
 
 
-def run_line(reviewed: dict[str, Any], lang: Lang) -> str:
+def run_line(reviewed: dict[str, Any], lang: CliLang) -> str:
     """Runtime (in the agent's time, with its clock) and the time-weighted mean GPU utilisation."""
     util, coverage = reviewed["util_pct"], reviewed["util_coverage"]
     clock = clock_text(reviewed["simulated"], lang)
-    if lang is Lang.zh:
+    if lang is CliLang.ZH:
         busy = (f"GPU 平均利用率 {util:.0f}%（按时间加权，覆盖运行的 {coverage:.0%}）" if util is not None
                 else "GPU 利用率：未上报")  # fmt: skip
         return f"运行 {reviewed['runtime_s'] / 3600:.2f} h（{clock}，墙钟 {reviewed['wall_runtime_s']:.0f} s）· {busy}"
@@ -349,7 +347,7 @@ class ReviewBy(StrEnum):
 def review(
     round_id: Annotated[str | None, typer.Option("--round", help="only tasks that finished in this round")] = None,
     by: Annotated[ReviewBy, typer.Option("--by", help="group by card type, project or profile")] = ReviewBy.card,
-    as_json: JsonOption = False, lang: LangOption = Lang.en,
+    as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Which matches were worth it: verdicts per group, cheapest output first, and the actual/estimated
     runtime per card type and profile (to correct the catalog's speed factors)."""

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.cli.client import cli_api
-from services.cli.views import Lang, LangOption
+from services.cli.lang import CliLang, LangOption
 
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)
@@ -59,8 +59,8 @@ ZH_HEADERS = {
 """Chinese for the ledger's and quota list's headers and words (`--lang zh`); numbers and ids stay as they are."""
 
 
-def _say(text: str, lang: Lang) -> str:
-    return ZH_HEADERS.get(text, text) if lang is Lang.zh else text
+def _say(text: str, lang: CliLang) -> str:
+    return ZH_HEADERS.get(text, text) if lang is CliLang.ZH else text
 
 
 def _significant(value: Any) -> str:
@@ -68,9 +68,9 @@ def _significant(value: Any) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def _ledger_table(rows: list[dict[str, Any]], key: str, window: str, lang: Lang = Lang.en) -> Table:
+def _ledger_table(rows: list[dict[str, Any]], key: str, window: str, lang: CliLang = CliLang.EN) -> Table:
     currency = rows[0]["currency"] if rows and rows[0].get("currency") else ""
-    table = Table(title=_say("cardflow ledger", lang) + window, caption=HOURS_NOTE_ZH if lang is Lang.zh else HOURS_NOTE,
+    table = Table(title=_say("cardflow ledger", lang) + window, caption=HOURS_NOTE_ZH if lang is CliLang.ZH else HOURS_NOTE,
                   caption_justify="left")  # fmt: skip
     idle = any("idle_gpu_hours" in row for row in rows)  # per task and project, over all time
     cost, per_unit = _say("cost", lang), _say("cost / unit", lang)
@@ -102,7 +102,7 @@ def _ledger_csv(rows: list[dict[str, Any]], key: str) -> str:
     return out.getvalue()
 
 
-def _quota_table(rows: list[dict[str, Any]], lang: Lang = Lang.en) -> Table:
+def _quota_table(rows: list[dict[str, Any]], lang: CliLang = CliLang.EN) -> Table:
     table = Table(title=_say("quota accounts", lang))
     numeric = {"GPU-hours", "used", "remaining", "used %", "days left"}
     for header in ("account", "project", "card", "GPU-hours", "used", "remaining", "used %", "valid", "days left",
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         until: Annotated[str | None, typer.Option("--until", help="only usage and output before then (same forms)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
         as_csv: Annotated[bool, typer.Option("--csv", help="print CSV (a header, then one line per row)")] = False,
-        lang: LangOption = Lang.en,
+        lang: LangOption = CliLang.EN,
     ) -> None:  # fmt: skip
         """GPU-hours (real hours), cost in the catalog's currency, output units and cost per output unit (* = a lease still running)."""
         from services.cli.times import parse_when
@@ -204,7 +204,7 @@ def register(app: typer.Typer) -> None:
     @quota.command("list")
     def list_quotas(
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
-        lang: LangOption = Lang.en,
+        lang: LangOption = CliLang.EN,
     ) -> None:
         """Every quota account: used and remaining GPU-hours, validity, days left, who changed it last, alerts."""
         with cli_api() as api:

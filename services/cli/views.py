@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -26,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from services.cli.lang import CliLang, LangOption
 from services.cli.task_refs import TaskArgument
 
 if TYPE_CHECKING:
@@ -35,20 +35,14 @@ console = Console()
 errors = Console(stderr=True, soft_wrap=True)
 
 
-class Lang(StrEnum):
-    en = "en"
-    zh = "zh"
-
-
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
-LangOption = Annotated[Lang, typer.Option("--lang", envvar="CARDFLOW_LANG", help="Labels: en or zh (中文)")]
 STATE_VALUES = ("submitted", "waiting_data", "unmatchable", "queued", "held", "leased", "running", "succeeded", "failed",
                 "cancelled", "rejected")  # fmt: skip
 """`TaskState`'s values (for completion without importing the event package)."""
 
-COLUMNS: dict[Lang, dict[str, str]] = {
-    Lang.en: {"class": "Class", "submitted": "Submitted (UTC)", "elapsed": "Elapsed"},
-    Lang.zh: {"class": "类别", "submitted": "提交时间 (UTC)", "elapsed": "运行时长"},
+COLUMNS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {"class": "Class", "submitted": "Submitted (UTC)", "elapsed": "Elapsed"},
+    CliLang.ZH: {"class": "类别", "submitted": "提交时间 (UTC)", "elapsed": "运行时长"},
 }
 
 
@@ -110,7 +104,7 @@ def tasks(
     since: Annotated[str | None, typer.Option("--since", "-S", help="Only tasks submitted since: 2h, 3d, today, 2026-11-30 or an ISO time")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=5000, help="At most this many (most recently changed first)")] = 200,
     as_json: JsonOption = False,
-    lang: LangOption = Lang.en,
+    lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """List tasks: state and why they wait (or ended), class, GPUs, submitted, elapsed — like squeue."""
     from services.cli.client import cli_api
@@ -131,7 +125,7 @@ def tasks(
     console.print(tasks_table(rows, lang, now))
 
 
-def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = Lang.en) -> None:
+def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """One task: its state, why it waits or how it ended, and its history."""
     from services.cli.client import cli_api
     from services.cli.task_refs import task_id_of
@@ -185,7 +179,7 @@ def console_command(
 # ---- rendering (from the API's JSON: no model classes to import) -------------------------------
 
 
-def state_text(state: str, lang: Lang) -> Text:
+def state_text(state: str, lang: CliLang) -> Text:
     from services.console.labels import STATE_STYLES, state_label
 
     styles = {str(key): style for key, style in STATE_STYLES.items()}
@@ -204,7 +198,7 @@ def elapsed_seconds(view: dict[str, Any], now: datetime) -> float | None:
     return ((_time(view.get("finished_at")) or now) - started).total_seconds()
 
 
-def tasks_table(views: list[dict[str, Any]], lang: Lang, now: datetime) -> Table:
+def tasks_table(views: list[dict[str, Any]], lang: CliLang, now: datetime) -> Table:
     from services.cli.times import format_elapsed
     from services.console.labels import UI_LABELS, reason_label
 
@@ -223,7 +217,7 @@ def tasks_table(views: list[dict[str, Any]], lang: Lang, now: datetime) -> Table
     return table
 
 
-def status_table(view: dict[str, Any], lang: Lang) -> Table:
+def status_table(view: dict[str, Any], lang: CliLang) -> Table:
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]
@@ -246,7 +240,7 @@ def status_table(view: dict[str, Any], lang: Lang) -> Table:
     return table
 
 
-def history_table(history: list[dict[str, Any]], lang: Lang) -> Table:
+def history_table(history: list[dict[str, Any]], lang: CliLang) -> Table:
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]

@@ -10,7 +10,8 @@ import typer
 
 from services.cli.submit import EXIT_NOT_ALL_SUCCEEDED, EXIT_STUCK, EXIT_TIMED_OUT, derive_key, stuck_because, wait_outcome, with_key
 from services.cli.times import format_elapsed, parse_when
-from services.cli.views import Lang, elapsed_seconds, parse_state, tasks_table
+from services.cli.lang import CliLang
+from services.cli.views import elapsed_seconds, parse_state, tasks_table
 from services.console.views import TaskFilter
 
 NOW = datetime(2026, 12, 1, 16, 30, tzinfo=UTC)
@@ -64,7 +65,7 @@ def test_the_tasks_table_has_class_gpus_submitted_and_elapsed() -> None:
     from rich.console import Console
 
     out = Console(width=250, record=True)
-    out.print(tasks_table([view], Lang.en, NOW))
+    out.print(tasks_table([view], CliLang.EN, NOW))
     text = out.export_text()
     for shown in ("Class", "GPUs", "Submitted (UTC)", "Elapsed", "core", "8", "2026-12-01 15:00", "01:00:00", "no card fits"):
         assert shown in text
@@ -122,14 +123,14 @@ def test_the_ledger_and_quota_tables_speak_chinese_with_lang_zh() -> None:
                  "remaining_gpu_hours": 87.5, "used_share": 0.125, "valid_from": "2026-10-01T00:00:00+00:00",
                  "valid_to": "2026-12-31T00:00:00+00:00", "days_left": -1, "changed_by": "user:ops", "alerts_raised": []}  # fmt: skip
     shown = {}
-    for lang in (Lang.en, Lang.zh):
+    for lang in (CliLang.EN, CliLang.ZH):
         out = Console(width=250, record=True)
         out.print(_ledger_table([ledger_row], "project", "", lang))
         out.print(_quota_table([quota_row], lang))
         shown[lang] = out.export_text()
 
     for zh in ("cardflow 账本", "项目", "GPU 小时（真实）", "费用 (CNY)", "产出量", "CNY / 单位", "配额账户", "剩余天数", "任意", "已过期", "真实（挂钟）小时"):
-        assert zh in shown[Lang.zh] and zh not in shown[Lang.en]
+        assert zh in shown[CliLang.ZH] and zh not in shown[CliLang.EN]
     for en in ("GPU-hours (real)", "cost (CNY)", "quota accounts", "days left", "expired", "any"):
-        assert en in shown[Lang.en]
-    assert "12.500" in shown[Lang.zh] and "llm-q4" in shown[Lang.zh]
+        assert en in shown[CliLang.EN]
+    assert "12.500" in shown[CliLang.ZH] and "llm-q4" in shown[CliLang.ZH]
