@@ -51,9 +51,9 @@ def alerts(
     """The alert digest: every alert since then (quota, approvals, deadlines, idle reclaim, failures)."""
     start = since_moment(since, datetime.now(UTC))
     with cli_api() as api:
-        digest = api.get("/v1/alerts/digest", since=start.isoformat())
+        digest = api.get("/v1/alerts/digest", since=start.isoformat(), lang=lang.value)
     if as_json:
-        print(json.dumps(digest, indent=2))
+        print(json.dumps(digest, indent=2, ensure_ascii=False))
         return
     console.print(digest_table(digest, lang))
     if "daily" in digest:

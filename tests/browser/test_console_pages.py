@@ -157,6 +157,20 @@ async def test_quota_expiring_within_15_days_is_shown_and_bannered_on_every_page
         await expect(page.get_by_role("alert")).to_contain_text("vision-2026q4")
 
 
+async def test_the_banner_speaks_chinese_and_names_held_tasks(world: ConsoleWorld, page: Page) -> None:
+    """A task held by its quota raises an alert; in Chinese it is rendered from the archived event."""
+    banner = page.get_by_role("alert")
+
+    async def says_it_in_chinese() -> bool:
+        await page.goto(world.base_url + "/board?lang=zh")
+        return "已暂缓：配额" in await banner.inner_text()
+
+    await world.system.wait_for(lambda s: says_it_in_chinese(), timeout=60, what="a Chinese quota-hold alert")
+    held = banner.locator("li", has_text="已暂缓：配额").first
+    await expect(held.locator(".tag")).to_have_text("因配额暂停")
+    await expect(held.get_by_role("link")).not_to_have_text(re.compile(r"^[0-9A-Z]{26}$"))  # a name, not an id
+
+
 async def test_ledger_shows_spend_against_output_with_a_plot(world: ConsoleWorld, page: Page) -> None:
     await page.goto(world.base_url + "/ledger?days=7")
     await expect(page.locator("h2").first).to_contain_text("Last 7 days")

@@ -96,7 +96,7 @@ async def forward_form(request: Request, path: str, body: dict[str, Any], *, ref
 async def render(request: Request, template: str, *, title: str, page: str, **context: Any) -> HTMLResponse:
     """The page in the reader's language, with the nav, the language switch and the quota banner."""
     lang = choose_lang(request)
-    alerts = await call_api(request, "GET", "/v1/alerts", sign_in=False)
+    alerts = await call_api(request, "GET", "/v1/alerts", sign_in=False, params={"lang": lang})
     whoami = await call_api(request, "GET", "/v1/whoami", sign_in=False) if request.cookies.get(TOKEN_COOKIE) else None
     me = None if isinstance(whoami, Unavailable) else whoami  # the header names a reader only for a valid session
     other = "en" if lang == "zh" else "zh"

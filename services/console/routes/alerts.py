@@ -1,6 +1,6 @@
 """The alert digest: every alert since a moment, with where each went (any token).
 
-    GET /v1/alerts/digest?since=2026-12-01T00:00:00Z     (default: the last 24 hours)
+    GET /v1/alerts/digest?since=2026-12-01T00:00:00Z&lang=zh     (default: the last 24 hours, English)
 
 Each alert (`services.ledger.alerting.load_alerts`): `alert_id` (its source event), `kind`,
 `sentence`, `occurred_at`, `event_type`, `task_id`, `account_id`, `project`, and `deliveries` to
@@ -17,7 +17,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from services.console.routes.common import Pool, now_utc, unprocessable
+from services.console.routes.common import Lang, Pool, now_utc, unprocessable
+from services.console.routes.ledger import in_language, load_task_names
 from services.console.views import MISSING_TABLES
 from services.console.routes.approvals import policy_document
 from services.ledger.alerting import load_alerts, load_last_digest
@@ -29,12 +30,14 @@ DIGEST_DAY = timedelta(days=1)
 @router.get("/alerts/digest", summary="Every alert since a moment (default: a day ago), with its webhook deliveries")
 async def get_digest(request: Request, pool: Pool,
                      since: Annotated[datetime | None, Query(description="ISO date-time with a zone")] = None,
-                     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:  # fmt: skip
+                     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000, lang: Lang = "en") -> dict[str, Any]:  # fmt: skip
     start = since or now_utc() - DIGEST_DAY
     if start.tzinfo is None:
         raise unprocessable(("query", "since"), "give a time zone, e.g. 2026-12-01T00:00:00Z")
     try:
         alerts = await load_alerts(pool, start, limit=limit)
+        names = await load_task_names(pool, {alert["task_id"] for alert in alerts if alert["task_id"]})
+        alerts = await in_language(pool, alerts, lang, names)
         last = await load_last_digest(pool)
     except MISSING_TABLES:
         raise HTTPException(503, "alerts are not available yet: the ledger service has not started") from None

@@ -9,14 +9,17 @@ import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import AwareDatetime
 
+from services.audit.reading import SCHEMA as AUDIT
+from services.console.alert_sentences import alert_sentence_zh
 from services.console.quota_banner import banner_alerts, days_left, quota_alerts
-from services.console.routes.common import Pool, now_utc, unprocessable
+from services.console.routes.common import Lang, Pool, now_utc, unprocessable
 from services.console.series import period_totals
 from services.config.holder import DocumentHolder
 from services.ledger.alerting import load_alerts
 from services.ledger.reports import Grouping, ledger_rows, ledger_rows_between, quota_rows
 from shared.cards import load_catalog
 from shared.config import CARDS
+from shared.events import parse_event
 from services.console.store import SCHEMA as VIEWS
 from services.console.views import MISSING_TABLES
 
@@ -64,7 +67,7 @@ async def get_quotas(pool: Pool) -> list[dict[str, Any]]:
 
 
 @router.get("/alerts", summary="The console banner: quota accounts expiring or running low, and the last day's alerts")
-async def get_alerts(pool: Pool) -> list[dict[str, Any]]:
+async def get_alerts(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
     """Quota accounts `expiring` within their alert lead or `low`, then the alerts of the last 24 hours
     meant for the console (`services.ledger.alerting`), newest first, with its `sentence`; each fact
     once (`banner_alerts`: one raised again carries `repeats`)."""
@@ -73,9 +76,28 @@ async def get_alerts(pool: Pool) -> list[dict[str, Any]]:
         rows = await quota_rows(pool)
         recent = await load_alerts(pool, now - timedelta(days=1), console_only=True, limit=BANNER_ALERTS)
         names = await load_task_names(pool, {alert["task_id"] for alert in recent if alert["task_id"]})
+        recent = await in_language(pool, recent, lang, names)
     except MISSING_TABLES:
         return []
     return banner_alerts(quota_alerts(rows, now), recent, task_names=names)
+
+
+async def in_language(pool: asyncpg.Pool, alerts: list[dict[str, Any]], lang: str,
+                      task_names: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The alerts with their sentences in `lang`: for Chinese, rendered from each alert's source event
+    (read from the audit archive by its id); an alert whose event is not archived yet keeps English."""
+    if lang != "zh" or not alerts:
+        return alerts
+    rows = await pool.fetch(f"SELECT event_id, body FROM {AUDIT}.events WHERE event_id = ANY($1::text[])",
+                            [alert["alert_id"] for alert in alerts])  # fmt: skip
+    events = {row["event_id"]: parse_event(row["body"]) for row in rows}
+    names = task_names or {}
+    shown = []
+    for alert in alerts:
+        event = events.get(alert["alert_id"])
+        sentence = alert_sentence_zh(event, names.get(alert["task_id"] or "")) if event is not None else None
+        shown.append({**alert, "sentence": sentence or alert["sentence"]})
+    return shown
 
 
 async def load_task_names(pool: asyncpg.Pool, task_ids: set[str]) -> dict[str, str]:
