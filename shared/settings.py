@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     ingest_default_upstream: str = Field(
         "ingest", description="the upstream name entries on the shared cf:ingest are recorded under (actor upstream:<name>)"
     )
+    agent_enrolment_redis_url: SecretStr | None = Field(
+        None, description="a Redis URL whose user may run ACL SETUSER (an admin): the console uses it only to make an"
+        " agent's own Redis user for POST /v1/agents (`cardflow enroll`); unset = that endpoint answers 409 with the"
+        " commands to run. `cardflow up` sets it to the embedded Redis's admin URL (docs/running.md#5-security)",
+    )
+    redis_users_file: Path | None = Field(
+        None, description="the embedded Redis's users file (set by `cardflow up`): an enrolled agent is kept there too,"
+        " so it survives a restart of the embedded server",
+    )
 
     @field_validator("ingest_upstreams", mode="before")
     @classmethod

@@ -49,7 +49,7 @@ from services.console.projector import SPEC as VIEWS_SPEC
 from services.config.service import SPEC as CONFIG_SPEC
 from services.config.service import open_config_store
 from services.console.routes import config as config_routes
-from services.console.routes import quota_grants, routes_router, tokens
+from services.console.routes import agents, quota_grants, routes_router, tokens
 from services.console.snapshots import run_daily_board_snapshots
 from services.identity.tokens import IDENTITY_SPEC
 from services.identity.tokens import SCHEMA as IDENTITY_SCHEMA
@@ -107,6 +107,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
     app.include_router(router, dependencies=signed_in)
     app.include_router(routes_router, dependencies=signed_in)
     app.include_router(tokens.router)
+    app.include_router(agents.router)
     app.include_router(quota_grants.router)
     app.include_router(pages_router)
     app.include_router(accountability_pages_router)

@@ -96,6 +96,12 @@ def own_backend_env(endpoints: Endpoints, names: Sequence[str]) -> dict[str, dic
     }
 
 
+def enrolment_env(endpoints: Endpoints) -> dict[str, str]:
+    """The console's right to make agents' Redis users (POST /v1/agents): on the embedded Redis only,
+    whose admin URL `cardflow up` holds anyway; an external Redis's admin URL is the operator's to give."""
+    return {"CARDFLOW_AGENT_ENROLMENT_REDIS_URL": endpoints.redis_url} if endpoints.redis_users_file else {}
+
+
 def enrolled_fleet(endpoints: Endpoints, fleet: Sequence[DemoAgent]) -> dict[str, str]:
     """Agent id -> the URL of its own Redis user, enrolled now (embedded Redis only; else {})."""
     if not endpoints.redis_users_file or not endpoints.data_dir:
@@ -132,6 +138,7 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     # The config service records the demo's policy as a change by system:demo (a start without --demo
     # takes it back); the dispatcher's knobs only matter until that version is in force.
     service_env = own_backend_env(endpoints, [*SERVICE_NAMES, "console"])
+    service_env["console"] |= enrolment_env(endpoints)
     if demo:
         service_env["dispatcher"] |= demo_dispatcher_env(scale)
         service_env["config"] |= demo_config_env(scale)

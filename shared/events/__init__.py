@@ -54,7 +54,14 @@ from shared.events.dispatch import (
     TaskSucceededData,
 )
 from shared.events.envelope import Envelope, Payload, canonical_json, new_event_id, utcnow
-from shared.events.identity import TokenCreated, TokenCreatedData, TokenRevoked, TokenRevokedData
+from shared.events.identity import (
+    AgentEnrolled,
+    AgentEnrolledData,
+    TokenCreated,
+    TokenCreatedData,
+    TokenRevoked,
+    TokenRevokedData,
+)
 from shared.events.intake import (
     DataReadySignalled,
     DataReadySignalledData,

@@ -1,6 +1,7 @@
-"""Events about API tokens: one created, one revoked (the console process owns schema `identity`).
+"""Events about API tokens (one created, one revoked) and agents' Redis users (one enrolled); the
+console process owns schema `identity`.
 
-The secret itself never appears in an event; its holder's name does (`user:<name>` is the actor of
+No secret or password ever appears in an event; its holder's name does (`user:<name>` is the actor of
 everything done with the token).
 """
 
@@ -41,3 +42,17 @@ class TokenRevoked(Envelope):
 
     type: Literal["token.revoked"] = "token.revoked"
     data: TokenRevokedData
+
+
+class AgentEnrolledData(Payload):
+    agent_id: EntityId = Field(description="the agent's id: it reads only cf:agent:<id>")
+    redis_user: str = Field(min_length=1, max_length=120, description="the Redis ACL user made for it: agent.<id>")
+    reason: Detail = ""
+
+
+class AgentEnrolled(Envelope):
+    """A GPU host's agent got its own Redis user (a new password, shown once to the admin who asked;
+    an agent enrolled again gets a new one and the old stops working)."""
+
+    type: Literal["agent.enrolled"] = "agent.enrolled"
+    data: AgentEnrolledData

@@ -34,7 +34,7 @@ from shared.events.dispatch import (
 from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.envelope import Envelope
-from shared.events.identity import TokenCreated, TokenRevoked
+from shared.events.identity import AgentEnrolled, TokenCreated, TokenRevoked
 from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskReviewed, TaskSubmitted
 from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
 from shared.events.ledger import (
@@ -63,7 +63,7 @@ _FACETS: dict[str, tuple[type[Envelope], ...]] = {
     DISPATCHER: _DISPATCHER_FACETS,
     "ledger": (UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed, RoundNoteAmended),
     "config": (ConfigChanged, TemplateChanged),
-    "identity": (TokenCreated, TokenRevoked),
+    "identity": (TokenCreated, TokenRevoked, AgentEnrolled),
 }
 OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: owner for owner, classes in _FACETS.items() for cls in classes}
 """Event type -> the schema (service) whose outbox alone may hold it. Every catalogued event type

@@ -1,0 +1,54 @@
+"""`POST /v1/agents` (admin): enrol a GPU host's agent — its own Redis user, the password shown once.
+
+See `services.identity.agents` for what is made and why the console may lack the right (then 409
+with the commands an admin runs instead). Recorded as `agent.enrolled` with the admin as actor.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from services.common.runtime import Emitter
+from services.console.auth import requires
+from services.identity.agents import EnrolmentUnavailable, enroll_agent
+from services.identity.tokens import SCHEMA
+from shared.events.values import Detail
+from shared.identity import Principal, Role
+from shared.redis_acl import SAFE_NAME
+
+router = APIRouter(prefix="/v1", tags=["agents"])
+Admin = Annotated[Principal, requires(Role.ADMIN)]
+
+
+class EnrolBody(BaseModel):
+    agent_id: str = Field(pattern=SAFE_NAME.pattern, description="the agent's id (`cardflow agent --id`): its inbox is cf:agent:<id>")
+    reason: Detail = Field(min_length=1, description="why, recorded in the agent.enrolled event")
+
+
+class Enrolled(BaseModel):
+    agent_id: str
+    redis_user: str = Field(description="agent.<id>: reads only its own inbox, appends to cf:reports")
+    password: str = Field(description="shown only now; enrolling the agent again makes a new one")
+    redis_url: str = Field(description="CARDFLOW_REDIS_URL for the agent (the host as this console reaches Redis)")
+    saved: bool = Field(description="Redis wrote the user to its ACL file (else it is lost when Redis restarts)")
+
+
+@router.post(
+    "/agents", status_code=201, response_model=Enrolled,
+    responses={409: {"description": "this console may not make Redis users: the detail says which commands to run instead"}},
+    summary="Enrol an agent: its own Redis user with a new password, shown once (admin)",
+)  # fmt: skip
+async def post_agent(body: EnrolBody, request: Request, admin: Admin) -> Enrolled:
+    settings = request.app.state.settings
+    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
+    emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
+    try:
+        async with request.app.state.pool.acquire() as conn, conn.transaction():
+            enrolled = await enroll_agent(conn, emitter, enrolment, settings.redis_users_file, body.agent_id, body.reason)
+    except EnrolmentUnavailable as unavailable:
+        raise HTTPException(409, str(unavailable)) from None
+    return Enrolled(agent_id=enrolled.agent_id, redis_user=enrolled.redis_user, password=enrolled.password,
+                    redis_url=enrolled.redis_url, saved=enrolled.saved)  # fmt: skip

@@ -1,0 +1,88 @@
+"""Enrolling a GPU host's agent: its own Redis ACL user, made through the API (`POST /v1/agents`).
+
+`enroll_agent` makes (or re-keys) user `agent.<id>` with the rules of `shared.redis_acl.agent_user`
+(read only its own inbox `cf:agent:<id>` in its group, append to `cf:reports`) and a fresh password,
+and emits `agent.enrolled` with the admin as actor and the reason, in the caller's transaction: if
+Redis refuses, nothing is recorded. The password is returned once and never stored by cardflow —
+except on the embedded Redis, whose users file keeps every user's password so that the ACL file
+written at each start keeps the agent (`shared.embedded.redis_users.record_user`).
+
+Making a Redis user needs `ACL SETUSER`, which Redis cannot limit to some user names: whoever may
+run it is an admin. So the console holds no such right of its own (its user is `service.console`);
+it uses `Settings.agent_enrolment_redis_url` when one is given (`cardflow up` gives the embedded
+Redis's admin URL) and otherwise refuses with the commands an admin runs instead
+(`EnrolmentUnavailable`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from services.common.runtime import Emitter
+from shared.embedded.redis_users import record_user
+from shared.events.emission import Emission
+from shared.events.identity import AgentEnrolled
+from shared.redis_acl import agent_user, user_url
+
+
+@dataclass(frozen=True)
+class EnrolledAgent:
+    agent_id: str
+    redis_user: str
+    password: str
+    redis_url: str
+    saved: bool  # the server wrote the user to its ACL file (it survives a restart of Redis)
+
+
+class EnrolmentUnavailable(Exception):
+    """This console may not make Redis users; the message says what an admin runs instead."""
+
+
+def manual_steps(agent_id: str, why: str) -> str:
+    return (
+        f"this console cannot make Redis users ({why}). As a Redis admin, run the ACL SETUSER line that"
+        f" `cardflow redis-users --agents-only --agent {agent_id}` prints (e.g. redis-cli -u \"$ADMIN_URL\" < file),"
+        f" then give the agent CARDFLOW_REDIS_URL=redis://agent.{agent_id}:<password>@host:port/db; or set"
+        " CARDFLOW_AGENT_ENROLMENT_REDIS_URL for the console to an admin URL (docs/running.md#5-security)"
+    )
+
+
+async def enroll_agent(
+    conn: asyncpg.Connection, emitter: Emitter, enrolment_url: str | None, users_file: Path | None,
+    agent_id: str, reason: str,
+) -> EnrolledAgent:  # fmt: skip
+    """Make `agent.<agent_id>` with a new password and record `agent.enrolled` (see the module docstring)."""
+    if not enrolment_url:
+        raise EnrolmentUnavailable(manual_steps(agent_id, "CARDFLOW_AGENT_ENROLMENT_REDIS_URL is not set"))
+    user = agent_user(agent_id)
+    password = secrets.token_urlsafe(24)
+    await emitter.emit(conn, [Emission(AgentEnrolled, f"agent/{agent_id}", {"agent_id": agent_id, "redis_user": user.name,
+                                                                             "reason": reason})])  # fmt: skip
+    saved = await _set_user(enrolment_url, agent_id, user.setuser_args(password))
+    if users_file is not None:
+        record_user(Path(users_file).parent, user, password)
+    return EnrolledAgent(agent_id, user.name, password, user_url(enrolment_url, user.name, password), saved)
+
+
+async def _set_user(enrolment_url: str, agent_id: str, setuser_args: list[str]) -> bool:
+    """ACL SETUSER on the server, then ACL SAVE if it has an ACL file (False when it has none)."""
+    admin = Redis.from_url(enrolment_url)
+    try:
+        try:
+            await admin.execute_command("ACL", "SETUSER", *setuser_args)
+        except (NoPermissionError, AuthenticationError) as refused:
+            why = f"Redis refused ACL SETUSER to the user of CARDFLOW_AGENT_ENROLMENT_REDIS_URL: {refused}"
+            raise EnrolmentUnavailable(manual_steps(agent_id, why)) from None
+        try:
+            await admin.execute_command("ACL", "SAVE")
+        except ResponseError:  # no aclfile configured: the user lives until the server restarts
+            return False
+        return True
+    finally:
+        await admin.aclose()
