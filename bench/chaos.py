@@ -484,7 +484,7 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         "## Forgeries (observed)",
         "",
-        "Every process runs as its own Redis user (`shared/redis_acl.py`), as under `cardflow up`.",
+        "Every process runs as its own Redis user (`shared/redis_acl.py`) and PostgreSQL role (`shared/pg_roles.py`), as under `cardflow up`.",
         "",
         "- a `task.succeeded` for a running (10-minute) task, XADDed with the matcher's credentials straight onto"
         f" `cf:events` (producer `intruder/1`), was believed by the views: **{_yes_no(f.forged_by_intruder_believed)}**"
