@@ -115,7 +115,10 @@ async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: Runn
     assert (urgent["time_scale"], urgent["simulated"]) == (1200.0, "simulated ×1200")
     assert urgent["runtime_s"] == pytest.approx(urgent["wall_runtime_s"] * 1200)
     assert urgent["ratio"] >= 0.99  # its lease spans the sim run's R / 1200 real seconds: at least R in agent time
-    assert urgent["util_pct"] is not None and 0 < urgent["util_pct"] <= 90.0  # the sim agent reports 90 % while it runs
+    # urgent-eval runs 1.5 s real, often ending before the agent's first heartbeat (every 2 s): its
+    # utilisation may be unknown (never guessed); the filler ran many heartbeats at the sim's 90 %
+    assert urgent["util_pct"] is None or 0 < urgent["util_pct"] <= 90.0
+    assert 0 < reviewed["sweep-filler"]["util_pct"] <= 90.0
 
     report = await verified(system)
     assert report.ok, json.dumps(report.as_json(), indent=1, default=str)
