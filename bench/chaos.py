@@ -534,7 +534,8 @@ REPORT_PATH_NOTES = (
     " `1 + burst + elapsed / gap` of them are applied (policy section `reports`), the rest are refused `rate_limited`"
     " (counted, one `rejected_reports` row per lease and batch) or coalesced; an honest agent at time scale 600 runs"
     " an unrelated task to the end meanwhile: `tests/reliability/test_report_storm.py`. This script does not yet"
-    " measure the dispatcher's lag during such a storm.",
+    " measure the dispatcher's lag during such a storm."
+    " While the dispatcher is behind on `cf:reports` (its oldest unread report waits longer than half a lease TTL: a storm on a loaded machine) the backlog counts as a report-path outage: no lease expires for silence, since its heartbeat may be in the backlog, and once caught up each covered lease gets a TTL plus the claim delay (`shared/leasing/outage.py`; a clean-clone `make test` on a loaded machine once expired the storm agent's lease behind its own unread heartbeats).",
     "- A valid token proves which run a report is about, not that the run did what it says. The issue's "
     "\"succeeded, output 1e9 after 20 s of a 2-hour task\" is now judged: see [Success plausibility and output "
     "bounds](#success-plausibility-and-output-bounds); `tests/reliability/test_implausible_success.py` "

@@ -27,7 +27,7 @@ from datetime import datetime
 
 import asyncpg
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
@@ -36,12 +36,13 @@ from services.dispatcher.leader import check_epoch
 from services.dispatcher.store import load_everything
 from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
-from shared.leasing.outage import OutageSource, OutageWatch
+from shared.leasing.outage import OutageSource, OutageWatch, behind_on_reports
 
 
 from shared.leasing.idle import IdleRule
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
+from shared.names import DISPATCHER_GROUP, REPORTS_STREAM
 from shared.config import PolicyDocument
 from shared.config.governance import IdleReclaimSection
 from shared.scheduling.model import Policy
@@ -141,10 +142,28 @@ class Dispatcher:
             return
         try:
             await asyncio.wait_for(self.redis.ping(), timeout=timeout_s)
+            first_unread = await asyncio.wait_for(self._first_unread_report(), timeout=timeout_s)
         except (RedisError, OSError, TimeoutError) as error:
             self.source_down(OutageSource.REDIS, error)
             return
         self.source_up(OutageSource.REDIS)
+        if behind_on_reports(first_unread, utcnow(), self.rules):
+            self.source_down(OutageSource.BACKLOG, RuntimeError(f"unread reports since {first_unread}"))
+        else:
+            self.source_up(OutageSource.BACKLOG)
+
+    async def _first_unread_report(self) -> str | None:
+        """The id of the oldest `cf:reports` entry the dispatcher's group has not read yet (None: none)."""
+        assert self.redis is not None
+        try:
+            groups = await self.redis.xinfo_groups(REPORTS_STREAM)
+        except ResponseError:  # no cf:reports yet: no agent has reported
+            return None
+        mine = next((g for g in groups if _text(g["name"]) == DISPATCHER_GROUP), None)
+        if mine is None:
+            return None
+        entries = await self.redis.xrange(REPORTS_STREAM, min=f"({_text(mine['last-delivered-id'])}", count=1)
+        return _text(entries[0][0]) if entries else None
 
     def source_down(self, source: OutageSource, error: BaseException) -> None:
         if self.outages.down(source, utcnow()):
@@ -167,6 +186,10 @@ class Dispatcher:
     def request_cycle(self) -> None:
         """Something relevant changed: run a cycle soon (debounced by the dispatch loop)."""
         self.wake.set()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def is_unreachable(error: BaseException) -> bool:

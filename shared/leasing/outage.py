@@ -1,7 +1,8 @@
 """Outages of the report path, and the grace they give leases and nodes (pure; `now` is a parameter).
 
 The dispatcher hears agents only through `cf:reports`, applied in its write steps. While it cannot
-(Redis unreachable, PostgreSQL unreachable, or no leader at all before a takeover), an agent's
+(Redis unreachable, PostgreSQL unreachable, no leader at all before a takeover, or so far behind on
+the stream that unread reports wait longer than half a lease TTL), an agent's
 silence proves nothing: its heartbeats and `report.finished` may be waiting in the stream, or in
 the agent's own queue. So, whenever the dispatcher KNOWS of such an outage:
 
@@ -37,6 +38,25 @@ class OutageSource(StrEnum):
     REDIS = "redis"  # cf:reports could not be read
     POSTGRES = "postgres"  # reports could not be applied (a write step failed on its connection)
     LEADER = "leader"  # no leader applied reports before this one took over
+    BACKLOG = "backlog"  # the oldest report not yet read from cf:reports waits longer than the backlog limit
+
+
+BACKLOG_LIMIT_SHARE_OF_TTL = 0.5
+"""The dispatcher is behind on `cf:reports` (a report storm, a slow machine) once the oldest report
+it has not read waits longer than this share of the lease TTL: a heartbeat may be among them, so a
+lease's silence proves nothing until it catches up."""
+
+
+def report_backlog_s(first_unread_id: str | None, now: datetime) -> float:
+    """Seconds the oldest unread report has waited (its stream id's milliseconds), 0 when none waits."""
+    if first_unread_id is None:
+        return 0.0
+    appended_ms = int(first_unread_id.split("-", 1)[0])
+    return max(0.0, now.timestamp() - appended_ms / 1000)
+
+
+def behind_on_reports(first_unread_id: str | None, now: datetime, rules: LeaseRules) -> bool:
+    return report_backlog_s(first_unread_id, now) > rules.lease_ttl_s * BACKLOG_LIMIT_SHARE_OF_TTL
 
 
 @dataclass(frozen=True, slots=True)
