@@ -90,6 +90,12 @@ async def load_task(pool: asyncpg.Pool, task_id: str) -> TaskView | None:
     return await _one_view(pool, f"SELECT view FROM {SCHEMA}.tasks WHERE id = $1", task_id)
 
 
+async def load_task_names(pool: asyncpg.Pool, task_ids: set[str]) -> dict[str, str]:
+    """Task names by id from the views (a banner line links a task by its name)."""
+    rows = await pool.fetch(f"SELECT id, name FROM {SCHEMA}.tasks WHERE id = ANY($1::text[])", sorted(task_ids))
+    return {row["id"]: row["name"] for row in rows if row["name"]}
+
+
 async def find_task_by_idempotency_key(pool: asyncpg.Pool, key: str) -> TaskView | None:
     """The task submitted with this key; if only rejected attempts used it, the latest of them."""
     return await _one_view(

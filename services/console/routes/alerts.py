@@ -15,13 +15,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 from fastapi import APIRouter, HTTPException, Query, Request
 
+from services.audit.reading import SCHEMA as AUDIT
+from services.console.alert_sentences import alert_sentence_zh
 from services.console.routes.common import Lang, Pool, now_utc, unprocessable
-from services.console.routes.ledger import in_language, load_task_names
-from services.console.views import MISSING_TABLES
+from services.console.views import MISSING_TABLES, load_task_names
 from services.console.routes.approvals import policy_document
 from services.ledger.alerting import load_alerts, load_last_digest
+from shared.events import parse_event
 
 router = APIRouter(tags=["alerts"])
 DIGEST_DAY = timedelta(days=1)
@@ -36,8 +39,7 @@ async def get_digest(request: Request, pool: Pool,
         raise unprocessable(("query", "since"), "give a time zone, e.g. 2026-12-01T00:00:00Z")
     try:
         alerts = await load_alerts(pool, start, limit=limit)
-        names = await load_task_names(pool, {alert["task_id"] for alert in alerts if alert["task_id"]})
-        alerts = await in_language(pool, alerts, lang, names)
+        alerts = await in_language(pool, alerts, lang)
         last = await load_last_digest(pool)
     except MISSING_TABLES:
         raise HTTPException(503, "alerts are not available yet: the ledger service has not started") from None
@@ -47,3 +49,23 @@ async def get_digest(request: Request, pool: Pool,
     daily = (await policy_document(request)).alerts.digest
     return {"since": start.isoformat(), "total": len(alerts), "counts": counts, "alerts": alerts,
             "daily": {"enabled": daily.enabled, "at": daily.at, "timezone": daily.timezone, "last": last}}
+
+
+async def in_language(pool: asyncpg.Pool, alerts: list[dict[str, Any]], lang: str, *,
+                      task_names: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The alerts with their sentences in `lang`: for Chinese, rendered from each alert's source event
+    (read from the audit archive by its id) naming tasks by `task_names` (loaded from the views when
+    not given); an alert whose event is not archived yet keeps English."""
+    if lang != "zh" or not alerts:
+        return alerts
+    rows = await pool.fetch(f"SELECT event_id, body FROM {AUDIT}.events WHERE event_id = ANY($1::text[])",
+                            [alert["alert_id"] for alert in alerts])  # fmt: skip
+    events = {row["event_id"]: parse_event(row["body"]) for row in rows}
+    names = task_names if task_names is not None else await load_task_names(
+        pool, {alert["task_id"] for alert in alerts if alert["task_id"]})
+    shown = []
+    for alert in alerts:
+        event = events.get(alert["alert_id"])
+        sentence = alert_sentence_zh(event, names.get(alert["task_id"] or "")) if event is not None else None
+        shown.append({**alert, "sentence": sentence or alert["sentence"]})
+    return shown

@@ -5,13 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import AwareDatetime
 
-from services.audit.reading import SCHEMA as AUDIT
-from services.console.alert_sentences import alert_sentence_zh
 from services.console.quota_banner import banner_alerts, days_left, quota_alerts
+from services.console.routes.alerts import in_language
 from services.console.routes.common import Lang, Pool, now_utc, unprocessable
 from services.console.series import period_totals
 from services.config.holder import DocumentHolder
@@ -19,9 +17,7 @@ from services.ledger.alerting import load_alerts
 from services.ledger.reports import Grouping, ledger_rows, ledger_rows_between, quota_rows
 from shared.cards import load_catalog
 from shared.config import CARDS
-from shared.events import parse_event
-from services.console.store import SCHEMA as VIEWS
-from services.console.views import MISSING_TABLES
+from services.console.views import MISSING_TABLES, load_task_names
 
 router = APIRouter(tags=["ledger"])
 BANNER_ALERTS = 20
@@ -76,34 +72,11 @@ async def get_alerts(pool: Pool, lang: Lang = "en") -> list[dict[str, Any]]:
         rows = await quota_rows(pool)
         recent = await load_alerts(pool, now - timedelta(days=1), console_only=True, limit=BANNER_ALERTS)
         names = await load_task_names(pool, {alert["task_id"] for alert in recent if alert["task_id"]})
-        recent = await in_language(pool, recent, lang, names)
+        recent = await in_language(pool, recent, lang, task_names=names)
     except MISSING_TABLES:
         return []
     return banner_alerts(quota_alerts(rows, now), recent, task_names=names)
 
-
-async def in_language(pool: asyncpg.Pool, alerts: list[dict[str, Any]], lang: str,
-                      task_names: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """The alerts with their sentences in `lang`: for Chinese, rendered from each alert's source event
-    (read from the audit archive by its id); an alert whose event is not archived yet keeps English."""
-    if lang != "zh" or not alerts:
-        return alerts
-    rows = await pool.fetch(f"SELECT event_id, body FROM {AUDIT}.events WHERE event_id = ANY($1::text[])",
-                            [alert["alert_id"] for alert in alerts])  # fmt: skip
-    events = {row["event_id"]: parse_event(row["body"]) for row in rows}
-    names = task_names or {}
-    shown = []
-    for alert in alerts:
-        event = events.get(alert["alert_id"])
-        sentence = alert_sentence_zh(event, names.get(alert["task_id"] or "")) if event is not None else None
-        shown.append({**alert, "sentence": sentence or alert["sentence"]})
-    return shown
-
-
-async def load_task_names(pool: asyncpg.Pool, task_ids: set[str]) -> dict[str, str]:
-    """Task names by id from the views (a banner line links a task by its name)."""
-    rows = await pool.fetch(f"SELECT id, name FROM {VIEWS}.tasks WHERE id = ANY($1::text[])", sorted(task_ids))
-    return {row["id"]: row["name"] for row in rows if row["name"]}
 
 
 @router.get("/ledger/period", summary="Per project over the last N days: GPU-hours and cost used, output reported")

@@ -405,12 +405,14 @@ def preemptors_still_running(snapshot, result, tasks, at: float) -> dict[str, in
         runtime = next(o.runtime_s for o in task.options if o.card_type == victims[0].card_type)
         if NOW + runtime <= at:
             continue
+        victim_gpus: dict[str, int] = Counter()
+        for victim in victims:  # in victim order: the nodes are taken in that order
+            victim_gpus[victim.node_id] += victim.gpus
         left = task.gpus
-        for node_id in dict.fromkeys(victim.node_id for victim in victims):
-            room = sum(v.gpus for v in victims if v.node_id == node_id) + free_now[node_id]
-            taken = min(room, left)
+        for node_id, yielded in victim_gpus.items():
+            taken = min(yielded + free_now[node_id], left)
             running[node_id] += taken
-            free_now[node_id] -= max(0, taken - sum(v.gpus for v in victims if v.node_id == node_id))
+            free_now[node_id] -= max(0, taken - yielded)
             left -= taken
     return running
 
