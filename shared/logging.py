@@ -1,5 +1,11 @@
 """structlog, configured once: JSON lines off a TTY, a readable console on a TTY.
 
+Tracebacks are plain text on the console too: structlog's default (rich, with every frame's
+locals) renders a large local for seconds, and a loop that logs an exception at each retry then
+spends its event loop drawing tracebacks (seen in CI: an outbox relay's retries starved a whole
+in-process system for minutes). Processes that never call `configure_logging` get structlog's
+defaults, so entry points and the test session call it first.
+
 Per-message context (event_id, type, subject, correlation_id) is bound with
 `bind_message_context`, which uses contextvars so concurrent handlers do not mix.
 """
@@ -45,7 +51,8 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     if _configured:
         return
     as_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+    renderer: Any = (structlog.processors.JSONRenderer() if as_json
+                     else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -27,7 +27,12 @@ from pathlib import Path
 import pytest
 
 from shared.embedded import Backends, Endpoints
+from shared.logging import configure_logging
 from shared.settings import Settings, get_settings
+
+# Services run in-process here: without this they log with structlog's defaults, whose rich
+# tracebacks (every frame's locals) take seconds each and starve the event loop under retries.
+configure_logging("INFO", json=True)
 
 BACKEND_FIXTURES = frozenset({"backends", "backends_env"})
 

@@ -29,3 +29,19 @@ def test_an_error_level_run_keeps_library_warnings_quiet_too(fresh_logging: None
     cardflow_logging.configure_logging("ERROR", json=True)
     assert not logging.getLogger("httpcore").isEnabledFor(logging.WARNING)
     assert logging.getLogger("httpcore").isEnabledFor(logging.ERROR)
+
+
+def test_a_console_traceback_is_plain_text_without_frame_locals(
+    fresh_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # structlog's default (rich, with every frame's locals) spent seconds per traceback on large
+    # locals, and a relay logging each retry starved a whole in-process system in CI
+    cardflow_logging.configure_logging("INFO", json=False)
+    huge_local = list(range(1000))
+    try:
+        raise RuntimeError(f"broken after {len(huge_local)} items")
+    except RuntimeError:
+        cardflow_logging.get_logger("test").exception("relay failed")
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "RuntimeError: broken after 1000 items" in err
+    assert "0, 1, 2, 3" not in err and "╭" not in err  # no locals, no rich panel
