@@ -254,6 +254,10 @@ async def _config_versions(dsn: str) -> Table:
         table.add_column(column, overflow="fold")
     conn = await asyncpg.connect(dsn)
     try:
+        # None: no config schema yet (next check); False: a role without the config schema (the gate's)
+        if await conn.fetchval("SELECT has_schema_privilege(oid, 'USAGE') FROM pg_namespace WHERE nspname = 'config'") is False:
+            table.add_row("-", "-", "", "", "this login may not read the config schema (its role does not use it)")
+            return table
         if not await conn.fetchval("SELECT to_regclass('config.versions') IS NOT NULL"):
             table.add_row("-", "-", "", "", "no config store yet: the config service has not run")
             return table

@@ -42,6 +42,19 @@ def test_doctor_passes_when_every_backend_answers(backends: Endpoints) -> None:
     assert not [secret for secret in secrets_of(backends) if secret in result.output]
 
 
+def test_doctor_passes_as_a_service_login_that_may_not_read_the_config_schema(backends: Endpoints) -> None:
+    """The gate's role connects only: doctor (the compose and Kubernetes healthcheck) says so, not a traceback."""
+    env = backends.as_env() | {"CARDFLOW_REDIS_URL": backends.redis_url_for("gate"),
+                               "CARDFLOW_DATABASE_URL": backends.database_url_for("gate")}  # fmt: skip
+    env = {key: value for key, value in env.items() if key not in ("CARDFLOW_REDIS_USERS_FILE", "CARDFLOW_POSTGRES_ROLES_FILE")}
+    assert "cardflow_gate" in env["CARDFLOW_DATABASE_URL"]
+
+    result = runner.invoke(app, ["doctor"], env=env)
+
+    assert result.exit_code == 0, result.output
+    assert "may not read the config schema" in " ".join(result.output.split())
+
+
 def test_doctor_names_the_unreachable_backend(backends: Endpoints) -> None:
     (closed_port,) = free_ports(1)
     env = backends.as_env() | {"CARDFLOW_REDIS_URL": f"redis://:hunter2@127.0.0.1:{closed_port}/0"}
