@@ -197,22 +197,27 @@ async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event
 
 
 async def _run_until_stopped(ctx: ServiceContext) -> None:
+    """Start the relay, the broker and the loops, wait for `stop`; wherever a cancel lands (a killed
+    service, a test's teardown) every task started here is cancelled too: a relay left running on a
+    closed pool would retry forever."""
     tasks: list[asyncio.Task[None]] = []
-    if ctx.spec.schema is not None:
-        relay = OutboxRelay(ctx.pool, ctx.redis, ctx.spec.schema, poll_interval=ctx.spec.relay_poll_interval)
-        tasks.append(asyncio.create_task(relay.run(ctx.stop), name=f"{ctx.spec.name}:relay"))
-    await ctx.broker.start()
-    ctx.every(DEFAULT_RETENTION.sweep_every.total_seconds(), retention_sweep, name="retention")
-    tasks += [asyncio.create_task(_repeat(ctx, *loop), name=f"{ctx.spec.name}:{loop[0]}") for loop in ctx.loops]
-    log.info("service started", service=ctx.spec.name, instance=ctx.instance)
     try:
+        if ctx.spec.schema is not None:
+            relay = OutboxRelay(ctx.pool, ctx.redis, ctx.spec.schema, poll_interval=ctx.spec.relay_poll_interval)
+            tasks.append(asyncio.create_task(relay.run(ctx.stop), name=f"{ctx.spec.name}:relay"))
+        await ctx.broker.start()
+        ctx.every(DEFAULT_RETENTION.sweep_every.total_seconds(), retention_sweep, name="retention")
+        tasks += [asyncio.create_task(_repeat(ctx, *loop), name=f"{ctx.spec.name}:{loop[0]}") for loop in ctx.loops]
+        log.info("service started", service=ctx.spec.name, instance=ctx.instance)
         await ctx.stop.wait()
     finally:
-        await ctx.broker.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        log.info("service stopped", service=ctx.spec.name)
+        try:
+            await ctx.broker.stop()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            log.info("service stopped", service=ctx.spec.name)
 
 
 async def retention_sweep(ctx: ServiceContext) -> None:
