@@ -18,6 +18,7 @@ from rich.table import Table
 from services.cli.client import cli_api
 from services.cli.task_refs import TaskArgument, task_id_or_ref
 from services.cli.lang import CliLang, LangOption
+from services.ledger.review_reasons import Verdict, review_reason_text, verdict_label
 
 console = Console()
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
@@ -40,6 +41,10 @@ LABELS: dict[str, dict[str, str]] = {
         "util_note": "GPU util % = the mean the agents reported, weighted by the time each report covers",
         "flags": "flags", "claimed": "claimed (refused)", "flagged successes (output not counted)":
         "flagged successes (output not counted)",
+        "review_by": "review by {by}", "reviewed": "reviewed tasks", "speed": "actual / estimated runtime",
+        "ranking": "ranking", "chosen_mark": " (chosen)", "ran_on_mark": " (ran on)", "catalog": "catalog",
+        "per_unit_said": "cost per output unit", "no_verdict": "not finished yet: no verdict",
+        "match_review": "match review", "then": "; ", "colon": ": ", "profile": "profile",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -54,6 +59,11 @@ LABELS: dict[str, dict[str, str]] = {
         "simulated_group": "{key}：{clock} —— 其运行时长、GPU 小时与成本为墙钟数值乘以 agent 的时间倍率",
         "util_note": "GPU 利用率 % = agent 上报值按各次上报覆盖时长加权的平均",
         "flags": "标记", "claimed": "申报（已拒收）", "flagged successes (output not counted)": "被标记的成功（产出不计入）",
+        "review_by": "匹配复核（按{by}）", "reviewed": "已复核任务", "speed": "各卡型实际/预估运行时长",
+        "ranking": "候选卡型排名", "chosen_mark": "（已选）", "ran_on_mark": "（实际运行）", "catalog": "卡型目录",
+        "per_unit_said": "单位产出成本", "no_verdict": "尚未完成：暂无结论", "match_review": "匹配复核",
+        "then": "；", "colon": "：", "profile": "负载类型",
+        "by_card": "卡型", "by_project": "项目", "by_profile": "负载类型",
     },
 }
 
@@ -267,7 +277,8 @@ def print_round(found: dict[str, Any], lang: CliLang) -> None:
                             [[r["key"], r["tasks"], r["gpu_hours"], r["cost"], r["output_units"], r["cost_per_output_unit"]]
                              for r in report[f"by_{grouping}"]]))  # fmt: skip
     counts = report["review"]["counts"]
-    console.print("match review: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    console.print(LABELS[lang.value]["match_review"] + ": "
+                  + ", ".join(f"{verdict_label(k, lang)} {v}" for k, v in counts.items()))  # fmt: skip
     for version in found.get("notes", [])[1:]:
         console.print(f"note v{version['version']} by {version['actor']}: {version['note']}")
 
@@ -301,21 +312,23 @@ def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = 
         return
     reviewed = found["review"]
     hindsight = {a["card_type"]: a for a in (reviewed or {}).get("alternatives", [])}
-    rows = [[o["card_type"] + (" (chosen)" if o["card_type"] == found["chosen"] else "")
-             + (" (ran on)" if reviewed and o["card_type"] == reviewed["ran_on"] else ""),
+    said = LABELS[lang.value]
+    rows = [[o["card_type"] + (said["chosen_mark"] if o["card_type"] == found["chosen"] else "")
+             + (said["ran_on_mark"] if reviewed and o["card_type"] == reviewed["ran_on"] else ""),
              o["est_runtime_s"] / 3600, o["est_cost"],
              hindsight[o["card_type"]]["predicted_runtime_s"] / 3600 if o["card_type"] in hindsight else None,
              hindsight[o["card_type"]]["predicted_cost"] if o["card_type"] in hindsight else None]
             for o in found["ranking"]]  # fmt: skip
     console.print(f"[bold]{found['name'] or task_id}[/bold]: {found['why']}"
-                  + (f" (catalog {found['catalog_version']})" if found["catalog_version"] else ""))  # fmt: skip
-    console.print(table(lang, "ranking", ["card", "est_runtime", "est_cost", "hindsight_runtime", "hindsight_cost"], rows))
+                  + (f" ({said['catalog']} {found['catalog_version']})" if found["catalog_version"] else ""))  # fmt: skip
+    console.print(table(lang, said["ranking"], ["card", "est_runtime", "est_cost", "hindsight_runtime", "hindsight_cost"], rows))
     if reviewed:
-        console.print(f"[bold]{reviewed['verdict']}[/bold]: {reviewed['reason']}; cost per output unit "
-                      f"{reviewed['cost_per_output_unit'] if reviewed['cost_per_output_unit'] is not None else '–'}")  # fmt: skip
+        per_unit = reviewed["cost_per_output_unit"]
+        console.print(f"[bold]{verdict_label(reviewed['verdict'], lang)}[/bold]{said['colon']}{review_reason_text(reviewed, lang)}"
+                      f"{said['then']}{said['per_unit_said']} {per_unit if per_unit is not None else '–'}")  # fmt: skip
         console.print(run_line(reviewed, lang))
     else:
-        console.print("not finished yet: no verdict")
+        console.print(said["no_verdict"])
 
 
 def clock_text(simulated: str | None, lang: CliLang) -> str:
@@ -356,18 +369,20 @@ def review(
     if as_json:
         emit_json(result)
         return
-    console.print(table(lang, f"review by {by.value}", ["key", "tasks", "worth_it", "oversized", "underestimated",
-                                                        "gpu_hours", "cost", "output", "cost_per_unit", "ratio", "util"],
-                        [[g["key"], g["tasks"], g["worth_it"], g["oversized"], g["underestimated"], g["gpu_hours"],
+    said = LABELS[lang.value]
+    console.print(table(lang, said["review_by"].format(by=said.get(f"by_{by.value}", by.value)),
+                        ["key", "tasks", *(verdict_label(v, lang) for v in Verdict),
+                         "gpu_hours", "cost", "output", "cost_per_unit", "ratio", "util"],
+                        [[g["key"], g["tasks"], *(g[v.value] for v in Verdict), g["gpu_hours"],
                           g["cost"], g["output_units"], g["cost_per_output_unit"], g["mean_runtime_ratio"],
                           g["mean_util_pct"]] for g in result["groups"]]))  # fmt: skip
     for group in (g for g in result["groups"] if g["simulated"]):
         console.print(LABELS[lang.value]["simulated_group"].format(key=group["key"], clock=clock_text(group["simulated"], lang)))
-    console.print(table(lang, "tasks", ["task", "ran_on", "verdict", "runtime", "clock", "ratio", "util"],
-                        [[t["task_id"], t["ran_on"], t["verdict"], t["runtime_s"] / 3600,
+    console.print(table(lang, said["reviewed"], ["task", "ran_on", "verdict", "runtime", "clock", "ratio", "util"],
+                        [[t["task_id"], t["ran_on"], verdict_label(t["verdict"], lang), t["runtime_s"] / 3600,
                           clock_text(t["simulated"], lang), t["ratio"], t["util_pct"]] for t in result["tasks"]]))  # fmt: skip
     console.print(LABELS[lang.value]["util_note"])
-    console.print(table(lang, "actual / estimated runtime", ["card", "key", "tasks", "ratio"],
+    console.print(table(lang, said["speed"], ["card", "profile", "tasks", "ratio"],
                         [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
     if result.get("flagged"):
         title = LABELS[lang.value]["flagged successes (output not counted)"]
@@ -375,5 +390,6 @@ def review(
                             [[f"{f['task_id']} {f['name'] or ''}".strip(), ", ".join(str(reason_label(x, lang)) for x in f["flags"]),
                               f["output_units"], f["claimed_output_units"], f["detail"]] for f in result["flagged"]]))  # fmt: skip
     for task in result["tasks"]:
-        if task["verdict"] != "worth_it":
-            console.print(f"{task['task_id']} {task['name']}: [bold]{task['verdict']}[/bold] — {task['reason']}")
+        if task["verdict"] != Verdict.WORTH_IT:
+            console.print(f"{task['task_id']} {task['name']}: [bold]{verdict_label(task['verdict'], lang)}[/bold]"
+                          f" — {review_reason_text(task, lang)}")  # fmt: skip

@@ -7,6 +7,14 @@ stays readable; `services.console.pages.templating.labels_for` merges them.
 from __future__ import annotations
 
 from services.console.labels import Language
+from services.ledger.review_reasons import VERDICT_LABELS
+
+
+
+def _verdicts(lang: Language) -> dict[str, str]:
+    """The verdicts' labels keyed by their values (`L[t.verdict]`), from their enum's own labels."""
+    return {verdict.value: label for verdict, label in VERDICT_LABELS[lang].items()}
+
 
 ACCOUNTABILITY_LABELS: dict[Language, dict[str, str]] = {
     "en": {
@@ -28,8 +36,7 @@ ACCOUNTABILITY_LABELS: dict[Language, dict[str, str]] = {
         "review_title": "Match review: which matches were worth it",
         "review_intro": "Each finished task's chosen card against the ranked alternatives: worth it, oversized in hindsight (low utilisation, or a cheaper card would have met the same runtime), or underestimated. Cheapest output first.",
         "group_by": "Group by", "by_card_opt": "card type", "by_project_opt": "project", "by_profile_opt": "profile",
-        "round_filter": "Round", "any_round": "all rounds", "worth_it": "worth it", "oversized": "oversized",
-        "underestimated": "underestimated", "mean_ratio": "Mean actual / estimate", "speed_corrections": "Speed factors to correct",
+        "round_filter": "Round", "any_round": "all rounds", "mean_ratio": "Mean actual / estimate", "speed_corrections": "Speed factors to correct",
         "speed_intro": "Actual runtime over estimated runtime per card type and profile: far from 1 means the catalog's speed factor for that pair is off (try a correction with `cardflow config what-if` first).",
         "profile": "Profile", "min_ratio": "Min", "max_ratio": "Max", "verdict": "Verdict", "ran_on": "Ran on",
         "alternatives": "Alternatives", "util_pct": "GPU util. (time-weighted mean)", "reviewed_tasks": "Reviewed tasks",
@@ -43,6 +50,7 @@ ACCOUNTABILITY_LABELS: dict[Language, dict[str, str]] = {
         "granted": "Granted", "started": "Started", "ended": "Ended", "end_reason": "End", "checkpoints": "Checkpoints",
         "stopped_by": "Stopped by", "resumed_from": "Resumed from", "audit_needs_role": "The audit trail needs the auditor role",
         "match_review": "Match review", "not_reviewed": "Reviewed once the task has succeeded.",
+        **_verdicts("en"),
     },
     "zh": {
         "nav_rounds": "轮次", "nav_audit": "变更记录",
@@ -63,8 +71,7 @@ ACCOUNTABILITY_LABELS: dict[Language, dict[str, str]] = {
         "review_title": "匹配复核：哪些匹配是值得的",
         "review_intro": "每个已完成任务所选卡型与候选卡型的对比：值得、事后看选大了（利用率低，或更便宜的卡也能达到同样运行时间）、或低估。单位产出成本低的排在前面。",
         "group_by": "分组", "by_card_opt": "卡型", "by_project_opt": "项目", "by_profile_opt": "负载类型",
-        "round_filter": "轮次", "any_round": "全部轮次", "worth_it": "值得", "oversized": "选大了",
-        "underestimated": "低估", "mean_ratio": "实际/预估 均值", "speed_corrections": "需修正的速度系数",
+        "round_filter": "轮次", "any_round": "全部轮次", "mean_ratio": "实际/预估 均值", "speed_corrections": "需修正的速度系数",
         "speed_intro": "各卡型与负载类型的实际运行时间与预估之比：远离 1 说明卡型目录中该组合的速度系数有偏差（先用 `cardflow config what-if` 试算修正）。",
         "profile": "负载类型", "min_ratio": "最小", "max_ratio": "最大", "verdict": "结论", "ran_on": "实际运行卡型",
         "alternatives": "候选卡型", "util_pct": "GPU 利用率（时间加权平均）", "reviewed_tasks": "已复核任务",
@@ -78,6 +85,7 @@ ACCOUNTABILITY_LABELS: dict[Language, dict[str, str]] = {
         "granted": "分配", "started": "开始", "ended": "结束", "end_reason": "结束原因", "checkpoints": "检查点",
         "stopped_by": "停止者", "resumed_from": "恢复自", "audit_needs_role": "审计轨迹需要审计员角色",
         "match_review": "匹配复核", "not_reviewed": "任务成功完成后才会复核。",
+        **_verdicts("zh"),
     },
 }
 """Labels of the accountability pages (services.console.pages.accountability)."""

@@ -24,6 +24,9 @@ For each succeeded task, the card type it ran on against the matcher's ranked al
 `summarize_reviews` groups reviews by card type, project or profile, ranked by cost per output
 unit, and `speed_corrections` reports the actual/estimated runtime ratio per (card type, profile):
 a ratio of 1.3 says the catalog's speed factor for that pair is ~1.3x too optimistic.
+
+A rule decides with a `ReviewReason` (its code and the numbers it looked at); the sentence, in
+English or Chinese, is rendered from it by `services.ledger.review_reasons`.
 """
 
 from __future__ import annotations
@@ -35,14 +38,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-
-class Verdict(StrEnum):
-    WORTH_IT = "worth_it"  # the card it ran on was the right call
-    OVERSIZED = "oversized"  # a smaller/cheaper card would have done (or its GPUs sat mostly idle)
-    UNDERESTIMATED = "underestimated"  # it ran much longer than estimated: the estimate, not the card, was off
-
-
-VERDICT_LABELS_ZH = {"worth_it": "值得", "oversized": "事后看过大", "underestimated": "低估"}
+from services.ledger.review_reasons import ReviewReason, ReviewReasonCode, Verdict, reason_sentence, simulated_label
 
 
 class ReviewGrouping(StrEnum):
@@ -110,10 +106,6 @@ class MatchFacts:
         return simulated_label(self.time_scale) if self.simulated else None
 
 
-def simulated_label(time_scale: float) -> str:
-    return f"simulated ×{time_scale:g}"
-
-
 def _scale(time_scale: float) -> Decimal:
     return Decimal(str(time_scale))
 
@@ -143,11 +135,16 @@ class Alternative:
 class MatchReview:
     facts: MatchFacts
     verdict: Verdict
-    reason: str
+    why: ReviewReason
     est_runtime_s: float
     est_cost: float
     ratio: float
     alternatives: tuple[Alternative, ...]
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict, in English (`review_reasons.reason_sentence(review.why, "zh")` in Chinese)."""
+        return reason_sentence(self.why, "en")
 
     @property
     def cost_per_output_unit(self) -> float | None:
@@ -164,8 +161,8 @@ def review_match(facts: MatchFacts, thresholds: ReviewThresholds = ReviewThresho
         _hindsight(option, ratio, facts.runtime_s * thresholds.same_runtime_slack, cost)
         for option in facts.ranking if option.card_type != facts.ran_on
     )  # fmt: skip
-    verdict, reason = _verdict(Hindsight(facts, ratio, estimate, alternatives, thresholds))
-    return MatchReview(facts, verdict, reason, estimate.est_runtime_s, estimate.est_cost, ratio, alternatives)
+    verdict, why = _verdict(Hindsight(facts, ratio, estimate, alternatives, thresholds))
+    return MatchReview(facts, verdict, why, estimate.est_runtime_s, estimate.est_cost, ratio, alternatives)
 
 
 def _estimate_for(facts: MatchFacts) -> RankedCard:
@@ -190,62 +187,55 @@ class Hindsight:
     alternatives: tuple[Alternative, ...]
     thresholds: ReviewThresholds
 
-    @property
-    def ran(self) -> str:
-        clock = f" ({self.facts.clock_label})" if self.facts.simulated else ""
-        return (f"{_h(self.facts.runtime_s)}{clock} on {self.facts.ran_on} ({self.ratio:.2f}x its estimate of"
-                f" {_h(self.estimate.est_runtime_s)})")
+    def because(self, code: ReviewReasonCode, **facts: Any) -> ReviewReason:
+        """The facts a rule decided on: the run's own, plus the rule's threshold or named card."""
+        f = self.facts
+        return ReviewReason(code, ran_on=f.ran_on, runtime_s=f.runtime_s, est_runtime_s=self.estimate.est_runtime_s,
+                            ratio=self.ratio, cost=float(f.run_cost), time_scale=f.time_scale, util_pct=f.util_pct,
+                            **facts)  # fmt: skip
 
 
-VerdictRule = Callable[[Hindsight], tuple[Verdict, str] | None]
+VerdictRule = Callable[[Hindsight], tuple[Verdict, ReviewReason] | None]
 
 
-def mostly_idle(h: Hindsight) -> tuple[Verdict, str] | None:
+def mostly_idle(h: Hindsight) -> tuple[Verdict, ReviewReason] | None:
     """Oversized: its GPUs averaged under `low_util_pct` busy, over enough of the run to tell."""
     facts, t = h.facts, h.thresholds
     if facts.util_pct is None or facts.util_pct >= t.low_util_pct or (facts.util_coverage or 0.0) < t.min_util_coverage:
         return None
     cheaper = sorted((a for a in h.alternatives if a.cheaper), key=lambda a: a.predicted_cost)
-    instead = (f"a cheaper card would likely do: {cheaper[0].card_type} (about {cheaper[0].predicted_cost:.2f}"
-               f" instead of {float(facts.run_cost):.2f})" if cheaper else "fewer or smaller GPUs would likely do")
-    return Verdict.OVERSIZED, (f"its GPUs were {facts.util_pct:.0f}% busy on average (time-weighted, under"
-                               f" {t.low_util_pct:.0f}%); {instead}; ran {h.ran}")
+    named = {"card_type": cheaper[0].card_type, "card_runtime_s": cheaper[0].predicted_runtime_s,
+             "card_cost": cheaper[0].predicted_cost} if cheaper else {}  # fmt: skip
+    return Verdict.OVERSIZED, h.because(ReviewReasonCode.MOSTLY_IDLE, threshold=t.low_util_pct, **named)
 
 
-def cheaper_card_met_runtime(h: Hindsight) -> tuple[Verdict, str] | None:
+def cheaper_card_met_runtime(h: Hindsight) -> tuple[Verdict, ReviewReason] | None:
     """Oversized: a cheaper alternative would have met the same runtime (its estimate x the ratio)."""
     better = sorted((a for a in h.alternatives if a.meets_runtime and a.cheaper), key=lambda a: a.predicted_cost)
     if not better:
         return None
     best = better[0]
-    return Verdict.OVERSIZED, (
-        f"{best.card_type} would have taken about {_h(best.predicted_runtime_s)} (its estimate x {h.ratio:.2f})"
-        f" for {best.predicted_cost:.2f} instead of {float(h.facts.run_cost):.2f}; ran {h.ran}"
-    )
+    return Verdict.OVERSIZED, h.because(ReviewReasonCode.CHEAPER_CARD_MET_RUNTIME, card_type=best.card_type,
+                                        card_runtime_s=best.predicted_runtime_s, card_cost=best.predicted_cost)  # fmt: skip
 
 
-def underestimated(h: Hindsight) -> tuple[Verdict, str] | None:
+def underestimated(h: Hindsight) -> tuple[Verdict, ReviewReason] | None:
     """Underestimated: it ran much longer than estimated (the estimate, not the card, was off)."""
     if h.ratio <= h.thresholds.underestimated_ratio:
         return None
-    return Verdict.UNDERESTIMATED, f"ran {h.ran}: more than {h.thresholds.underestimated_ratio:g}x the estimate"
+    return Verdict.UNDERESTIMATED, h.because(ReviewReasonCode.UNDERESTIMATED, threshold=h.thresholds.underestimated_ratio)
 
 
 VERDICT_RULES: tuple[VerdictRule, ...] = (mostly_idle, cheaper_card_met_runtime, underestimated)
-"""Tried in order; the first that applies gives the verdict (none: `worth_it`)."""
+"""Tried in order; the first that applies gives the verdict (none: `worth_it`, reason `no_cheaper_card`)."""
 
 
-def _verdict(h: Hindsight) -> tuple[Verdict, str]:
+def _verdict(h: Hindsight) -> tuple[Verdict, ReviewReason]:
     for rule in VERDICT_RULES:
         found = rule(h)
         if found is not None:
             return found
-    busy = f", GPUs {h.facts.util_pct:.0f}% busy" if h.facts.util_pct is not None else ""
-    return Verdict.WORTH_IT, f"ran {h.ran}{busy}; no cheaper card would have met that runtime"
-
-
-def _h(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h"
+    return Verdict.WORTH_IT, h.because(ReviewReasonCode.NO_CHEAPER_CARD)
 
 
 # ---- summaries ------------------------------------------------------------------------------------
@@ -327,6 +317,7 @@ def review_json(review: MatchReview) -> dict[str, Any]:
         "output_units": float(facts.output_units) if facts.output_units is not None else None,
         "output_unit": facts.output_unit, "util_pct": facts.util_pct, "util_coverage": facts.util_coverage,
         "cost_per_output_unit": review.cost_per_output_unit,
-        "verdict": review.verdict.value, "reason": review.reason,
+        "verdict": review.verdict.value, "reason": review.reason, "reason_code": review.why.code.value,
+        "reason_facts": review.why.facts_json(),
         "alternatives": [{name: getattr(a, name) for name in a.__slots__} for a in review.alternatives],
     }  # fmt: skip

@@ -283,6 +283,19 @@ async def test_the_match_review_gives_a_verdict_per_finished_task(world: Console
     await expect(reviewed).to_contain_text("eval-1")
 
 
+async def test_the_match_review_in_chinese_gives_verdicts_and_reasons_in_chinese(world: ConsoleWorld, page: Page) -> None:
+    await page.goto(world.base_url + "/review?by=card&lang=zh")
+    reviewed = page.locator("h2", has_text="已复核任务").locator("xpath=following-sibling::table[1]")
+    row = reviewed.locator("tr", has_text="eval-1")
+    await expect(row.locator(".verdict")).to_have_text(re.compile("^(值得|选大了|低估)$"))
+    await expect(row.locator("td").last).to_contain_text("上运行")  # the reason, rendered in Chinese from its facts
+    await expect(row.locator("td").last).not_to_contain_text("estimate")
+    await page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=zh")
+    verdict = page.locator("h2", has_text="匹配复核").locator("xpath=following-sibling::p[1]")
+    await expect(verdict.locator(".verdict")).to_have_text(re.compile("^(值得|选大了|低估)$"))
+    await expect(verdict).to_contain_text("上运行")
+
+
 async def test_an_auditor_reads_a_tasks_audit_trail_and_the_change_log(world: ConsoleWorld, anonymous_page: Page) -> None:
     finished = f"/tasks/{world.task_id('eval-1')}"
     await sign_in(anonymous_page, world, "planner")

@@ -2,7 +2,8 @@
 
 Filters take the language from the template context (`lang`): `duration` (seconds as "3 h 20 min" /
 "3 小时 20 分"), `since` (an ISO time as a duration until `now`), `when` (an ISO time as
-"2026-12-01 13:45 UTC"), `num` (a number with thousands separators), `sig` (significant digits).
+"2026-12-01 13:45 UTC"), `num` (a number with thousands separators), `sig` (significant digits),
+`review_reason` (a match review's reason, rendered from its facts in the page's language).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from services.console.labels import (
     BLOCKER_LABELS, GPU_STATUS_LABELS, PAGE_LABELS, REASON_LABELS_ZH, STATE_LABELS, UI_LABELS, Language,
 )  # fmt: skip
 from services.console.labels_accountability import ACCOUNTABILITY_LABELS
+from services.ledger.review_reasons import review_reason_text
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 _UNITS: dict[str, tuple[str, str, str, str]] = {"en": ("d", "h", "min", "s"), "zh": ("天", "小时", "分", "秒")}
@@ -60,6 +62,11 @@ def _since(context: Any, value: str | datetime | None) -> str:
     return duration_text((now - at).total_seconds(), context.get("lang", "en")) if at else "—"
 
 
+@pass_context
+def _review_reason(context: Any, review: dict[str, Any]) -> str:
+    return review_reason_text(review, context.get("lang", "en"))
+
+
 def _when(value: str | datetime | None) -> str:
     at = parse_time(value)
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
@@ -90,7 +97,7 @@ def labels_for(lang: Language) -> dict[str, Any]:
 
 environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)  # fmt: skip
-environment.filters.update(duration=_duration, since=_since, when=_when, num=_num, sig=_sig)
+environment.filters.update(duration=_duration, since=_since, when=_when, num=_num, sig=_sig, review_reason=_review_reason)
 environment.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
 
 

@@ -120,6 +120,17 @@ async def test_the_cli_commands_are_clients_of_the_api(fresh_settings: Settings)
             assert matches.exit_code == 0 and "oversized" in matches.output, matches.output
             review = runner.invoke(cli, ["review", "--by", "card"], env=env)
             assert review.exit_code == 0 and "H100" in review.output
+            # in Chinese: verdicts by their labels, reasons rendered from the facts (not the English sentence)
+            matches_zh = runner.invoke(cli, ["matches", "T1", "--lang", "zh"], env=env)
+            assert matches_zh.exit_code == 0 and "选大了" in matches_zh.output, matches_zh.output
+            flat = "".join(matches_zh.output.split())  # rich wraps lines at the terminal's width
+            assert "在H100上运行" in flat and "单位产出成本" in flat, matches_zh.output
+            review_zh = runner.invoke(cli, ["review", "--by", "card"], env=env | {"CARDFLOW_LANG": "zh"})
+            assert review_zh.exit_code == 0 and "选大了" in review_zh.output and "值得" in review_zh.output, review_zh.output
+            flat = "".join(review_zh.output.split())
+            assert "上运行" in flat and "wouldhavetaken" not in flat and "busy" not in flat, review_zh.output
+            review_json_zh = json.loads(runner.invoke(cli, ["review", "--json", "--lang", "zh"], env=env).output)
+            assert {t["verdict"] for t in review_json_zh["tasks"]} <= {"worth_it", "oversized", "underestimated"}
             log = runner.invoke(cli, ["audit", "log", "--json"], env=env)
             assert log.exit_code == 0 and json.loads(log.output)[-1]["type"] == "token.created"
             replayed = runner.invoke(cli, ["audit", "replay", "--until", "2025-01-06T09:30:00Z", "--json"], env=env)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from services.console.pages.templating import Unavailable, environment, labels_for
+from services.ledger.match_review import MatchFacts, RankedCard, ReviewGrouping, review_json, review_match, summarize_reviews
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 BASE = {"title": "nav_config", "page": "config", "nav": ("board", "config"), "now": NOW, "alerts": [],
@@ -47,3 +49,21 @@ def test_approvals_list_waiting_tasks_with_a_reasoned_approve_and_deny_and_show_
     assert "pretrain-400b" in html and "需要审批人批准" in html and "64 GPUs need a reviewer" in html
     assert 'action="/approvals/T9/approve"' in html and 'formaction="/approvals/T9/deny"' in html
     assert "批准" in html and "拒绝" in html and "needs role reviewer" in html
+
+
+def test_the_match_review_page_and_the_task_pages_review_speak_the_readers_language() -> None:
+    idle = MatchFacts(task_id="T1", name="eval-1", project="llm", profile="compute", scenario=None, gpus=1, chosen="H100",
+                      ranking=(RankedCard("H100", 3600.0, 6.0), RankedCard("L40S", 7200.0, 4.0)), ran_on="H100",
+                      gpu_seconds=Decimal(3600), cost=Decimal("6.00"), output_units=Decimal(10), util_pct=25.0,
+                      util_coverage=1.0)  # fmt: skip
+    reviewed = review_match(idle)
+    review = {"groups": summarize_reviews([reviewed], ReviewGrouping.CARD), "speed_corrections": [],
+              "tasks": [review_json(reviewed)], "flagged": []}  # fmt: skip
+    context = {**BASE, "title": "review_title", "page": "rounds", "by": "card", "groupings": ("card",), "round": None,
+               "rounds": []}  # fmt: skip
+    zh = environment.get_template("review.html").render(**context, **labels_for("zh"), review=review)
+    assert "选大了" in zh and "GPU 平均只有 25% 忙碌" in zh and "换用更便宜的卡很可能就够：L40S" in zh
+    assert "busy on average" not in zh and "oversized" not in zh.replace("v-oversized", "")
+    en = environment.get_template("review.html").render(**context, **labels_for("en"), review=review)
+    assert "oversized" in en and "its GPUs were 25% busy on average" in en
+    assert labels_for("zh")["L"]["worth_it"] == "值得"  # the table's verdict columns
