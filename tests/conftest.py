@@ -71,3 +71,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BACKEND_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+
+
+# A run whose tests keep hitting pytest-timeout is broken as a whole (CI once spent its 90 minutes on
+# one hang after another and printed no reason): after this many timed-out tests the session stops,
+# so the summary with the tracebacks is printed while there is time.
+TIMEOUTS_BEFORE_STOPPING = 3
+_timed_out: list[str] = []
+_session: list[pytest.Session] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _session[:] = [session]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed and "Timeout (>" in report.longreprtext[-2000:]:
+        _timed_out.append(report.nodeid)
+        if len(_timed_out) >= TIMEOUTS_BEFORE_STOPPING and _session:
+            _session[0].shouldstop = f"{len(_timed_out)} tests hit the per-test timeout: {', '.join(_timed_out)}"
