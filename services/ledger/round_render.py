@@ -5,7 +5,7 @@
   cost per output unit;
 - `report.html` — one self-contained page (inline SVG, no scripts): totals, three plots (spend by
   project, cost per output unit by card type, the trend against earlier rounds), the tables, the
-  match review; headings in English and 中文.
+  match review (each reason in English and 中文); headings in English and 中文.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from services.ledger.review_reasons import review_reason_text, verdict_label
 from services.ledger.round_report import GROUPINGS
 
 REVIEW_COLUMNS = ("task_id", "ran_on", "runtime_h", "simulated", "ratio", "util_pct", "cost_per_output_unit", "verdict",
-                  "reason")
+                  "reason", "理由")
 """The match review table of the HTML page: `runtime_h` in the agent's time, `simulated` ("simulated xN"
-on a scaled agent), `util_pct` the time-weighted mean GPU utilisation."""
+on a scaled agent), `util_pct` the time-weighted mean GPU utilisation; the verdict with its Chinese
+label, the reason in English and (理由) in Chinese, rendered from its facts."""
 CSV_COLUMNS = ("grouping", "key", "tasks", "leases", "gpu_hours", "cost", "output_units", "output_unit", "cost_per_output_unit")
 
 
@@ -67,7 +69,8 @@ def report_html(report: dict[str, Any], note: str, closed_by: str) -> bytes:
 
 
 def _review_row(review: dict[str, Any]) -> dict[str, Any]:
-    row = {**review, "runtime_h": review["runtime_s"] / 3600}
+    row = {**review, "runtime_h": review["runtime_s"] / 3600, "理由": review_reason_text(review, "zh"),
+           "verdict": f"{review['verdict']} · {verdict_label(review['verdict'], 'zh')}"}  # fmt: skip
     return {name: row.get(name) for name in REVIEW_COLUMNS}
 
 

@@ -131,6 +131,8 @@ async def test_a_round_reconciles_stores_its_report_and_keeps_every_note(fresh_s
     assert report_files["report.csv"].decode().splitlines()[0].startswith("grouping,key,tasks,leases,gpu_hours,cost")
     assert b'"round_id": "R0001"' in report_files["report.json"]
     assert b"<svg" in report_files["report.html"] and b"H100 pretraining paid off; L40S evals were cheap" in report_files["report.html"]
+    page = report_files["report.html"].decode()
+    assert "oversized · 选大了" in page and "在 H100 上运行" in page  # the review's verdicts and reasons also in Chinese
     # the note: one line, amended with history, every version kept, events with their actors
     assert stored["note"] == "H100 pretraining paid off; L40S evals were cheap"
     assert version == 2 and len(html_versions) == 2
