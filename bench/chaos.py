@@ -598,7 +598,8 @@ PLAUSIBILITY_NOTES = (
     "`succeeded_flagged` with its sentence in `cardflow status TASK` and the console (中文: 已完成，但成功报告被标记待复核), "
     "and is told in `cardflow audit why`. **Its output is not counted**: the ledger moves the run's output "
     "(checkpoints included) to `ledger.flagged_output`, so no total, round report or cost per output unit "
-    "includes it, and `cardflow review` lists it apart (\"flagged successes (output not counted)\"). The task's"
+    "includes it, and `cardflow review` and the round report (`cardflow round show`, the console's /rounds/{id}, "
+    "report.html/.csv/.json) list it apart (\"flagged successes (output not counted)\"). The task's"
     " GPU time is charged as usual, so a flagged task raises its project's cost per output. There is no "
     "command yet to clear a flag after a person checked the output.",
     "",

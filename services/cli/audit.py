@@ -279,8 +279,18 @@ def print_round(found: dict[str, Any], lang: CliLang) -> None:
     counts = report["review"]["counts"]
     console.print(LABELS[lang.value]["match_review"] + ": "
                   + ", ".join(f"{verdict_label(k, lang)} {v}" for k, v in counts.items()))  # fmt: skip
+    print_flagged(report.get("flagged", []), lang)
     for version in found.get("notes", [])[1:]:
         console.print(f"note v{version['version']} by {version['actor']}: {version['note']}")
+
+
+def print_flagged(flagged: list[dict[str, Any]], lang: CliLang) -> None:
+    """The flagged successes (their output held back from every total), when there are any."""
+    if flagged:
+        title = LABELS[lang.value]["flagged successes (output not counted)"]
+        console.print(table(lang, title, ["task", "flags", "output", "claimed", "what"],
+                            [[f"{f['task_id']} {f['name'] or ''}".strip(), ", ".join(str(reason_label(x, lang)) for x in f["flags"]),
+                              f["output_units"], f["claimed_output_units"], f["detail"]] for f in flagged]))  # fmt: skip
 
 
 def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, typer.Argument()],
@@ -384,11 +394,7 @@ def review(
     console.print(LABELS[lang.value]["util_note"])
     console.print(table(lang, said["speed"], ["card", "profile", "tasks", "ratio"],
                         [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
-    if result.get("flagged"):
-        title = LABELS[lang.value]["flagged successes (output not counted)"]
-        console.print(table(lang, title, ["task", "flags", "output", "claimed", "what"],
-                            [[f"{f['task_id']} {f['name'] or ''}".strip(), ", ".join(str(reason_label(x, lang)) for x in f["flags"]),
-                              f["output_units"], f["claimed_output_units"], f["detail"]] for f in result["flagged"]]))  # fmt: skip
+    print_flagged(result.get("flagged", []), lang)
     for task in result["tasks"]:
         if task["verdict"] != Verdict.WORTH_IT:
             console.print(f"{task['task_id']} {task['name']}: [bold]{verdict_label(task['verdict'], lang)}[/bold]"

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from services.ledger.match_review import ReviewGrouping, review_json, review_match, speed_corrections, summarize_reviews
-from services.ledger.rounds import RoundError, load_match_facts
+from services.ledger.rounds import RoundError, load_flagged, load_match_facts
 
 SCHEMA = "ledger"
 
@@ -59,21 +59,3 @@ async def review_matches(
     return {"round_id": round_id, "by": by.value, "groups": summarize_reviews(reviews, by),
             "speed_corrections": speed_corrections(reviews), "tasks": [review_json(r) for r in reviews],
             "flagged": flagged}  # fmt: skip
-
-
-async def load_flagged(pool: asyncpg.Pool, starts: Any = None, ends: Any = None) -> list[dict[str, Any]]:
-    """Successes the dispatcher flagged (`ledger.flagged_output`), oldest first: shown, never counted above."""
-    rows = await pool.fetch(
-        f"SELECT f.task_id, t.name, t.project, t.output_unit, f.lease_id, f.output_units, f.claimed_output_units,"
-        f" f.flags, f.detail, f.reported_at FROM {SCHEMA}.flagged_output f LEFT JOIN {SCHEMA}.tasks t USING (task_id)"
-        " WHERE ($1::timestamptz IS NULL OR f.reported_at >= $1) AND ($2::timestamptz IS NULL OR f.reported_at < $2)"
-        " ORDER BY f.reported_at, f.task_id", starts, ends,
-    )  # fmt: skip
-    return [{"task_id": r["task_id"], "name": r["name"], "project": r["project"], "output_unit": r["output_unit"],
-             "lease_id": r["lease_id"], "flags": list(r["flags"]), "detail": r["detail"],
-             "output_units": _number(r["output_units"]), "claimed_output_units": _number(r["claimed_output_units"]),
-             "reported_at": r["reported_at"].isoformat()} for r in rows]  # fmt: skip
-
-
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)

@@ -2,7 +2,8 @@
 
 - `report.json` — the report as `build_round_report` made it;
 - `report.csv` — one row per (grouping, key): task, project, scenario, card type; spend, output,
-  cost per output unit;
+  cost per output unit; then one `flagged` row per flagged success (key = the task, `output_units` =
+  the output held back, counted in no row above);
 - `report.html` — one self-contained page (inline SVG, no scripts): totals, three plots (spend by
   project, cost per output unit by card type, the trend against earlier rounds), the tables, the
   match review (each reason in English and 中文); headings in English and 中文.
@@ -17,6 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from services.console.labels import REASON_LABELS_ZH
 from services.ledger.review_reasons import review_reason_text, verdict_label
 from services.ledger.round_report import GROUPINGS
 
@@ -38,6 +40,8 @@ def report_csv(report: dict[str, Any]) -> bytes:
     writer.writeheader()
     for grouping in GROUPINGS:
         writer.writerows(report[f"by_{grouping}"])
+    writer.writerows({"grouping": "flagged", "key": run["task_id"], "tasks": 1, "output_units": run["output_units"],
+                      "output_unit": run["output_unit"]} for run in report.get("flagged", []))  # fmt: skip
     return out.getvalue().encode()
 
 
@@ -63,6 +67,8 @@ def report_html(report: dict[str, Any], note: str, closed_by: str) -> bytes:
         _table("Estimate against actual · 预估与实际", report["estimates"]),
         _table("Match review · 匹配复盘", [_review_row(r) for r in report["review"]["tasks"]]),
         _table("Runtime ratio per card type and profile · 各卡型/负载类型的实际/预估比", report["review"]["speed_corrections"]),
+        _table("Flagged successes, output not counted · 被标记的成功（产出不计入）",
+               [_flagged_row(run) for run in report.get("flagged", [])]),
     ]  # fmt: skip
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>cardflow round {html.escape(report['round_id'])}</title>{_STYLE}</head><body>{''.join(sections)}</body></html>"
     return page.encode()
@@ -72,6 +78,16 @@ def _review_row(review: dict[str, Any]) -> dict[str, Any]:
     row = {**review, "runtime_h": review["runtime_s"] / 3600, "理由": review_reason_text(review, "zh"),
            "verdict": f"{review['verdict']} · {verdict_label(review['verdict'], 'zh')}"}  # fmt: skip
     return {name: row.get(name) for name in REVIEW_COLUMNS}
+
+
+FLAGGED_COLUMNS = ("task_id", "name", "project", "flags", "标记", "output_units", "claimed_output_units", "detail")
+"""The flagged successes' table: `output_units` is the output held back, `claimed_output_units` a claim
+refused as out of bounds; `标记` the flags in Chinese."""
+
+
+def _flagged_row(run: dict[str, Any]) -> dict[str, Any]:
+    row = {**run, "flags": ", ".join(run["flags"]), "标记": "，".join(REASON_LABELS_ZH.get(f, f) for f in run["flags"])}
+    return {name: row.get(name) for name in FLAGGED_COLUMNS}
 
 
 _ZH = {"task": "任务", "project": "项目", "scenario": "场景", "card": "卡型"}

@@ -14,6 +14,9 @@ What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`,
 - preemption losses: for leases that ended in the round by preemption, expiry, revocation or idle
   reclaim, the GPU time since their last checkpoint (or since the grant, without one) — work the
   task redoes — and its cost at the lease's price;
+- flagged: successes the dispatcher flagged (issue 15: too early for the estimate, output out of
+  bounds) reported in the round — the task, the flags and why, and the output held back
+  (`ledger.flagged_output`): listed apart, counted in no total, group or cost per output unit;
 - estimates: for tasks that finished in the round, the matcher's estimate for the card they ran on
   against what they took (the match review's ratio), in the agent's time: on a simulated agent
   (`time_scale` N) runtime and cost are the wall-clock figures x N, marked "simulated xN"; the spend
@@ -114,6 +117,9 @@ class RoundInputs:
     capacity: list[NodeSpan] = field(default_factory=list)
     losses: list[LostRun] = field(default_factory=list)
     reviews: list[MatchReview] = field(default_factory=list)
+    flagged: list[dict[str, Any]] = field(default_factory=list)
+    """Flagged successes (`rounds.load_flagged`): task_id, name, project, output_unit, lease_id, flags,
+    detail, output_units (held back), claimed_output_units (refused), reported_at."""
     earlier: list[dict[str, Any]] = field(default_factory=list)
     """Totals of earlier rounds, oldest first: round_id, starts_at, ends_at, gpu_hours, cost, output_units."""
 
@@ -128,6 +134,7 @@ def build_round_report(period: RoundPeriod, inputs: RoundInputs) -> dict[str, An
         "output_units": float(output), "tasks": len({line.task_id for line in inputs.spend}),
         "leases": len({line.lease_id for line in inputs.spend}),
         **_idle_totals(inputs), **_loss_totals(inputs.losses), **_estimate_totals(inputs.reviews),
+        **_flagged_totals(inputs.flagged),
     }  # fmt: skip
     return {
         "round_id": period.round_id, "number": period.number,
@@ -137,6 +144,7 @@ def build_round_report(period: RoundPeriod, inputs: RoundInputs) -> dict[str, An
         "idle_by_card": idle_rows(inputs),
         "preemption_losses": [_loss_row(loss) for loss in inputs.losses],
         "estimates": [_estimate_row(review) for review in inputs.reviews],
+        "flagged": [dict(run) for run in inputs.flagged],
         "review": review_summary(inputs.reviews),
         "trend": [*inputs.earlier, {"round_id": period.round_id, "starts_at": period.starts_at.isoformat(),
                                     "ends_at": period.ends_at.isoformat(), "gpu_hours": totals["gpu_hours"],
@@ -224,6 +232,12 @@ def _loss_totals(losses: Sequence[LostRun]) -> dict[str, float]:
 def _loss_row(loss: LostRun) -> dict[str, Any]:
     return {"lease_id": loss.lease_id, "task_id": loss.task_id, "card_type": loss.card_type, "reason": loss.reason,
             "lost_gpu_hours": float(loss.gpu_seconds / _HOUR), "lost_cost": float(loss.cost)}  # fmt: skip
+
+
+def _flagged_totals(flagged: Sequence[dict[str, Any]]) -> dict[str, float | int]:
+    """How many flagged successes the round holds and the output held back from its totals."""
+    return {"flagged_runs": len(flagged),
+            "flagged_output_units": float(sum(Decimal(str(run["output_units"] or 0)) for run in flagged))}  # fmt: skip
 
 
 def _estimate_totals(reviews: Sequence[MatchReview]) -> dict[str, float | None]:

@@ -1,6 +1,7 @@
 """Rounds against real PostgreSQL and S3: a round closed by hand reconciles with the ledger to the
 GPU-second and with lease durations x prices, its report lands in the reports bucket as CSV, JSON
-and HTML, its note is amended with history, and two rounds compare."""
+and HTML, its note is amended with history, and two rounds compare; flagged successes are listed
+apart (their output counted nowhere) in PostgreSQL, the bucket, the console page and the CLI."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from datetime import timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
+from typer.testing import CliRunner
 
+from services.cli.main import app as cli
 from services.common.runtime import Emitter
 from services.ledger.rounds import RoundError, amend_note, close_round, compare_rounds, list_rounds, load_round
 from services.ledger.service import LedgerSettings, build_spec
@@ -18,6 +21,7 @@ from shared.events.subjects import task_subject
 from shared.names import REPORTS_BUCKET
 from shared.settings import Settings
 from shared.storage import open_object_store
+from tests.helpers.console_server import console_client, first_admin, serving_console
 from tests.helpers.running_services import RunningServices
 from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
 from tests.unit.matcher.builders import a_submission
@@ -148,3 +152,64 @@ async def test_a_round_reconciles_stores_its_report_and_keeps_every_note(fresh_s
     assert second.starts_at == first.ends_at and second.report["totals"]["cost"] == 0.0
     assert compared["totals"]["cost"]["change"] == pytest.approx(-float(expected_cost))
     assert second.report["trend"][0]["round_id"] == "R0001"
+
+
+def flagged_history() -> list:
+    """OK ran as estimated (output 1000, counted); EARLY reported success after 1 of 60 estimated
+    minutes (flagged, its 400 held back); OVER claimed 1e9, beyond the policy's bound (flagged, no output)."""
+    events = []
+    for task_id, lease, minutes, output, flags, claimed in (
+        ("OK", "LO", 60, 1000.0, (), None), ("EARLY", "LE", 1, 400.0, ("implausibly_early_success",), None),
+        ("OVER", "LV", 60, None, ("output_out_of_bounds",), 1e9),
+    ):  # fmt: skip
+        end = T0 + timedelta(minutes=minutes)
+        events += [task(task_id, "llm", "eval"), matched(task_id, "L40S", 60), granted(lease, task_id, card_type="L40S", at=T0),
+                   released(lease, task_id, granted_at=T0, ended_at=end, card_type="L40S"),
+                   succeeded(task_id, lease, output, at=end, flags=flags, claimed=claimed)]  # fmt: skip
+    return events
+
+
+async def test_a_round_lists_its_flagged_successes_apart_everywhere(fresh_settings: Settings) -> None:
+    root = await first_admin(fresh_settings)
+    async with RunningServices(fresh_settings, LEDGER) as running:
+        await running.publish(*flagged_history())
+
+        async def settled() -> bool:
+            closed = await running.fetch("SELECT 1 FROM ledger.lease_usage WHERE closed_at IS NOT NULL")
+            return len(closed) == 3 and len(await running.fetch("SELECT 1 FROM ledger.flagged_output")) == 2
+
+        assert await running.wait_until(settled)
+        async with console_client(fresh_settings, root) as client:
+            closed = await client.post("/v1/rounds/close", json={"note": "two runs flagged", "reason": "test"})
+            assert closed.status_code == 201, closed.text
+            round_id = closed.json()["round_id"]
+            pages = {lang: (await client.get(f"/rounds/{round_id}", params={"lang": lang})).text for lang in ("en", "zh")}
+        stored = await running.pool.fetchrow("SELECT output_units, report FROM ledger.rounds WHERE round_id = $1", round_id)
+        async with open_object_store(fresh_settings) as store:
+            prefix = closed.json()["report_uri"].split("/", 3)[3]
+            files = {name: (await store.get(REPORTS_BUCKET, prefix + name)).body.decode()
+                     for name in ("report.json", "report.csv", "report.html")}  # fmt: skip
+        with serving_console(fresh_settings) as url:
+            env = {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": root, "COLUMNS": "200"}
+            shown = {lang: CliRunner().invoke(cli, ["round", "show", round_id, "--lang", lang], env=env) for lang in ("en", "zh")}
+
+    # PostgreSQL: the round counts OK's output only; the flagged runs are listed with their flags and held-back output
+    report = stored["report"]
+    assert stored["output_units"] == 1000 and report["totals"]["output_units"] == 1000.0
+    assert (report["totals"]["flagged_runs"], report["totals"]["flagged_output_units"]) == (2, 400.0)
+    assert [(f["task_id"], f["flags"], f["output_units"], f["claimed_output_units"]) for f in report["flagged"]] == [
+        ("EARLY", ["implausibly_early_success"], 400.0, None), ("OVER", ["output_out_of_bounds"], None, 1e9)]
+    assert {row["key"]: row["output_units"] for row in report["by_task"]} == {"OK": 1000.0, "EARLY": 0.0, "OVER": 0.0}
+    # the bucket: JSON, CSV (one `flagged` row per run) and HTML
+    assert '"flagged_runs": 2' in files["report.json"]
+    assert "flagged,EARLY,1,,,,400.0,samples," in files["report.csv"].splitlines()
+    assert "Flagged successes" in files["report.html"] and "成功过早（待复核）" in files["report.html"]
+    # the console's round page, both languages
+    assert "Flagged successes" in pages["en"] and "implausibly_early_success" in pages["en"] and "judged" in pages["en"]
+    assert "被标记的成功" in pages["zh"] and "产出超出上限（不计入）" in pages["zh"]
+    # `cardflow round show`, English and Chinese
+    assert shown["en"].exit_code == 0, shown["en"].output
+    (early,) = [line for line in shown["en"].output.splitlines() if line.startswith("│ EARLY")]
+    assert "implausibly_early_success" in early and "400" in early, shown["en"].output
+    assert shown["zh"].exit_code == 0 and "被标记的成功（产出不计入）" in shown["zh"].output, shown["zh"].output
+    assert "成功过早（待复核）" in shown["zh"].output
