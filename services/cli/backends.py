@@ -274,12 +274,15 @@ async def _retention_tables(redis_url: str, dsn: str) -> list[Table]:
     """Streams (length, groups, oldest entry, trim point) and outboxes/inboxes (docs/delivery.md#retention)."""
     import asyncpg
     from redis.asyncio import Redis
+    from redis.exceptions import NoPermissionError
 
     from shared.delivery.retention import DEFAULT_RETENTION, schema_retention_report, stream_retention_report
 
     redis = Redis.from_url(redis_url)
     try:
         streams = await stream_retention_report(redis)
+    except NoPermissionError:  # a service's own Redis user (the gate's, an agent's) reads only its streams
+        streams = None
     finally:
         await redis.aclose()
     conn = await asyncpg.connect(dsn)
@@ -291,7 +294,9 @@ async def _retention_tables(redis_url: str, dsn: str) -> list[Table]:
     stream_table = Table(title=f"streams (kept {keep.stream_keep} after every consumer group read them)")
     for column in ("stream", "entries", "groups", "oldest entry", "may be trimmed below"):
         stream_table.add_column(column)
-    for s in streams:
+    if streams is None:
+        stream_table.caption = "this login may not read every stream (its Redis user reads only its own)"
+    for s in streams or []:
         stream_table.add_row(s.stream, str(s.length), str(s.groups), _entry_age(s.oldest_entry), s.trim_point or "-")
     schema_table = Table(title=f"outboxes (kept {keep.outbox_keep} once archived) and inboxes (kept {keep.inbox_keep})")
     for column in ("schema", "outbox rows", "not yet published", "inbox rows"):

@@ -11,11 +11,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from redis import Redis as SyncRedis
 from typer.testing import CliRunner
 
 from services.cli.main import app
 from shared.embedded import Endpoints
 from shared.embedded.processes import free_ports
+from shared.events import new_event_id
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -48,11 +50,18 @@ def test_doctor_passes_as_a_service_login_that_may_not_read_the_config_schema(ba
                                "CARDFLOW_DATABASE_URL": backends.database_url_for("gate")}  # fmt: skip
     env = {key: value for key, value in env.items() if key not in ("CARDFLOW_REDIS_USERS_FILE", "CARDFLOW_POSTGRES_ROLES_FILE")}
     assert "cardflow_gate" in env["CARDFLOW_DATABASE_URL"]
-
-    result = runner.invoke(app, ["doctor"], env=env)
+    admin = SyncRedis.from_url(backends.redis_url)
+    foreign_stream = f"cf:doctor-{new_event_id()}"  # a cf:* stream the gate's Redis user may not read
+    admin.xadd(foreign_stream, {"x": "1"})
+    try:
+        result = runner.invoke(app, ["doctor"], env=env)
+    finally:
+        admin.delete(foreign_stream)
+        admin.close()
 
     assert result.exit_code == 0, result.output
-    assert "may not read the config schema" in " ".join(result.output.split())
+    words = " ".join(result.output.split())
+    assert "may not read the config schema" in words and "may not read every stream" in words
 
 
 def test_doctor_names_the_unreachable_backend(backends: Endpoints) -> None:
