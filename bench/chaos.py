@@ -600,8 +600,14 @@ PLAUSIBILITY_NOTES = (
     "(checkpoints included) to `ledger.flagged_output`, so no total, round report or cost per output unit "
     "includes it, and `cardflow review` and the round report (`cardflow round show`, the console's /rounds/{id}, "
     "report.html/.csv/.json) list it apart (\"flagged successes (output not counted)\"). The task's"
-    " GPU time is charged as usual, so a flagged task raises its project's cost per output. There is no "
-    "command yet to clear a flag after a person checked the output.",
+    " GPU time is charged as usual, so a flagged task raises its project's cost per output. "
+    'A person who checked the output clears the flag with `cardflow review clear-flag TASK --reason TEXT`'
+    ' (or `POST /v1/review/{task_id}/clear-flag`; role reviewer or admin, a listed reviewer of the projec'
+    "t, never the task's submitter): a `task.flag_cleared` event with the actor and reason (told by `card"
+    'flow audit why` and `cardflow audit log`); the ledger then counts the held-back output as final outp'
+    'ut from that moment (the round open then counts it), once — a redelivered or repeated clear moves no'
+    'thing; a claim refused as out of bounds stays uncounted. The flagged row stays in `ledger.flagged_ou'
+    'tput` as the record (`cleared_at`, `cleared_by`, `clear_reason`).',
     "",
     "Honest simulated agents never trip either rule: a fresh simulated run lasts exactly its estimate in the "
     "agent's time and reports 100 units per estimated second (`tests/e2e/test_up_demo.py` asserts the demo "

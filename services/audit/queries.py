@@ -24,7 +24,8 @@ from shared.replay import ReplayState, replay_event
 
 CHANGE_TYPES = (
     "config.changed", "template.changed", "quota.granted", "quota.adjusted", "task.approved",
-    "task.cancel_requested", "token.created", "token.revoked", "round.closed", "round.note_amended",
+    "task.cancel_requested", "task.flag_cleared", "token.created", "token.revoked", "round.closed",
+    "round.note_amended",
 )  # fmt: skip
 """Event types `audit log` lists by default: changes someone made, each with its actor."""
 LOG_LIMIT = 500
@@ -119,6 +120,8 @@ def describe_change(event_type: str, data: dict[str, Any]) -> str:
         return f"{data['project']} ({data['account_id']}): {data['delta_gpu_hours']:+g} GPU-h{until}"
     if event_type in ("task.approved", "task.cancel_requested", "task.cancelled"):
         return f"task {data['task_id']}"
+    if event_type == "task.flag_cleared":
+        return f"task {data['task_id']}: flagged success cleared, its output now counted"
     if event_type == "round.closed":
         return f"round {data['round_id']} ({data['starts_at']} to {data['ends_at']}): {data['note']}"
     if event_type == "round.note_amended":

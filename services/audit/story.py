@@ -59,6 +59,8 @@ class StoryRun:
     gpu_seconds: Decimal = Decimal(0)
     cost: Decimal = Decimal(0)
     output_units: float | None = None
+    held_output_units: float | None = None
+    """A flagged success's output, counted only once a person clears the flag (`task.flag_cleared`)."""
 
 
 @dataclass
@@ -157,6 +159,13 @@ def _rejected(t: _Teller, e: Envelope) -> Told:
 def _cancel_requested(t: _Teller, e: Envelope) -> Told:
     why = f": {e.data.reason}" if e.data.reason else ""
     return f"cancellation requested by {e.actor}{why}", "cancel_requested"
+
+
+def _flag_cleared(t: _Teller, e: Envelope) -> Told:
+    for run in t.story.runs:  # as the ledger: the held-back output now counts
+        if run.held_output_units is not None:
+            run.output_units, run.held_output_units = run.held_output_units, None
+    return f"flagged success cleared by {e.actor} after checking its output: {e.data.reason}", "flag_cleared"
 
 
 def _readiness(t: _Teller, e: Envelope) -> Told:
@@ -280,8 +289,9 @@ def _requeued(t: _Teller, e: Envelope) -> Told:
 def _succeeded(t: _Teller, e: Envelope) -> Told:
     run, d = t._run(e), e.data
     output = f", output {d.output_units:g} units" if d.output_units is not None else ""
-    if d.flags:  # the ledger counts no output of a flagged run: neither does the story
-        run.output_units = None
+    if d.flags:  # the ledger counts no output of a flagged run: neither does the story (until it is cleared)
+        held = [units for units in (run.output_units, d.output_units) if units is not None]
+        run.output_units, run.held_output_units = None, (max(held) if held else None)
         flags = ", ".join(flag.value for flag in d.flags)
         claimed = f" (claimed {d.claimed_output_units:g}, refused)" if d.claimed_output_units is not None else ""
         return (f"succeeded{output}{claimed}, FLAGGED for review ({flags}): {d.flag_detail}; its output is not counted",
@@ -307,7 +317,7 @@ def _hours(seconds: float) -> str:
 
 _TELL: dict[str, Callable[[_Teller, Envelope], Told]] = {
     "task.submitted": _submitted, "task.rejected": _rejected, "task.cancel_requested": _cancel_requested,
-    "task.readiness_changed": _readiness, "data.ready_signalled": _data_ready,
+    "task.flag_cleared": _flag_cleared, "task.readiness_changed": _readiness, "data.ready_signalled": _data_ready,
     "task.matched": _matched, "task.unmatchable": _unmatchable,
     "task.queued": _queued, "task.held": _held, "task.approved": _approved, "lease.granted": _granted,
     "task.started": _started, "task.checkpointed": _checkpointed, "lease.revoked": _revoked,

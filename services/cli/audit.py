@@ -1,6 +1,6 @@
 """`cardflow audit verify|replay|why|log`, `cardflow round close|note|list|show|compare`,
-`cardflow matches TASK`, `cardflow review`: thin clients of the HTTP API (`/v1/audit/*`,
-`/v1/rounds*`, `/v1/matches/*`, `/v1/review`), printing rich tables (English or `--lang zh`) or
+`cardflow matches TASK`, `cardflow review`, `cardflow review clear-flag TASK --reason`: thin clients
+of the HTTP API (`/v1/audit/*`, `/v1/rounds*`, `/v1/matches/*`, `/v1/review*`), printing rich tables (English or `--lang zh`) or
 `--json`. `audit verify` exits 0 only when every check holds (1 when one does not).
 """
 
@@ -45,6 +45,7 @@ LABELS: dict[str, dict[str, str]] = {
         "ranking": "ranking", "chosen_mark": " (chosen)", "ran_on_mark": " (ran on)", "catalog": "catalog",
         "per_unit_said": "cost per output unit", "no_verdict": "not finished yet: no verdict",
         "match_review": "match review", "then": "; ", "colon": ": ", "profile": "profile",
+        "flag_cleared": "task {task}: flag cleared by {actor}; the ledger now counts its held-back output ({units} units)",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -63,6 +64,7 @@ LABELS: dict[str, dict[str, str]] = {
         "ranking": "候选卡型排名", "chosen_mark": "（已选）", "ran_on_mark": "（实际运行）", "catalog": "卡型目录",
         "per_unit_said": "单位产出成本", "no_verdict": "尚未完成：暂无结论", "match_review": "匹配复核",
         "then": "；", "colon": "：", "profile": "负载类型",
+        "flag_cleared": "任务 {task}：标记已由 {actor} 清除；账本将计入其暂不计入的产出（{units} 单位）",
         "by_card": "卡型", "by_project": "项目", "by_profile": "负载类型",
     },
 }
@@ -79,7 +81,11 @@ def register(app: typer.Typer) -> None:
     for name, command in (("close", close), ("note", note), ("list", list_rounds), ("show", show), ("compare", compare)):
         rounds.command(name)(command)
     app.command("matches")(matches)
-    app.command("review")(review)
+    reviews = typer.Typer(help="The match review; `review clear-flag TASK --reason` clears a flagged success.",
+                          invoke_without_command=True)  # fmt: skip
+    app.add_typer(reviews, name="review")
+    reviews.callback()(review)
+    reviews.command("clear-flag")(clear_flag)
 
 
 def emit_json(value: Any) -> None:
@@ -284,6 +290,19 @@ def print_round(found: dict[str, Any], lang: CliLang) -> None:
         console.print(f"note v{version['version']} by {version['actor']}: {version['note']}")
 
 
+def clear_flag(task: TaskArgument, reason: ReasonOption, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
+    """Clear a flagged success after checking its output (reviewer of its project, not its submitter):
+    the ledger then counts the held-back output, once; recorded with you as actor and the reason."""
+    with cli_api() as api:
+        task_id = task_id_or_ref(api, task)
+        answer = api.post(f"/v1/review/{task_id}/clear-flag", {"reason": reason})
+    if as_json:
+        emit_json(answer)
+        return
+    units = sum(run["output_units"] or 0 for run in answer["runs"])
+    console.print(LABELS[lang.value]["flag_cleared"].format(task=task_id, actor=answer["cleared_by"], units=f"{units:g}"))
+
+
 def print_flagged(flagged: list[dict[str, Any]], lang: CliLang) -> None:
     """The flagged successes (their output held back from every total), when there are any."""
     if flagged:
@@ -368,12 +387,15 @@ class ReviewBy(StrEnum):
 
 
 def review(
+    ctx: typer.Context,
     round_id: Annotated[str | None, typer.Option("--round", help="only tasks that finished in this round")] = None,
     by: Annotated[ReviewBy, typer.Option("--by", help="group by card type, project or profile")] = ReviewBy.card,
     as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Which matches were worth it: verdicts per group, cheapest output first, and the actual/estimated
     runtime per card type and profile (to correct the catalog's speed factors)."""
+    if ctx.invoked_subcommand is not None:
+        return
     with cli_api() as api:
         result = api.get("/v1/review", round=round_id, by=by.value)
     if as_json:

@@ -12,6 +12,9 @@
   the highest value reported wins; a `task.succeeded` with `flags` (the dispatcher did not take it
   at the agent's word) makes that run's output FLAGGED instead (`ledger.flagged_output`): kept and
   shown, counted in no total;
+- `task.flag_cleared` -> a person checked a flagged run's output: the ledger moves it into the counted
+  output (`store._save_cleared`, once per run, counted at the moment of clearing; a claim refused as
+  out of bounds stays uncounted);
 - `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
@@ -35,6 +38,7 @@ from shared.events import (
     LeaseReleased,
     LeaseRenewed,
     TaskCheckpointed,
+    TaskFlagCleared,
     TaskMatched,
     TaskSubmitted,
     TaskSucceeded,
@@ -46,6 +50,7 @@ from shared.logging import get_logger
 
 RELEVANT_TYPES: tuple[type[Envelope], ...] = (
     TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskMatched,
+    TaskFlagCleared,
 )  # fmt: skip
 UNKNOWN_PROJECT = "unknown"
 """Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
@@ -114,6 +119,17 @@ class FlaggedOutput:
     event_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class ClearedFlag:
+    """A person cleared the flag of a task's flagged success (`task.flag_cleared`)."""
+
+    task_id: str
+    cleared_at: datetime
+    cleared_by: str
+    reason: str
+    event_id: str
+
+
 @dataclass
 class BatchEffects:
     leases: dict[str, LeaseAccount] = field(default_factory=dict)
@@ -122,6 +138,7 @@ class BatchEffects:
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     outputs: dict[tuple[str, str], RunOutput] = field(default_factory=dict)
     flagged: dict[tuple[str, str], FlaggedOutput] = field(default_factory=dict)
+    cleared: list[ClearedFlag] = field(default_factory=list)
     matches: dict[str, TaskMatch] = field(default_factory=dict)
 
 
@@ -145,6 +162,9 @@ class _Fold:
             self.output(event)
         elif isinstance(event, TaskMatched):
             self.matched(event)
+        elif isinstance(event, TaskFlagCleared):
+            self.effects.cleared.append(ClearedFlag(event.data.task_id, event.occurred_at, event.actor,
+                                                    event.data.reason, event.event_id))  # fmt: skip
 
     def submitted(self, event: TaskSubmitted) -> None:
         submission = event.data.submission

@@ -220,12 +220,13 @@ async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: da
 async def load_flagged(conn: asyncpg.Connection | asyncpg.Pool, starts: datetime | None = None,
                        ends: datetime | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Successes the dispatcher flagged (`ledger.flagged_output`) reported in `[starts, ends)` (either
-    end open when None), oldest first: the flags, why, and the output held back from every total."""
+    end open when None) and not cleared by a person, oldest first: the flags, why, and the output held
+    back from every total."""
     rows = await conn.fetch(
         f"SELECT f.task_id, t.name, t.project, t.output_unit, f.lease_id, f.output_units, f.claimed_output_units,"
         f" f.flags, f.detail, f.reported_at FROM {SCHEMA}.flagged_output f LEFT JOIN {SCHEMA}.tasks t USING (task_id)"
-        " WHERE ($1::timestamptz IS NULL OR f.reported_at >= $1) AND ($2::timestamptz IS NULL OR f.reported_at < $2)"
-        " ORDER BY f.reported_at, f.task_id", starts, ends,
+        " WHERE f.cleared_at IS NULL AND ($1::timestamptz IS NULL OR f.reported_at >= $1)"
+        " AND ($2::timestamptz IS NULL OR f.reported_at < $2) ORDER BY f.reported_at, f.task_id", starts, ends,
     )  # fmt: skip
     return [{"task_id": r["task_id"], "name": r["name"], "project": r["project"], "output_unit": r["output_unit"],
              "lease_id": r["lease_id"], "flags": list(r["flags"]), "detail": r["detail"],

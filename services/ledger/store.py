@@ -9,7 +9,7 @@ import asyncpg
 from services.common.bulk import execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
-from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, FlaggedOutput, RunOutput, TaskInfo, TaskMatch
+from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, ClearedFlag, FlaggedOutput, RunOutput, TaskInfo, TaskMatch
 from services.ledger.quotas import lock_usage
 
 SCHEMA = "ledger"
@@ -49,6 +49,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     await _save_increments(conn, effects, [event.event_id for event in events])
     await _save_outputs(conn, list(effects.outputs.values()))
     await _save_flagged(conn, list(effects.flagged.values()))
+    await _save_cleared(conn, effects.cleared)
     await _save_matches(conn, list(effects.matches.values()))
 
 
@@ -135,6 +136,20 @@ async def _save_flagged(conn: asyncpg.Connection, flagged: list[FlaggedOutput]) 
         " reported_at, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (task_id, lease_id) DO NOTHING",
         rows,
     )  # fmt: skip
+
+
+async def _save_cleared(conn: asyncpg.Connection, cleared: list[ClearedFlag]) -> None:
+    """Cleared flags: each of the task's flagged runs not cleared yet is marked cleared and its output
+    (if it had any within the bound) becomes final counted output at the moment of clearing — once:
+    a redelivered or repeated clear finds nothing left to move."""
+    for clear in cleared:
+        moved = await conn.fetch(
+            f"UPDATE {SCHEMA}.flagged_output SET cleared_at = $2, cleared_by = $3, clear_reason = $4, clear_event_id = $5"
+            " WHERE task_id = $1 AND cleared_at IS NULL RETURNING task_id, lease_id, output_units",
+            clear.task_id, clear.cleared_at, clear.cleared_by, clear.reason, clear.event_id,
+        )  # fmt: skip
+        await _save_outputs(conn, [RunOutput(row["task_id"], row["lease_id"], row["output_units"], True, clear.cleared_at)
+                                   for row in moved if row["output_units"] is not None])  # fmt: skip
 
 
 async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> None:

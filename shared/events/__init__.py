@@ -69,6 +69,8 @@ from shared.events.intake import (
     ReviewDecision,
     TaskCancelRequested,
     TaskCancelRequestedData,
+    TaskFlagCleared,
+    TaskFlagClearedData,
     TaskRejected,
     TaskRejectedData,
     TaskReviewed,

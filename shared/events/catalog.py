@@ -31,7 +31,14 @@ from shared.events.dispatch import (
 from shared.events.envelope import Envelope, Payload, utcnow
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.identity import AgentEnrolled, TokenCreated, TokenRevoked
-from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskReviewed, TaskSubmitted
+from shared.events.intake import (
+    DataReadySignalled,
+    TaskCancelRequested,
+    TaskFlagCleared,
+    TaskRejected,
+    TaskReviewed,
+    TaskSubmitted,
+)
 from shared.events.leases import (
     LeaseExpired,
     LeaseGranted,
@@ -68,7 +75,7 @@ from shared.events.reports import AgentCommand, AgentReport
 Event = Annotated[
     Union[
         # intake
-        TaskSubmitted, TaskRejected, TaskCancelRequested, TaskReviewed, DataReadySignalled,
+        TaskSubmitted, TaskRejected, TaskCancelRequested, TaskReviewed, TaskFlagCleared, DataReadySignalled,
         # readiness, matcher
         TaskReadinessChanged, TaskMatched, TaskUnmatchable,
         # dispatcher: tasks

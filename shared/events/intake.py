@@ -89,6 +89,19 @@ class TaskReviewed(Envelope):
     data: TaskReviewedData
 
 
+class TaskFlagClearedData(Payload):
+    task_id: EntityId
+    reason: Detail = Field(min_length=1, description="what the person checked, in their words")
+
+
+class TaskFlagCleared(Envelope):
+    """A reviewer (the actor) checked the output of a success the dispatcher flagged (issue 15) and
+    cleared the flag; the ledger moves the held-back output into the counted totals, once."""
+
+    type: Literal["task.flag_cleared"] = "task.flag_cleared"
+    data: TaskFlagClearedData
+
+
 class DataReadySignalledData(Payload):
     input: InputRef = Field(description="what became ready: an s3:// URI or {dataset, version}")
     location: str | None = Field(None, description="where a dataset version's data lives, if the signal said")

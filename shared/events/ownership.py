@@ -35,7 +35,14 @@ from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.envelope import Envelope
 from shared.events.identity import AgentEnrolled, TokenCreated, TokenRevoked
-from shared.events.intake import DataReadySignalled, TaskCancelRequested, TaskRejected, TaskReviewed, TaskSubmitted
+from shared.events.intake import (
+    DataReadySignalled,
+    TaskCancelRequested,
+    TaskFlagCleared,
+    TaskRejected,
+    TaskReviewed,
+    TaskSubmitted,
+)
 from shared.events.leases import LeaseExpired, LeaseGranted, LeaseReleased, LeaseRenewed, LeaseRevoked, NodeLost, NodeRegistered
 from shared.events.ledger import (
     QuotaAdjusted,
@@ -56,7 +63,7 @@ _DISPATCHER_FACETS = (
     TaskReleased, TaskPriorityChanged, NodeDrained, NodeUndrained,
 )  # fmt: skip
 _FACETS: dict[str, tuple[type[Envelope], ...]] = {
-    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled, TaskReviewed,
+    "intake": (TaskSubmitted, TaskRejected, TaskCancelRequested, DataReadySignalled, TaskReviewed, TaskFlagCleared,
                DeadLetterReplayed, DeadLetterPurged, *OPERATOR_REQUESTS),  # the console's operator commands go through intake's outbox
     "readiness": (TaskReadinessChanged,),
     "matcher": (TaskMatched, TaskUnmatchable),
