@@ -157,7 +157,7 @@ class TaskView(BaseModel):
 # ---- which events are about a task, and who owns them -------------------------------------
 
 _OWNER: dict[str, str] = {
-    **dict.fromkeys(("task.submitted", "task.rejected", "task.cancel_requested"), "intake"),
+    **dict.fromkeys(("task.submitted", "task.rejected", "task.cancel_requested", "task.flag_cleared"), "intake"),
     "task.readiness_changed": "readiness",
     **dict.fromkeys(("task.matched", "task.unmatchable"), "matcher"),
     **dict.fromkeys(
@@ -410,6 +410,18 @@ def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     )
 
 
+def _flag_cleared(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    """A person checked a flagged success's output: an ordinary success now (its output counted)."""
+    if view.reason != ViewReason.SUCCEEDED_FLAGGED.value:
+        return {}
+    output = "" if view.output_units is None else f"; output {view.output_units:g} units"
+    return _status_update(
+        TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value,
+        f"finished successfully{output}; flagged ({', '.join(view.flags)}), then cleared by {event.actor}"
+        f" after checking the output: {data.reason}", flags=(),
+    )  # fmt: skip
+
+
 def _failed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     code = "" if data.exit_code is None else f" (exit code {data.exit_code})"
     return _status_update(
@@ -448,6 +460,7 @@ _APPLY: Mapping[str, Applier] = {
     "task.submitted": _submitted,
     "task.rejected": _rejected,
     "task.cancel_requested": _cancel_requested,
+    "task.flag_cleared": _flag_cleared,
     "task.readiness_changed": _readiness,
     "task.matched": _matched,
     "task.unmatchable": _unmatchable,

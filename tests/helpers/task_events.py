@@ -81,6 +81,9 @@ class TaskStory:
     def cancel_requested(self, reason: str = "") -> Envelope:
         return self.emit("intake", "task.cancel_requested", {"task_id": self.task_id, "reason": reason})
 
+    def flag_cleared(self, reason: str = "checked by hand") -> Envelope:
+        return self.emit("intake", "task.flag_cleared", {"task_id": self.task_id, "reason": reason})
+
     # ---- readiness, matcher ---------------------------------------------------------------
     def readiness(self, ready: bool, missing: tuple[Any, ...] = ("s3://bucket-a/data/part-0.parquet",), fraction: float = 0.5) -> Envelope:
         data = {"task_id": self.task_id, "ready": ready, "missing_inputs": () if ready else missing,

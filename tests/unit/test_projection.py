@@ -133,6 +133,16 @@ def test_a_flagged_success_says_so_in_both_languages() -> None:
     assert reason_sentence(view, "zh") == "已完成，但成功报告被标记待复核（成功过早（待复核）、产出超出上限（不计入）），产出不计入统计"
 
 
+def test_a_cleared_flag_makes_an_ordinary_success_that_says_who_cleared_it() -> None:
+    view = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.succeeded(
+        400.0, ("implausibly_early_success",), "after 20s of a 2h estimate"), s.flag_cleared("checked the samples")])
+    assert (view.state, view.reason, view.flags, view.output_units) == (S.SUCCEEDED, "succeeded", (), 400.0)
+    assert view.reason_detail.endswith("flagged (implausibly_early_success), then cleared by service:intake after"
+                                       " checking the output: checked the samples")
+    unflagged = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.succeeded(7.0), s.flag_cleared()])
+    assert (unflagged.reason, unflagged.reason_detail) == ("succeeded", "finished successfully; output 7 units")
+
+
 def test_failure_sentence_names_the_error_and_exit_code() -> None:
     view = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.failed("segfault", 139)])
     assert view.reason_detail == "segfault (exit code 139)"
