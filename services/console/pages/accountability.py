@@ -61,13 +61,26 @@ async def amend_note_from_page(
 @router.get("/review")
 async def review_page(request: Request, by: str = "card", round: str | None = None) -> HTMLResponse:  # noqa: A002
     """Which matches were worth it: verdicts grouped by card type, project or profile, the runtime
-    ratios that say how to correct the catalog's speed factors, and every reviewed task."""
+    ratios that say how to correct the catalog's speed factors, every reviewed task, and the flagged
+    successes (with a "Clear flag" form for readers whose role may clear one)."""
+    return await _review(request, by, round)
+
+
+@router.post("/review/{task_id}/clear-flag")
+async def clear_flag_from_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "") -> Response:
+    """Clear a flagged success (`POST /v1/review/{id}/clear-flag` with the reader's token); the API's refusal is shown."""
+    return await forward_form(request, f"/v1/review/{task_id}/clear-flag", {"reason": reason},
+                              refused_page=lambda refusal: _review(request, "card", None, refused=refusal),
+                              done=lambda _: "/review?notice=flag_cleared")  # fmt: skip
+
+
+async def _review(request: Request, by: str, round: str | None, refused: Unavailable | None = None) -> HTMLResponse:  # noqa: A002
     grouping = by if by in REVIEW_GROUPINGS else "card"
     params = {"by": grouping} | ({"round": round} if round else {})
     review = await call_api(request, "GET", "/v1/review", params=params)
     rounds = await call_api(request, "GET", "/v1/rounds")
     return await render(request, "review.html", title="review_title", page="rounds", review=review, by=grouping,
-                        groupings=REVIEW_GROUPINGS, round=round,
+                        groupings=REVIEW_GROUPINGS, round=round, refused=refused, notice=request.query_params.get("notice"),
                         rounds=[] if isinstance(rounds, Unavailable) else [r["round_id"] for r in rounds])  # fmt: skip
 
 

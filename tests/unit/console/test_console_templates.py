@@ -67,3 +67,28 @@ def test_the_match_review_page_and_the_task_pages_review_speak_the_readers_langu
     en = environment.get_template("review.html").render(**context, **labels_for("en"), review=review)
     assert "oversized" in en and "its GPUs were 25% busy on average" in en
     assert labels_for("zh")["L"]["worth_it"] == "值得"  # the table's verdict columns
+
+
+def test_a_flagged_success_offers_clear_flag_to_reviewers_only_in_both_languages_and_shows_a_refusal() -> None:
+    flagged = {"task_id": "T7", "name": "suspicious-eval", "project": "llm", "output_unit": "samples", "lease_id": "L7",
+               "flags": ["implausibly_early_success"], "detail": "after 20s of its agent's time", "output_units": 400.0,
+               "claimed_output_units": None, "reported_at": NOW.isoformat()}  # fmt: skip
+    review = {"groups": [], "speed_corrections": [], "tasks": [], "flagged": [flagged]}
+    context = {**BASE, "title": "review_title", "page": "rounds", "by": "card", "groupings": ("card",), "round": None,
+               "rounds": [], "review": review, "notice": None, "refused": None}  # fmt: skip
+
+    def page(lang: str, role: str, **extra: object) -> str:
+        me = {"name": role, "role": role, "project": None, "actor": f"user:{role}"}
+        return environment.get_template("review.html").render(**{**context, "me": me, **extra}, **labels_for(lang))
+
+    for role in ("reviewer", "admin"):
+        en = page("en", role)
+        assert 'action="/review/T7/clear-flag"' in en and ">Clear flag</button>" in en and "What you checked" in en
+        assert 'name="reason" required' in en
+    zh = page("zh", "reviewer", refused=Unavailable(409, "task T7 has no flagged success left to clear"))
+    assert ">清除标记</button>" in zh and "核查了什么" in zh and "被标记的成功" in zh and "成功过早（待复核）" in zh
+    assert '<span class="tag bad">409</span> task T7 has no flagged success left to clear' in zh
+    for role in ("submitter", "operator", "auditor"):
+        assert "suspicious-eval" in page("en", role) and "clear-flag" not in page("en", role)
+    assert "clear-flag" not in environment.get_template("review.html").render(**context, **labels_for("en"))  # signed out
+    assert "标记已清除" in page("zh", "reviewer", notice="flag_cleared")
