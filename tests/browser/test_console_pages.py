@@ -351,6 +351,14 @@ async def test_a_reviewer_approves_on_the_approvals_page_and_a_submitter_is_refu
     assert not [e for e in world.system.of_type("task.reviewed") if e.actor == "user:speech-dev"]
 
 
+async def _gone(page: Page, row: Any) -> bool:
+    """Reload until the ledger has taken a cleared flag off the list (it follows the event log a moment later)."""
+    if not await row.count():
+        return True
+    await page.reload()
+    return False
+
+
 async def _listed(page: Page, row: Any) -> bool:
     """Reload until the views list the task (they follow the event log a moment later)."""
     if await row.count():
@@ -397,3 +405,60 @@ async def test_an_operator_holds_and_releases_a_task_and_drains_a_node_from_the_
     await l40s.get_by_role("button", name="Undrain").click()
     await expect(page.locator(".notice")).to_have_text("Undrain requested.")
     await world.system.wait_for(lambda s: s.of_type("node.undrained"), what="l40s-a undrained")
+
+
+async def test_a_reviewer_clears_a_flagged_success_on_the_review_page_and_others_get_no_form(world: ConsoleWorld,
+                                                                                               anonymous_page: Page) -> None:
+    planner = {"authorization": f"Bearer {world.tokens['planner']}"}
+    bound = "reports.max_output_units_per_gpu_hour_by_unit={tokens: 1000000000, checked-samples: 0.001}"
+    async with httpx.AsyncClient(base_url=world.base_url, headers=planner) as client:
+        changed = await client.post("/v1/config/set", json={"name": "policy", "assignments": [bound],
+                                                             "reason": "hold back checked-samples output for a look"})
+        assert changed.status_code == 201, changed.text
+    await world.system.submit([{"name": "suspicious-eval", "project": "llm", "priority_class": "standard", "gpus": 1,
+                                "estimate_gpu_hours": 1, "profile": "compute", "min_vram_gb": 24,
+                                "output_unit": "checked-samples"}])  # fmt: skip
+    flagged = await world.system.wait_for(lambda s: (v := s.task_by_name("suspicious-eval")) is not None
+                                          and v.reason == "succeeded_flagged" and v, what="suspicious-eval flagged")
+    page = anonymous_page
+    flagged_table = page.locator("table.flagged")
+    row = flagged_table.locator("tr", has=page.get_by_role("link", name="suspicious-eval"))
+    for name in ("speech-dev", "planner"):  # a submitter and an operator see the flag but may not clear it
+        await sign_in(page, world, name)
+        await page.goto(world.base_url + "/review")
+        await world.system.wait_for(lambda s: _listed(page, row), timeout=30, what="the flagged run on the Review page")
+        await expect(row).to_contain_text("output_out_of_bounds")
+        await expect(page.get_by_role("button", name="Clear flag")).to_have_count(0)
+        await page.get_by_role("button", name="Sign out").click()
+
+    await sign_in(page, world, "reviewer")
+    await page.goto(world.base_url + f"/tasks/{flagged.id}")  # the task page offers the same form
+    await expect(page.locator("form.clear-flag-form").get_by_role("button", name="Clear flag")).to_be_visible()
+    await page.goto(world.base_url + "/review")
+    await row.get_by_label("What you checked").fill("checked the samples by hand; the bound was set too low")
+    await row.get_by_role("button", name="Clear flag").click()
+    await expect(page.locator(".notice")).to_contain_text("Flag cleared and recorded with your reason")
+    await world.system.wait_for(lambda s: _gone(page, row), timeout=30, what="the Review page no longer listing the flag")
+    await expect(page.get_by_role("link", name="suspicious-eval").first).to_be_visible()  # now among the reviewed tasks
+    cleared = await world.system.wait_for(lambda s: [e for e in s.of_type("task.flag_cleared") if e.data.task_id == flagged.id],
+                                          what="task.flag_cleared")  # fmt: skip
+    assert [(e.actor, e.data.reason) for e in cleared] == [
+        ("user:reviewer", "checked the samples by hand; the bound was set too low")]
+    await world.system.wait_for(lambda s: (v := s.task_by_name("suspicious-eval")).reason == "succeeded" and not v.flags,
+                                what="the view no longer flagged")  # fmt: skip
+
+    await page.goto(world.base_url + f"/tasks/{flagged.id}")
+    await expect(page.locator("form.clear-flag-form")).to_have_count(0)
+    # the same form again (a stale page, from either page): the API's 409 is the page's error, also for a Chinese reader
+    for stale, heading in ((f"/review/{flagged.id}/clear-flag", "被标记的成功"), (f"/tasks/{flagged.id}/clear-flag", "匹配复核")):
+        await page.goto(world.base_url + "/review?lang=zh")
+        await page.evaluate("""action => { const f = document.createElement('form'); f.method = 'post'; f.action = action;
+            const r = document.createElement('input'); r.name = 'reason'; r.value = 'again'; f.appendChild(r);
+            document.body.appendChild(f); f.submit(); }""", stale)  # fmt: skip
+        await expect(page.locator(".refused")).to_contain_text("409")
+        await expect(page.locator(".refused")).to_contain_text("no flagged success left to clear")
+        await expect(page.locator("h2", has_text=heading)).to_be_visible()
+    async with httpx.AsyncClient(base_url=world.base_url, headers=planner) as client:
+        restored = await client.post("/v1/config/set", json={"name": "policy", "assignments": [
+            "reports.max_output_units_per_gpu_hour_by_unit={tokens: 1000000000}"], "reason": "checked; back to default"})
+        assert restored.status_code == 201, restored.text

@@ -275,6 +275,13 @@ async def cancel_from_page(request: Request, task_id: str, reason: Annotated[str
                               refused_page=_task_page_with(request, task_id), done=lambda _: f"/tasks/{task_id}?notice=cancel_sent")  # fmt: skip
 
 
+@router.post("/tasks/{task_id}/clear-flag")
+async def clear_flag_from_task_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "") -> Response:
+    """Clear the task's flagged success (`POST /v1/review/{id}/clear-flag` with the reader's token); the API's refusal is shown."""
+    return await forward_form(request, f"/v1/review/{task_id}/clear-flag", {"reason": reason},
+                              refused_page=_task_page_with(request, task_id), done=lambda _: f"/tasks/{task_id}?notice=flag_cleared_task")  # fmt: skip
+
+
 def _task_page_with(request: Request, task_id: str) -> RefusalPage:
     async def refused_page(refusal: Unavailable) -> HTMLResponse:
         return await render(request, "task.html", title="task_title", page="tasks", task_id=task_id, refused=refusal,
