@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -78,15 +78,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # so the summary with the tracebacks is printed while there is time.
 TIMEOUTS_BEFORE_STOPPING = 3
 _timed_out: list[str] = []
-_session: list[pytest.Session] = []
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _session[:] = [session]
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     if report.failed and "Timeout (>" in report.longreprtext[-2000:]:
         _timed_out.append(report.nodeid)
-        if len(_timed_out) >= TIMEOUTS_BEFORE_STOPPING and _session:
-            _session[0].shouldstop = f"{len(_timed_out)} tests hit the per-test timeout: {', '.join(_timed_out)}"
+        if len(_timed_out) >= TIMEOUTS_BEFORE_STOPPING:
+            item.session.shouldstop = f"{len(_timed_out)} tests hit the per-test timeout: {', '.join(_timed_out)}"
+    return report
