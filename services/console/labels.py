@@ -96,6 +96,28 @@ UI_LABELS: dict[Language, dict[str, str]] = {
     },
 }
 
+REFUSAL_LABELS: dict[Language, dict[int, str]] = {
+    "en": {
+        400: "The request was not understood", 401: "Sign in first", 403: "Not allowed for your role or project",
+        404: "Not found", 409: "Not possible in the current state", 413: "Too large", 415: "Not in a form the console takes",
+        422: "Not accepted as entered", 429: "Too many requests; try again shortly", 503: "Not available right now",
+    },
+    "zh": {
+        400: "无法理解该请求", 401: "请先登录", 403: "当前角色或项目无权执行此操作",
+        404: "未找到", 409: "当前状态下无法执行", 413: "内容过大", 415: "格式不受支持",
+        422: "输入未被接受", 429: "请求过于频繁，请稍后再试", 503: "服务暂不可用",
+    },
+}
+"""A refused form's headline per HTTP status, in the reader's language; the API's own words follow it."""
+
+REFUSAL_FALLBACK: dict[Language, str] = {"en": "Refused", "zh": "请求被拒绝"}
+
+
+def refusal_label(status: int, lang: Language = "en") -> str:
+    """The headline of a refusal with `status` (a generic one for a status without its own)."""
+    return REFUSAL_LABELS[lang].get(status, REFUSAL_FALLBACK[lang])
+
+
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.SUBMITTED: "cyan",
     TaskState.WAITING_DATA: "yellow",

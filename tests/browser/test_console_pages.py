@@ -457,6 +457,7 @@ async def test_a_reviewer_clears_a_flagged_success_on_the_review_page_and_others
             document.body.appendChild(f); f.submit(); }""", stale)  # fmt: skip
         await expect(page.locator(".refused")).to_contain_text("409")
         await expect(page.locator(".refused")).to_contain_text("no flagged success left to clear")
+        await expect(page.locator(".refused .refusal")).to_have_text("当前状态下无法执行")  # the headline in the reader's language
         await expect(page.locator("h2", has_text=heading)).to_be_visible()
     async with httpx.AsyncClient(base_url=world.base_url, headers=planner) as client:
         restored = await client.post("/v1/config/set", json={"name": "policy", "assignments": [

@@ -87,8 +87,28 @@ def test_a_flagged_success_offers_clear_flag_to_reviewers_only_in_both_languages
         assert 'name="reason" required' in en
     zh = page("zh", "reviewer", refused=Unavailable(409, "task T7 has no flagged success left to clear"))
     assert ">清除标记</button>" in zh and "核查了什么" in zh and "被标记的成功" in zh and "成功过早（待复核）" in zh
-    assert '<span class="tag bad">409</span> task T7 has no flagged success left to clear' in zh
+    assert '<span class="tag bad">409</span> <strong class="refusal">当前状态下无法执行</strong>' in zh
+    assert '<span lang="en">task T7 has no flagged success left to clear</span>' in zh
     for role in ("submitter", "operator", "auditor"):
         assert "suspicious-eval" in page("en", role) and "clear-flag" not in page("en", role)
     assert "clear-flag" not in environment.get_template("review.html").render(**context, **labels_for("en"))  # signed out
     assert "标记已清除" in page("zh", "reviewer", notice="flag_cleared")
+
+
+def test_a_refusal_has_a_headline_in_the_readers_language_and_keeps_the_apis_own_words() -> None:
+    refused = Unavailable(409, "no flagged success left to clear for task T9")
+    page = {**BASE, "page": "approvals"}
+    zh = environment.get_template("approvals.html").render(**page, **labels_for("zh"), waiting=[], refused=refused, done=None)
+    en = environment.get_template("approvals.html").render(**page, **labels_for("en"), waiting=[], refused=refused, done=None)
+    assert "当前状态下无法执行" in zh and "原文" in zh and "no flagged success left to clear" in zh
+    assert "Not possible in the current state" in en and "no flagged success left to clear" in en and "原文" not in en
+    odd = Unavailable(418, "I'm a teapot")
+    assert "请求被拒绝" in environment.get_template("approvals.html").render(
+        **page, **labels_for("zh"), waiting=[], refused=odd, done=None)
+
+
+def test_every_refusal_headline_exists_in_both_languages() -> None:
+    from services.console.labels import REFUSAL_LABELS
+
+    assert set(REFUSAL_LABELS["en"]) == set(REFUSAL_LABELS["zh"])
+    assert all(REFUSAL_LABELS["zh"].values()) and all(REFUSAL_LABELS["en"].values())
