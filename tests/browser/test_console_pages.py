@@ -434,10 +434,11 @@ async def test_a_reviewer_clears_a_flagged_success_on_the_review_page_and_others
     await sign_in(page, world, "reviewer")
     await page.goto(world.base_url + f"/tasks/{flagged.id}")  # the task page offers the same form
     await expect(page.locator("form.clear-flag-form").get_by_role("button", name="Clear flag")).to_be_visible()
-    await page.goto(world.base_url + "/review")
+    await page.goto(world.base_url + "/review?by=project")
     await row.get_by_label("What you checked").fill("checked the samples by hand; the bound was set too low")
     await row.get_by_role("button", name="Clear flag").click()
     await expect(page.locator(".notice")).to_contain_text("Flag cleared and recorded with your reason")
+    assert "by=project" in page.url  # back on the grouping the reviewer was looking at
     await world.system.wait_for(lambda s: _gone(page, row), timeout=30, what="the Review page no longer listing the flag")
     await expect(page.get_by_role("link", name="suspicious-eval").first).to_be_visible()  # now among the reviewed tasks
     cleared = await world.system.wait_for(lambda s: [e for e in s.of_type("task.flag_cleared") if e.data.task_id == flagged.id],

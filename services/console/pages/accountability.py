@@ -10,6 +10,7 @@ token, closing a round or amending its note the operator role, the change log th
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
@@ -67,11 +68,14 @@ async def review_page(request: Request, by: str = "card", round: str | None = No
 
 
 @router.post("/review/{task_id}/clear-flag")
-async def clear_flag_from_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "") -> Response:
-    """Clear a flagged success (`POST /v1/review/{id}/clear-flag` with the reader's token); the API's refusal is shown."""
+async def clear_flag_from_page(request: Request, task_id: str, reason: Annotated[str, Form()] = "",
+                               by: str = "card", round: str | None = None) -> Response:  # noqa: A002  # fmt: skip
+    """Clear a flagged success (`POST /v1/review/{id}/clear-flag` with the reader's token); the API's refusal is
+    shown; either way the reader stays on the grouping and round they were looking at."""
+    view = {"by": by if by in REVIEW_GROUPINGS else "card"} | ({"round": round} if round else {})
     return await forward_form(request, f"/v1/review/{task_id}/clear-flag", {"reason": reason},
-                              refused_page=lambda refusal: _review(request, "card", None, refused=refusal),
-                              done=lambda _: "/review?notice=flag_cleared")  # fmt: skip
+                              refused_page=lambda refusal: _review(request, view["by"], round, refused=refusal),
+                              done=lambda _: f"/review?{urlencode(view | {'notice': 'flag_cleared'})}")  # fmt: skip
 
 
 async def _review(request: Request, by: str, round: str | None, refused: Unavailable | None = None) -> HTMLResponse:  # noqa: A002

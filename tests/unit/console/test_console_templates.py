@@ -83,7 +83,7 @@ def test_a_flagged_success_offers_clear_flag_to_reviewers_only_in_both_languages
 
     for role in ("reviewer", "admin"):
         en = page("en", role)
-        assert 'action="/review/T7/clear-flag"' in en and ">Clear flag</button>" in en and "What you checked" in en
+        assert 'action="/review/T7/clear-flag?by=card"' in en and ">Clear flag</button>" in en and "What you checked" in en
         assert 'name="reason" required' in en
     zh = page("zh", "reviewer", refused=Unavailable(409, "task T7 has no flagged success left to clear"))
     assert ">清除标记</button>" in zh and "核查了什么" in zh and "被标记的成功" in zh and "成功过早（待复核）" in zh
@@ -93,6 +93,8 @@ def test_a_flagged_success_offers_clear_flag_to_reviewers_only_in_both_languages
         assert "suspicious-eval" in page("en", role) and "clear-flag" not in page("en", role)
     assert "clear-flag" not in environment.get_template("review.html").render(**context, **labels_for("en"))  # signed out
     assert "标记已清除" in page("zh", "reviewer", notice="flag_cleared")
+    # the form keeps the grouping and round the reader looks at (a refusal or success returns to them)
+    assert 'action="/review/T7/clear-flag?by=project&amp;round=R-3"' in page("en", "reviewer", by="project", round="R-3")
 
 
 def test_a_refusal_has_a_headline_in_the_readers_language_and_keeps_the_apis_own_words() -> None:
