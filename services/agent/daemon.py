@@ -39,6 +39,7 @@ from shared.logging import get_logger
 from shared.names import AGENT_GROUP, agent_inbox
 
 from services.agent.hardware import NodeHardware
+from services.agent.metrics import AgentMetrics
 from services.agent.reporter import ReportWriter
 from services.agent.runner import Runner, RunSink
 from services.agent.state import AgentState, Command, Ignore, Outgoing, Refuse, Start, Stop
@@ -84,6 +85,7 @@ class AgentDaemon:
         )
         self.writer = ReportWriter(self.redis, config.agent_id)
         self.registrations = 0
+        self.metrics = AgentMetrics(config.agent_id)
         self._clock = clock
         self._session: str | None = None  # Redis run_id while reachable, None after a failure
         self._registered_at = float("-inf")
@@ -181,16 +183,24 @@ class AgentDaemon:
             if self._session is not None:
                 log.warning("redis unreachable; will re-register when it is back", error=repr(exc))
             self._session = None
+            self._observe(())
             return False
         self.state.note_progress(self.runner.progress_now())
-        self.writer.send(self.state.heartbeat(self._utilisation()))
+        gpus = self._utilisation()
+        self._observe(gpus)  # before this heartbeat joins the queue: `unsent` counts what earlier ticks left
+        self.writer.send(self.state.heartbeat(gpus))
         return True
+
+    def _observe(self, gpus: tuple) -> None:
+        self.metrics.heartbeat(connected=self.connected, leases=len(self.state.leases), runs=self.runner.running(),
+                               unsent=self.writer.backlog, gpus=gpus)  # fmt: skip
 
     def register(self) -> None:
         outgoing = self.state.registration(self.hardware.card_type, self.hardware.mode, self.hardware.gpus,
                                            time_scale=self.config.time_scale)
         self.writer.send(outgoing)
         self.registrations += 1
+        self.metrics.registered()
         log.info("agent registered", agent_id=self.config.agent_id, held_leases=len(self.state.leases))
 
     async def _redis_session(self) -> str:
@@ -218,6 +228,7 @@ class AgentDaemon:
     async def on_command(self, command: Command) -> None:
         """Handle one inbox command (idempotent: the state remembers what it handled)."""
         decision = self.state.on_command(command, self._clock())
+        self.metrics.command(decision)
         lease_id = command.data.lease_id
         if isinstance(decision, Start):
             log.info("lease granted; starting", lease_id=lease_id, task_id=command.data.task_id,

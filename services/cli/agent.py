@@ -50,4 +50,8 @@ def register(app: typer.Typer) -> None:
             get_logger(__name__).error("agent cannot start", error=str(exc))
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        if settings.metrics_port is not None:
+            from services.observability.metrics import serve_metrics
+
+            serve_metrics(settings.metrics_port)  # the agent's own gauges (services/agent/metrics.py)
         asyncio.run(run_until_signalled(daemon))

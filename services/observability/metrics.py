@@ -6,6 +6,9 @@ Who exports what (docs/operations.md lists each metric with its labels and meani
   `faststream_*` message-handling metrics (`app_name` = the service), its outbox backlog and the lag
   and pending entries of its consumer groups (`services.observability.delivery`);
 - the dispatcher: cycle timings per phase (`observe_cycle`);
+- every GPU-host agent (`cardflow agent`, when `CARDFLOW_METRICS_PORT` is set): whether it reaches
+  Redis, leases held and runs active, per-GPU utilisation, reports not yet written, commands by
+  decision, registrations (`services.agent.metrics`);
 - the console (`GET /metrics`): the system's state read from the read models at scrape time —
   tasks by state, class and reason, GPUs per card type and status, utilisation, leases, dead
   letters, quota left (`services.observability.system_state`).
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import REGISTRY, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
 NAMESPACE = "cardflow"
 
@@ -45,6 +48,20 @@ CYCLE_SECONDS = Histogram(
     namespace=NAMESPACE,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+
+# ---- a GPU-host agent -------------------------------------------------------------------------
+AGENT_CONNECTED = Gauge("agent_connected", "1 while the agent's last heartbeat reached Redis, else 0", ["agent"],
+                        namespace=NAMESPACE)  # fmt: skip
+AGENT_LEASES = Gauge("agent_leases_held", "Leases the agent holds (running or stopping)", ["agent"], namespace=NAMESPACE)
+AGENT_RUNS = Gauge("agent_runs_active", "Runs that have not reported their exit yet", ["agent"], namespace=NAMESPACE)
+AGENT_GPU_UTIL = Gauge("agent_gpu_utilisation_percent", "Utilisation of each GPU of the node at the last heartbeat",
+                       ["agent", "gpu"], namespace=NAMESPACE)  # fmt: skip
+AGENT_REPORTS_UNSENT = Gauge("agent_reports_unsent", "Reports queued in the agent, not yet written to cf:reports",
+                             ["agent"], namespace=NAMESPACE)  # fmt: skip
+AGENT_COMMANDS = Counter("agent_commands", "Inbox commands handled, by the agent's decision (start, stop, refuse, ignore)",
+                         ["agent", "decision"], namespace=NAMESPACE)  # fmt: skip
+AGENT_REGISTRATIONS = Counter("agent_registrations", "Registrations sent (at start, every few seconds, after Redis came back)",
+                              ["agent"], namespace=NAMESPACE)  # fmt: skip
 
 # ---- the system's state (the console, at scrape time) ------------------------------------------
 TASKS = Gauge(

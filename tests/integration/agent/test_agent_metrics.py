@@ -1,0 +1,67 @@
+"""`cardflow agent` with CARDFLOW_METRICS_PORT serves the agent's own gauges (docs/operations.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+from redis.asyncio import Redis
+
+from agent_support import Dispatcher, of_type, wait_for_reports
+from shared.settings import Settings
+from tests.e2e.test_metrics import free_port, samples, value
+
+AGENT = "metrics-a"
+
+
+async def _scrape(port: int, ready: object) -> dict:
+    """The agent's /metrics once `ready(found)` holds (the gauges are set at each heartbeat)."""
+    deadline = asyncio.get_running_loop().time() + 60
+    async with httpx.AsyncClient() as client:
+        while True:
+            try:
+                found = samples((await client.get(f"http://127.0.0.1:{port}/metrics")).text)
+                if ready(found):  # type: ignore[operator]
+                    return found
+            except httpx.TransportError:
+                pass  # not listening yet
+            assert asyncio.get_running_loop().time() < deadline, "the agent's /metrics never showed the run"
+            await asyncio.sleep(0.2)
+
+
+async def test_the_agent_serves_its_connection_runs_gpus_and_commands(fresh_settings: Settings, redis: Redis) -> None:
+    port = free_port()
+    env = {**os.environ, "CARDFLOW_REDIS_URL": fresh_settings.redis_url, "CARDFLOW_DATA_DIR": str(fresh_settings.data_dir),
+           "CARDFLOW_METRICS_PORT": str(port)}  # fmt: skip
+    command = [sys.executable, "-m", "services.cli.main", "agent", "--id", AGENT, "--sim", "H100x2", "--heartbeat", "0.2",
+               "--time-scale", "10"]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        await wait_for_reports(redis, lambda r: bool(of_type(r, "report.registered")))
+        dispatcher = Dispatcher(redis, AGENT)
+        await dispatcher.grant("L1", "T1", (1,), fencing_token=7, estimated_runtime_s=100_000.0)
+        await dispatcher.grant("L1", "T1", (1,), fencing_token=7, estimated_runtime_s=100_000.0)  # re-sent: ignored
+
+        def running(found: dict) -> bool:
+            return value(found, "cardflow_agent_runs_active", agent=AGENT) == 1 and value(
+                found, "cardflow_agent_commands_total", agent=AGENT, decision="ignore") == 1  # fmt: skip
+
+        found = await _scrape(port, running)
+        assert value(found, "cardflow_agent_connected", agent=AGENT) == 1
+        assert value(found, "cardflow_agent_leases_held", agent=AGENT) == 1
+        assert value(found, "cardflow_agent_commands_total", agent=AGENT, decision="start") == 1
+        assert value(found, "cardflow_agent_registrations_total", agent=AGENT) >= 1
+        assert value(found, "cardflow_agent_reports_unsent", agent=AGENT) == 0
+        gpus = {labels["gpu"]: v for labels, v in found["cardflow_agent_gpu_utilisation_percent"] if labels["agent"] == AGENT}
+        assert set(gpus) == {"0", "1"} and gpus["0"] == 0 and gpus["1"] > 0  # only GPU 1 runs the task
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(process.wait, 60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, process.stderr.read().decode() if process.stderr else ""
