@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.runtime import Emitter
 from services.console.app import create_app
 from services.ledger.quotas import grant_quota
 from shared.settings import Settings
+from tests.helpers.console_server import free_port
+from tests.helpers.prometheus_text import samples, value
 from tests.helpers.running_services import poll_until
 from tests.helpers.system import RunningSystem, running_system
 from tests.unit.test_grafana_dashboard import dashboard_metric_names
@@ -37,27 +37,6 @@ STATE_METRICS = {
     "cardflow_quota_remaining_gpu_hours",
     "cardflow_quota_granted_gpu_hours",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Metric family name and sample name (`_total`, `_count`, ...) -> [(labels, value)] of a Prometheus
-    text exposition."""
-    found: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        found.setdefault(family.name, [])
-        for sample in family.samples:
-            found.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return found
-
-
-def value(found: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
-    return sum(v for sample_labels, v in found.get(name, []) if labels.items() <= sample_labels.items())
 
 
 async def test_services_and_console_expose_the_documented_metrics(

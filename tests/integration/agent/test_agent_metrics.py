@@ -13,7 +13,8 @@ from redis.asyncio import Redis
 
 from agent_support import Dispatcher, of_type, wait_for_reports
 from shared.settings import Settings
-from tests.e2e.test_metrics import free_port, samples, value
+from tests.helpers.console_server import free_port
+from tests.helpers.prometheus_text import samples, value
 
 AGENT = "metrics-a"
 
