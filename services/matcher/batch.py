@@ -34,6 +34,7 @@ from typing import Any
 
 from shared.events.emission import Emission
 from services.matcher.decide import Fleet, MatchDecision, decide
+from services.matcher.match_reasons import RematchTrigger, rematch_facts, rematch_text
 from services.matcher.request import build_request, request_to_json
 from shared.cards import Catalog, MatchRequest
 from shared.config import CARDS
@@ -119,6 +120,7 @@ class StoredMatch:
     fleet: dict[str, int]
     catalog_version: str
     catalog_hash: str
+    reason_facts: dict[str, Any] | None = None  # the numbers of the choice (`match_reasons`), when matched
 
 
 @dataclass
@@ -192,21 +194,21 @@ class _Fold:
         self.set_node(NodeState(data.node_id, data.agent_id, data.card_type, data.gpus, True, event.occurred_at))
         if self.fleet().gpus(data.card_type) <= before:
             return
-        why_again = f"re-matched: {data.card_type} joined the fleet"
+        again = rematch_facts(RematchTrigger.FLEET_CHANGED, card_type=data.card_type)
         for task in list(self.open.values()):
             decision, ranking = self.decide(task.request)
             if decision.matched and ranked_types(decision) != task.last_ranked:
-                self.record(task, decision, ranking, "fleet_changed", event, why_again)
+                self.record(task, decision, ranking, "fleet_changed", event, again)
         for task in list(self.waiting.values()):
             decision, ranking = self.decide(task.request)
             if decision.matched or decision.detail != task.last_detail:
                 self.record(task, decision, ranking, "fleet_changed", event)
 
     def catalog_changed(self, event: Envelope) -> None:
-        why_again = f"re-matched: card catalog version {self.config.catalog.version} in force"
+        again = rematch_facts(RematchTrigger.CATALOG_CHANGED, catalog_version=self.config.catalog.version)
         for task in list(self.open.values()):
             if task.last_catalog_hash != self.config.catalog_hash:
-                self.record(task, *self.decide(task.request), "catalog_changed", event, why_again)
+                self.record(task, *self.decide(task.request), "catalog_changed", event, again)
         for task in [*self.waiting.values(), *self.unmatchable.values()]:
             decision, ranking = self.decide(task.request)
             if decision.matched or decision.detail != task.last_detail:
@@ -239,14 +241,14 @@ class _Fold:
         ranking: list[dict[str, Any]],
         trigger: str,
         cause: Envelope,
-        why_again: str = "",
+        again: dict[str, str] | None = None,
     ) -> None:
-        """A match row, the task's new row and the event announcing the decision (`why_again`, when
-        given, prefixes the reason sentence of both)."""
+        """A match row, the task's new row and the event announcing the decision (`again`, when
+        given, says why it was matched again: the prefix of the reason sentence of both)."""
         request_json = self._requests.setdefault(task.request, request_to_json(task.request))
         self.fleet()
-        reason = f"{why_again}; {decision.detail}" if why_again else decision.detail
-        match = stored_match(task, request_json, decision, ranking, trigger, self._fleet_json, self.config, reason)
+        reason = f"{rematch_text(again)}; {decision.detail}" if again else decision.detail
+        match = stored_match(task, request_json, decision, ranking, trigger, self._fleet_json, self.config, reason, again)
         status = "matched" if decision.matched else ("waiting" if decision.waits_for_fleet else "unmatchable")
         row = replace(
             task, status=status, last_match_id=match.match_id, last_detail=decision.detail,
@@ -301,12 +303,14 @@ def stored_match(
     fleet: dict[str, int],
     config: MatcherConfig,
     reason: str | None = None,
+    again: dict[str, str] | None = None,
 ) -> StoredMatch:
     """The row of `matcher.matches` for `decision` (`ranking` = `ranking_json(decision)`,
     `request_json` = `request_to_json(task.request)`, `fleet` = live GPUs per card type; passed in so
     that matches of one decision share them and the store serialises each once; `reason` defaults
-    to the decision's sentence)."""
+    to the decision's sentence; `again` says why the task was matched again)."""
     result = decision.result
+    facts = None if decision.choice is None else {**decision.choice, **({"again": again} if again else {})}
     return StoredMatch(
         match_id=new_event_id(),
         task_id=task.task_id,
@@ -321,6 +325,7 @@ def stored_match(
         fleet=fleet,
         catalog_version=config.catalog.version,
         catalog_hash=config.catalog_hash,
+        reason_facts=facts,
     )
 
 
@@ -336,6 +341,8 @@ def ranking_json(decision: MatchDecision) -> list[dict[str, Any]]:
             "cost": v.cost,
             "fleet_gpus": v.fleet_gpus,
             "why_not": v.why_not or None,
+            "why_not_code": v.why_not_code.value if v.why_not_code else None,
+            "why_not_facts": dict(v.why_not_facts) or None,
         }
         for v in decision.verdicts
     ]

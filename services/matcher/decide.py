@@ -19,11 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from shared.cards import CardSpec, Catalog, MatchRequest, MatchResult, estimate_runtime_s, rank_cards
+from shared.cards.matching import smaller_adequate
 from shared.events.reasons import UnmatchableReason
+
+from services.matcher.match_reasons import WhyNotCode, choice_facts, why_not_text
 
 NO_FLEET_DETAIL = "no GPU node has registered yet"
 
@@ -51,17 +55,24 @@ class Fleet:
 
 @dataclass(frozen=True, slots=True)
 class CardVerdict:
-    """One catalog card type for one request: estimates, GPUs of it in the fleet, why it cannot run it."""
+    """One catalog card type for one request: estimates, GPUs of it in the fleet, why it cannot run it
+    (a code and its numbers; the sentence is rendered from them, `services.matcher.match_reasons`)."""
 
     card_type: str
     runtime_s: float
     cost: float
     fleet_gpus: int
-    why_not: str = ""  # empty = adequate
+    why_not_code: WhyNotCode | None = None  # None = adequate
+    why_not_facts: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def adequate(self) -> bool:
-        return not self.why_not
+        return self.why_not_code is None
+
+    @property
+    def why_not(self) -> str:
+        """The why-not sentence in English ("" when adequate)."""
+        return "" if self.why_not_code is None else why_not_text(self.why_not_code, self.why_not_facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +84,7 @@ class MatchDecision:
     unmatchable: UnmatchableReason | None
     detail: str  # why the chosen card type, or why no card type
     waits_for_fleet: bool  # unmatchable now, but a node registration may change that
+    choice: Mapping[str, Any] | None = None  # the choice's numbers (`match_reasons.choice_facts`), when matched
 
     @property
     def matched(self) -> bool:
@@ -85,7 +97,7 @@ def decide(request: MatchRequest, catalog: Catalog, fleet: Fleet) -> MatchDecisi
     adequate = [v.card_type for v in verdicts if v.adequate]
     if adequate:
         result = rank_cards(request, catalog, available_types=adequate)
-        return MatchDecision(verdicts, result, None, result.reason, False)
+        return MatchDecision(verdicts, result, None, result.reason, False, _choice(request, result, catalog))
     reason, detail, waits = _unmatchable(request, catalog, fleet)
     return MatchDecision(verdicts, None, reason, detail, waits)
 
@@ -105,19 +117,33 @@ def _verdict(request: MatchRequest, card: CardSpec, catalog: Catalog, fleet: Fle
     runtime_s = estimate_runtime_s(request, card, catalog)
     cost = runtime_s * request.gpus * card.price_per_gpu_hour / 3600.0
     fleet_gpus = fleet.gpus(card.card_type)
-    return CardVerdict(card.card_type, runtime_s, cost, fleet_gpus, _why_not(request, card, fleet_gpus))
+    return CardVerdict(card.card_type, runtime_s, cost, fleet_gpus, *_why_not(request, card, fleet_gpus))
 
 
-def _why_not(request: MatchRequest, card: CardSpec, fleet_gpus: int) -> str:
+def _why_not(request: MatchRequest, card: CardSpec, fleet_gpus: int) -> tuple[WhyNotCode | None, dict[str, Any]]:
     if not _is_allowed(request, card.card_type):
-        return "denied by the task" if card.card_type in request.deny else "not among the task's allowed card types"
+        return (WhyNotCode.DENIED if card.card_type in request.deny else WhyNotCode.NOT_ALLOWED), {}
     if card.vram_gb < request.min_vram_gb:
-        return f"{card.vram_gb:g} GB VRAM < {request.min_vram_gb:g} GB needed"
+        return WhyNotCode.TOO_LITTLE_VRAM, {"vram_gb": card.vram_gb, "needed_gb": request.min_vram_gb}
     if fleet_gpus == 0:
-        return "not in the fleet"
+        return WhyNotCode.NOT_IN_FLEET, {}
     if fleet_gpus < request.gpus:
-        return f"the fleet has {fleet_gpus} GPU(s) of it, {request.gpus} needed"
-    return ""
+        return WhyNotCode.TOO_FEW_IN_FLEET, {"fleet_gpus": fleet_gpus, "needed_gpus": request.gpus}
+    return None, {}
+
+
+def _choice(request: MatchRequest, result: MatchResult, catalog: Catalog) -> dict[str, Any] | None:
+    """The numbers behind `result.reason` (the same rule: `rank_cards`, `smaller_adequate`)."""
+    chosen = result.chosen
+    if chosen is None:
+        return None
+    smaller = smaller_adequate(chosen, result.ranked, catalog)
+    oversized = None if smaller is None else {
+        "needed_gb": request.min_vram_gb, "chosen_gb": catalog.card(chosen.card_type).vram_gb,
+        "smaller": smaller.card_type, "smaller_gb": catalog.card(smaller.card_type).vram_gb, "smaller_cost": smaller.cost,
+    }  # fmt: skip
+    runner_up = result.ranked[1] if len(result.ranked) > 1 else None
+    return choice_facts(chosen, runner_up, request.gpus, catalog.currency, oversized)
 
 
 def _is_allowed(request: MatchRequest, card_type: str) -> bool:

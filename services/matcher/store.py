@@ -102,18 +102,19 @@ async def _save_matches(conn: asyncpg.Connection, effects: BatchEffects, event_i
         [m.chosen for m in matches], [m.oversized for m in matches], [m.unmatchable_reason for m in matches],
         [m.reason for m in matches], [as_json(m.fleet) for m in matches],
         [m.catalog_version for m in matches], [m.catalog_hash for m in matches], event_ids,
+        [None if m.reason_facts is None else as_json(m.reason_facts) for m in matches],
     ]  # fmt: skip
     await conn.execute(
         f"INSERT INTO {SCHEMA}.matches (match_id, task_id, trigger, request, ranking, matched, chosen, oversized,"
-        " unmatchable_reason, reason, fleet, fleet_card_types, catalog_version, catalog_hash, event_id)"
+        " unmatchable_reason, reason, fleet, fleet_card_types, catalog_version, catalog_hash, event_id, reason_facts)"
         " SELECT m.match_id, m.task_id, m.trigger, m.request::jsonb, m.ranking::jsonb, m.matched, m.chosen,"
         " m.oversized, m.unmatchable_reason, m.reason, m.fleet::jsonb,"
         " ARRAY(SELECT k FROM jsonb_object_keys(m.fleet::jsonb) AS k ORDER BY k),"
-        " m.catalog_version, m.catalog_hash, m.event_id"
+        " m.catalog_version, m.catalog_hash, m.event_id, m.reason_facts::jsonb"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::text[],"
-        " $8::bool[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])"
+        " $8::bool[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])"
         " AS m(match_id, task_id, trigger, request, ranking, matched, chosen, oversized, unmatchable_reason,"
-        " reason, fleet, catalog_version, catalog_hash, event_id)",
+        " reason, fleet, catalog_version, catalog_hash, event_id, reason_facts)",
         *columns,
     )
 

@@ -107,7 +107,7 @@ def rank_cards(request: MatchRequest, catalog: Catalog, available_types: Iterabl
     if not ranked:
         return MatchResult((), rejected, None, False, _unmatchable_reason(rejected))
     chosen = ranked[0]
-    smaller = _smaller_adequate(chosen, ranked, catalog)
+    smaller = smaller_adequate(chosen, ranked, catalog)
     return MatchResult(ranked, rejected, chosen, smaller is not None,
                        _choice_reason(request, chosen, ranked, smaller, catalog))
 
@@ -136,7 +136,7 @@ def _why_not(request: MatchRequest, card: CardSpec, available: frozenset[str] | 
     return ""
 
 
-def _smaller_adequate(chosen: CardEstimate, ranked: tuple[CardEstimate, ...], catalog: Catalog) -> CardEstimate | None:
+def smaller_adequate(chosen: CardEstimate, ranked: tuple[CardEstimate, ...], catalog: Catalog) -> CardEstimate | None:
     """The adequate card with the least VRAM below the chosen card's, if any (ties: cheapest)."""
     chosen_vram = catalog.card(chosen.card_type).vram_gb
     smaller = [e for e in ranked if catalog.card(e.card_type).vram_gb < chosen_vram]

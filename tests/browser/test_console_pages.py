@@ -105,6 +105,10 @@ async def test_click_through_a_task_story(world: ConsoleWorld, page: Page) -> No
     chosen = page.locator("section.match tr.chosen")
     await expect(chosen).to_contain_text("L40S")
     await expect(page.locator("section.match tbody tr")).not_to_have_count(1)  # the alternatives are listed too
+    await page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=zh")  # the matcher's reasons in Chinese
+    await expect(page.locator("section.match p").first).to_contain_text("L40S 是满足要求的最便宜卡型")
+    await expect(page.locator("section.match tbody")).to_contain_text("集群中没有该卡型")
+    await page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=en")
     await expect(page.get_by_role("heading", name="Cancel this task")).to_have_count(0)  # finished: nothing to cancel
 
     await page.goto(world.base_url + "/board")

@@ -50,9 +50,11 @@ async def load_matches(pool: asyncpg.Pool, task_id: str) -> list[dict[str, Any]]
     try:
         rows = await pool.fetch(
             f"SELECT match_id, trigger, matched, chosen, oversized, unmatchable_reason, reason, ranking::text AS ranking,"
-            f" catalog_version, created_at FROM {MATCHER_SCHEMA}.matches WHERE task_id = $1 ORDER BY created_at, match_id",
+            f" reason_facts::text AS reason_facts, catalog_version, created_at FROM {MATCHER_SCHEMA}.matches"
+            f" WHERE task_id = $1 ORDER BY created_at, match_id",
             task_id,
         )
     except MISSING_TABLES:
         return []
-    return [{**dict(row), "ranking": json.loads(row["ranking"]), "created_at": row["created_at"].isoformat()} for row in rows]
+    return [{**dict(row), "ranking": json.loads(row["ranking"]), "created_at": row["created_at"].isoformat(),
+             "reason_facts": json.loads(row["reason_facts"]) if row["reason_facts"] else None} for row in rows]  # fmt: skip

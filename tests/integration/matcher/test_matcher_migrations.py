@@ -38,5 +38,5 @@ async def test_open_tasks_get_the_ranked_card_types_of_their_match(fresh_setting
         applied = await migrate(pool, "matcher", MIGRATIONS)
         rows = await pool.fetch("SELECT task_id, last_ranked FROM matcher.tasks ORDER BY task_id")
 
-    assert [m.version for m in applied] == [2, 3]
+    assert [m.version for m in applied] == [2, 3, 4]
     assert {row["task_id"]: row["last_ranked"] for row in rows} == {"T1": ["A10", "L40S"], "T2": []}

@@ -8,6 +8,7 @@ import pytest
 from services.common.runtime import Emitter, prepare_schema
 from services.dispatcher.service import SPEC as DISPATCHER
 from services.dispatcher.store import load_tasks, save_changes
+from services.matcher.match_reasons import match_reason_text
 from services.matcher.service import build_spec
 from shared.delivery.db import create_pool
 from shared.events import TaskMatched, utcnow
@@ -55,6 +56,12 @@ async def test_a_cheaper_card_type_joining_rematches_an_open_task(fresh_settings
     assert matches[1]["reason"] == second.data.reason and matches[1]["fleet"] == {"H100": 8, "L40S": 8}
     assert row["status"] == "matched" and row["last_match_id"] == matches[1]["match_id"]
     assert row["last_ranked"] == ["L40S", "H100"]
+    # the numbers behind the sentence are stored beside it, so the console says it in Chinese
+    facts = matches[1]["reason_facts"]
+    assert facts["chosen"] == "L40S" and facts["next"]["card_type"] == "H100" and facts["again"] == {
+        "trigger": "fleet_changed", "card_type": "L40S"}  # fmt: skip
+    assert match_reason_text(matches[1], "zh").startswith("重新匹配：L40S 加入了集群；L40S 是满足要求的最便宜卡型：")
+    assert matches[0]["reason_facts"]["chosen"] == "H100" and "again" not in matches[0]["reason_facts"]
 
     view = fold(replay_order([task, first, second]))["T-small"]
     assert view.match is not None and view.match.card_type == "L40S"

@@ -46,10 +46,12 @@ def test_every_match_is_stored_with_request_ranking_and_catalog() -> None:
     assert match.request["min_vram_gb"] == 20 and match.chosen == "A10" and match.matched
     assert match.ranking[0] == {
         "card_type": "A10", "rank": 1, "runtime_s": match.ranking[0]["runtime_s"],
-        "cost": match.ranking[0]["cost"], "fleet_gpus": 4, "why_not": None,
+        "cost": match.ranking[0]["cost"], "fleet_gpus": 4, "why_not": None, "why_not_code": None, "why_not_facts": None,
     }  # fmt: skip
     assert {row["card_type"] for row in match.ranking} == set(CATALOG.names)
-    assert all(row["why_not"] for row in match.ranking[1:])
+    assert all(row["why_not"] and row["why_not_code"] for row in match.ranking[1:])
+    assert match.reason_facts is not None and match.reason_facts["chosen"] == "A10" and match.reason_facts["gpus"] == 1
+    assert match.reason_facts["cost"] == match.ranking[0]["cost"] and match.reason_facts["currency"] == CATALOG.currency
     assert (match.catalog_version, match.catalog_hash) == (CATALOG.version, CONFIG.catalog_hash)
 
 
