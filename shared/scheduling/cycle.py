@@ -85,6 +85,9 @@ class Cycle:
         self._victims: VictimIndex | None = None
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
+        self._gate = policy.readiness_gate
+        self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
+        self._repeats: dict[tuple, tuple] = {}  # shape -> how its last failure went (`_repeat_failure`)
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -96,30 +99,103 @@ class Cycle:
             return True
         return self.fleet.free_total == 0 and self.reservation_settled
 
+    def walk(self, ordered: Sequence[QueuedTask]) -> None:
+        """Consider every task in queue order; once `closed`, defer the rest cheaply (`defer_rest`)."""
+        consider, fleet = self.consider, self.fleet
+        for position, task in enumerate(ordered):
+            if self.blocked is not None or (fleet.free_total == 0 and self.reservation_settled):  # self.closed
+                self.defer_rest(ordered[position:])
+                return
+            consider(task)
+
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
-        deferral = readiness_deferral(task, self.policy)
-        if deferral is None:
+        # The readiness checks of `readiness_deferral`, inlined: this runs for every queued task.
+        if (self._gate and not task.data_ready) or not task.options or not task.approved:
+            self.deferrals.append(readiness_deferral(task, self.policy))
+            return
+        if task.project in self._limited:
             options, deferral = self.quota.usable_options(task)
-        if deferral is not None:
-            self.deferrals.append(deferral)
-            return
-        if self.reservation_settled and not self._may_start(task, options):
-            self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
-            return
+            if deferral is not None:
+                self.deferrals.append(deferral)
+                return
+        else:
+            options = task.options
+        shape = None
+        if self.reservation_settled:
+            if not self._may_start(task, options):
+                self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
+                return
+            if task.priority_class is not PriorityClass.CORE:
+                shape = self._shape(task, options)
+                if self._repeat_failure(task, options, shape):
+                    return
+        changes = self._changes()
         misses = self._try_start(task, options)
         if misses:
-            self._handle_blocked(task, options, misses)
+            miss = self._handle_blocked(task, options, misses)
+            if shape is not None and self._changes() == changes and self.blocked is None:
+                self._remember_failure(shape, options, miss)
 
     def _may_start(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         """False only when no option can have room (not even by preemption): then a full attempt is
-        pointless and, the reservation being settled, nothing else would happen to the task."""
-        pools, fleet = self.fleet.pools, self.fleet
+        pointless and, the reservation being settled, nothing else would happen to the task.
+        (`Fleet.may_fit` for the task as it is and as a light task, inlined.)"""
+        pools, gpus, heavy = self.fleet.pools, task.gpus, task.heavy
         for option in options:
             pool = pools.get(option.card_type)
-            if pool is not None and (fleet.may_fit(pool, task.gpus, task.heavy) or fleet.may_fit(pool, task.gpus, False)):
-                return True
+            if pool is not None and gpus <= pool.free_total:
+                failed_at = pool.single_failed_at if gpus <= pool.max_node_gpus else pool.span_failed_at
+                if gpus < failed_at[heavy] or gpus < failed_at[0]:
+                    return True
         return self._may_preempt(task) and self._preemption_may_help(task)
+
+    # -- repeated failures ---------------------------------------------------------------------
+    # Once the reservation is settled, a task that is not core and fails to start fails exactly like
+    # the last task of the same shape did, as long as nothing changed since (no grant, no preemption:
+    # `_changes`): the failure depends only on the fleet, the guard and the shape — class, GPUs, heavy,
+    # whether it checkpoints, and per usable card option its type, whether it returns within the
+    # preemption grace and whether it would still run at the reservation's start. Such a task gets the
+    # remembered deferral without a placement attempt; only a "behind the reservation" sentence names
+    # the task's own runtime, so it is said again with it. The failure caches of placement change on a
+    # failed attempt, but they only remember what would fail anyway.
+
+    def _changes(self) -> int:
+        """Grows with every grant and preemption: what a remembered failure depends on."""
+        return len(self.grants) + len(self.preemptions)
+
+    def _shape(self, task: QueuedTask, options: Sequence[CardOption]) -> tuple:
+        grace, now, guard = self.policy.preempt_after_s, self.now, self.guard
+        if guard is None:
+            cards = tuple([(option.card_type, option.runtime_s <= grace) for option in options])
+        else:
+            reserved, start = guard.card_type, guard.start_at
+            cards = tuple([(option.card_type, option.runtime_s <= grace,
+                            option.card_type == reserved and now + option.runtime_s > start) for option in options])
+        return (task.priority_class, task.gpus, task.heavy, task.checkpoint_interval_s is not None, cards)
+
+    def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
+        """Defer the task as the last one of its shape if nothing changed since (True if so)."""
+        known = self._repeats.get(shape)
+        if known is None or known[0] != self._changes():
+            return False
+        _, reason, detail, index = known
+        if detail is None:
+            guard = self.guard
+            assert guard is not None
+            detail = reasons.behind_reservation(guard.holder, guard.card_type, guard.start_at - self.now,
+                                                options[index].runtime_s)
+        self.deferrals.append(Deferral(task.task_id, reason, detail))
+        return True
+
+    def _remember_failure(self, shape: tuple, options: Sequence[CardOption], miss: Miss) -> None:
+        last = self.deferrals[-1]
+        if last.reason == R.BEHIND_RESERVATION:
+            if miss.reason != R.BEHIND_RESERVATION:
+                return
+            self._repeats[shape] = (self._changes(), last.reason, None, options.index(miss.option))
+        else:
+            self._repeats[shape] = (self._changes(), last.reason, last.detail, 0)
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
@@ -268,7 +344,8 @@ class Cycle:
 
     # -- when it does not fit ------------------------------------------------------------------
 
-    def _handle_blocked(self, task: QueuedTask, options: Sequence[CardOption], misses: list[Miss]) -> None:
+    def _handle_blocked(self, task: QueuedTask, options: Sequence[CardOption], misses: list[Miss]) -> Miss:
+        """Preempt, reserve, block or defer a task that fits nowhere; returns the most telling miss."""
         miss = most_telling(misses)
         if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
             self.deferrals.append(self._deferral(task, miss, misses))
@@ -278,13 +355,14 @@ class Cycle:
             self.deferrals.append(self._deferral(task, miss, misses))
             self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
         elif self._may_preempt(task) and self._preempt(task, options):
-            return
+            pass
         elif not self.reservation_settled:
             self._reserve(task, options, self._deferral(task, miss, misses))
             self._mention_grace(task)
         else:
             self.deferrals.append(self._deferral(task, miss, misses))
             self._mention_grace(task)
+        return miss
 
     def _mention_grace(self, task: QueuedTask) -> None:
         """A core task waiting out its preemption grace is told when it may preempt (last deferral)."""

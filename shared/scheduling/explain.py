@@ -54,7 +54,7 @@ class Explainer:
     def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
         """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
         standard = task.priority_class == PriorityClass.STANDARD
-        key = (task.gpus, task.heavy, standard, tuple(option.card_type for option in options))
+        key = (task.gpus, task.heavy, standard, tuple([option.card_type for option in options]))
         cached = self._cache.get(key)
         if cached is None or cached[0] != self._fleet.free_total:
             never = self.never_fits(task, options)

@@ -31,12 +31,8 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
         #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
         #    task), blocks (strict-order baselines) or is deferred with the most telling reason.
-        for position, task in enumerate(ordered):
-            # 4. Once nothing can start any more, the rest is deferred cheaply.
-            if cycle.closed:
-                cycle.defer_rest(ordered[position:])
-                break
-            cycle.consider(task)
+        #    4. Once nothing can start any more, the rest is deferred cheaply.
+        cycle.walk(ordered)
         # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
         return cycle.to_plan()
 

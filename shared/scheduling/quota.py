@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from shared.scheduling import reasons
 from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, QuotaAccount
-from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
+from shared.scheduling.quota_balance import Coverage, CoverageRule, CoverageVerdict, QuotaTerms
 
 _SECONDS_PER_HOUR = 3600.0
 
@@ -33,7 +33,7 @@ def quota_terms(account_id: str, account: QuotaAccount) -> QuotaTerms:
 class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
-    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate")
+    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -42,26 +42,38 @@ class QuotaBook:
             terms = quota_terms(key, account)
             self._by_project.setdefault(account.project, []).append(terms)
             self._remaining[terms.account_id] = account.remaining_gpu_hours
+        self.projects = frozenset(self._by_project)  # projects with at least one account
         self._now = now
         self._margin_s = policy.quota_expiry_margin_s
         self._expiry_gate = policy.quota_expiry_gate
+        self._rules: dict[tuple[str, str], CoverageRule] = {}  # (project, card type) -> its coverage rule
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
         """The task's card options its quota allows (matcher order kept), or a deferral if none."""
         accounts = self._by_project.get(task.project)
         if accounts is None:
             return task.options, None
-        verdicts = [self.verdict(task, option, accounts) for option in task.options]
-        usable = tuple(option for option, verdict in zip(task.options, verdicts) if verdict.coverage.allows)
+        left, margin, gate = self._remaining, self._margin_s, self._expiry_gate
+        usable = tuple(option for option in task.options
+                       if self._rule(task.project, option.card_type, accounts).allows(
+                           left, task.gpus * option.runtime_s / _SECONDS_PER_HOUR, option.runtime_s, margin, gate))
         if usable or not task.options:
             return usable, None
-        return (), self._problem(task, task.options[0], verdicts[0])
+        first = task.options[0]
+        return (), self._problem(task, first, self.verdict(task, first, accounts))
 
     def verdict(self, task: QueuedTask, option: CardOption, accounts: list[QuotaTerms] | None = None) -> CoverageVerdict:
         """`quota_balance.coverage` of the task on this card option, with what is left this cycle."""
         accounts = self._by_project.get(task.project, []) if accounts is None else accounts
-        return coverage(accounts, self._remaining, task.project, option.card_type, gpu_hours(task, option),
-                        option.runtime_s, self._now, self._margin_s, self._expiry_gate)
+        return self._rule(task.project, option.card_type, accounts).verdict(
+            self._remaining, gpu_hours(task, option), option.runtime_s, self._margin_s, self._expiry_gate)
+
+    def _rule(self, project: str, card_type: str, accounts: list[QuotaTerms]) -> CoverageRule:
+        """The coverage rule of the project's accounts on the card type (made once per cycle)."""
+        rule = self._rules.get((project, card_type))
+        if rule is None:
+            rule = self._rules[(project, card_type)] = CoverageRule(accounts, project, card_type, self._now)
+        return rule
 
     def charge(self, task: QueuedTask, option: CardOption) -> None:
         """Record a grant: its estimate leaves every account that pays for it."""

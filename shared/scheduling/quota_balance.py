@@ -112,21 +112,65 @@ def coverage(
     already promised. With `expiry_gate` off (readiness-blind baselines), an account in force need
     not outlast the task; the amount is still checked.
     """
-    applying = [a for a in accounts if a.applies_to(project, card_type)]
-    if not applying:
-        return CoverageVerdict(Coverage.UNLIMITED)
-    in_force = sorted((a for a in applying if a.in_force(now)), key=lambda a: (a.valid_to, a.account_id))
-    if not in_force:
-        later = [a for a in applying if a.valid_from > now]
-        if later:
-            return CoverageVerdict(Coverage.NOT_YET_VALID, min(later, key=lambda a: (a.valid_from, a.account_id)))
-        return CoverageVerdict(Coverage.EXPIRED, max(applying, key=lambda a: (a.valid_to, a.account_id)))
-    paying = tuple(in_force)
-    if expiry_gate:
-        for account in in_force:  # soonest end first
-            if account.valid_to - now < runtime_s + margin_s:
-                return CoverageVerdict(Coverage.EXPIRES_FIRST, account, paying)
-    for account in sorted(in_force, key=lambda a: (left_gpu_hours.get(a.account_id, a.gpu_hours), a.account_id)):
-        if left_gpu_hours.get(account.account_id, account.gpu_hours) < need_gpu_hours:
-            return CoverageVerdict(Coverage.EXHAUSTED, account, paying)
-    return CoverageVerdict(Coverage.COVERED, None, paying)
+    return CoverageRule(accounts, project, card_type, now).verdict(left_gpu_hours, need_gpu_hours, runtime_s,
+                                                                   margin_s, expiry_gate)
+
+
+class CoverageRule:
+    """`coverage` for one project and card type at one moment, with what does not depend on the task
+    (which accounts apply, which are in force) worked out once: the scheduling core asks it for
+    every queued task of a project with accounts.
+
+    Of the accounts in force, the one to blame for an early end is the one ending soonest (ties: id),
+    and the one to blame for too few hours the one with the fewest left (ties: id) — if those two
+    pass, every account passes.
+    """
+
+    __slots__ = ("_fixed", "_in_force", "_soonest", "_now")
+
+    def __init__(self, accounts: Sequence[QuotaTerms], project: str, card_type: str, now: float) -> None:
+        self._now = now
+        self._in_force: tuple[QuotaTerms, ...] = ()
+        self._soonest: QuotaTerms | None = None
+        applying = [a for a in accounts if a.applies_to(project, card_type)]
+        in_force = sorted((a for a in applying if a.in_force(now)), key=lambda a: (a.valid_to, a.account_id))
+        if not applying:
+            self._fixed: CoverageVerdict | None = CoverageVerdict(Coverage.UNLIMITED)
+        elif not in_force:
+            later = [a for a in applying if a.valid_from > now]
+            if later:
+                self._fixed = CoverageVerdict(Coverage.NOT_YET_VALID, min(later, key=lambda a: (a.valid_from, a.account_id)))
+            else:
+                self._fixed = CoverageVerdict(Coverage.EXPIRED, max(applying, key=lambda a: (a.valid_to, a.account_id)))
+        else:
+            self._fixed = None
+            self._in_force, self._soonest = tuple(in_force), in_force[0]
+
+    def verdict(self, left_gpu_hours: Mapping[str, float], need_gpu_hours: float, runtime_s: float,
+                margin_s: float = 0.0, expiry_gate: bool = True) -> CoverageVerdict:
+        if self._fixed is not None:
+            return self._fixed
+        paying = self._in_force
+        if expiry_gate and self._soonest.valid_to - self._now < runtime_s + margin_s:
+            return CoverageVerdict(Coverage.EXPIRES_FIRST, self._soonest, paying)
+        poorest = self._poorest(left_gpu_hours)
+        if left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours:
+            return CoverageVerdict(Coverage.EXHAUSTED, poorest, paying)
+        return CoverageVerdict(Coverage.COVERED, None, paying)
+
+    def allows(self, left_gpu_hours: Mapping[str, float], need_gpu_hours: float, runtime_s: float,
+               margin_s: float = 0.0, expiry_gate: bool = True) -> bool:
+        """`verdict(...).coverage.allows`, without building the verdict."""
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed.coverage is Coverage.UNLIMITED
+        if expiry_gate and self._soonest.valid_to - self._now < runtime_s + margin_s:
+            return False
+        poorest = self._poorest(left_gpu_hours)
+        return not left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours
+
+    def _poorest(self, left_gpu_hours: Mapping[str, float]) -> QuotaTerms:
+        in_force = self._in_force
+        if len(in_force) == 1:
+            return in_force[0]
+        return min(in_force, key=lambda a: (left_gpu_hours.get(a.account_id, a.gpu_hours), a.account_id))
