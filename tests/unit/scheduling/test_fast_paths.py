@@ -1,0 +1,173 @@
+"""The shortcuts that make plan() fast at scale decide exactly as the straightforward code (hypothesis).
+
+- `quota_balance.CoverageRule` (what `coverage` uses) against the rule as first written: accounts
+  sorted, the first failing one blamed.
+- `Cycle` repeating a remembered failure for a task of the same shape (`_repeat_failure`) against a
+  `Cycle` that attempts every task in full: the same grants, preemptions, reservations, deferral
+  reasons and sentences for every task, on generated snapshots whose queues repeat a few shapes (so the
+  shortcut is taken often).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.scheduling.cycle import Cycle
+from shared.scheduling.model import (
+    CardOption,
+    DeferralReason,
+    Node,
+    Plan,
+    Policy,
+    PriorityClass,
+    QueuedTask,
+    QuotaAccount,
+    RunningLease,
+    Snapshot,
+)
+from shared.scheduling.ordering import order_queue
+from shared.scheduling.plan import plan
+from shared.scheduling.policies import POLICIES
+from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
+from tests.unit.scheduling.test_properties import _leases_on
+
+NOW = 50_000.0
+HOUR = 3600.0
+CARDS = ("H100", "A10", "T4")
+CLASSES = tuple(PriorityClass)
+
+
+def first_written_coverage(accounts: Sequence[QuotaTerms], left: Mapping[str, float], project: str, card_type: str,
+                           need: float, runtime_s: float, now: float, margin_s: float,
+                           expiry_gate: bool) -> CoverageVerdict:
+    """`quota_balance.coverage` as it was before `CoverageRule` (sorts and scans every time)."""
+    applying = [a for a in accounts if a.applies_to(project, card_type)]
+    if not applying:
+        return CoverageVerdict(Coverage.UNLIMITED)
+    in_force = sorted((a for a in applying if a.in_force(now)), key=lambda a: (a.valid_to, a.account_id))
+    if not in_force:
+        later = [a for a in applying if a.valid_from > now]
+        if later:
+            return CoverageVerdict(Coverage.NOT_YET_VALID, min(later, key=lambda a: (a.valid_from, a.account_id)))
+        return CoverageVerdict(Coverage.EXPIRED, max(applying, key=lambda a: (a.valid_to, a.account_id)))
+    paying = tuple(in_force)
+    if expiry_gate:
+        for account in in_force:
+            if account.valid_to - now < runtime_s + margin_s:
+                return CoverageVerdict(Coverage.EXPIRES_FIRST, account, paying)
+    for account in sorted(in_force, key=lambda a: (left.get(a.account_id, a.gpu_hours), a.account_id)):
+        if left.get(account.account_id, account.gpu_hours) < need:
+            return CoverageVerdict(Coverage.EXHAUSTED, account, paying)
+    return CoverageVerdict(Coverage.COVERED, None, paying)
+
+
+accounts = st.lists(st.builds(
+    lambda i, p, c, hours, start, length: QuotaTerms(f"q{i}", p, c, hours, NOW + start, NOW + start + length),
+    st.integers(0, 5), st.sampled_from("ab"), st.none() | st.sampled_from(CARDS), st.sampled_from((0.0, 5.0, 50.0)),
+    st.sampled_from((-10 * HOUR, -HOUR, 0.0, 60.0)), st.sampled_from((30.0, HOUR, 2 * HOUR, 10 * HOUR))), max_size=5)
+
+
+@settings(max_examples=400)
+@given(terms=accounts, spent=st.lists(st.sampled_from((0.0, 1.0, 5.0, 50.0)), min_size=6, max_size=6),
+       project=st.sampled_from("ab"), card=st.sampled_from(CARDS), need=st.sampled_from((0.0, 1.0, 5.0, 40.0)),
+       runtime=st.sampled_from((60.0, HOUR, 5 * HOUR)), margin=st.sampled_from((0.0, 600.0)), gate=st.booleans())
+def test_coverage_blames_the_same_account_as_the_rule_first_written(terms, spent, project, card, need, runtime,
+                                                                     margin, gate) -> None:
+    left = {account.account_id: account.gpu_hours - spent[int(account.account_id[1:])] for account in terms}
+    expected = first_written_coverage(terms, left, project, card, need, runtime, NOW, margin, gate)
+    assert coverage(terms, left, project, card, need, runtime, NOW, margin, gate) == expected
+
+
+class StraightCycle(Cycle):
+    """A cycle that never repeats a remembered failure: every task is attempted in full."""
+
+    def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
+        return False
+
+
+def straight_plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
+    ordered = order_queue(queue, policy, now)
+    cycle = StraightCycle(snapshot, policy, now, ordered)
+    cycle.walk(ordered)
+    return cycle.to_plan()
+
+
+@st.composite
+def repetitive_scenarios(draw):
+    """A busy fleet of up to 8 nodes and a queue of up to 60 tasks cut from at most 6 shapes."""
+    nodes, leases = [], []
+    for index in range(draw(st.integers(1, 8))):
+        size = draw(st.sampled_from((2, 4, 8)))
+        node = Node(f"n{index}", draw(st.sampled_from(CARDS)), size,
+                    draw(st.frozensets(st.integers(0, size - 1), max_size=size)), draw(st.integers(0, 2)))
+        nodes.append(node)
+        leases += draw(_leases_on(node))
+    shapes = draw(st.lists(st.tuples(
+        st.sampled_from(CLASSES), st.sampled_from((1, 1, 2, 4, 8, 12)), st.booleans(),
+        st.sampled_from((None, 1800.0)), st.lists(st.sampled_from(CARDS), unique=True, min_size=1, max_size=3)),
+        min_size=1, max_size=6))
+    queue = []
+    for index in range(draw(st.integers(1, 60))):
+        klass, gpus, heavy, checkpoint, cards = draw(st.sampled_from(shapes))
+        runtime = draw(st.sampled_from((120.0, 500.0, HOUR, 4 * HOUR, 20 * HOUR)))
+        queue.append(QueuedTask(
+            f"t{index}", f"p{draw(st.integers(0, 2))}", klass, draw(st.integers(0, 2)), gpus,
+            NOW - draw(st.sampled_from((0.0, 300.0, 2 * HOUR))), tuple(CardOption(card, runtime, 1.0) for card in cards),
+            data_ready=draw(st.booleans()) or draw(st.booleans()), heavy=heavy, checkpoint_interval_s=checkpoint))
+    quotas = {}
+    for project in ("p0", "p1"):
+        if draw(st.booleans()):
+            quotas[project] = QuotaAccount(project, draw(st.sampled_from((1.0, 20.0, 500.0))), 0.0,
+                                           NOW + draw(st.sampled_from((HOUR, 30 * HOUR))))
+    if draw(st.booleans()):
+        quotas["p2-h100"] = QuotaAccount("p2", draw(st.sampled_from((2.0, 50.0))), 0.0, NOW + 30 * HOUR, "H100", "p2-h100")
+    base = POLICIES[draw(st.sampled_from(sorted(POLICIES)))]
+    policy = replace(base, headroom=draw(st.sampled_from((0.0, 0.1, 0.3))), preemption=draw(st.booleans()),
+                     fill_reservations=draw(st.booleans()), max_heavy_per_node=draw(st.integers(1, 2)),
+                     headroom_counts_reclaimable_only=draw(st.booleans()))
+    return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=repetitive_scenarios())
+def test_repeating_a_failure_decides_exactly_as_attempting_every_task(scenario) -> None:
+    snapshot, queue, policy = scenario
+    fast, straight = plan(snapshot, queue, policy, NOW), straight_plan(snapshot, queue, policy, NOW)
+    assert fast.grants == straight.grants
+    assert fast.preemptions == straight.preemptions
+    assert fast.reservations == straight.reservations
+    assert fast.revisit_at == straight.revisit_at
+    assert [(d.task_id, d.reason, d.detail) for d in fast.deferrals] == \
+        [(d.task_id, d.reason, d.detail) for d in straight.deferrals]
+
+
+def test_the_shortcut_is_taken_behind_a_reservation() -> None:
+    """The equality above is not vacuous: tasks of one shape behind the reservation repeat a failure,
+    each told its own runtime."""
+    nodes = tuple(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2))
+    leases = tuple(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
+                                NOW - HOUR, NOW + HOUR) for i in range(2))
+    head = QueuedTask("head", "p", PriorityClass.STANDARD, 9, 16, NOW, (CardOption("H100", HOUR, 1.0),))
+    tail = [QueuedTask(f"t{i}", "p", PriorityClass.STANDARD, 0, 2, NOW, (CardOption("H100", (5 + i) * HOUR, 1.0),))
+            for i in range(20)]
+    policy = replace(POLICIES["cardflow"], headroom=0.0)
+    repeated = []
+
+    class Counting(Cycle):
+        def _repeat_failure(self, task, options, shape):
+            done = super()._repeat_failure(task, options, shape)
+            repeated.append(done)
+            return done
+
+    ordered = order_queue([head, *tail], policy, NOW)
+    cycle = Counting(Snapshot(nodes, leases), policy, NOW, ordered)
+    cycle.walk(ordered)
+    fast = cycle.to_plan()
+    assert sum(repeated) == 19
+    assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
+    assert len({d.detail for d in fast.deferrals[1:]}) == 20
+    assert fast.deferrals == straight_plan(Snapshot(nodes, leases), [head, *tail], policy, NOW).deferrals
