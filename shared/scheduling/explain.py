@@ -45,6 +45,7 @@ class Explainer:
     def __init__(self, fleet: Fleet, policy: Policy, now: float, borrowed: Borrowed) -> None:
         self._fleet, self._policy, self._now, self._borrowed = fleet, policy, now, borrowed
         self._cache: dict[tuple, tuple[int, str]] = {}
+        self._no_room: dict[tuple, tuple[int, str]] = {}  # the same for `no_capacity`
 
     def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                  wide: bool = False) -> Deferral:
@@ -53,9 +54,8 @@ class Explainer:
 
     def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
         """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
-        standard = task.priority_class == PriorityClass.STANDARD
-        key = (task.gpus, task.heavy, standard, tuple([option.card_type for option in options]))
-        cached = self._cache.get(key)
+        key = (task.gpus, task.heavy, tuple([option.card_type for option in options]))
+        cached = self._no_room.get(key)
         if cached is None or cached[0] != self._fleet.free_total:
             never = self.never_fits(task, options)
             if never is not None:
@@ -63,7 +63,7 @@ class Explainer:
             else:
                 pools = self._fleet.pools
                 text = self._capacity_text(task, [Miss(R.NO_CAPACITY, o, pools.get(o.card_type)) for o in options])
-            cached = self._cache[key] = (self._fleet.free_total, text)
+            cached = self._no_room[key] = (self._fleet.free_total, text)
         return Deferral(task.task_id, R.NO_CAPACITY, cached[1])
 
     def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:

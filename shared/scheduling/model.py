@@ -231,11 +231,21 @@ _WAIT_KINDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Deferral:
     task_id: str
     reason: DeferralReason
     detail: str
+
+    def __init__(self, task_id: str, reason: DeferralReason, detail: str) -> None:
+        # What the generated __init__ of a frozen dataclass does, without its object.__setattr__ lookups:
+        # plan() makes one Deferral per queued task (100,000 at scale).
+        _set_task_id(self, task_id)
+        _set_reason(self, reason)
+        _set_detail(self, detail)
+
+
+_set_task_id, _set_reason, _set_detail = Deferral.task_id.__set__, Deferral.reason.__set__, Deferral.detail.__set__
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,15 +84,13 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     ordered = list(map(tasks.__getitem__, positions))
     sorted_keys = list(map(keys.__getitem__, positions))
     _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
-    if policy.order == "cardflow":
+    if policy.order == "cardflow" and list(map(_DEADLINE, tasks)).count(None) != len(tasks):
         _deadlines_first(ordered)
     return ordered
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:
     """Within each class, move the tasks with a deadline to the front, earliest deadline first (in place)."""
-    if list(map(_DEADLINE, ordered)).count(None) == len(ordered):  # C-speed check: usually no deadline
-        return
     start = 0
     while start < len(ordered):
         klass = ordered[start].priority_class

@@ -46,33 +46,39 @@ class QuotaBook:
         self._now = now
         self._margin_s = policy.quota_expiry_margin_s
         self._expiry_gate = policy.quota_expiry_gate
-        self._rules: dict[tuple[str, str], CoverageRule] = {}  # (project, card type) -> its coverage rule
+        # project -> card type -> the coverage rule of the project's accounts there (made when first asked)
+        self._rules: dict[str, dict[str, CoverageRule]] = {project: {} for project in self._by_project}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
         """The task's card options its quota allows (matcher order kept), or a deferral if none."""
-        accounts = self._by_project.get(task.project)
-        if accounts is None:
+        rules = self._rules.get(task.project)
+        if rules is None:
             return task.options, None
-        left, margin, gate = self._remaining, self._margin_s, self._expiry_gate
-        usable = tuple(option for option in task.options
-                       if self._rule(task.project, option.card_type, accounts).allows(
-                           left, task.gpus * option.runtime_s / _SECONDS_PER_HOUR, option.runtime_s, margin, gate))
+        left, margin, gate, gpus = self._remaining, self._margin_s, self._expiry_gate, task.gpus
+        usable = []
+        for option in task.options:
+            rule = rules.get(option.card_type) or self._rule(task.project, option.card_type)
+            runtime_s = option.runtime_s
+            if rule.allows(left, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate):
+                usable.append(option)
         if usable or not task.options:
-            return usable, None
+            return tuple(usable), None
         first = task.options[0]
-        return (), self._problem(task, first, self.verdict(task, first, accounts))
+        return (), self._problem(task, first, self.verdict(task, first))
 
-    def verdict(self, task: QueuedTask, option: CardOption, accounts: list[QuotaTerms] | None = None) -> CoverageVerdict:
+    def verdict(self, task: QueuedTask, option: CardOption) -> CoverageVerdict:
         """`quota_balance.coverage` of the task on this card option, with what is left this cycle."""
-        accounts = self._by_project.get(task.project, []) if accounts is None else accounts
-        return self._rule(task.project, option.card_type, accounts).verdict(
+        return self._rule(task.project, option.card_type).verdict(
             self._remaining, gpu_hours(task, option), option.runtime_s, self._margin_s, self._expiry_gate)
 
-    def _rule(self, project: str, card_type: str, accounts: list[QuotaTerms]) -> CoverageRule:
+    def _rule(self, project: str, card_type: str) -> CoverageRule:
         """The coverage rule of the project's accounts on the card type (made once per cycle)."""
-        rule = self._rules.get((project, card_type))
+        rules = self._rules.get(project)
+        if rules is None:
+            return CoverageRule((), project, card_type, self._now)  # no account: unlimited
+        rule = rules.get(card_type)
         if rule is None:
-            rule = self._rules[(project, card_type)] = CoverageRule(accounts, project, card_type, self._now)
+            rule = rules[card_type] = CoverageRule(self._by_project[project], project, card_type, self._now)
         return rule
 
     def charge(self, task: QueuedTask, option: CardOption) -> None:
@@ -81,7 +87,7 @@ class QuotaBook:
         if accounts is None:
             return
         need = gpu_hours(task, option)
-        for account in self.verdict(task, option, accounts).paying:
+        for account in self.verdict(task, option).paying:
             self._remaining[account.account_id] -= need
 
     def _problem(self, task: QueuedTask, option: CardOption, verdict: CoverageVerdict) -> Deferral:
