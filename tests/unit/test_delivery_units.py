@@ -87,14 +87,9 @@ def test_deadletter_fields_keep_the_original_byte_for_byte_and_read_back() -> No
     assert dead.error == "ValueError: no quota row"
 
 
-class _FakeMessage:
-    def __init__(self, raw: dict[str, object]) -> None:
-        self.raw_message = raw
-
-
 def test_entries_of_reads_single_and_batch_messages() -> None:
-    single = _FakeMessage({"message_ids": [b"1-0"], "data": {b"event": b"{}"}})
-    batch = _FakeMessage({"message_ids": [b"1-0", b"2-0"], "data": [{b"event": b"a"}, {b"event": b"b"}]})
+    single = {"message_ids": [b"1-0"], "data": {b"event": b"{}"}}
+    batch = {"message_ids": [b"1-0", b"2-0"], "data": [{b"event": b"a"}, {b"event": b"b"}]}
     assert [(e.entry_id, e.fields) for e in entries_of(single)] == [("1-0", {b"event": b"{}"})]
     assert [e.entry_id for e in entries_of(batch)] == ["1-0", "2-0"]
 
