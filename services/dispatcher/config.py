@@ -24,7 +24,8 @@ class DispatcherConfig(BaseSettings):
     node_lost_after_s: float = Field(60.0, gt=0, description="a node silent this long is lost")
     tick_s: float = Field(1.0, gt=0, description="cycle + expiry sweep at least this often")
     debounce_s: float = Field(
-        0.1, ge=0, description="at most one event-driven cycle per this (a burst of events lands in one cycle)"
+        0.1, ge=0, description="after a cycle that had a queue, the next event-driven cycle waits until this has passed"
+        " since its start (a burst of events lands in one cycle); after a cycle with an empty queue it runs at once"
     )
     capacity_reason_every_s: float = Field(
         10.0, ge=0, description="a queued task's capacity reason (no capacity, headroom, reservation) is stored and"

@@ -8,7 +8,8 @@
        with why it started now; every estimate_every_s the queue's estimated starts and the watches
        (deadlines at risk, core work near its quota's expiry, approvals waiting too long)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
-    5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s) and on every tick; the tick
+    5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s after a cycle with a queue, at
+       once after an empty one) and on every tick; the tick
        first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
        (`shared.leasing.expiry.expire`, which knows the report path's outages)
 
@@ -110,9 +111,11 @@ async def sweep(dc: Dispatcher) -> int:
 
 
 async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
-    """Step 5: run a cycle when relevant events arrived, at most once per `debounce_s` (a burst of
-    events lands in one cycle, and a lone task on an idle fleet is planned at once), and at least
-    every tick, until `stop`."""
+    """Step 5: run a cycle when relevant events arrived, at most once per `debounce_s` after a cycle
+    that had a queue (a burst of events lands in one cycle), at once after one whose queue was empty
+    (a lone task on an idle fleet is planned as soon as its last facet arrives, whatever woke the
+    empty cycles before it: its first facet, a finished report, the tick), and at least every tick,
+    until `stop`."""
     next_tick, last_cycle = 0.0, -math.inf
     while not stop.is_set():
         timeout = max(0.0, next_tick - time.monotonic())
@@ -128,5 +131,6 @@ async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
             next_tick = time.monotonic() + dc.config.tick_s
             await dc.watch_redis()
             await sweep(dc)
-        last_cycle = time.monotonic()
-        await run_cycle(dc)
+        started = time.monotonic()
+        if (await run_cycle(dc)).queued:
+            last_cycle = started  # an empty cycle gathered no burst: the next event's cycle need not wait
