@@ -8,7 +8,8 @@ A write step of the leader â€” a batch of events or reports, a cycle, a sweep â€
         await save(step.conn, effects)           # the same transaction
         step.commit(effects.changes)             # memory takes them over once the transaction commits
 
-Steps are serialised by one in-process lock, so each folds over the state the previous one left.
+Steps are serialised by one in-process lock, so each folds over the state the previous one left;
+a cycle waiting for it goes before waiting batches (`step_lock.StepLock`).
 If a step fails after it started writing, its outcome is unknown (the commit may or may not have
 happened): the working set is dropped, and the next step reloads it from the tables.
 
@@ -33,6 +34,7 @@ from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.leader import check_epoch
+from services.dispatcher.step_lock import StepLock
 from services.dispatcher.store import load_everything
 from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
@@ -72,7 +74,7 @@ class Dispatcher:
     actor: str
     config: DispatcherConfig
     epoch: int
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    write_lock: StepLock = field(default_factory=StepLock)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
@@ -113,9 +115,10 @@ class Dispatcher:
         return Emitter(self.schema, self.producer, self.actor)
 
     @contextlib.asynccontextmanager
-    async def write_step(self) -> AsyncIterator[Step]:
-        """A write step of the leader (see the module docstring)."""
-        async with self.write_lock:
+    async def write_step(self, *, urgent: bool = False) -> AsyncIterator[Step]:
+        """A write step of the leader (see the module docstring); `urgent` ones (the cycle) go
+        before the batches waiting for the lock (`StepLock`)."""
+        async with self.write_lock.hold(urgent=urgent):
             try:
                 async with self.pool.acquire() as conn:
                     async with conn.transaction():

@@ -51,7 +51,7 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
     entered = time.perf_counter()
     if dc.outages.is_down(OutageSource.REDIS):
         return CycleReport(0, None, 0.0)
-    async with dc.write_step() as step:
+    async with dc.write_step(urgent=True) as step:  # before waiting batches: it turns the queue into grants
         started = time.perf_counter()
         # 1. The snapshot and the queue, from memory (and a newer `policy` version, if one came into force).
         await dc.policies.refresh(step.conn)
