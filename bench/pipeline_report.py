@@ -196,6 +196,8 @@ def summary(raw: RawResult, phases: Sequence[PhaseResult], about: Mapping[str, s
                 "cpu_ms_per_task_by_process": {name: round(used * 1000 / max(p.done, 1), 3)
                                                for name, used in sorted(p.cpu.items(), key=lambda item: -item[1])},
                 "sent": p.sent, "done": p.done,
+                "stage_lags_ms": [{"stage": label, "who": who, "p50": number(lag.p50 * 1000), "p99": number(lag.p99 * 1000)}
+                                  for label, who, lag in p.stages],
             }
             for p in phases
         ],
