@@ -4,7 +4,10 @@ Every service's outbox relay appends its events to `cf:events:<schema>`, which o
 service's Redis user may write (shared.redis_acl). One `forward_once` call:
 
 1. make sure this instance holds the gate lock (`cf:gate:lock`, SET NX PX): only one instance
-   forwards at a time, so each producer's events reach `cf:events` in the order it wrote them;
+   forwards at a time, so each producer's events reach `cf:events` in the order it wrote them.
+   A leader whose lock was set or renewed less than a third of its TTL ago (by this process's
+   clock, from before the command was sent) still holds it and asks nobody: at low rates each
+   event is a step of its own, and the two round trips of asking were a third of the gate's;
 2. read up to `batch_size` entries of every producer stream in one XREADGROUP (group `gate`, one
    consumer name for every instance; after a restart or a lost race, the entries it had read but
    not acked are read again first);
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,6 +86,7 @@ class Gate:
         self.lock_ttl_ms = lock_ttl_ms
         self.token = secrets.token_hex(8)
         self.leading = False
+        self.renew_due = 0.0  # time.monotonic() after which the lock is asked for again (step 1)
         self.recovering = True  # read this consumer's unacked entries before new ones
         self.forwarded = 0
         self.refused = 0
@@ -102,6 +107,9 @@ class Gate:
         return len(entries)
 
     async def _hold_lock(self) -> bool:
+        if self.leading and time.monotonic() < self.renew_due:
+            return True  # set or renewed less than a third of its TTL ago: still ours
+        sent = time.monotonic()
         if await self.redis.set(GATE_LOCK_KEY, self.token, nx=True, px=self.lock_ttl_ms):
             await self._became_leader()
         elif await self.redis.get(GATE_LOCK_KEY) == self.token.encode():
@@ -110,7 +118,12 @@ class Gate:
                 await self._became_leader()
         else:
             self.leading = False
+        self._renewed(sent)
         return self.leading
+
+    def _renewed(self, sent: float) -> None:
+        """The lock's TTL was reset by a command sent at `sent` (monotonic): ask again after a third of it."""
+        self.renew_due = sent + self.lock_ttl_ms / 3000 if self.leading else 0.0
 
     async def _became_leader(self) -> None:
         for stream in self.streams:
@@ -154,7 +167,9 @@ class Gate:
             for stream in dict.fromkeys(entry.stream for entry in entries):
                 pipe.xack(stream, GATE_GROUP, *[entry.entry_id for entry in entries if entry.stream == stream])
             pipe.pexpire(GATE_LOCK_KEY, self.lock_ttl_ms)
+            sent = time.monotonic()
             await pipe.execute()
+        self._renewed(sent)
         self.forwarded += len(entries) - refused
         self.refused += refused
 

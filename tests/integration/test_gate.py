@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from services.gate.forwarder import Gate
 from shared.delivery.wire import wire_fields
 from shared.names import EVENTS_STREAM, producer_stream
+from shared.redis_acl import GATE_LOCK_KEY
 from tests.helpers.task_events import TaskStory
 
 
@@ -40,3 +41,19 @@ async def test_a_leader_whose_step_failed_goes_on_forwarding(redis: Redis) -> No
     await redis.xadd(producer_stream("dispatcher"), wire_fields(granted))
     assert await gate.forward_once() == 1
     assert await forwarded_ids(redis) == [queued.event_id, granted.event_id]
+
+
+async def test_a_leader_that_lost_its_lock_between_renewals_forwards_nothing_and_loses_nothing(redis: Redis) -> None:
+    story = TaskStory("T-gate-taken")
+    gate = Gate(redis, block_ms=10)
+    first, second = story.queued(), story.granted()
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(first))
+    assert await gate.forward_once() == 1  # leader; its commit renewed the lock
+    await redis.set(GATE_LOCK_KEY, "another-instance")  # taken over before the TTL ran out (e.g. deleted by hand)
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(second))
+    # renewed a moment ago, the leader does not ask for the lock again: it reads, but its commit is refused
+    assert await gate.forward_once() == 0 and not gate.leading
+    assert await forwarded_ids(redis) == [first.event_id]
+    await redis.delete(GATE_LOCK_KEY)
+    assert await Gate(redis, block_ms=10).forward_once() == 1  # the next holder forwards what was read
+    assert await forwarded_ids(redis) == [first.event_id, second.event_id]
