@@ -3,7 +3,8 @@
 One batch = one write step:
 
 1. once per id: the relevant events, each event id once (others were skipped unparsed);
-2. inbox: record them as consumed; the ones already consumed drop out;
+2. inbox: record them as consumed; the ones already consumed drop out (facets the fold applies at
+   most once by itself, `task_facets.APPLIED_ONCE_BY_THE_FOLD`, get no inbox row: ~3 rows per task);
 3. load: the tasks they name that are not in the working set (final ones, or never seen);
 4. fold: `shared.leasing.task_facets.apply_events` (pure);
 5. save (`store.save_event_effects`): changed records, accounts (with their usage), events; memory takes them
@@ -18,7 +19,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import load_tasks, save_event_effects
 from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope
-from shared.leasing.task_facets import RELEVANT, EventEffects, apply_events, task_ids_of
+from shared.leasing.task_facets import APPLIED_ONCE_BY_THE_FOLD, RELEVANT, EventEffects, apply_events, task_ids_of
 from shared.logging import get_logger
 
 EVENTS_CONSUMER = "dispatcher:events"
@@ -32,8 +33,9 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
     if not relevant:
         return
     async with dc.write_step() as step:
-        fresh = await record_consumed_many(step.conn, dc.schema, EVENTS_CONSUMER, [e.event_id for e in relevant])
-        todo = [e for e in relevant if e.event_id in fresh]
+        guarded = [e.event_id for e in relevant if not isinstance(e, APPLIED_ONCE_BY_THE_FOLD)]
+        fresh = await record_consumed_many(step.conn, dc.schema, EVENTS_CONSUMER, guarded) if guarded else set()
+        todo = [e for e in relevant if isinstance(e, APPLIED_ONCE_BY_THE_FOLD) or e.event_id in fresh]
         if not todo:
             return
         unknown = task_ids_of(todo) - step.state.tasks.keys()

@@ -54,6 +54,11 @@ RELEVANT: tuple[type[Envelope], ...] = (
 )
 """The `cf:events` types the dispatcher consumes; it skips every other type unparsed."""
 
+APPLIED_ONCE_BY_THE_FOLD: tuple[type[Envelope], ...] = (TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable)
+"""Facets `apply_events` itself applies at most once: the submission is written once, readiness and
+match only when newer by `subject_seq`, so a redelivered one changes nothing and needs no inbox
+row (the others do: usage counts, cancellations revoke, reviews and requests act)."""
+
 _RUNNING_STATES = frozenset({TaskState.LEASED, TaskState.RUNNING})
 
 

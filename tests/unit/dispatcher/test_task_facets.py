@@ -7,7 +7,7 @@ from datetime import timedelta
 from shared.events.reasons import RevokeReason
 from shared.events.states import TaskState
 from shared.leasing.records import LeaseBook, QuotaRecord
-from shared.leasing.task_facets import apply_events, task_ids_of
+from shared.leasing.task_facets import APPLIED_ONCE_BY_THE_FOLD, apply_events, task_ids_of
 from shared.leasing.work import LeaseRules
 from shared.scheduling.model import CardOption, PriorityClass
 from tests.unit.dispatcher.builders import (
@@ -111,3 +111,11 @@ def test_usage_without_its_interval_counts_as_one_gpu_up_to_when_it_was_recorded
 
 def test_the_tasks_a_batch_names() -> None:
     assert task_ids_of([*a_ready_task("T1"), cancel_requested("T2"), quota_granted("p", 1.0)]) == {"T1", "T2"}
+
+
+def test_a_redelivered_facet_changes_nothing_so_it_needs_no_inbox_row() -> None:
+    facets = [submitted("T1"), readiness("T1", ready=True, seq=2), matched("T1", seq=3), unmatchable("T1", seq=3)]
+    assert {type(e) for e in facets} == set(APPLIED_ONCE_BY_THE_FOLD)
+    first = apply_events(LeaseBook(), facets, NOW, RULES).changes
+    again = apply_events(a_book(first.tasks["T1"]), facets, NOW, RULES).changes
+    assert again.tasks in ({}, first.tasks) and not again.emissions  # the same record at most (a repeated submission puts it unchanged)
