@@ -55,8 +55,10 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
     demand: dict[str, int] = {}
     core = PriorityClass.CORE
     for lease in leases:
+        if lease.priority_class != core:
+            continue
         card_type = card_of_node.get(lease.node_id)
-        if card_type is not None and lease.priority_class == core:
+        if card_type is not None:
             demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
     for task in queue:
         if task.priority_class != core:
@@ -128,9 +130,11 @@ class Borrowed:
 
     def _count_leases(self) -> dict[str, int]:
         counted: dict[str, int] = {}
+        opportunistic, card_of_node, counts = PriorityClass.OPPORTUNISTIC, self._card_of_node, self.counts
         for lease in self._leases:
-            card_type = self._card_of_node(lease.node_id)
-            if (card_type is not None and lease.priority_class == PriorityClass.OPPORTUNISTIC
-                    and (self.counts is None or self.counts(lease))):
+            if lease.priority_class != opportunistic:
+                continue
+            card_type = card_of_node(lease.node_id)
+            if card_type is not None and (counts is None or counts(lease)):
                 counted[card_type] = counted.get(card_type, 0) + lease.gpus
         return counted

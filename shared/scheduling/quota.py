@@ -55,16 +55,19 @@ class QuotaBook:
         if rules is None:
             return task.options, None
         left, margin, gate, gpus = self._remaining, self._margin_s, self._expiry_gate, task.gpus
-        usable = []
+        usable, first_failure = [], None
         for option in task.options:
             rule = rules.get(option.card_type) or self._rule(task.project, option.card_type)
             runtime_s = option.runtime_s
-            if rule.allows(left, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate):
+            failure = rule.failure(left, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
+            if failure is None:
                 usable.append(option)
+            elif first_failure is None:
+                first_failure = failure
         if usable or not task.options:
             return tuple(usable), None
-        first = task.options[0]
-        return (), self._problem(task, first, self.verdict(task, first))
+        assert first_failure is not None
+        return (), self._problem(task, task.options[0], *first_failure)
 
     def verdict(self, task: QueuedTask, option: CardOption) -> CoverageVerdict:
         """`quota_balance.coverage` of the task on this card option, with what is left this cycle."""
@@ -90,9 +93,8 @@ class QuotaBook:
         for account in self.verdict(task, option).paying:
             self._remaining[account.account_id] -= need
 
-    def _problem(self, task: QueuedTask, option: CardOption, verdict: CoverageVerdict) -> Deferral:
+    def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage, account: QuotaTerms | None) -> Deferral:
         """The deferral for the task's first option (the matcher's choice) the quota does not allow."""
-        account, kind = verdict.account, verdict.coverage
         assert account is not None
         name = reasons.quota_account_name(task.project, account.card_type, len(self._by_project[task.project]),
                                           account.account_id)

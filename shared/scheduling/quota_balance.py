@@ -150,24 +150,24 @@ class CoverageRule:
                 margin_s: float = 0.0, expiry_gate: bool = True) -> CoverageVerdict:
         if self._fixed is not None:
             return self._fixed
-        paying = self._in_force
-        if expiry_gate and self._soonest.valid_to - self._now < runtime_s + margin_s:
-            return CoverageVerdict(Coverage.EXPIRES_FIRST, self._soonest, paying)
-        poorest = self._poorest(left_gpu_hours)
-        if left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours:
-            return CoverageVerdict(Coverage.EXHAUSTED, poorest, paying)
-        return CoverageVerdict(Coverage.COVERED, None, paying)
+        failure = self.failure(left_gpu_hours, need_gpu_hours, runtime_s, margin_s, expiry_gate)
+        if failure is None:
+            return CoverageVerdict(Coverage.COVERED, None, self._in_force)
+        return CoverageVerdict(failure[0], failure[1], self._in_force)
 
-    def allows(self, left_gpu_hours: Mapping[str, float], need_gpu_hours: float, runtime_s: float,
-               margin_s: float = 0.0, expiry_gate: bool = True) -> bool:
-        """`verdict(...).coverage.allows`, without building the verdict."""
+    def failure(self, left_gpu_hours: Mapping[str, float], need_gpu_hours: float, runtime_s: float,
+                margin_s: float = 0.0, expiry_gate: bool = True) -> tuple[Coverage, QuotaTerms] | None:
+        """None if the accounts allow the task (`verdict(...).coverage.allows`); else the verdict's
+        coverage and account, without building the verdict."""
         fixed = self._fixed
         if fixed is not None:
-            return fixed.coverage is Coverage.UNLIMITED
+            return None if fixed.coverage is Coverage.UNLIMITED else (fixed.coverage, fixed.account)
         if expiry_gate and self._soonest.valid_to - self._now < runtime_s + margin_s:
-            return False
+            return Coverage.EXPIRES_FIRST, self._soonest
         poorest = self._poorest(left_gpu_hours)
-        return not left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours
+        if left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours:
+            return Coverage.EXHAUSTED, poorest
+        return None
 
     def _poorest(self, left_gpu_hours: Mapping[str, float]) -> QuotaTerms:
         in_force = self._in_force
