@@ -126,7 +126,7 @@ class Cycle:
             if not self._may_start(task, options):
                 self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
                 return
-            if task.priority_class is not PriorityClass.CORE:
+            if task.priority_class != PriorityClass.CORE:
                 shape = self._shape(task, options)
                 if self._repeat_failure(task, options, shape):
                     return

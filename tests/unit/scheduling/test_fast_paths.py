@@ -2,8 +2,8 @@
 
 - `quota_balance.CoverageRule` (what `coverage` uses) against the rule as first written: accounts
   sorted, the first failing one blamed.
-- `Cycle` repeating a remembered failure for a task of the same shape (`_repeat_failure`) against a
-  `Cycle` that attempts every task in full: the same grants, preemptions, reservations, deferral
+- `Cycle.walk` (which repeats a remembered failure for a task of the same shape, `_repeat_failure`)
+  against `consider` called for every task in a plain loop, attempting each in full: the same grants, preemptions, reservations, deferral
   reasons and sentences for every task, on generated snapshots whose queues repeat a few shapes (so the
   shortcut is taken often).
 """
@@ -90,9 +90,14 @@ class StraightCycle(Cycle):
 
 
 def straight_plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
+    """plan() as first written: `consider` each task in order (no inlined walk), no repeated failures."""
     ordered = order_queue(queue, policy, now)
     cycle = StraightCycle(snapshot, policy, now, ordered)
-    cycle.walk(ordered)
+    for position, task in enumerate(ordered):
+        if cycle.closed:
+            cycle.defer_rest(ordered[position:])
+            break
+        cycle.consider(task)
     return cycle.to_plan()
 
 
