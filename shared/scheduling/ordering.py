@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import islice
 from operator import attrgetter, eq
 
@@ -80,9 +81,10 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     keys = _fast_keys(tasks, policy, now)
     if keys is None:
         return sorted(tasks, key=lambda task: _exact_key(task, policy, now))
-    positions = sorted(range(len(tasks)), key=keys.__getitem__)
-    ordered = list(map(tasks.__getitem__, positions))
-    sorted_keys = list(map(keys.__getitem__, positions))
+    # The tasks sorted by their precomputed keys (handed out in order by a C-level key function), and
+    # the keys sorted alike: the same comparisons, so the same permutation.
+    ordered = sorted(tasks, key=partial(next, iter(keys)))
+    sorted_keys = sorted(keys)
     _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
     if policy.order == "cardflow" and list(map(_DEADLINE, tasks)).count(None) != len(tasks):
         _deadlines_first(ordered)
