@@ -33,7 +33,7 @@ def quota_terms(account_id: str, account: QuotaAccount) -> QuotaTerms:
 class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
-    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects")
+    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -48,6 +48,7 @@ class QuotaBook:
         self._expiry_gate = policy.quota_expiry_gate
         # project -> card type -> the coverage rule of the project's accounts there (made when first asked)
         self._rules: dict[str, dict[str, CoverageRule]] = {project: {} for project in self._by_project}
+        self._names: dict[str, str] = {}  # account id -> how deferral sentences name it
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
         """The task's card options its quota allows (matcher order kept), or a deferral if none."""
@@ -96,8 +97,10 @@ class QuotaBook:
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage, account: QuotaTerms | None) -> Deferral:
         """The deferral for the task's first option (the matcher's choice) the quota does not allow."""
         assert account is not None
-        name = reasons.quota_account_name(task.project, account.card_type, len(self._by_project[task.project]),
-                                          account.account_id)
+        name = self._names.get(account.account_id)
+        if name is None:
+            name = self._names[account.account_id] = reasons.quota_account_name(
+                task.project, account.card_type, len(self._by_project[task.project]), account.account_id)
         if kind is Coverage.NOT_YET_VALID:
             detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
             return Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
