@@ -139,8 +139,9 @@ class Cycle:
 
     def _may_start(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         """False only when no option can have room (not even by preemption): then a full attempt is
-        pointless and, the reservation being settled, nothing else would happen to the task.
-        (`Fleet.may_fit` for the task as it is and as a light task, inlined.)"""
+        pointless and, the reservation being settled, nothing else would happen to the task. Per card
+        option: not more GPUs than are free, and below the smallest count that already found no node (as
+        the task is, or as a light task: placement's failure caches)."""
         pools, gpus, heavy = self.fleet.pools, task.gpus, task.heavy
         for option in options:
             pool = pools.get(option.card_type)

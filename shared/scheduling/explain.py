@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
 from shared.scheduling.headroom import Borrowed, headroom_needed
-from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask
 from shared.scheduling.placement import Fleet, Pool
 
 R = DeferralReason

@@ -88,14 +88,6 @@ class Fleet:
             pool.span_failed_at[heavy] = gpus
         return allocation
 
-    def may_fit(self, pool: Pool, gpus: int, heavy: bool) -> bool:
-        """False when `gpus` certainly do not fit the pool now (cheap checks and failure caches only)."""
-        if gpus > pool.free_total:
-            return False
-        if gpus <= pool.max_node_gpus:
-            return gpus < pool.single_failed_at[heavy]
-        return gpus < pool.span_failed_at[heavy]
-
     def largest_free(self, pool: Pool, heavy: bool = False) -> int:
         """The most free GPUs on any one node of the pool (usable by a heavy task if `heavy`)."""
         buckets = self._buckets(pool, heavy)
