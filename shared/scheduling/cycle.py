@@ -28,11 +28,13 @@ from shared.scheduling.backfill import (
 from shared.scheduling.eligibility import readiness_deferral
 from shared.scheduling.explain import Explainer, Miss, most_telling
 from shared.scheduling.headroom import (
+    HEADROOM_CORE_DEMANDS,
     Borrowed,
     blocked_by_headroom,
     core_demand,
     headroom_gpus,
     headroom_needed,
+    recent_core_demand,
     wider_than_headroom_allows,
 )
 from shared.scheduling.model import (
@@ -53,6 +55,7 @@ from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
     VictimChoice,
     VictimIndex,
+    ends_within_grace,
     grant_reclaimable_within_grace,
     reclaimable_within_grace,
 )
@@ -67,7 +70,7 @@ class Cycle:
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = ()) -> None:
         self.policy = policy
         self.now = now
-        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy))
+        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
@@ -486,7 +489,8 @@ class Cycle:
 
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
-            self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours)
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims
 
     def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> list[tuple[str, Release]]:
@@ -510,13 +514,25 @@ class Cycle:
         return releases
 
 
-def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy):
+def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float):
     """headroom(card type, total GPUs) for this cycle: the policy's share, capped by the GPUs core work
     holds or waits for on the type when the policy tracks core demand (counted only if needed).
     `queue` is in the policy's order (as `plan()` walks it)."""
     if not policy.headroom_tracks_core or not policy.headroom:
         return partial(headroom_gpus, policy)
     card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
-    # `plan()` passes the ordered queue: every order but fifo puts the core class first.
-    demand = core_demand(snapshot.leases, queue, card_of_node, core_first=policy.order != "fifo")
+    demand = _core_demand_of(snapshot, queue, policy, card_of_node, now)
     return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))
+
+
+def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy,
+                    card_of_node: dict[str, str], now: float) -> dict[str, int]:
+    """The core demand that caps the headroom (`policy.headroom_core_demand`)."""
+    # `plan()` passes the ordered queue: every order but fifo puts the core class first.
+    core_first = policy.order != "fifo"
+    if policy.headroom_core_demand == "recent":
+        return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first)
+    if policy.headroom_core_demand != "present":
+        raise ValueError(f"unknown headroom_core_demand {policy.headroom_core_demand!r}; known: "
+                         f"{', '.join(HEADROOM_CORE_DEMANDS)}")
+    return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first)

@@ -70,6 +70,34 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
     return demand
 
 
+HEADROOM_CORE_DEMANDS = ("present", "recent")
+
+
+def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
+                       card_of_node: Mapping[str, str], since: float, core_first: bool = False) -> dict[str, int]:
+    """GPUs per card type of the core demand seen since `since` (`policy.headroom_core_demand =
+    "recent"`, with `since` = now − the preemption grace): core leases that started since then and
+    queued core tasks submitted since then (on every card type they accept). The headroom bridges the
+    grace — a core task older than that may preempt or holds the reservation — so the demand of one
+    grace sizes it: where core work arrives seldom the headroom shrinks to what recently came, and a
+    workload whose core work is steady but rare stops paying for idle GPUs."""
+    demand: dict[str, int] = {}
+    core = PriorityClass.CORE
+    for lease in leases:
+        card_type = card_of_node.get(lease.node_id)
+        if card_type is not None and lease.priority_class == core and lease.started_at >= since:
+            demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
+    for task in queue:
+        if task.priority_class != core:
+            if core_first:
+                break
+            continue
+        if task.submitted_at >= since:
+            for option in task.options:
+                demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
+    return demand
+
+
 def headroom_needed(gpus: int, headroom: int, total_gpus: int, wide: bool = False) -> int:
     """GPUs a standard task of `gpus` must leave free or borrowed on a card type: the headroom — or,
     for a `wide` task (one that would hold the cycle's reservation and asks for more than total −

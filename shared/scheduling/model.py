@@ -150,6 +150,13 @@ class Policy:
     # grace: the lease ends by then (its estimate), or preempting it then loses no more than the cap.
     # False: every opportunistic GPU counts, also multi-day work that can never be preempted.
     headroom_counts_reclaimable_only: bool = False
+    # Which core demand caps the headroom (with `headroom_tracks_core`): "present" = the GPUs core work
+    # holds or waits for; "recent" = only the core demand seen within the last preemption grace (core
+    # leases started and queued core tasks submitted since `now - preempt_after_s`).
+    headroom_core_demand: str = "present"
+    # A lease whose estimate ends within the preemption grace is never a victim: it gives its GPUs
+    # back by itself about as soon, and preempting it would only cost its write and a requeue.
+    preemption_spares_ending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

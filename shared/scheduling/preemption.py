@@ -14,7 +14,7 @@ whose recomputed cost still equals its stored cost is the cheapest — no scan o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
@@ -93,16 +93,28 @@ def grant_reclaimable_within_grace(task: QueuedTask, runtime_s: float, policy: P
     return policy.preemption and lost <= loss_cap_gpu_hours(task.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
 
 
+def ends_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
+    """True if the lease's estimate ends after `now` but within the preemption grace
+    (`policy.preemption_spares_ending`: such a lease is spared). It gives its GPUs back by itself about
+    as soon as a core task would wait before it may preempt, so preempting it would buy at most a grace
+    of waiting and cost its write and a requeue. A lease past its estimate is not spared: when it ends
+    is unknown."""
+    return now < lease.estimated_end <= now + policy.preempt_after_s
+
+
 class VictimIndex:
     """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
-                 max_lost_gpu_hours: float | None = float("inf")) -> None:
+                 max_lost_gpu_hours: float | None = float("inf"),
+                 spared: Callable[[RunningLease], bool] | None = None) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         for lease in leases:
             rank = fleet.rank_of.get(lease.node_id)
             if lease.priority_class != PriorityClass.OPPORTUNISTIC or rank is None:
                 continue
+            if spared is not None and spared(lease):
+                continue  # the policy spares it (`ends_within_grace`)
             lost = lost_gpu_hours(lease, now)
             if lost > loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12:
                 continue  # protected: preempting it would throw away too much work
