@@ -277,3 +277,51 @@ def test_preempting_a_lease_that_never_covered_the_headroom_does_not_count_it_tw
     result = run(nodes, tasks, leases=[young, cover, *rest], headroom=1 / 6, order="fifo", **RECLAIMABLE_ONLY)
     assert [p.lease_id for p in result.preemptions] == ["Ly"]
     assert "s" in grants(result)  # 4 free - 4 + 4 borrowed by Lb = 4 = the headroom of 24 GPUs at 1/6
+
+
+# -- Adaptive headroom (opt-in): only the core demand seen within the last preemption grace -----------
+
+RECENT = dict(headroom_core_demand="recent", preempt_after_s=600.0)
+
+
+@pytest.mark.parametrize(
+    ("started_ago", "demand", "kept"),
+    [
+        (3600, "recent", 0),  # an hour-old core lease is not recent demand: nothing kept
+        (3600, "present", 6),  # the default counts every core GPU held: 6 of 8 (the share's cap)
+        (600, "recent", 6),  # started exactly a grace ago: still recent
+        (601, "recent", 0),
+        (60, "recent", 6),
+    ],
+)
+def test_with_recent_core_demand_only_core_leases_started_within_the_grace_keep_headroom(started_ago, demand, kept):
+    """24 H100 GPUs at 25% = 6 at most; an 8-GPU core lease on node c; 1-GPU standard tasks take
+    every free GPU but the `kept` ones."""
+    nodes = [*TWO_NODES, a_node("c").free(0)]
+    leases = [a_lease("Lc").on("c").gpus(*range(8)).core().started(NOW - started_ago)]
+    tasks = [a_task(f"s{i:02d}").gpus(1).submitted(i) for i in range(16)]
+    result = run(nodes, tasks, leases=leases, headroom=0.25, order="fifo", **dict(RECENT, headroom_core_demand=demand))
+    assert len(grants(result)) == 16 - kept
+
+
+@pytest.mark.parametrize(("submitted_ago", "kept"), [(0, 2), (600, 2), (601, 0), (7200, 0)])
+def test_with_recent_core_demand_only_core_tasks_submitted_within_the_grace_keep_headroom(submitted_ago, kept):
+    """A queued 2-GPU core task (its data not ready, so it cannot start) keeps 2 GPUs only while it is
+    younger than the grace; older, it may preempt or hold the reservation instead."""
+    nodes = [a_node("h").free(8), a_node("h2").free(8)]
+    waiting = a_task("c").core().gpus(2).not_ready().submitted(NOW - submitted_ago)
+    standard = [a_task(f"s{i}").gpus(1).submitted(i) for i in range(16)]
+    result = run(nodes, [waiting, *standard], headroom=0.25, order="fifo", **RECENT)
+    assert len(grants(result)) == 16 - kept
+
+
+def test_recent_core_demand_never_keeps_more_than_the_share():
+    nodes = [a_node("h").free(8), a_node("h2").free(8)]  # 16 GPUs at 25%: 4 at most
+    burst = [a_task(f"c{i}").core().gpus(4).not_ready().submitted(NOW - 10) for i in range(3)]  # 12 GPUs of demand
+    standard = [a_task(f"s{i}").gpus(1).submitted(i) for i in range(16)]
+    assert len(grants(run(nodes, [*burst, *standard], headroom=0.25, **RECENT))) == 12
+
+
+def test_an_unknown_core_demand_rule_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown headroom_core_demand 'sometimes'; known: present, recent"):
+        run(TWO_NODES, [a_task("s")], headroom=0.25, headroom_core_demand="sometimes")

@@ -196,3 +196,30 @@ def test_a_core_task_does_not_preempt_work_whose_gpus_the_reservation_keeps_from
 def test_a_core_task_that_ends_before_the_reservation_may_still_preempt_there():
     result = _reserved_drain(core_runs_s=HOUR / 4)
     assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("F", "c2")]
+
+
+# -- Preemption that pays (opt-in): a lease ending within the grace is spared --------------------------
+
+@pytest.mark.parametrize(
+    ("ends_in", "spares", "preempted"),
+    [
+        (600, True, False),  # ends within the grace: it gives its GPUs back about as soon by itself
+        (300, True, False),
+        (601, True, True),
+        (-60, True, True),  # past its estimate: when it ends is unknown, so it is not spared
+        (300, False, True),  # the setting off (every preset): preempted as before
+    ],
+)
+def test_with_spares_ending_a_lease_that_ends_within_the_grace_is_never_a_victim(ends_in, spares, preempted):
+    leases = [opp("o", *range(8), started=NOW - HOUR).checkpoints_on_preempt().ends(NOW + ends_in)]
+    task = a_task("c").core().gpus(4).submitted(NOW - 600)
+    result = builders.run(FULL, [task], leases=leases, preempt_after_s=600, preemption_spares_ending=spares)
+    assert ([p.lease_id for p in result.preemptions] == ["o"]) == preempted
+
+
+def test_with_spares_ending_the_cheapest_victim_that_does_not_end_soon_is_chosen():
+    leases = [opp("ending", 0, 1, 2, 3, started=NOW - HOUR).checkpoints_on_preempt().ends(NOW + 120),
+              opp("long", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt().ends(NOW + 5 * HOUR)]
+    task = a_task("c").core().gpus(4).submitted(NOW - 600)
+    result = builders.run(FULL, [task], leases=leases, preempt_after_s=600, preemption_spares_ending=True)
+    assert [p.lease_id for p in result.preemptions] == ["long"]

@@ -91,7 +91,9 @@ def _policies(draw):
     return replace(base, headroom=headroom, headroom_tracks_core=draw(st.booleans()),
                    max_heavy_per_node=draw(st.integers(1, 3)), backfill=draw(st.booleans()), preemption=draw(st.booleans()),
                    fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()),
-                   headroom_counts_reclaimable_only=draw(st.booleans()))
+                   headroom_counts_reclaimable_only=draw(st.booleans()),
+                   headroom_core_demand=draw(st.sampled_from(("present", "recent"))),
+                   preemption_spares_ending=draw(st.booleans()))
 
 
 @st.composite
