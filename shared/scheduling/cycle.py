@@ -530,8 +530,9 @@ def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Pol
     """The core demand that caps the headroom (`policy.headroom_core_demand`)."""
     # `plan()` passes the ordered queue: every order but fifo puts the core class first.
     core_first = policy.order != "fifo"
-    if policy.headroom_core_demand == "recent":
-        return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first)
+    if policy.headroom_core_demand in ("recent", "queued-or-recent"):
+        return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
+                                  every_queued=policy.headroom_core_demand == "queued-or-recent")
     if policy.headroom_core_demand != "present":
         raise ValueError(f"unknown headroom_core_demand {policy.headroom_core_demand!r}; known: "
                          f"{', '.join(HEADROOM_CORE_DEMANDS)}")

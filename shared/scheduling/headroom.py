@@ -70,17 +70,19 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
     return demand
 
 
-HEADROOM_CORE_DEMANDS = ("present", "recent")
+HEADROOM_CORE_DEMANDS = ("present", "recent", "queued-or-recent")
 
 
 def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
-                       card_of_node: Mapping[str, str], since: float, core_first: bool = False) -> dict[str, int]:
+                       card_of_node: Mapping[str, str], since: float, core_first: bool = False,
+                       every_queued: bool = False) -> dict[str, int]:
     """GPUs per card type of the core demand seen since `since` (`policy.headroom_core_demand =
     "recent"`, with `since` = now − the preemption grace): core leases that started since then and
-    queued core tasks submitted since then (on every card type they accept). The headroom bridges the
-    grace — a core task older than that may preempt or holds the reservation — so the demand of one
-    grace sizes it: where core work arrives seldom the headroom shrinks to what recently came, and a
-    workload whose core work is steady but rare stops paying for idle GPUs."""
+    queued core tasks submitted since then (on every card type they accept) — with `every_queued`
+    ("queued-or-recent") every queued core task, whatever its age. The headroom bridges the grace — a
+    core task older than that may preempt or holds the reservation — so the demand of one grace sizes
+    it: where core work arrives seldom the headroom shrinks to what recently came, and core work that
+    has long been running no longer keeps GPUs idle beside it."""
     demand: dict[str, int] = {}
     core = PriorityClass.CORE
     for lease in leases:
@@ -92,7 +94,7 @@ def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTas
             if core_first:
                 break
             continue
-        if task.submitted_at >= since:
+        if every_queued or task.submitted_at >= since:
             for option in task.options:
                 demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
     return demand

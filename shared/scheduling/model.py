@@ -152,7 +152,8 @@ class Policy:
     headroom_counts_reclaimable_only: bool = False
     # Which core demand caps the headroom (with `headroom_tracks_core`): "present" = the GPUs core work
     # holds or waits for; "recent" = only the core demand seen within the last preemption grace (core
-    # leases started and queued core tasks submitted since `now - preempt_after_s`).
+    # leases started and queued core tasks submitted since `now - preempt_after_s`); "queued-or-recent"
+    # = every queued core task and the core leases started since then.
     headroom_core_demand: str = "present"
     # A lease whose estimate ends within the preemption grace is never a victim: it gives its GPUs
     # back by itself about as soon, and preempting it would only cost its write and a requeue.

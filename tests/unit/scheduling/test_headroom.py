@@ -292,6 +292,7 @@ RECENT = dict(headroom_core_demand="recent", preempt_after_s=600.0)
         (600, "recent", 6),  # started exactly a grace ago: still recent
         (601, "recent", 0),
         (60, "recent", 6),
+        (3600, "queued-or-recent", 0),
     ],
 )
 def test_with_recent_core_demand_only_core_leases_started_within_the_grace_keep_headroom(started_ago, demand, kept):
@@ -304,14 +305,18 @@ def test_with_recent_core_demand_only_core_leases_started_within_the_grace_keep_
     assert len(grants(result)) == 16 - kept
 
 
-@pytest.mark.parametrize(("submitted_ago", "kept"), [(0, 2), (600, 2), (601, 0), (7200, 0)])
-def test_with_recent_core_demand_only_core_tasks_submitted_within_the_grace_keep_headroom(submitted_ago, kept):
+@pytest.mark.parametrize(
+    ("submitted_ago", "demand", "kept"),
+    [(0, "recent", 2), (600, "recent", 2), (601, "recent", 0), (7200, "recent", 0),
+     (7200, "queued-or-recent", 2), (7200, "present", 2)],
+)
+def test_with_recent_core_demand_only_core_tasks_submitted_within_the_grace_keep_headroom(submitted_ago, demand, kept):
     """A queued 2-GPU core task (its data not ready, so it cannot start) keeps 2 GPUs only while it is
     younger than the grace; older, it may preempt or hold the reservation instead."""
     nodes = [a_node("h").free(8), a_node("h2").free(8)]
     waiting = a_task("c").core().gpus(2).not_ready().submitted(NOW - submitted_ago)
     standard = [a_task(f"s{i}").gpus(1).submitted(i) for i in range(16)]
-    result = run(nodes, [waiting, *standard], headroom=0.25, order="fifo", **RECENT)
+    result = run(nodes, [waiting, *standard], headroom=0.25, order="fifo", **dict(RECENT, headroom_core_demand=demand))
     assert len(grants(result)) == 16 - kept
 
 
@@ -323,5 +328,5 @@ def test_recent_core_demand_never_keeps_more_than_the_share():
 
 
 def test_an_unknown_core_demand_rule_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown headroom_core_demand 'sometimes'; known: present, recent"):
+    with pytest.raises(ValueError, match="unknown headroom_core_demand 'sometimes'; known: present, recent, queued-or-recent"):
         run(TWO_NODES, [a_task("s")], headroom=0.25, headroom_core_demand="sometimes")

@@ -92,7 +92,7 @@ def _policies(draw):
                    max_heavy_per_node=draw(st.integers(1, 3)), backfill=draw(st.booleans()), preemption=draw(st.booleans()),
                    fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()),
                    headroom_counts_reclaimable_only=draw(st.booleans()),
-                   headroom_core_demand=draw(st.sampled_from(("present", "recent"))),
+                   headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
                    preemption_spares_ending=draw(st.booleans()))
 
 

@@ -40,7 +40,7 @@ def policies(draw: st.DrawFn) -> Policy:
         preempt_max_lost_gpu_hours=draw(st.sampled_from((0.0, 0.25, float("inf")))),
         fill_reservations=draw(st.booleans()),
         headroom_counts_reclaimable_only=draw(st.booleans()),
-        headroom_core_demand=draw(st.sampled_from(("present", "recent"))),
+        headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
         preemption_spares_ending=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
