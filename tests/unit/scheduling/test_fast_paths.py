@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.cycle import Cycle
+from shared.scheduling.headroom import HEADROOM_CORE_DEMANDS
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
@@ -133,7 +134,9 @@ def repetitive_scenarios(draw):
     base = POLICIES[draw(st.sampled_from(sorted(POLICIES)))]
     policy = replace(base, headroom=draw(st.sampled_from((0.0, 0.1, 0.3))), preemption=draw(st.booleans()),
                      fill_reservations=draw(st.booleans()), max_heavy_per_node=draw(st.integers(1, 2)),
-                     headroom_counts_reclaimable_only=draw(st.booleans()))
+                     headroom_counts_reclaimable_only=draw(st.booleans()),
+                     headroom_core_demand=draw(st.sampled_from(HEADROOM_CORE_DEMANDS)),
+                     preemption_spares_ending=draw(st.booleans()))
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy
 
 
