@@ -48,14 +48,16 @@ def headroom_gpus(policy: Policy, card_type: str, total_gpus: int, core_gpus: in
 
 
 def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
-                card_of_node: Mapping[str, str], core_first: bool = False) -> dict[str, int]:
+                card_of_node: Mapping[str, str], core_first: bool = False,
+                leases_since: float = -math.inf, queued_since: float = -math.inf) -> dict[str, int]:
     """GPUs per card type that core work holds (running leases) or waits for (queued core tasks, on
     every card type they accept, whether or not their data is ready yet). `core_first`: the queue is
-    ordered by class, so counting stops at its first task that is not core."""
+    ordered by class, so counting stops at its first task that is not core. `leases_since` /
+    `queued_since`: count only leases started / tasks submitted since then (`recent_core_demand`)."""
     demand: dict[str, int] = {}
     core = PriorityClass.CORE
     for lease in leases:
-        if lease.priority_class != core:
+        if lease.priority_class != core or lease.started_at < leases_since:
             continue
         card_type = card_of_node.get(lease.node_id)
         if card_type is not None:
@@ -64,6 +66,8 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
         if task.priority_class != core:
             if core_first:
                 break
+            continue
+        if task.submitted_at < queued_since:
             continue
         for option in task.options:
             demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
@@ -83,21 +87,8 @@ def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTas
     core task older than that may preempt or holds the reservation — so the demand of one grace sizes
     it: where core work arrives seldom the headroom shrinks to what recently came, and core work that
     has long been running no longer keeps GPUs idle beside it."""
-    demand: dict[str, int] = {}
-    core = PriorityClass.CORE
-    for lease in leases:
-        card_type = card_of_node.get(lease.node_id)
-        if card_type is not None and lease.priority_class == core and lease.started_at >= since:
-            demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
-    for task in queue:
-        if task.priority_class != core:
-            if core_first:
-                break
-            continue
-        if every_queued or task.submitted_at >= since:
-            for option in task.options:
-                demand[option.card_type] = demand.get(option.card_type, 0) + task.gpus
-    return demand
+    return core_demand(leases, queue, card_of_node, core_first, leases_since=since,
+                       queued_since=-math.inf if every_queued else since)
 
 
 def headroom_needed(gpus: int, headroom: int, total_gpus: int, wide: bool = False) -> int:
