@@ -24,7 +24,6 @@ from types import MappingProxyType
 from typing import Any
 
 from shared.cards import CardSpec, Catalog, MatchRequest, MatchResult, estimate_runtime_s, rank_cards
-from shared.cards.matching import smaller_adequate
 from shared.events.reasons import UnmatchableReason
 
 from services.matcher.match_reasons import WhyNotCode, choice_facts, why_not_text
@@ -133,11 +132,10 @@ def _why_not(request: MatchRequest, card: CardSpec, fleet_gpus: int) -> tuple[Wh
 
 
 def _choice(request: MatchRequest, result: MatchResult, catalog: Catalog) -> dict[str, Any] | None:
-    """The numbers behind `result.reason` (the same rule: `rank_cards`, `smaller_adequate`)."""
-    chosen = result.chosen
+    """The numbers behind `result.reason` (`rank_cards` chose them)."""
+    chosen, smaller = result.chosen, result.smaller
     if chosen is None:
         return None
-    smaller = smaller_adequate(chosen, result.ranked, catalog)
     oversized = None if smaller is None else {
         "needed_gb": request.min_vram_gb, "chosen_gb": catalog.card(chosen.card_type).vram_gb,
         "smaller": smaller.card_type, "smaller_gb": catalog.card(smaller.card_type).vram_gb, "smaller_cost": smaller.cost,

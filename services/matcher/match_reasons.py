@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
+from shared.cards import CardEstimate
+
 Lang = Literal["en", "zh"]
 
 
@@ -79,7 +81,7 @@ def rematch_text(again: Mapping[str, Any], lang: Lang = "en") -> str:
     return _REMATCH[lang][RematchTrigger(again["trigger"])].format(**facts)
 
 
-def choice_facts(chosen: Any, runner_up: Any | None, gpus: int, currency: str,
+def choice_facts(chosen: CardEstimate, runner_up: CardEstimate | None, gpus: int, currency: str,
                  oversized: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
     """The numbers of a choice: the chosen card's cost and runtime, the next one's, and when the
     chosen card is larger than needed, the smaller card that would also do (`oversized`)."""

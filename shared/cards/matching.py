@@ -58,8 +58,13 @@ class MatchResult:
     ranked: tuple[CardEstimate, ...]  # adequate card types, cheapest first (empty = unmatchable)
     rejected: tuple[CardEstimate, ...]  # the other card types, by name, each with why_not
     chosen: CardEstimate | None
-    oversized: bool  # the chosen card has more VRAM than needed while a smaller adequate card exists
+    smaller: CardEstimate | None  # the adequate card with less VRAM than the chosen one that would also do
     reason: str
+
+    @property
+    def oversized(self) -> bool:
+        """The chosen card has more VRAM than needed while a smaller adequate card exists."""
+        return self.smaller is not None
 
     @property
     def matched(self) -> bool:
@@ -105,11 +110,10 @@ def rank_cards(request: MatchRequest, catalog: Catalog, available_types: Iterabl
     ranked = tuple(sorted((e for e in estimates if e.adequate), key=lambda e: (e.cost, e.runtime_s, e.card_type)))
     rejected = tuple(e for e in estimates if not e.adequate)
     if not ranked:
-        return MatchResult((), rejected, None, False, _unmatchable_reason(rejected))
+        return MatchResult((), rejected, None, None, _unmatchable_reason(rejected))
     chosen = ranked[0]
-    smaller = smaller_adequate(chosen, ranked, catalog)
-    return MatchResult(ranked, rejected, chosen, smaller is not None,
-                       _choice_reason(request, chosen, ranked, smaller, catalog))
+    smaller = _smaller_adequate(chosen, ranked, catalog)
+    return MatchResult(ranked, rejected, chosen, smaller, _choice_reason(request, chosen, ranked, smaller, catalog))
 
 
 def to_card_options(match: MatchResult) -> tuple[CardOption, ...]:
@@ -136,7 +140,7 @@ def _why_not(request: MatchRequest, card: CardSpec, available: frozenset[str] | 
     return ""
 
 
-def smaller_adequate(chosen: CardEstimate, ranked: tuple[CardEstimate, ...], catalog: Catalog) -> CardEstimate | None:
+def _smaller_adequate(chosen: CardEstimate, ranked: tuple[CardEstimate, ...], catalog: Catalog) -> CardEstimate | None:
     """The adequate card with the least VRAM below the chosen card's, if any (ties: cheapest)."""
     chosen_vram = catalog.card(chosen.card_type).vram_gb
     smaller = [e for e in ranked if catalog.card(e.card_type).vram_gb < chosen_vram]
