@@ -72,18 +72,21 @@ async def clear_flag_from_page(request: Request, task_id: str, reason: Annotated
                                by: str = "card", round: str | None = None) -> Response:  # noqa: A002  # fmt: skip
     """Clear a flagged success (`POST /v1/review/{id}/clear-flag` with the reader's token); the API's refusal is
     shown; either way the reader stays on the grouping and round they were looking at."""
-    view = {"by": by if by in REVIEW_GROUPINGS else "card"} | ({"round": round} if round else {})
     return await forward_form(request, f"/v1/review/{task_id}/clear-flag", {"reason": reason},
-                              refused_page=lambda refusal: _review(request, view["by"], round, refused=refusal),
-                              done=lambda _: f"/review?{urlencode(view | {'notice': 'flag_cleared'})}")  # fmt: skip
+                              refused_page=lambda refusal: _review(request, by, round, refused=refusal),
+                              done=lambda _: f"/review?{urlencode(_review_query(by, round) | {'notice': 'flag_cleared'})}")  # fmt: skip
+
+
+def _review_query(by: str, round: str | None) -> dict[str, str]:  # noqa: A002
+    """The review's grouping (an unknown one is "card") and round, as `/v1/review` and `/review` take them."""
+    return {"by": by if by in REVIEW_GROUPINGS else "card"} | ({"round": round} if round else {})
 
 
 async def _review(request: Request, by: str, round: str | None, refused: Unavailable | None = None) -> HTMLResponse:  # noqa: A002
-    grouping = by if by in REVIEW_GROUPINGS else "card"
-    params = {"by": grouping} | ({"round": round} if round else {})
+    params = _review_query(by, round)
     review = await call_api(request, "GET", "/v1/review", params=params)
     rounds = await call_api(request, "GET", "/v1/rounds")
-    return await render(request, "review.html", title="review_title", page="rounds", review=review, by=grouping,
+    return await render(request, "review.html", title="review_title", page="rounds", review=review, by=params["by"],
                         groupings=REVIEW_GROUPINGS, round=round, refused=refused, notice=request.query_params.get("notice"),
                         rounds=[] if isinstance(rounds, Unavailable) else [r["round_id"] for r in rounds])  # fmt: skip
 
