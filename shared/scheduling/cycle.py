@@ -28,7 +28,6 @@ from shared.scheduling.backfill import (
 from shared.scheduling.eligibility import readiness_deferral
 from shared.scheduling.explain import Explainer, Miss, most_telling
 from shared.scheduling.headroom import (
-    HEADROOM_CORE_DEMANDS,
     Borrowed,
     blocked_by_headroom,
     core_demand,
@@ -42,6 +41,7 @@ from shared.scheduling.model import (
     Deferral,
     DeferralReason,
     Grant,
+    HeadroomCoreDemand,
     Plan,
     Policy,
     Preemption,
@@ -530,10 +530,12 @@ def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Pol
     """The core demand that caps the headroom (`policy.headroom_core_demand`)."""
     # `plan()` passes the ordered queue: every order but fifo puts the core class first.
     core_first = policy.order != "fifo"
-    if policy.headroom_core_demand in ("recent", "queued-or-recent"):
-        return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
-                                  every_queued=policy.headroom_core_demand == "queued-or-recent")
-    if policy.headroom_core_demand != "present":
+    try:
+        which = HeadroomCoreDemand(policy.headroom_core_demand)  # a plain string from a policy variant works too
+    except ValueError:
         raise ValueError(f"unknown headroom_core_demand {policy.headroom_core_demand!r}; known: "
-                         f"{', '.join(HEADROOM_CORE_DEMANDS)}")
-    return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first)
+                         f"{', '.join(HeadroomCoreDemand)}") from None
+    if which is HeadroomCoreDemand.PRESENT:
+        return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first)
+    return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
+                              every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT)

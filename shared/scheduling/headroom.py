@@ -74,9 +74,6 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
     return demand
 
 
-HEADROOM_CORE_DEMANDS = ("present", "recent", "queued-or-recent")
-
-
 def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
                        card_of_node: Mapping[str, str], since: float, core_first: bool = False,
                        every_queued: bool = False) -> dict[str, int]:

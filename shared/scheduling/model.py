@@ -28,6 +28,14 @@ class PriorityClass(StrEnum):
 _CLASS_RANK = {PriorityClass.CORE: 0, PriorityClass.STANDARD: 1, PriorityClass.OPPORTUNISTIC: 2}
 
 
+class HeadroomCoreDemand(StrEnum):
+    """Which core demand caps the headroom (`Policy.headroom_core_demand`, with `headroom_tracks_core`)."""
+
+    PRESENT = "present"  # the GPUs core work holds or waits for
+    RECENT = "recent"  # only core leases started and queued core tasks submitted within the last preemption grace
+    QUEUED_OR_RECENT = "queued-or-recent"  # every queued core task and the core leases started within the grace
+
+
 class Profile(StrEnum):
     """What bounds a task's speed, used to scale its estimate from the reference card."""
 
@@ -154,7 +162,7 @@ class Policy:
     # holds or waits for; "recent" = only the core demand seen within the last preemption grace (core
     # leases started and queued core tasks submitted since `now - preempt_after_s`); "queued-or-recent"
     # = every queued core task and the core leases started since then.
-    headroom_core_demand: str = "present"
+    headroom_core_demand: HeadroomCoreDemand = HeadroomCoreDemand.PRESENT
     # A lease whose estimate ends within the preemption grace is never a victim: it gives its GPUs
     # back by itself about as soon, and preempting it would only cost its write and a requeue.
     preemption_spares_ending: bool = False

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.cycle import Cycle
-from shared.scheduling.headroom import HEADROOM_CORE_DEMANDS
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
+    HeadroomCoreDemand,
     Node,
     Plan,
     Policy,
@@ -135,7 +135,7 @@ def repetitive_scenarios(draw):
     policy = replace(base, headroom=draw(st.sampled_from((0.0, 0.1, 0.3))), preemption=draw(st.booleans()),
                      fill_reservations=draw(st.booleans()), max_heavy_per_node=draw(st.integers(1, 2)),
                      headroom_counts_reclaimable_only=draw(st.booleans()),
-                     headroom_core_demand=draw(st.sampled_from(HEADROOM_CORE_DEMANDS)),
+                     headroom_core_demand=draw(st.sampled_from(tuple(HeadroomCoreDemand))),
                      preemption_spares_ending=draw(st.booleans()))
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy
 
