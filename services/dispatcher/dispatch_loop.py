@@ -8,8 +8,8 @@
        with why it started now; every estimate_every_s the queue's estimated starts and the watches
        (deadlines at risk, core work near its quota's expiry, approvals waiting too long)
     4. save in the step's transaction (epoch checked); memory takes it over after the commit
-    5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s after a cycle with a queue, at
-       once after an empty one) and on every tick; the tick
+    5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s after a cycle that left
+       tasks waiting, at once after one that left none) and on every tick; the tick
        first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
        (`shared.leasing.expiry.expire`, which knows the report path's outages)
 
@@ -44,6 +44,7 @@ class CycleReport:
     queued: int
     effects: CycleEffects | None
     plan_ms: float
+    waiting: int = 0  # tasks still queued after the cycle (not granted: no capacity, held, gated)
 
 
 async def run_cycle(dc: Dispatcher) -> CycleReport:
@@ -86,12 +87,13 @@ async def run_cycle(dc: Dispatcher) -> CycleReport:
         if estimates is not None:
             await save_queue_estimates(step.conn, dc.schema, estimates, step.state.book(tasks=changes.tasks).tasks, step.now)
         step.commit(lambda state: state.apply(changes))
+    waiting = len(dc.state.queue) if dc.state is not None else 0  # the committed queue, grants taken out
     observe_cycle(started - entered, planned - started, time.perf_counter() - planned)  # Prometheus histogram
     if effects.leases or effects.preempted:
         log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,
                  plan_ms=round((planned - started) * 1000, 1),
                  save_ms=round((time.perf_counter() - planned) * 1000, 1))
-    return CycleReport(len(queue), effects, (planned - started) * 1000)
+    return CycleReport(len(queue), effects, (planned - started) * 1000, waiting)
 
 
 async def sweep(dc: Dispatcher) -> int:
@@ -112,10 +114,10 @@ async def sweep(dc: Dispatcher) -> int:
 
 async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
     """Step 5: run a cycle when relevant events arrived, at most once per `debounce_s` after a cycle
-    that had a queue (a burst of events lands in one cycle), at once after one whose queue was empty
-    (a lone task on an idle fleet is planned as soon as its last facet arrives, whatever woke the
-    empty cycles before it: its first facet, a finished report, the tick), and at least every tick,
-    until `stop`."""
+    that left tasks waiting (a burst of events then lands in one replan of the backlog), at once after
+    one that left none (the next cycle plans only what arrived since: a task on a fleet with room is
+    planned as soon as its last facet arrives, whatever woke the cycles before it: the previous task's
+    facets, its own first facet, a finished report, the tick), and at least every tick, until `stop`."""
     next_tick, last_cycle = 0.0, -math.inf
     while not stop.is_set():
         timeout = max(0.0, next_tick - time.monotonic())
@@ -132,5 +134,6 @@ async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
             await dc.watch_redis()
             await sweep(dc)
         started = time.monotonic()
-        if (await run_cycle(dc)).queued:
-            last_cycle = started  # an empty cycle gathered no burst: the next event's cycle need not wait
+        # Only a backlog is worth gathering a burst for: a cycle that granted or emptied its whole
+        # queue leaves the next one nothing to replan but the new arrivals.
+        last_cycle = started if (await run_cycle(dc)).waiting else -math.inf
