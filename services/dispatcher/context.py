@@ -179,11 +179,13 @@ class Dispatcher:
             log.warning("report path back: leases alive when it went down get a TTL plus the claim delay",
                         sources=sorted(ended.sources), outage_s=ended.duration_s, grace_until=ended.grace_end(self.rules))
 
-    def estimates_due(self, now: datetime) -> bool:
-        """True (and noted) when the queue's starts were last estimated `estimate_every_s` ago or more."""
+    def estimates_due(self, now: datetime, *, mark: bool = True) -> bool:
+        """True (and noted, unless `mark` is False) when the queue's starts were last estimated
+        `estimate_every_s` ago or more."""
         if self.estimated_at is not None and (now - self.estimated_at).total_seconds() < self.config.estimate_every_s:
             return False
-        self.estimated_at = now
+        if mark:
+            self.estimated_at = now
         return True
 
     def request_cycle(self) -> None:

@@ -28,6 +28,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.governance import gate, govern, watch_queue
 from services.dispatcher.store import fresh_leases, save_changes, save_queue_estimates
 from services.observability.metrics import observe_cycle
+from shared.events import utcnow
 from shared.leasing.expiry import expire
 from shared.leasing.outage import OutageSource
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
@@ -47,10 +48,14 @@ class CycleReport:
     waiting: int = 0  # tasks still queued after the cycle (not granted: no capacity, held, gated)
 
 
-async def run_cycle(dc: Dispatcher) -> CycleReport:
-    """One scheduling cycle (steps 1-4)."""
+async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleReport:
+    """One scheduling cycle (steps 1-4). `skip_if_idle`: with nothing to plan or estimate, take no
+    step at all (no write lock, no transaction); the tick's cycles never skip (they also load a newer
+    `policy` version)."""
     entered = time.perf_counter()
     if dc.outages.is_down(OutageSource.REDIS):
+        return CycleReport(0, None, 0.0)
+    if skip_if_idle and dc.state is not None and not dc.state.plan_queue() and not dc.estimates_due(utcnow(), mark=False):
         return CycleReport(0, None, 0.0)
     async with dc.write_step(urgent=True) as step:  # before waiting batches: it turns the queue into grants
         started = time.perf_counter()
@@ -129,11 +134,12 @@ async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
         if dc.wake.is_set() and too_soon_s > 0:
             await asyncio.sleep(too_soon_s)  # the previous cycle was a moment ago: let this burst gather
         dc.wake.clear()
-        if time.monotonic() >= next_tick:
+        ticked = time.monotonic() >= next_tick
+        if ticked:
             next_tick = time.monotonic() + dc.config.tick_s
             await dc.watch_redis()
             await sweep(dc)
         started = time.monotonic()
         # Only a backlog is worth gathering a burst for: a cycle that granted or emptied its whole
         # queue leaves the next one nothing to replan but the new arrivals.
-        last_cycle = started if (await run_cycle(dc)).waiting else -math.inf
+        last_cycle = started if (await run_cycle(dc, skip_if_idle=not ticked)).waiting else -math.inf
