@@ -28,7 +28,7 @@ from pathlib import Path
 import asyncpg
 
 from services.audit.chain import EMPTY_HEAD, ChainHead, Linked, chain_from
-from shared.delivery.consumer import Entry, reliable_batch_subscriber
+from shared.delivery.consumer import OFF_PATH_LINGER_MS, Entry, reliable_batch_subscriber
 from shared.delivery.migrations import advisory_key, migrate
 from shared.delivery.wire import BODY_FIELD, extract_body
 from shared.events import canonical_json, parse_event
@@ -131,4 +131,5 @@ def subscribe_archive(broker: object, pool: asyncpg.Pool, *, batch_size: int = B
 
     reliable_batch_subscriber(
         broker, stream=EVENTS_STREAM, group=AUDIT_GROUP, parse=archivable, parse_entry=True, max_records=batch_size,
+        linger_ms=OFF_PATH_LINGER_MS,
     )(on_batch)  # fmt: skip

@@ -25,12 +25,14 @@ BatchHandler = Callable[[list[Envelope | SkippedEntry]], Awaitable[None]]
 
 
 def subscribe_event_batches(
-    ctx: ServiceContext, *, group: str, types: tuple[type[Envelope], ...], batch_size: int, handle: BatchHandler
+    ctx: ServiceContext, *, group: str, types: tuple[type[Envelope], ...], batch_size: int, handle: BatchHandler,
+    linger_ms: int = 0,
 ) -> None:
-    """Consume `cf:events` in `group`, up to `batch_size` entries at a time; only `types` are parsed."""
+    """Consume `cf:events` in `group`, up to `batch_size` entries at a time; only `types` are parsed;
+    `linger_ms` lets batches gather (`shared.delivery.consumer.OFF_PATH_LINGER_MS`)."""
     reliable_batch_subscriber(
         ctx.broker, stream=EVENTS_STREAM, group=group, parse=parse_events_of(*types),
-        parse_entry=True, max_records=batch_size,
+        parse_entry=True, max_records=batch_size, linger_ms=linger_ms,
     )(handle)  # fmt: skip
 
 

@@ -53,6 +53,11 @@ class DispatcherConfig(BaseSettings):
     revoke_grace_s: float = Field(30.0, ge=0, description="time an agent gets to stop a revoked task")
     leader_poll_s: float = Field(0.5, gt=0, description="how often a standby tries the leader lock")
     batch_size: int = Field(500, ge=1, description="stream entries per batch read")
+    report_linger_ms: int = Field(
+        100, ge=0, description="after a batch of agent reports smaller than batch_size, wait this long before reading"
+        " the next: 50 agents heartbeating every 2 s were 25 write steps a second, each holding the write lock"
+        " (a transaction) that a new task's facets and the cycle granting it wait for",
+    )
     min_idle_ms: int = Field(30_000, ge=1, description="pending entries older than this are claimed")
 
     def lease_rules(self) -> LeaseRules:

@@ -68,7 +68,8 @@ async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> Non
     async def on_events(events: list[Any]) -> None:
         await _stop_if_deposed(ctx, handle_events(dc, events))
 
-    @reliable_batch_subscriber(ctx.broker, stream=REPORTS_STREAM, parse=parse_report, **options)
+    @reliable_batch_subscriber(ctx.broker, stream=REPORTS_STREAM, parse=parse_report, linger_ms=config.report_linger_ms,
+                               **options)
     async def on_reports(reports: list[Any]) -> None:
         await _stop_if_deposed(ctx, handle_reports(dc, reports))
 

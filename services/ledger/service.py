@@ -32,6 +32,7 @@ from services.audit.segments import SegmentPolicy, roll_due_segments
 from services.ledger.rounds import close_due_round
 from services.config.holder import DocumentHolder
 from services.common.event_batches import not_yet_handled, once_per_id, subscribe_event_batches
+from shared.delivery.consumer import OFF_PATH_LINGER_MS
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events, send_digest_if_due
 from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
@@ -115,14 +116,16 @@ def build_spec(
         async def on_events(events: list[Envelope | SkippedEntry]) -> None:
             await handle_batch(ctx, prices, events)
 
-        subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
+        subscribe_event_batches(ctx, group=LEDGER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events,
+                                linger_ms=OFF_PATH_LINGER_MS)
         ctx.every(quota_check_interval_s, check_quotas, name="quota-alerts")
         alert_policy = AlertPolicy()
 
         async def on_alerting(events: list[Envelope | SkippedEntry]) -> None:
             await handle_alert_events(ctx, alert_policy, events)
 
-        subscribe_event_batches(ctx, group=ALERTS_GROUP, types=ALERTING_TYPES, batch_size=batch_size, handle=on_alerting)
+        subscribe_event_batches(ctx, group=ALERTS_GROUP, types=ALERTING_TYPES, batch_size=batch_size,
+                                handle=on_alerting, linger_ms=OFF_PATH_LINGER_MS)
         ctx.every(webhook_every_s, deliver_webhooks, name="alert-webhooks")
 
         async def digest(ctx: ServiceContext) -> None:

@@ -36,7 +36,12 @@ the handler gets a list of events. If it raises, the entries are applied again o
 (as batches of one) at once, so a poison entry never holds back the rest of its batch: the ones
 that succeed are acked, the failing ones stay pending for the claimer (which counts their
 deliveries and dead-letters them after `max_deliveries`). When the first few fail in a row too,
-the cause is taken to be shared (a backend down) and the whole rest stays pending.
+the cause is taken to be shared (a backend down) and the whole rest stays pending. With
+`linger_ms`, a batch reader that got fewer than `max_records` entries waits that long after
+handling them before it reads again, so what arrives meanwhile comes as one batch: for consumers
+off the submit -> lease path (`OFF_PATH_LINGER_MS`), which at a low rate would otherwise handle
+every event as a batch, and a transaction, of its own. Entries that arrive while it lingers are
+simply not read yet (nothing is pending on their behalf).
 
 Entries are read undecoded (`parse_undecoded`): whatever bytes an entry holds, it reaches step 2
 and, if unreadable, is dead-lettered with the reason instead of failing inside FastStream forever.
@@ -46,6 +51,7 @@ FastStream resolves in a worker thread for every message.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import warnings
@@ -73,6 +79,11 @@ log = get_logger(__name__)
 OUTAGE_AFTER_FAILURES = 3
 """Entries of a failed batch that may fail in a row, one by one, before the rest is left pending."""
 
+OFF_PATH_LINGER_MS = 250
+"""`linger_ms` of the consumers nothing waits on within a second (ledger, alerts, audit archive,
+views): at 10 events/s each one was a batch of one, and those groups burnt about a third of the
+pipeline's CPU at a low rate, competing with the hops a new task waits on."""
+
 
 def default_consumer_name() -> str:
     """Unique per process: `<host>-<pid>`. Entries a dead process left pending are claimed by others."""
@@ -98,6 +109,9 @@ class Subscription:
     deadletter_stream: str = DEADLETTER_STREAM
     max_records: int = 100
     parse_entry: bool = False
+    linger_ms: int = 0
+    """Batch readers only: after a batch shorter than `max_records`, wait this long before reading
+    again (see the module docstring)."""
     block_ms: int = 2_000
     """How long one XREADGROUP waits for new entries. An entry that arrives is returned at once
     whatever this is; it only sets how often an idle reader asks again (FastStream's default,
@@ -272,6 +286,7 @@ class SubscriptionOptions(TypedDict, total=False):
     deadletter_stream: str
     max_records: int
     parse_entry: bool
+    linger_ms: int
     block_ms: int
 
 
@@ -316,7 +331,10 @@ def reliable_batch_subscriber(
 
         @_reader(broker, sub, batch=True)
         async def read(raw: Any) -> None:
-            await pipeline.process_batch(entries_of(raw), handler)
+            entries = entries_of(raw)
+            await pipeline.process_batch(entries, handler)
+            if sub.linger_ms > 0 and len(entries) < sub.max_records:
+                await asyncio.sleep(sub.linger_ms / 1000)  # let the next batch gather
 
         return handler
 
@@ -329,6 +347,8 @@ def _subscription(stream: str, group: str, options: SubscriptionOptions) -> Subs
         raise TypeError(f"unexpected subscriber options: {sorted(unknown)}")
     if options.get("max_deliveries", 1) < 1:
         raise ValueError("max_deliveries must be >= 1")
+    if options.get("linger_ms", 0) < 0:
+        raise ValueError("linger_ms must be >= 0")
     settings = {name: value for name, value in options.items() if name != "consumer"}
     consumer = options.get("consumer") or default_consumer_name()
     return Subscription(stream=stream, group=group, consumer=consumer, **settings)  # type: ignore[arg-type]
