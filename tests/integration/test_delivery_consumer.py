@@ -3,6 +3,7 @@ deliveries, invalid entries dead-lettered at once, batch consumption."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -177,6 +178,43 @@ async def test_batch_subscriber_applies_batches_and_isolates_a_failing_entry(
     assert 13 not in applied
     assert max(batch_sizes) > 1
     assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
+
+
+async def test_a_lingering_batch_reader_gathers_what_arrives_meanwhile_into_one_batch(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    batches: list[list[int]] = []
+
+    @reliable_batch_subscriber(
+        broker, stream=names["stream"], group=names["group"], parse=parse_test_event, max_records=25,
+        linger_ms=3_000, **FAST,
+    )  # fmt: skip
+    async def handle(batch: list[TestHappened]) -> None:
+        batches.append([e.data["n"] for e in batch])
+
+    await broker.start()
+    await redis.xadd(names["stream"], wire_fields(a_test_event(0)))
+
+    async def first_handled() -> bool:
+        return batches == [[0]]
+
+    assert await wait_until(first_handled)
+    for n in (1, 2, 3):  # one at a time while the reader lingers: without it each would be a batch of its own
+        await redis.xadd(names["stream"], wire_fields(a_test_event(n)))
+        await asyncio.sleep(0.05)
+
+    async def all_handled() -> bool:
+        return sum(len(batch) for batch in batches) == 4
+
+    assert await wait_until(all_handled)
+    assert batches == [[0], [1, 2, 3]]
+    assert (await redis.xpending(names["stream"], names["group"]))["pending"] == 0
+
+
+def test_a_negative_linger_is_refused(broker: RedisBroker, names: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="linger_ms"):
+        reliable_batch_subscriber(broker, stream=names["stream"], group=names["group"], parse=parse_test_event,
+                                  linger_ms=-1)
 
 
 async def test_an_entry_whose_consumers_kept_dying_is_dead_lettered_without_running_the_handler(
