@@ -23,7 +23,7 @@ from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec
 from services.console.store import FLEET_TYPES, SCHEMA, ViewCache, apply_events
-from shared.delivery.consumer import OFF_PATH_LINGER_MS, Entry, reliable_batch_subscriber
+from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event
@@ -59,7 +59,7 @@ async def setup(ctx: ServiceContext) -> None:
 
     @reliable_batch_subscriber(
         ctx.broker, stream=EVENTS_STREAM, group=CONSOLE_GROUP, parse=parse_projected, parse_entry=True,
-        max_records=BATCH_SIZE, linger_ms=OFF_PATH_LINGER_MS,
+        max_records=BATCH_SIZE,
     )
     async def project(batch: list[Envelope | Ignored]) -> None:
         events = [e for e in batch if not isinstance(e, Ignored)]

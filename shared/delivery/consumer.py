@@ -39,9 +39,9 @@ deliveries and dead-letters them after `max_deliveries`). When the first few fai
 the cause is taken to be shared (a backend down) and the whole rest stays pending. With
 `linger_ms`, a batch reader that got fewer than `max_records` entries waits that long after
 handling them before it reads again, so what arrives meanwhile comes as one batch: for consumers
-off the submit -> lease path (`OFF_PATH_LINGER_MS`), which at a low rate would otherwise handle
-every event as a batch, and a transaction, of its own. Entries that arrive while it lingers are
-simply not read yet (nothing is pending on their behalf).
+that nothing waits on right after an event (`OFF_PATH_LINGER_MS`), which at a low rate would
+otherwise handle every event as a batch, and a transaction, of its own. Entries that arrive while
+it lingers are simply not read yet (nothing is pending on their behalf).
 
 Entries are read undecoded (`parse_undecoded`): whatever bytes an entry holds, it reaches step 2
 and, if unreadable, is dead-lettered with the reason instead of failing inside FastStream forever.
@@ -80,9 +80,10 @@ OUTAGE_AFTER_FAILURES = 3
 """Entries of a failed batch that may fail in a row, one by one, before the rest is left pending."""
 
 OFF_PATH_LINGER_MS = 250
-"""`linger_ms` of the consumers nothing waits on within a second (ledger, alerts, audit archive,
-views): at 10 events/s each one was a batch of one, and those groups burnt about a third of the
-pipeline's CPU at a low rate, competing with the hops a new task waits on."""
+"""`linger_ms` of the consumers nothing waits on within a second (ledger, alerts, audit archive):
+at 10 events/s each event was a batch (and a transaction) of its own in each of them, CPU that the
+hops a new task waits on competed with. Not the views: the console's API reads them right after a
+caller saw an event (e.g. approving a task it just saw held)."""
 
 
 def default_consumer_name() -> str:
