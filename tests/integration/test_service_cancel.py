@@ -5,6 +5,7 @@ forever, starving every later test of the session."""
 from __future__ import annotations
 
 import asyncio
+import io
 
 from services.common.runtime import run_service
 from services.matcher.service import SPEC as MATCHER
@@ -20,10 +21,24 @@ def tasks_of(service: str) -> list[asyncio.Task[object]]:
 async def cancel_and_wait(task: asyncio.Task[None]) -> None:
     """Cancel and wait for the end; a leaked task holding a pool connection makes `pool.close()` wait forever."""
     task.cancel()
-    try:
-        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout=120)
-    except TimeoutError:
-        raise AssertionError(f"the service did not end within 120 s of its cancel; still running: {tasks_of(MATCHER.name)}") from None
+    done, _ = await asyncio.wait({task}, timeout=120)
+    if not done:
+        stacks = stacks_of_unfinished_tasks()
+        task.cancel()
+        raise AssertionError(
+            f"the service did not end within 120 s of its cancel; still running: {tasks_of(MATCHER.name)}\n"
+            f"where each unfinished task waits:\n{stacks}"
+        )
+
+
+def stacks_of_unfinished_tasks() -> str:
+    """Every unfinished task's stack but the test's own: where a service that does not stop is stuck."""
+    text = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task() and not task.done():
+            text.write(f"--- {task.get_name()}\n")
+            task.print_stack(limit=12, file=text)
+    return text.getvalue()
 
 
 async def test_a_service_cancelled_while_its_broker_starts_leaves_no_relay_behind(fresh_settings: Settings) -> None:
