@@ -371,7 +371,10 @@ def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: 
             polling_interval=sub.claim_interval_ms,
         )
 
-    @broker.subscriber(stream=claim_stream, **_subscriber_options(sub, "claimer"))
+    claimer = broker.subscriber(stream=claim_stream, **_subscriber_options(sub, "claimer"))
+    _first_read_at_once(claimer)
+
+    @claimer
     async def claim(raw: Any) -> None:
         for entry in entries_of(raw):
             await pipeline.process(entry, handler, redelivered=True)
@@ -384,6 +387,7 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
         polling_interval=sub.block_ms,
     )  # fmt: skip
     reader = broker.subscriber(stream=stream, **_subscriber_options(sub, "batch-reader" if batch else "reader"))
+    _first_read_at_once(reader)
     faststream_start = reader.start
 
     async def start_after_group() -> None:
@@ -392,6 +396,34 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
 
     reader.start = start_after_group
     return reader
+
+
+FIRST_READ_WAIT_MS = 1
+"""How long a subscriber's first read waits for entries (the next ones wait as configured)."""
+
+
+def _first_read_at_once(subscriber: Any) -> None:
+    """Make `subscriber.start` return as soon as its first read does, without waiting out an idle read.
+
+    FastStream's `start` returns only after the subscriber's first read returns, and gives up
+    after 3 s (the service then fails to start). An idle reader's first XREADGROUP blocks for
+    `block_ms` (2 s) and an idle claimer sleeps `claim_interval_ms` after an empty XAUTOCLAIM, so
+    every subscriber took seconds to start, one after another, and on a busy machine a start
+    overran the 3 s and killed its service. The first read waits `FIRST_READ_WAIT_MS` instead
+    (FastStream's read looks the interval up at every call).
+    """
+    stream_sub = subscriber.stream_sub
+    faststream_start = subscriber.start
+
+    async def start_with_a_quick_first_read() -> None:
+        configured = stream_sub.polling_interval
+        stream_sub.polling_interval = FIRST_READ_WAIT_MS
+        try:
+            await faststream_start()
+        finally:
+            stream_sub.polling_interval = configured
+
+    subscriber.start = start_with_a_quick_first_read
 
 
 def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:
