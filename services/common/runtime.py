@@ -28,6 +28,7 @@ import asyncpg
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
+from services.common.task_ending import end_tasks
 from services.observability.delivery import instrument_service
 from shared.delivery.consumer import Entry
 from shared.delivery.consumer import default_consumer_name
@@ -214,9 +215,7 @@ async def _run_until_stopped(ctx: ServiceContext) -> None:
         try:
             await ctx.broker.stop()
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await end_tasks(tasks)
             log.info("service stopped", service=ctx.spec.name)
 
 

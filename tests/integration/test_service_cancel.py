@@ -5,9 +5,9 @@ forever, starving every later test of the session."""
 from __future__ import annotations
 
 import asyncio
-import io
 
 from services.common.runtime import run_service
+from services.common.task_ending import where_it_waits
 from services.matcher.service import SPEC as MATCHER
 from shared.settings import Settings
 from tests.helpers.redis_users import service_settings
@@ -32,13 +32,9 @@ async def cancel_and_wait(task: asyncio.Task[None]) -> None:
 
 
 def stacks_of_unfinished_tasks() -> str:
-    """Every unfinished task's stack but the test's own: where a service that does not stop is stuck."""
-    text = io.StringIO()
-    for task in asyncio.all_tasks():
-        if task is not asyncio.current_task() and not task.done():
-            text.write(f"--- {task.get_name()}\n")
-            task.print_stack(limit=12, file=text)
-    return text.getvalue()
+    """Where every unfinished task but the test's own waits: where a service that does not stop is stuck."""
+    current = asyncio.current_task()
+    return "\n".join(f"{task.get_name()}: {where_it_waits(task)}" for task in asyncio.all_tasks() if task is not current and not task.done())
 
 
 async def test_a_service_cancelled_while_its_broker_starts_leaves_no_relay_behind(fresh_settings: Settings) -> None:
