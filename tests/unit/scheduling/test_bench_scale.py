@@ -1,0 +1,35 @@
+"""bench/scale.py's breakdown: the walk's split at the last grant, and the contract's floor, on a small case."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+import sys
+from pathlib import Path
+
+from shared.scheduling.plan import plan
+from shared.scheduling.policies import POLICIES
+
+_SPEC = importlib.util.spec_from_file_location("scale_bench", Path(__file__).resolve().parents[3] / "bench" / "scale.py")
+scale = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("scale_bench", scale)  # its dataclasses look their module up
+_SPEC.loader.exec_module(scale)
+
+
+def test_the_phases_split_the_walk_at_the_last_grant_and_count_every_task() -> None:
+    snapshot = scale.build_snapshot(40, random.Random("fleet"))
+    queue = scale.build_queue(600, random.Random("queue"))
+    phases = dict(scale.phase_times(snapshot, queue))
+    # "3a. decide 12,022 tasks ...", "3b. decide the next 87,978 ...", "4. defer the other 0 cheaply"
+    counts = [int(re.findall(r"\d[\d,]*", label.split(". ", 1)[1])[0].replace(",", ""))
+              for label in phases if label[:2] in ("3a", "3b", "4.")]
+    assert sum(counts) == len(queue)
+    granted = {grant.task_id for grant in plan(snapshot, queue, POLICIES["cardflow"], scale.NOW).grants}
+    assert granted, "the case must grant something for the split to mean anything"
+    ordered = scale.order_queue(queue, POLICIES["cardflow"], scale.NOW)
+    last = max(index for index, task in enumerate(ordered) if task.task_id in granted)
+    assert counts[0] == last + 1  # 3a ends with the last grant
+    floor = scale.contract_floor(snapshot, queue)
+    assert [label.split(" ")[0] for label, _ in floor] == ["order", "index", "read", "young-generation"]
+    assert all(millis >= 0 for _, millis in floor)
