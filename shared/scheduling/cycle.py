@@ -50,6 +50,7 @@ from shared.scheduling.model import (
     Reservation,
     RunningLease,
     Snapshot,
+    enum_members,
 )
 from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
@@ -61,7 +62,8 @@ from shared.scheduling.preemption import (
 )
 from shared.scheduling.quota import QuotaBook
 
-R = DeferralReason
+R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
+P = enum_members(PriorityClass)
 
 
 class Cycle:
@@ -129,7 +131,7 @@ class Cycle:
             if not self._may_start(task, options):
                 self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
                 return
-            if task.priority_class != PriorityClass.CORE:
+            if task.priority_class != P.CORE:
                 shape = self._shape(task, options)
                 if self._repeat_failure(task, options, shape):
                     return
@@ -205,7 +207,7 @@ class Cycle:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
         append = self.deferrals.append
         may_preempt = self.blocked is None and self.policy.preemption
-        core, gate = PriorityClass.CORE, self.policy.readiness_gate
+        core, gate = P.CORE, self.policy.readiness_gate
         blocked = self.blocked or Deferral("", R.NO_CAPACITY, reasons.NO_FREE_GPUS_TEXT)
         reason, detail = blocked.reason, blocked.detail
         for task in tasks:
@@ -225,7 +227,7 @@ class Cycle:
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
         themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
         be revisited when the earliest grace ends (`Plan.revisit_at`)."""
-        if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
+        if task.priority_class != P.CORE or not self.policy.preemption:
             return False
         grace_ends = self._grace_ends(task)
         if self.now >= grace_ends:
@@ -299,7 +301,7 @@ class Cycle:
         """True for a standard task that would hold the cycle's reservation (none is settled yet) and
         asks for more than total − headroom on every card type it accepts: it need leave only the
         rest of the type free (no task that fits the fleet is kept out for good by the headroom)."""
-        if task.priority_class != PriorityClass.STANDARD or self.reservation_settled:
+        if task.priority_class != P.STANDARD or self.reservation_settled:
             return False
         pools = self.fleet.pools
         return wider_than_headroom_allows(task.gpus, ((pool.total_gpus, pool.headroom) for option in options
@@ -309,7 +311,7 @@ class Cycle:
         """True if the GPUs of a grant to the task on this option would count as headroom (`Borrowed`):
         opportunistic work — with `policy.headroom_counts_reclaimable_only`, only work core work
         could have back within the preemption grace."""
-        if task.priority_class != PriorityClass.OPPORTUNISTIC:
+        if task.priority_class != P.OPPORTUNISTIC:
             return False
         return self.borrowed.counts is None or grant_reclaimable_within_grace(task, option.runtime_s, self.policy)
 
@@ -370,7 +372,7 @@ class Cycle:
 
     def _mention_grace(self, task: QueuedTask) -> None:
         """A core task waiting out its preemption grace is told when it may preempt (last deferral)."""
-        if task.priority_class != PriorityClass.CORE or not self.policy.preemption:
+        if task.priority_class != P.CORE or not self.policy.preemption:
             return
         grace_left = self._grace_ends(task) - self.now
         if grace_left > 0 and self._victim_index().has_victims():
@@ -462,7 +464,7 @@ class Cycle:
         """When opportunistic work filling the reservation yields its GPUs to this task, should it
         hold the reservation: once the task's preemption grace is over. None: never (policy off, or
         the task is opportunistic itself)."""
-        if not self.policy.fill_reservations or task.priority_class == PriorityClass.OPPORTUNISTIC:
+        if not self.policy.fill_reservations or task.priority_class == P.OPPORTUNISTIC:
             return None
         return max(self.now, self._grace_ends(task))
 
@@ -485,7 +487,7 @@ class Cycle:
     def _borrows(self, lease: RunningLease) -> bool:
         """True if the running lease's GPUs count as headroom (`Borrowed`)."""
         counts = self.borrowed.counts
-        return lease.priority_class == PriorityClass.OPPORTUNISTIC and (counts is None or counts(lease))
+        return lease.priority_class == P.OPPORTUNISTIC and (counts is None or counts(lease))
 
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
@@ -499,7 +501,7 @@ class Cycle:
         cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases that
         yield to the reservation free their GPUs by then at the latest."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
-        opportunistic, preempted = PriorityClass.OPPORTUNISTIC, self._preempted
+        opportunistic, preempted = P.OPPORTUNISTIC, self._preempted
         policy, now = self.policy, self.now
         releases = []
         for lease in self.leases:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
 from shared.scheduling.headroom import Borrowed, headroom_needed
-from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask
+from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, enum_members
 from shared.scheduling.placement import Fleet, Pool
 
-R = DeferralReason
+R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 # When card options fail differently, the deferral names the most telling reason (first here).
 _REASON_RANK = {R.BEHIND_RESERVATION: 0, R.HEADROOM: 1, R.HEAVY_SPREAD: 2, R.NO_CAPACITY: 3}
 

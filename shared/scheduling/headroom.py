@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 
+_STANDARD = PriorityClass.STANDARD  # read once: Enum.MEMBER is slow in CPython 3.11 (model.enum_members)
+
 
 def headroom_share(policy: Policy, card_type: str) -> float:
     """The share of `card_type` kept free for core work."""
@@ -115,7 +117,7 @@ def blocked_by_headroom(priority_class: PriorityClass, gpus: int, free_gpus: int
     `borrowed` (GPUs held by preemptible opportunistic work) GPUs cover it. A task asking for more
     GPUs than are free is blocked by capacity, not headroom.
     """
-    if headroom <= 0 or priority_class != PriorityClass.STANDARD or gpus > free_gpus:
+    if headroom <= 0 or priority_class != _STANDARD or gpus > free_gpus:
         return False
     return free_gpus + borrowed - gpus < headroom
 

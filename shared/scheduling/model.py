@@ -8,8 +8,16 @@ simulated time without conversion. The dispatcher converts aware datetimes at it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
+from types import SimpleNamespace
 from typing import Mapping
+
+
+def enum_members(enum: type[Enum]) -> SimpleNamespace:
+    """The enum's members as plain attributes (the same objects): in CPython 3.11 reading
+    `Enum.MEMBER` goes through the enum's metaclass (~75 ns), a namespace attribute costs ~20 ns, and
+    the scheduling core reads such members several times for each of 100,000 queued tasks."""
+    return SimpleNamespace(**enum.__members__)
 
 
 class PriorityClass(StrEnum):

@@ -13,10 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shared.scheduling import reasons
-from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, QuotaAccount
-from shared.scheduling.quota_balance import Coverage, CoverageRule, CoverageVerdict, QuotaTerms
+from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
+from shared.scheduling.quota_balance import (
+    Coverage,
+    CoverageRule,
+    CoverageVerdict,
+    QuotaTerms,
+    RuleStanding,
+    failure_under,
+)
 
 _SECONDS_PER_HOUR = 3600.0
+C, R = enum_members(Coverage), enum_members(DeferralReason)  # the members, read faster
 
 
 def gpu_hours(task: QueuedTask, option: CardOption) -> float:
@@ -33,7 +41,8 @@ def quota_terms(account_id: str, account: QuotaAccount) -> QuotaTerms:
 class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
-    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names")
+    __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
+                 "_standings")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -49,18 +58,26 @@ class QuotaBook:
         # project -> card type -> the coverage rule of the project's accounts there (made when first asked)
         self._rules: dict[str, dict[str, CoverageRule]] = {project: {} for project in self._by_project}
         self._names: dict[str, str] = {}  # account id -> how deferral sentences name it
+        # project -> card type -> its rule's standing with the hours left now (dropped when they change)
+        self._standings: dict[str, dict[str, RuleStanding]] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
         """The task's card options its quota allows (matcher order kept), or a deferral if none."""
         rules = self._rules.get(task.project)
         if rules is None:
             return task.options, None
-        left, margin, gate, gpus = self._remaining, self._margin_s, self._expiry_gate, task.gpus
+        margin, gate, gpus = self._margin_s, self._expiry_gate, task.gpus
+        standings = self._standings.get(task.project)
+        if standings is None:
+            standings = self._standings[task.project] = {}
         usable, first_failure = [], None
         for option in task.options:
-            rule = rules.get(option.card_type) or self._rule(task.project, option.card_type)
+            standing = standings.get(option.card_type)
+            if standing is None:
+                rule = rules.get(option.card_type) or self._rule(task.project, option.card_type)
+                standing = standings[option.card_type] = rule.standing(self._remaining)
             runtime_s = option.runtime_s
-            failure = rule.failure(left, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
+            failure = failure_under(standing, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
             if failure is None:
                 usable.append(option)
             elif first_failure is None:
@@ -93,6 +110,7 @@ class QuotaBook:
         need = gpu_hours(task, option)
         for account in self.verdict(task, option).paying:
             self._remaining[account.account_id] -= need
+        self._standings.pop(task.project, None)  # the project's hours left changed
 
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage, account: QuotaTerms | None) -> Deferral:
         """The deferral for the task's first option (the matcher's choice) the quota does not allow."""
@@ -101,13 +119,13 @@ class QuotaBook:
         if name is None:
             name = self._names[account.account_id] = reasons.quota_account_name(
                 task.project, account.card_type, len(self._by_project[task.project]), account.account_id)
-        if kind is Coverage.NOT_YET_VALID:
+        if kind is C.NOT_YET_VALID:
             detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
-            return Deferral(task.task_id, DeferralReason.QUOTA_NOT_YET_VALID, detail)
-        if kind in (Coverage.EXPIRED, Coverage.EXPIRES_FIRST):
+            return Deferral(task.task_id, R.QUOTA_NOT_YET_VALID, detail)
+        if kind in (C.EXPIRED, C.EXPIRES_FIRST):
             left_s = account.valid_to - self._now
             detail = reasons.quota_expires(name, option.card_type, option.runtime_s, left_s, self._margin_s)
-            return Deferral(task.task_id, DeferralReason.QUOTA_EXPIRES, detail)
+            return Deferral(task.task_id, R.QUOTA_EXPIRES, detail)
         detail = reasons.quota_exhausted(name, option.card_type, gpu_hours(task, option),
                                          self._remaining[account.account_id])
-        return Deferral(task.task_id, DeferralReason.QUOTA_EXHAUSTED, detail)
+        return Deferral(task.task_id, R.QUOTA_EXHAUSTED, detail)

@@ -159,18 +159,44 @@ class CoverageRule:
                 margin_s: float = 0.0, expiry_gate: bool = True) -> tuple[Coverage, QuotaTerms] | None:
         """None if the accounts allow the task (`verdict(...).coverage.allows`); else the verdict's
         coverage and account, without building the verdict."""
+        return failure_under(self.standing(left_gpu_hours), need_gpu_hours, runtime_s, margin_s, expiry_gate)
+
+    def standing(self, left_gpu_hours: Mapping[str, float]) -> RuleStanding:
+        """What the rule's verdicts depend on besides the task, with these hours left (`failure_under`).
+        A caller asking for many tasks keeps it until the hours left change."""
         fixed = self._fixed
         if fixed is not None:
-            return None if fixed.coverage is Coverage.UNLIMITED else (fixed.coverage, fixed.account)
-        if expiry_gate and self._soonest.valid_to - self._now < runtime_s + margin_s:
-            return Coverage.EXPIRES_FIRST, self._soonest
-        poorest = self._poorest(left_gpu_hours)
-        if left_gpu_hours.get(poorest.account_id, poorest.gpu_hours) < need_gpu_hours:
-            return Coverage.EXHAUSTED, poorest
-        return None
+            return (True, None if fixed.coverage is Coverage.UNLIMITED else (fixed.coverage, fixed.account),
+                    0.0, None, 0.0, None)
+        soonest, poorest = self._soonest, self._poorest(left_gpu_hours)
+        return (False, None, soonest.valid_to - self._now, soonest,
+                left_gpu_hours.get(poorest.account_id, poorest.gpu_hours), poorest)
 
     def _poorest(self, left_gpu_hours: Mapping[str, float]) -> QuotaTerms:
         in_force = self._in_force
         if len(in_force) == 1:
             return in_force[0]
         return min(in_force, key=lambda a: (left_gpu_hours.get(a.account_id, a.gpu_hours), a.account_id))
+
+
+# (settled, its failure, the soonest-ending account's seconds left, that account, the poorest account's
+# GPU-hours left, that account): `CoverageRule.standing`. When settled, the failure holds for every task.
+RuleStanding = tuple[bool, "tuple[Coverage, QuotaTerms] | None", float, "QuotaTerms | None", float, "QuotaTerms | None"]
+
+
+def failure_under(standing: RuleStanding, need_gpu_hours: float, runtime_s: float, margin_s: float,
+                  expiry_gate: bool) -> tuple[Coverage, QuotaTerms] | None:
+    """`CoverageRule.failure` for one task, given the rule's standing: accounts none of which is in
+    force fail every task; else the soonest-ending account must outlast the task (plus the margin) and
+    the poorest must have its GPU-hours left (if those two pass, every account in force passes)."""
+    settled, failure, soonest_left_s, soonest, poorest_left, poorest = standing
+    if settled:
+        return failure
+    if expiry_gate and soonest_left_s < runtime_s + margin_s:
+        return _EXPIRES_FIRST, soonest
+    if poorest_left < need_gpu_hours:
+        return _EXHAUSTED, poorest
+    return None
+
+
+_EXPIRES_FIRST, _EXHAUSTED = Coverage.EXPIRES_FIRST, Coverage.EXHAUSTED  # read once (Enum.MEMBER is slow in 3.11)
