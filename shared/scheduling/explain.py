@@ -3,13 +3,15 @@
 `Miss` records why one card option did not take a task; `Explainer` turns the misses into a
 `Deferral` whose sentence carries the numbers a person needs ("needs 4 GPUs of H100 on one node;
 largest free block: H100 3"). Sentences that depend only on the fleet's free capacity are cached
-until a grant changes it: late in a busy cycle thousands of tasks are told the same thing.
+until a grant or hold changes one of their card types: late in a busy cycle thousands of tasks are told
+the same thing, and early in it most grants leave a task's card types alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
@@ -18,6 +20,7 @@ from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy
 from shared.scheduling.placement import Fleet, Pool
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
+_CARD_TYPE = attrgetter("card_type")
 # When card options fail differently, the deferral names the most telling reason (first here).
 _REASON_RANK = {R.BEHIND_RESERVATION: 0, R.HEADROOM: 1, R.HEAVY_SPREAD: 2, R.NO_CAPACITY: 3}
 
@@ -44,8 +47,9 @@ class Explainer:
 
     def __init__(self, fleet: Fleet, policy: Policy, now: float, borrowed: Borrowed) -> None:
         self._fleet, self._policy, self._now, self._borrowed = fleet, policy, now, borrowed
-        self._cache: dict[tuple, tuple[int, str]] = {}
-        self._no_room: dict[tuple, tuple[int, str]] = {}  # the same for `no_capacity`
+        # (GPUs, heavy, card types) -> [the fleet's free GPUs, `_free_of` the card types, sentence]
+        self._cache: dict[tuple, list] = {}
+        self._no_room: dict[tuple, list] = {}  # the same for `no_capacity`
 
     def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                  wide: bool = False) -> Deferral:
@@ -54,17 +58,32 @@ class Explainer:
 
     def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
         """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
-        key = (task.gpus, task.heavy, tuple([option.card_type for option in options]))
+        key = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
         cached = self._no_room.get(key)
-        if cached is None or cached[0] != self._fleet.free_total:
+        if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, key[2])):
             never = self.never_fits(task, options)
             if never is not None:
                 text = never.detail
             else:
                 pools = self._fleet.pools
                 text = self._capacity_text(task, [Miss(R.NO_CAPACITY, o, pools.get(o.card_type)) for o in options])
-            cached = self._no_room[key] = (self._fleet.free_total, text)
-        return Deferral(task.task_id, R.NO_CAPACITY, cached[1])
+            cached = self._no_room[key] = [self._fleet.free_total, self._free_of(key[2]), text]
+        return Deferral(task.task_id, R.NO_CAPACITY, cached[2])
+
+    def _free_of(self, card_types: Sequence[str]) -> tuple[int, ...]:
+        """Free GPUs of each of these card types (-1: not in the fleet)."""
+        pools = self._fleet.pools
+        return tuple([pools[card].free_total if card in pools else -1 for card in card_types])
+
+    def _still_holds(self, cached: list, card_types: Sequence[str]) -> bool:
+        """True if a capacity sentence cached as [fleet's free GPUs, `_free_of` its card types, text]
+        when the fleet had other free GPUs is still true: none of its card types changed. Free GPUs
+        only shrink during a cycle, so a card type with as many free GPUs as then had no grant or hold
+        (its nodes' free and heavy counts, which the sentence reports, are as they were)."""
+        if cached[1] != self._free_of(card_types):
+            return False
+        cached[0] = self._fleet.free_total
+        return True
 
     def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
         """A deferral saying so if the task asks for more GPUs than any option's card type has (the
@@ -88,11 +107,11 @@ class Explainer:
             return reasons.behind_reservation(guard.holder, guard.card_type, start_in, option.runtime_s)
         if miss.reason == R.HEAVY_SPREAD:
             return reasons.heavy_spread(task.gpus, option.card_type, self._policy.max_heavy_per_node)
-        key = (task.gpus, task.heavy, tuple(item.option.card_type for item in misses))
+        key = (task.gpus, task.heavy, tuple([item.option.card_type for item in misses]))
         cached = self._cache.get(key)
-        if cached is None or cached[0] != self._fleet.free_total:
-            cached = self._cache[key] = (self._fleet.free_total, self._capacity_text(task, misses))
-        return cached[1]
+        if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, key[2])):
+            cached = self._cache[key] = [self._fleet.free_total, self._free_of(key[2]), self._capacity_text(task, misses)]
+        return cached[2]
 
     def _capacity_text(self, task: QueuedTask, misses: Sequence[Miss]) -> str:
         fleet = self._fleet

@@ -2,10 +2,13 @@
 
 - `quota_balance.CoverageRule` (what `coverage` uses) against the rule as first written: accounts
   sorted, the first failing one blamed.
-- `Cycle.walk` (which repeats a remembered failure for a task of the same shape, `_repeat_failure`)
-  against `consider` called for every task in a plain loop, attempting each in full: the same grants, preemptions, reservations, deferral
-  reasons and sentences for every task, on generated snapshots whose queues repeat a few shapes (so the
-  shortcut is taken often).
+- `Cycle.walk` (which repeats a remembered failure for a task of the same shape, `_repeat_failure`,
+  and reuses a capacity sentence while its card types keep their free GPUs, `Explainer`) against
+  `consider` called for every task in a plain loop, attempting each in full and working every sentence
+  out afresh: the same grants, preemptions, reservations, deferral reasons and sentences for every task,
+  on generated snapshots whose queues repeat a few shapes (so the shortcuts are taken often).
+- `QuotaBook` (which keeps each rule's standing per project and card type until a charge) against one
+  that works the standing out for every task, in the same comparison.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.cycle import Cycle
+from shared.scheduling.explain import Explainer
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
@@ -31,6 +35,7 @@ from shared.scheduling.model import (
     Snapshot,
 )
 from shared.scheduling.ordering import order_queue
+from shared.scheduling.quota import QuotaBook
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
@@ -83,8 +88,34 @@ def test_coverage_blames_the_same_account_as_the_rule_first_written(terms, spent
     assert coverage(terms, left, project, card, need, runtime, NOW, margin, gate) == expected
 
 
+class FreshExplainer(Explainer):
+    """Works every capacity sentence out afresh (no cache)."""
+
+    def no_capacity(self, task, options):
+        self._no_room.clear()
+        return super().no_capacity(task, options)
+
+    def deferral(self, task, miss, misses, guard, wide=False):
+        self._cache.clear()
+        return super().deferral(task, miss, misses, guard, wide)
+
+
+class FreshQuotaBook(QuotaBook):
+    """Works each rule's standing out afresh for every task."""
+
+    def usable_options(self, task):
+        self._standings.clear()
+        return super().usable_options(task)
+
+
 class StraightCycle(Cycle):
-    """A cycle that never repeats a remembered failure: every task is attempted in full."""
+    """A cycle that never repeats a remembered failure (every task is attempted in full) and works
+    every capacity sentence and quota standing out afresh."""
+
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = ()) -> None:
+        super().__init__(snapshot, policy, now, queue)
+        self.explain = FreshExplainer(self.fleet, policy, now, self.borrowed)
+        self.quota = FreshQuotaBook(snapshot.quotas, policy, now)
 
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         return False
