@@ -33,6 +33,7 @@ from redis.exceptions import ResponseError
 
 from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
 from shared.delivery.wire import ensure_group
+from shared.event_wait import wait_until_set
 from shared.events.envelope import utcnow
 from shared.events.parsing import parse_command
 from shared.logging import get_logger
@@ -262,5 +263,4 @@ class AgentDaemon:
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    await wait_until_set(stop, seconds)

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.backoff import ExponentialWithJitterBackoff
 
 from shared.delivery.wire import wire_fields
+from shared.event_wait import wait_until_set
 from shared.events import make_event
 from shared.events.envelope import Envelope
 from shared.events.subjects import agent_subject
@@ -95,8 +96,7 @@ class ReportWriter:
                 failures = 0
                 continue
             failures += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self._backoff.compute(failures))
+            await wait_until_set(stop, self._backoff.compute(failures))
 
     async def flush(self, timeout: float) -> bool:
         """Write what is queued, for at most `timeout` seconds; True if nothing is left."""
@@ -109,8 +109,7 @@ class ReportWriter:
 
     async def wait_written(self, timeout: float) -> bool:
         """Wait until the queue is empty (written by `run`); True if it is."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout=timeout)
+        await wait_until_set(self._idle, timeout)
         return not self._queue
 
     async def _write_batch(self) -> bool:

@@ -11,6 +11,7 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 
+from shared.event_wait import wait_until_set
 from shared.events.reports import GpuUtilisation, LeaseGrantOrder
 from shared.logging import get_logger
 
@@ -138,10 +139,4 @@ class SimRunner:
 
 async def _stopped_within(stop_requested: asyncio.Event, seconds: float) -> bool:
     """Sleep `seconds` unless a stop is requested first (True then)."""
-    if stop_requested.is_set():
-        return True
-    try:
-        await asyncio.wait_for(stop_requested.wait(), timeout=seconds)
-    except TimeoutError:
-        return False
-    return True
+    return await wait_until_set(stop_requested, seconds)

@@ -39,6 +39,7 @@ from shared.delivery.outbox import append_routed, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
 from shared.delivery.retention import DEFAULT_RETENTION, sweep
 from shared.delivery.wire import extract_body
+from shared.event_wait import wait_until_set
 from shared.events import Envelope, make_event, parse_event
 from shared.events.emission import Emission
 from shared.logging import get_logger
@@ -232,5 +233,4 @@ async def _repeat(ctx: ServiceContext, name: str, seconds: float, loop: Loop) ->
             await loop(ctx)
         except Exception:
             log.exception("periodic loop failed; retrying", loop=name, service=ctx.spec.name)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.stop.wait(), timeout=seconds)
+        await wait_until_set(ctx.stop, seconds)

@@ -144,8 +144,10 @@ class Dispatcher:
         if self.redis is None:
             return
         try:
-            await asyncio.wait_for(self.redis.ping(), timeout=timeout_s)
-            first_unread = await asyncio.wait_for(self._first_unread_report(), timeout=timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can lose a cancel (shared.event_wait)
+                await self.redis.ping()
+            async with asyncio.timeout(timeout_s):
+                first_unread = await self._first_unread_report()
         except (RedisError, OSError, TimeoutError) as error:
             self.source_down(OutageSource.REDIS, error)
             return

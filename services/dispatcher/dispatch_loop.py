@@ -19,7 +19,6 @@ While Redis is known unreachable no cycle runs: its grants could not reach the a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from services.dispatcher.context import Dispatcher
 from services.dispatcher.governance import gate, govern, watch_queue
 from services.dispatcher.store import fresh_leases, save_changes, save_queue_estimates
 from services.observability.metrics import observe_cycle
+from shared.event_wait import wait_until_set
 from shared.events import utcnow
 from shared.leasing.expiry import expire
 from shared.leasing.outage import OutageSource
@@ -126,8 +126,7 @@ async def cycle_loop(dc: Dispatcher, stop: asyncio.Event) -> None:
     next_tick, last_cycle = 0.0, -math.inf
     while not stop.is_set():
         timeout = max(0.0, next_tick - time.monotonic())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(dc.wake.wait(), timeout=timeout)
+        await wait_until_set(dc.wake, timeout)
         if stop.is_set():
             return
         too_soon_s = last_cycle + dc.config.debounce_s - time.monotonic()

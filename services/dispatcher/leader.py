@@ -20,6 +20,7 @@ import asyncpg
 
 from shared.delivery.db import quote_schema
 from shared.delivery.migrations import advisory_key
+from shared.event_wait import wait_until_set
 from shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -56,8 +57,7 @@ class LeaderLock:
             if not waiting_logged:
                 log.info("dispatcher is standby; waiting for the leader lock", holder=self._holder)
                 waiting_logged = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=poll_s)
+            await wait_until_set(stop, poll_s)
         return None
 
     async def still_held(self) -> bool:

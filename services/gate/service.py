@@ -7,11 +7,10 @@ instance that does not hold the gate lock, or whose Redis fails, waits `IDLE_S` 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 
 from services.common.runtime import ServiceContext, ServiceSpec
 from services.gate.forwarder import Gate
+from shared.event_wait import wait_until_set
 from shared.logging import get_logger
 
 log = get_logger(__name__)
@@ -32,8 +31,7 @@ async def setup(ctx: ServiceContext) -> None:
                 return  # shutting down: the read in flight was cut off
             log.exception("gate step failed; retrying")
             gate.leading, gate.recovering = False, True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ctx.stop.wait(), timeout=IDLE_S)
+        await wait_until_set(ctx.stop, IDLE_S)
 
     ctx.every(0.0, forward, name="forward")
 
