@@ -135,7 +135,8 @@ class RunningSystem:
         self.pg_roles = pg_roles
         self.agent_urls: dict[str, str] = {}
         self.tail = EventTail(redis)
-        self.events: list[Envelope] = []
+        self.events: list[Envelope] = []  # each event once, as consumers apply them (see `poll`)
+        self._seen_event_ids: set[str] = set()
         self.views: dict[str, TaskView] = {}
 
     # ---- acting like upstream ---------------------------------------------------------------
@@ -187,8 +188,17 @@ class RunningSystem:
     # ---- observing --------------------------------------------------------------------------------
 
     async def poll(self) -> list[Envelope]:
-        """Read the events appended since the last poll; update `events` and `views`."""
-        new = await self.tail.read_all()
+        """Read the events appended since the last poll; update `events` and `views`.
+
+        Delivery is at least once: a relay or the gate stopped between its XADD and marking the row
+        sent appends the same event again after its restart. Every consumer applies an event id
+        once, so does this: `events` holds each event once (a count of grants is a count of leases).
+        """
+        new = []
+        for event in await self.tail.read_all():
+            if event.event_id not in self._seen_event_ids:
+                self._seen_event_ids.add(event.event_id)
+                new.append(event)
         for event in new:
             task_id = task_id_of(event)
             if task_id is not None:
