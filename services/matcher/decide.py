@@ -24,9 +24,10 @@ from types import MappingProxyType
 from typing import Any
 
 from shared.cards import CardSpec, Catalog, MatchRequest, MatchResult, estimate_runtime_s, rank_cards
+from shared.cards.why_not import WhyNotCode, card_why_not, why_not_text
 from shared.events.reasons import UnmatchableReason
 
-from services.matcher.match_reasons import WhyNotCode, choice_facts, why_not_text
+from services.matcher.match_reasons import choice_facts
 
 NO_FLEET_DETAIL = "no GPU node has registered yet"
 
@@ -116,19 +117,8 @@ def _verdict(request: MatchRequest, card: CardSpec, catalog: Catalog, fleet: Fle
     runtime_s = estimate_runtime_s(request, card, catalog)
     cost = runtime_s * request.gpus * card.price_per_gpu_hour / 3600.0
     fleet_gpus = fleet.gpus(card.card_type)
-    return CardVerdict(card.card_type, runtime_s, cost, fleet_gpus, *_why_not(request, card, fleet_gpus))
-
-
-def _why_not(request: MatchRequest, card: CardSpec, fleet_gpus: int) -> tuple[WhyNotCode | None, dict[str, Any]]:
-    if not _is_allowed(request, card.card_type):
-        return (WhyNotCode.DENIED if card.card_type in request.deny else WhyNotCode.NOT_ALLOWED), {}
-    if card.vram_gb < request.min_vram_gb:
-        return WhyNotCode.TOO_LITTLE_VRAM, {"vram_gb": card.vram_gb, "needed_gb": request.min_vram_gb}
-    if fleet_gpus == 0:
-        return WhyNotCode.NOT_IN_FLEET, {}
-    if fleet_gpus < request.gpus:
-        return WhyNotCode.TOO_FEW_IN_FLEET, {"fleet_gpus": fleet_gpus, "needed_gpus": request.gpus}
-    return None, {}
+    why_not = card_why_not(request.gpus, request.min_vram_gb, request.allow, request.deny, card, fleet_gpus)
+    return CardVerdict(card.card_type, runtime_s, cost, fleet_gpus, *why_not)
 
 
 def _choice(request: MatchRequest, result: MatchResult, catalog: Catalog) -> dict[str, Any] | None:

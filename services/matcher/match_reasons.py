@@ -3,30 +3,19 @@
 The matcher stores these facts beside its English sentences (`matcher.matches`: each ranking row's
 `why_not_code` / `why_not_facts`, the match's `reason_facts`), so a reader in another language
 gets the sentence rendered from the numbers that decided, never translated from the English text
-(the match review does the same: `services.ledger.review_reasons`). A card's English why-not is
-rendered here too, from the same facts; the choice's English sentence stays the one
-`shared.cards.rank_cards` writes.
+(the match review does the same: `services.ledger.review_reasons`). A card's why-not code and its
+sentences are `shared.cards.why_not`'s (one rule with `rank_cards`); the choice's English sentence
+stays the one `shared.cards.rank_cards` writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from shared.cards import CardEstimate
-
-Lang = Literal["en", "zh"]
-
-
-class WhyNotCode(StrEnum):
-    """Why one card type cannot run a task (the first that applies, in this order)."""
-
-    DENIED = "denied"  # the task's deny list names it
-    NOT_ALLOWED = "not_allowed"  # the task's allow list does not name it
-    TOO_LITTLE_VRAM = "too_little_vram"  # facts: vram_gb, needed_gb
-    NOT_IN_FLEET = "not_in_fleet"
-    TOO_FEW_IN_FLEET = "too_few_in_fleet"  # facts: fleet_gpus, needed_gpus
+from shared.cards.why_not import Lang, why_not_text
 
 
 class RematchTrigger(StrEnum):
@@ -35,23 +24,6 @@ class RematchTrigger(StrEnum):
     FLEET_CHANGED = "fleet_changed"  # facts: card_type (the type that joined)
     CATALOG_CHANGED = "catalog_changed"  # facts: catalog_version
 
-
-_WHY_NOT: dict[Lang, dict[WhyNotCode, str]] = {
-    "en": {
-        WhyNotCode.DENIED: "denied by the task",
-        WhyNotCode.NOT_ALLOWED: "not among the task's allowed card types",
-        WhyNotCode.TOO_LITTLE_VRAM: "{vram_gb:g} GB VRAM < {needed_gb:g} GB needed",
-        WhyNotCode.NOT_IN_FLEET: "not in the fleet",
-        WhyNotCode.TOO_FEW_IN_FLEET: "the fleet has {fleet_gpus} GPU(s) of it, {needed_gpus} needed",
-    },
-    "zh": {
-        WhyNotCode.DENIED: "任务禁止使用该卡型",
-        WhyNotCode.NOT_ALLOWED: "不在任务允许的卡型之列",
-        WhyNotCode.TOO_LITTLE_VRAM: "显存 {vram_gb:g} GB，少于所需的 {needed_gb:g} GB",
-        WhyNotCode.NOT_IN_FLEET: "集群中没有该卡型",
-        WhyNotCode.TOO_FEW_IN_FLEET: "集群中该卡型只有 {fleet_gpus} 张 GPU，任务需要 {needed_gpus} 张",
-    },
-}
 
 _REMATCH: dict[Lang, dict[RematchTrigger, str]] = {
     "en": {
@@ -63,11 +35,6 @@ _REMATCH: dict[Lang, dict[RematchTrigger, str]] = {
         RematchTrigger.CATALOG_CHANGED: "重新匹配：卡型目录版本 {catalog_version} 已生效",
     },
 }
-
-
-def why_not_text(code: WhyNotCode | str, facts: Mapping[str, Any], lang: Lang = "en") -> str:
-    """One card type's why-not sentence in `lang`, from its code and numbers."""
-    return _WHY_NOT[lang][WhyNotCode(code)].format(**facts)
 
 
 def rematch_facts(trigger: RematchTrigger, **facts: str) -> dict[str, str]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.cards.model import CardSpec, Catalog
+from shared.cards.why_not import card_why_not, why_not_text
 from shared.scheduling.model import CardOption, Profile
 
 _SECONDS_PER_HOUR = 3600.0
@@ -129,15 +130,9 @@ def _estimate(request: MatchRequest, card: CardSpec, catalog: Catalog, available
 
 
 def _why_not(request: MatchRequest, card: CardSpec, available: frozenset[str] | None) -> str:
-    if card.card_type in request.deny:
-        return "denied by the task"
-    if request.allow and card.card_type not in request.allow:
-        return "not among the task's allowed card types"
-    if available is not None and card.card_type not in available:
-        return "not in the fleet"
-    if card.vram_gb < request.min_vram_gb:
-        return f"{card.vram_gb:g} GB VRAM < {request.min_vram_gb:g} GB needed"
-    return ""
+    fleet_gpus = 0 if available is not None and card.card_type not in available else None
+    code, facts = card_why_not(request.gpus, request.min_vram_gb, request.allow, request.deny, card, fleet_gpus)
+    return "" if code is None else why_not_text(code, facts)
 
 
 def _smaller_adequate(chosen: CardEstimate, ranked: tuple[CardEstimate, ...], catalog: Catalog) -> CardEstimate | None:

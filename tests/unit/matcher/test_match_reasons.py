@@ -6,9 +6,10 @@ import pytest
 
 from services.matcher.decide import Fleet, decide
 from services.matcher.match_reasons import (
-    RematchTrigger, WhyNotCode, match_reason_text, ranking_row_why_not, rematch_facts, why_not_text,
+    RematchTrigger, match_reason_text, ranking_row_why_not, rematch_facts,
 )  # fmt: skip
 from shared.cards import load_catalog
+from shared.cards.why_not import WhyNotCode, why_not_text
 
 from .builders import a_request
 

@@ -20,12 +20,12 @@ from .builders import HOUR, NOW, a_lease, a_node, a_task, built
 
 ROOT = Path(__file__).resolve().parents[3]
 PURE_PATHS = [*sorted((ROOT / "shared" / "scheduling").glob("*.py")), ROOT / "shared" / "cards" / "matching.py",
-              ROOT / "shared" / "cards" / "model.py"]
+              ROOT / "shared" / "cards" / "model.py", ROOT / "shared" / "cards" / "why_not.py"]
 ALLOWED_STDLIB = {
     "__future__", "bisect", "collections", "contextlib", "dataclasses", "enum", "functools", "gc", "heapq",
     "itertools", "math", "operator", "typing", "types", "abc",
 }
-ALLOWED_PROJECT = ("shared.scheduling", "shared.cards.model", "shared.cards.matching")
+ALLOWED_PROJECT = ("shared.scheduling", "shared.cards.model", "shared.cards.matching", "shared.cards.why_not")
 FORBIDDEN_NAMES = {"now", "utcnow", "today", "time", "monotonic", "perf_counter", "random", "urandom"}
 
 
