@@ -335,7 +335,7 @@ def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = 
     """A task's card match: every ranked card type, and once it finished, the verdict in hindsight."""
     with cli_api() as api:
         task_id = task_id_or_ref(api, task)
-        found = api.get(f"/v1/matches/{task_id}")
+        found = api.get(f"/v1/matches/{task_id}", lang=lang.value)
     if as_json:
         emit_json(found)
         return

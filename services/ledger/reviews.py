@@ -26,7 +26,7 @@ class UnmatchedTaskError(LookupError):
 async def task_match(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
     """The task's match (ranking with estimates); with its review when it has finished."""
     match = await pool.fetchrow(
-        f"SELECT m.chosen, m.ranking, m.oversized, m.reason, m.catalog_version, m.matched_at, t.name, t.project,"
+        f"SELECT m.chosen, m.ranking, m.oversized, m.reason, m.catalog_version, m.matched_at, m.event_id, t.name, t.project,"
         f" t.profile, t.gpus FROM {SCHEMA}.task_matches m LEFT JOIN {SCHEMA}.tasks t USING (task_id)"
         f" WHERE m.task_id = $1", task_id,
     )  # fmt: skip
@@ -36,7 +36,7 @@ async def task_match(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
     review = review_json(review_match(facts[0])) if facts else None
     return {"task_id": task_id, "name": match["name"], "project": match["project"], "profile": match["profile"],
             "gpus": match["gpus"], "chosen": match["chosen"], "ranking": match["ranking"], "oversized": match["oversized"],
-            "why": match["reason"], "catalog_version": match["catalog_version"],
+            "why": match["reason"], "catalog_version": match["catalog_version"], "match_event_id": match["event_id"],
             "matched_at": match["matched_at"].isoformat(), "finished": review is not None, "review": review}  # fmt: skip
 
 
