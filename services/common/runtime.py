@@ -32,7 +32,7 @@ from services.common.task_ending import end_tasks
 from services.observability.delivery import instrument_service
 from shared.delivery.consumer import Entry
 from shared.delivery.consumer import default_consumer_name
-from shared.delivery.db import create_pool
+from shared.delivery.db import close_pool, create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
 from shared.delivery.outbox import append_routed, next_subject_seqs
@@ -195,7 +195,7 @@ async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event
             await _run_until_stopped(ctx)
     finally:
         await redis.aclose()
-        await pool.close()
+        await close_pool(pool)
 
 
 async def _run_until_stopped(ctx: ServiceContext) -> None:

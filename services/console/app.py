@@ -56,7 +56,7 @@ from services.identity.tokens import SCHEMA as IDENTITY_SCHEMA
 from services.intake.service import SPEC as INTAKE_SPEC
 from services.observability.system_state import metrics_endpoint
 from services.ledger.service import SPEC as LEDGER_SPEC
-from shared.delivery.db import create_pool
+from shared.delivery.db import close_pool, create_pool
 from shared.delivery.relay import OutboxRelay
 from shared.settings import Settings
 from shared.submission import TaskSubmission
@@ -91,7 +91,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
                     await daily
         finally:
             await resources.aclose()
-            await pool.close()
+            await close_pool(pool)
 
     app = FastAPIOffline(  # /docs and /redoc load Swagger UI / ReDoc from the package, not a CDN
         title="cardflow API",

@@ -14,11 +14,19 @@ lives on a connection of its own, outside the pool.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
 
 import asyncpg
+
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+
+POOL_CLOSE_TIMEOUT_S = 10.0
+"""How long a stopping process waits for its connections to come back before it cuts them."""
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -74,3 +82,21 @@ async def create_pool(
     )
     assert pool is not None
     return pool
+
+
+async def close_pool(pool: asyncpg.Pool, timeout_s: float = POOL_CLOSE_TIMEOUT_S) -> None:
+    """Close `pool`, cutting its connections if some are not released within `timeout_s`.
+
+    `Pool.close()` waits for every acquired connection to be released, without limit: a task that
+    outlived its service's stop while holding one (a lost cancel, a library's unawaited consumer task)
+    would keep the process from ever ending. After `timeout_s` the connections are terminated, which
+    rolls back whatever transaction they held (nothing half-done is committed), and a warning says so.
+    """
+    in_use = pool.get_size() - pool.get_idle_size()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await pool.close()
+    except TimeoutError:
+        log.warning("connections not released in time; terminating them (their transactions roll back)",
+                    in_use_at_close=in_use, waited_s=timeout_s)
+        pool.terminate()
