@@ -5,7 +5,8 @@
   project and card type, the fleet;
 - `why(pool, task_id)` is the story of a task (`services.audit.story`);
 - `change_log(pool, ...)` lists the events people (or upstream systems) caused that change how
-  the system behaves: configuration, templates, quotas, approvals, cancellations, tokens, rounds.
+  the system behaves: configuration, templates, quotas, approvals, cancellations, tokens, agents'
+  Redis users, rounds.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from shared.replay import ReplayState, replay_event
 
 CHANGE_TYPES = (
     "config.changed", "template.changed", "quota.granted", "quota.adjusted", "task.approved",
-    "task.cancel_requested", "task.flag_cleared", "token.created", "token.revoked", "round.closed",
-    "round.note_amended",
+    "task.cancel_requested", "task.flag_cleared", "token.created", "token.revoked", "agent.enrolled",
+    "agent.unenrolled", "round.closed", "round.note_amended",
 )  # fmt: skip
 """Event types `audit log` lists by default: changes someone made, each with its actor."""
 LOG_LIMIT = 500
@@ -122,6 +123,9 @@ def describe_change(event_type: str, data: dict[str, Any]) -> str:
         return f"task {data['task_id']}"
     if event_type == "task.flag_cleared":
         return f"task {data['task_id']}: flagged success cleared, its output now counted"
+    if event_type in ("agent.enrolled", "agent.unenrolled"):
+        verb = "may now log in" if event_type == "agent.enrolled" else "deleted: its password is refused"
+        return f"agent {data['agent_id']}: Redis user {data['redis_user']} {verb}"
     if event_type == "round.closed":
         return f"round {data['round_id']} ({data['starts_at']} to {data['ends_at']}): {data['note']}"
     if event_type == "round.note_amended":

@@ -214,7 +214,7 @@ def log(
     since: Annotated[datetime | None, typer.Option("--since", help="ISO 8601 with a time zone")] = None,
     as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
-    """Who changed what: configuration, templates, quotas, approvals, cancellations, tokens, rounds."""
+    """Who changed what: configuration, templates, quotas, approvals, cancellations, tokens, agents, rounds."""
     with cli_api() as api:
         rows = api.get("/v1/audit/log", actor=actor, type=event_type, since=since.isoformat() if since else None)
     if as_json:

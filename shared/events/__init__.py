@@ -57,6 +57,8 @@ from shared.events.envelope import Envelope, Payload, canonical_json, new_event_
 from shared.events.identity import (
     AgentEnrolled,
     AgentEnrolledData,
+    AgentUnenrolled,
+    AgentUnenrolledData,
     TokenCreated,
     TokenCreatedData,
     TokenRevoked,

@@ -30,7 +30,7 @@ from shared.events.dispatch import (
 )
 from shared.events.envelope import Envelope, Payload, utcnow
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
-from shared.events.identity import AgentEnrolled, TokenCreated, TokenRevoked
+from shared.events.identity import AgentEnrolled, AgentUnenrolled, TokenCreated, TokenRevoked
 from shared.events.intake import (
     DataReadySignalled,
     TaskCancelRequested,
@@ -89,7 +89,7 @@ Event = Annotated[
         # config
         ConfigChanged, TemplateChanged,
         # identity (the console process)
-        TokenCreated, TokenRevoked, AgentEnrolled,
+        TokenCreated, TokenRevoked, AgentEnrolled, AgentUnenrolled,
         # operators' dead-letter actions (the console's API, through intake's outbox)
         DeadLetterReplayed, DeadLetterPurged,
         # operators' verbs: requests (the console's API, through intake's outbox), the dispatcher's answers

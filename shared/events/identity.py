@@ -1,5 +1,5 @@
-"""Events about API tokens (one created, one revoked) and agents' Redis users (one enrolled); the
-console process owns schema `identity`.
+"""Events about API tokens (one created, one revoked) and agents' Redis users (one enrolled, one
+unenrolled); the console process owns schema `identity`.
 
 No secret or password ever appears in an event; its holder's name does (`user:<name>` is the actor of
 everything done with the token).
@@ -56,3 +56,18 @@ class AgentEnrolled(Envelope):
 
     type: Literal["agent.enrolled"] = "agent.enrolled"
     data: AgentEnrolledData
+
+
+class AgentUnenrolledData(Payload):
+    agent_id: EntityId = Field(description="the agent's id")
+    redis_user: str = Field(min_length=1, max_length=120, description="the Redis ACL user deleted: agent.<id>")
+    reason: Detail = Field(min_length=1, description="why the agent lost its credential (a host decommissioned, a key leaked)")
+
+
+class AgentUnenrolled(Envelope):
+    """A GPU host's agent lost its Redis user: its password is refused from now on and its open
+    connections are closed, so it can neither read its inbox nor report (its leases expire unrenewed
+    and their tasks are requeued). Enrolling the id again makes a new user with a new password."""
+
+    type: Literal["agent.unenrolled"] = "agent.unenrolled"
+    data: AgentUnenrolledData

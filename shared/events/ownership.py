@@ -34,7 +34,7 @@ from shared.events.dispatch import (
 from shared.events.config import ConfigChanged, TemplateChanged
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 from shared.events.envelope import Envelope
-from shared.events.identity import AgentEnrolled, TokenCreated, TokenRevoked
+from shared.events.identity import AgentEnrolled, AgentUnenrolled, TokenCreated, TokenRevoked
 from shared.events.intake import (
     DataReadySignalled,
     TaskCancelRequested,
@@ -70,7 +70,7 @@ _FACETS: dict[str, tuple[type[Envelope], ...]] = {
     DISPATCHER: _DISPATCHER_FACETS,
     "ledger": (UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed, RoundNoteAmended),
     "config": (ConfigChanged, TemplateChanged),
-    "identity": (TokenCreated, TokenRevoked, AgentEnrolled),
+    "identity": (TokenCreated, TokenRevoked, AgentEnrolled, AgentUnenrolled),
 }
 OWNER_OF: dict[str, str] = {cls.model_fields["type"].default: owner for owner, classes in _FACETS.items() for cls in classes}
 """Event type -> the schema (service) whose outbox alone may hold it. Every catalogued event type

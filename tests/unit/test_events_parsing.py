@@ -115,7 +115,7 @@ def test_an_upcaster_that_cannot_read_the_old_payload_is_reported_as_such() -> N
         (b"\xff\xfe", "(whole input)", "JSON"),
         ("[1, 2]", "(whole input)", "a JSON object"),
         ({"subject": "task/T1"}, "type", "the event type (the field is missing)"),
-        ({"type": "task.exploded"}, "type", "a known event type, one of: agent.enrolled, config.changed"),
+        ({"type": "task.exploded"}, "type", "a known event type, one of: agent.enrolled, agent.unenrolled, config.changed"),
         ({"type": 5}, "type", "a known event type"),
     ],
 )

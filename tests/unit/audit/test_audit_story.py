@@ -57,3 +57,7 @@ def test_change_sentences() -> None:
     assert describe_change("config.changed", {"file": "policy.yaml", "old_version": "v1", "new_version": "v2"}) == (
         "policy.yaml: version v1 -> v2")
     assert describe_change("token.created", {"name": "alice", "role": "auditor", "scopes": ["x"]}) == "name=alice, role=auditor"
+    assert describe_change("agent.unenrolled", {"agent_id": "gpu-7", "redis_user": "agent.gpu-7", "reason": "retired"}) == (
+        "agent gpu-7: Redis user agent.gpu-7 deleted: its password is refused")
+    assert describe_change("agent.enrolled", {"agent_id": "gpu-7", "redis_user": "agent.gpu-7"}) == (
+        "agent gpu-7: Redis user agent.gpu-7 may now log in")
