@@ -108,10 +108,8 @@ def reason_sentence(view: TaskView, lang: Language) -> str:
     """The view's reason sentence in `lang` (English: the service's own sentence)."""
     if lang != "zh":
         return view.reason_detail
-    template = ZH_TEMPLATES.get(view.reason)
-    if template is None:
-        return view.reason_detail  # a reason added after this table: the English sentence, never nothing
-    return template.format_map(sentence_fields(view))
+    # a reason added after this table: the English sentence, never nothing
+    return sentence_from_fields(view.reason, sentence_fields(view)) or view.reason_detail
 
 
 def needs_original(view: TaskView, lang: Language) -> bool:
@@ -119,6 +117,34 @@ def needs_original(view: TaskView, lang: Language) -> bool:
     return lang == "zh" and bool(view.reason_detail) and view.reason not in EXACT_IN_ZH
 
 
+def sentence_from_fields(reason: str, fields: Mapping[str, str] | None) -> str | None:
+    """The Chinese sentence of `reason` filled from `fields` (stored `sentence_fields`); None when
+    the reason has no template or no fields were stored (history written before they were)."""
+    template = ZH_TEMPLATES.get(reason)
+    if template is None or fields is None:
+        return None
+    return template.format_map(_Fields(fields))
+
+
+class _Fields(dict[str, str]):
+    """Stored fields; a field added to a template after they were stored reads as `?`."""
+
+    def __missing__(self, key: str) -> str:
+        return MISSING
+
+
 def template_fields(template: str) -> set[str]:
     """The `{field}` names a template uses (for the test that every one is provided)."""
     return {name for _, name, _, _ in Formatter().parse(template) if name}
+
+
+def history_sentence(reason: str, detail: str, facts: Mapping[str, str] | None, lang: Language) -> tuple[str | None, bool]:
+    """A history line's sentence in `lang` and whether the service's English `detail` must be shown
+    beside it as 原文: English is the detail itself; Chinese is rendered from the line's stored
+    fields, or None (only the English detail exists: shown as 原文, never machine-translated)."""
+    if lang != "zh":
+        return detail, False
+    sentence = sentence_from_fields(reason, facts)
+    if sentence is None:
+        return None, bool(detail)
+    return sentence, bool(detail) and reason not in EXACT_IN_ZH

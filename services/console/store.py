@@ -4,7 +4,8 @@ One call per consumed batch, inside the batch's transaction:
 
 1. task events: lock the batch's task ids (advisory, in a fixed order, so two views instances
    never interleave on one task), load their views, `evolve` in stream order (pure), then one
-   multi-row upsert of the views and one multi-row insert of the history. A `ViewCache` keeps the
+   multi-row upsert of the views and one multi-row insert of the history (each line with the
+   `sentence_fields` its Chinese sentence is rendered from). A `ViewCache` keeps the
    views this process last read or wrote with their row version (`xmin`): the load sends the
    cached versions and gets the view's JSON back only for rows that changed since (another views
    instance, a rolled-back batch), so a view still as cached is not parsed again — a task's view
@@ -15,12 +16,14 @@ One call per consumed batch, inside the batch's transaction:
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 import asyncpg
 
 from services.common.bulk import column_arrays, execute_bulk
+from services.console.sentences import sentence_fields
 from shared.events import Envelope
 from shared.logging import get_logger
 from shared.projection import TaskView, evolve, task_id_of
@@ -126,9 +129,11 @@ async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelop
     if not history:
         return
     await conn.execute(
-        f"INSERT INTO {SCHEMA}.events (task_id, event_id, type, occurred_at, actor, state, reason, detail)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[],"
-        " $7::text[], $8::text[]) ON CONFLICT DO NOTHING",
+        f"INSERT INTO {SCHEMA}.events (task_id, event_id, type, occurred_at, actor, state, reason, detail, facts)"
+        " SELECT t.task_id, t.event_id, t.type, t.occurred_at, t.actor, t.state, t.reason, t.detail, t.facts::jsonb"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[],"
+        " $8::text[], $9::text[]) AS t(task_id, event_id, type, occurred_at, actor, state, reason, detail, facts)"
+        " ON CONFLICT DO NOTHING",
         [view.id for _, view in history],
         [event.event_id for event, _ in history],
         [event.type for event, _ in history],
@@ -137,6 +142,7 @@ async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelop
         [view.state.value for _, view in history],
         [view.reason for _, view in history],
         [view.reason_detail for _, view in history],
+        [json.dumps(sentence_fields(view), ensure_ascii=False) for _, view in history],
     )
 
 

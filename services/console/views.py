@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from services.console.store import SCHEMA
 from shared.events.states import TaskState
@@ -31,6 +31,8 @@ class HistoryEntry(BaseModel):
     state: TaskState
     reason: str
     detail: str
+    facts: dict[str, str] | None = Field(None, exclude=True)
+    """The values the reason's Chinese sentence is filled from (None on lines stored before they were kept)."""
 
 
 class LeaseView(BaseModel):
@@ -173,7 +175,7 @@ async def task_history(pool: asyncpg.Pool, task_id: str) -> list[HistoryEntry]:
     """The task's applied events, oldest first."""
     try:
         rows = await pool.fetch(
-            f"SELECT event_id, type, occurred_at, actor, state, reason, detail FROM {SCHEMA}.events"
+            f"SELECT event_id, type, occurred_at, actor, state, reason, detail, facts FROM {SCHEMA}.events"
             " WHERE task_id = $1 ORDER BY occurred_at, event_id",
             task_id,
         )

@@ -20,7 +20,6 @@ from services.console.labels import (
 )  # fmt: skip
 from services.console.labels_accountability import ACCOUNTABILITY_LABELS
 from services.ledger.review_reasons import review_reason_text
-from services.matcher.match_reasons import match_reason_text, ranking_row_why_not
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 _UNITS: dict[str, tuple[str, str, str, str]] = {"en": ("d", "h", "min", "s"), "zh": ("天", "小时", "分", "秒")}
@@ -68,16 +67,6 @@ def _review_reason(context: Any, review: dict[str, Any]) -> str:
     return review_reason_text(review, context.get("lang", "en"))
 
 
-@pass_context
-def _match_reason(context: Any, match: dict[str, Any]) -> str:
-    return match_reason_text(match, context.get("lang", "en"))
-
-
-@pass_context
-def _why_not(context: Any, row: dict[str, Any]) -> str:
-    return ranking_row_why_not(row, context.get("lang", "en")) or "—"
-
-
 def _when(value: str | datetime | None) -> str:
     at = parse_time(value)
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
@@ -109,8 +98,8 @@ def labels_for(lang: Language) -> dict[str, Any]:
 
 environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)  # fmt: skip
-environment.filters.update(duration=_duration, since=_since, when=_when, num=_num, sig=_sig, review_reason=_review_reason,
-                           match_reason=_match_reason, why_not=_why_not)
+environment.filters.update(duration=_duration, since=_since, when=_when, num=_num, sig=_sig,
+                           review_reason=_review_reason)
 environment.tests["unavailable"] = lambda value: isinstance(value, Unavailable)
 
 

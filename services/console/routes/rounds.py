@@ -22,27 +22,23 @@ with a ledger `Emitter`; the ledger service's relay publishes `round.closed`.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.routes.common import NOT_FOUND, Lang, unprocessable
-from services.console.routes.story import MATCHER_SCHEMA
+from services.console.match_reading import match_sentence
 from services.console.auth import Authenticated, requires
 from services.console.routes.approvals import INTAKE_SCHEMA, check_reviewer, policy_document
 from services.console.api import TaskIdPath
-from services.console.labels import Language
 from services.console.views import MISSING_TABLES, load_task
 from services.ledger.match_review import ReviewGrouping
 from services.ledger.reviews import UnmatchedTaskError, review_matches, task_match
 from services.ledger.rounds import RoundError, amend_note, close_round, compare_rounds, list_rounds, load_round
 from services.ledger.service import LedgerSettings, RoundPeriods
-from services.matcher.match_reasons import match_reason_text
 from shared.events import TaskFlagCleared, utcnow
 from shared.events.emission import Emission
 from shared.events.subjects import task_subject
@@ -135,16 +131,6 @@ async def get_match(task_id: str, request: Request, _: Authenticated, lang: Lang
     if lang != "en":
         found["why"] = await match_sentence(pool, found["match_event_id"], found["why"], lang)
     return found
-
-
-async def match_sentence(pool: asyncpg.Pool, match_event_id: str, english: str, lang: Language) -> str:
-    """The match's sentence in `lang`, rendered from the numbers the matcher stored with it (the ledger
-    keeps only its English sentence); the English one when the matcher's record is gone."""
-    try:
-        facts = await pool.fetchval(f"SELECT reason_facts::text FROM {MATCHER_SCHEMA}.matches WHERE event_id = $1", match_event_id)
-    except MISSING_TABLES:
-        facts = None
-    return match_reason_text({"reason": english, "reason_facts": json.loads(facts) if facts else None}, lang)
 
 
 @router.get("/review", responses=NOT_FOUND, summary="The match review: verdicts grouped, cheapest output first, runtime ratios")
