@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from services.console.labels import Language
 from shared.events import (
-    AgentEnrolled, ConfigChanged, DataReadySignalled, Envelope, LeaseExpired,
+    AgentEnrolled, AgentUnenrolled, ConfigChanged, DataReadySignalled, Envelope, LeaseExpired,
     LeaseGranted, LeaseReleased, LeaseRenewed, LeaseRevoked, NodeDrained, NodeDrainRequested, NodeLost, NodeRegistered,
     NodeUndrained, NodeUndrainRequested, QuotaAdjusted, QuotaExpiring, QuotaGranted, QuotaThresholdCrossed, RoundClosed,
     RoundNoteAmended, TaskApprovalDelayed, TaskApproved, TaskCancelled, TaskCancelRequested, TaskCheckpointed,
@@ -44,7 +44,7 @@ EVENT_LABELS_ZH: Mapping[type[Envelope], str] = {
     RoundNoteAmended: "修改周期复盘备注",
     # config, identity, dead letters
     ConfigChanged: "配置变更", TemplateChanged: "模板变更", TokenCreated: "创建令牌", TokenRevoked: "吊销令牌",
-    AgentEnrolled: "节点代理登记", DeadLetterReplayed: "死信重放", DeadLetterPurged: "死信清除",
+    AgentEnrolled: "节点代理登记", AgentUnenrolled: "节点代理注销", DeadLetterReplayed: "死信重放", DeadLetterPurged: "死信清除",
     # operators' verbs: requests, and the dispatcher's answers
     TaskHoldRequested: "请求暂缓", TaskReleaseRequested: "请求放行", TaskRequeueRequested: "请求重新排队",
     TaskPriorityChangeRequested: "请求修改优先级", NodeDrainRequested: "请求排空节点",
