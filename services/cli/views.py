@@ -132,7 +132,7 @@ def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = C
 
     with cli_api() as api:
         task_id = task_id_of(api, task)
-        found = api.call("GET", f"/v1/tasks/{task_id}/history", expect=(404,))
+        found = api.call("GET", f"/v1/tasks/{task_id}/story", expect=(404,), params={"lang": lang.value})
         if found.status_code == 404:
             raise fail(f"task {task_id} was submitted but the views do not show it yet; try again in a moment")
         answer = found.json()
@@ -141,7 +141,7 @@ def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = C
         print(json.dumps(answer["task"] | {"history": answer["history"], "checklist": checklist}, ensure_ascii=False,
                          indent=2))  # fmt: skip
         return
-    console.print(status_table(answer["task"], lang))
+    console.print(status_table(answer["task"], lang, answer["sentence"], answer["original_needed"]))
     if checklist is not None:
         from services.cli.preflight import checklist_table
 
@@ -217,7 +217,8 @@ def tasks_table(views: list[dict[str, Any]], lang: CliLang, now: datetime) -> Ta
     return table
 
 
-def status_table(view: dict[str, Any], lang: CliLang) -> Table:
+def status_table(view: dict[str, Any], lang: CliLang, sentence: str, original_needed: bool) -> Table:
+    """The task's facts; its reason with the story's sentence in `lang` (the English one beside as 原文 when it says more)."""
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]
@@ -230,7 +231,8 @@ def status_table(view: dict[str, Any], lang: CliLang) -> Table:
     priority = f"{view.get('priority_class') or ''} {view.get('priority') if view.get('priority') is not None else ''}"
     for key, value in (
         ("name", view.get("name") or "-"), ("state", state_text(view["state"], lang)),
-        ("reason", f"{reason_label(view.get('reason') or '', lang.value)}: {view.get('reason_detail') or ''}"),
+        ("reason", f"{reason_label(view.get('reason') or '', lang.value)}: {sentence}"
+                   + (f"\n{label['original']}: {view.get('reason_detail')}" if original_needed else "")),
         ("project", view.get("project") or ""), ("template", view.get("template") or "-"), ("priority", priority.strip()),
         ("gpus", str(view.get("gpus") or "")), ("card_type", view.get("card_type") or ""), ("node", view.get("node_id") or ""),
         ("cost", cost), ("used_cost", f"{view.get('used_cost') or 0:.2f}"), ("progress", progress),
@@ -241,6 +243,7 @@ def status_table(view: dict[str, Any], lang: CliLang) -> Table:
 
 
 def history_table(history: list[dict[str, Any]], lang: CliLang) -> Table:
+    """Each story line: time, event (its Chinese name and type with `--lang zh`), state, reason and sentence."""
     from services.console.labels import UI_LABELS, reason_label
 
     label = UI_LABELS[lang.value]
@@ -249,7 +252,10 @@ def history_table(history: list[dict[str, Any]], lang: CliLang) -> Table:
         table.add_column(label.get(column, column), overflow="fold")
     for entry in history:
         reason = Text(reason_label(entry.get("reason") or "", lang.value))
-        reason.append(f"\n{entry.get('detail') or ''}", style="dim")
+        reason.append(f"\n{entry.get('sentence') or ''}".rstrip(), style="dim")
+        if entry.get("original_needed"):
+            reason.append(f"\n{label['original']}: {entry.get('detail') or ''}", style="dim italic")
+        event = entry["type"] if lang is CliLang.EN else f"{entry['event_label']}\n{entry['type']}"
         occurred = _time(entry["occurred_at"])
-        table.add_row(f"{occurred:%Y-%m-%d %H:%M:%S}" if occurred else "", entry["type"], state_text(entry["state"], lang), reason)
+        table.add_row(f"{occurred:%Y-%m-%d %H:%M:%S}" if occurred else "", event, state_text(entry["state"], lang), reason)
     return table

@@ -76,6 +76,12 @@ async def check_tasks_and_status(env: dict[str, str], waiting: TaskStory, runnin
         "task.submitted", "task.readiness_changed"]
     code, out, err = await cardflow(env, "status", "run-me", "--json")  # by its name
     assert code == 0 and json.loads(out)["id"] == running.task_id, err
+    code, out, err = await cardflow(env, "status", "key-w", "--lang", "zh")  # the story in Chinese
+    assert code == 0, err
+    for said in ("已提交", "数据就绪检查", "等待数据检查", "等待 1 个输入（已就绪 50%）"):  # event names, a line's sentence
+        assert said in out, (said, out)
+    code, out, err = await cardflow(env, "status", "key-w")
+    assert code == 0 and "task.readiness_changed" in out and "数据" not in out, out
 
     code, out, err = await cardflow(env, "tasks", "--lang", "zh")
     assert code == 0, err
