@@ -51,13 +51,14 @@ class Settings(BaseSettings):
         "ingest", description="the upstream name entries on the shared cf:ingest are recorded under (actor upstream:<name>)"
     )
     agent_enrolment_redis_url: SecretStr | None = Field(
-        None, description="a Redis URL whose user may run ACL SETUSER (an admin): the console uses it only to make an"
-        " agent's own Redis user for POST /v1/agents (`cardflow enroll`); unset = that endpoint answers 409 with the"
-        " commands to run. `cardflow up` sets it to the embedded Redis's admin URL (docs/running.md#5-security)",
+        None, description="a Redis URL whose user may run ACL SETUSER and ACL DELUSER (an admin): the console uses it"
+        " only to make an agent's own Redis user for POST /v1/agents (`cardflow enroll`) and to delete it for"
+        " DELETE /v1/agents/{id} (`cardflow unenroll`); unset = those endpoints answer 409 with the commands to run."
+        " `cardflow up` sets it to the embedded Redis's admin URL (docs/running.md#5-security)",
     )
     redis_users_file: Path | None = Field(
         None, description="the embedded Redis's users file (set by `cardflow up`): an enrolled agent is kept there too,"
-        " so it survives a restart of the embedded server",
+        " so it survives a restart of the embedded server; an unenrolled one is removed, so no restart brings it back",
     )
 
     @field_validator("ingest_upstreams", mode="before")

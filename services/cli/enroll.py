@@ -1,13 +1,17 @@
-"""`cardflow enroll AGENT_ID --reason TEXT`: an agent's own Redis user, made through the API (admin).
+"""`cardflow enroll AGENT_ID --reason TEXT`: an agent's own Redis user, made through the API (admin);
+`cardflow unenroll AGENT_ID --reason TEXT`: that user deleted (admin).
 
-Calls `POST /v1/agents`; prints the user, its password and the `CARDFLOW_REDIS_URL` to give the agent
-(shown only now). When the console may not make Redis users, the API's 409 says which commands an
-admin runs instead (`cardflow redis-users --agents-only --agent ID`), and this prints it.
+`enroll` calls `POST /v1/agents`; prints the user, its password and the `CARDFLOW_REDIS_URL` to give
+the agent (shown only now). `unenroll` calls `DELETE /v1/agents/{id}` and prints what was deleted.
+When the console may not make or delete Redis users, the API's 409 says which commands an admin
+runs instead (`cardflow redis-users --agents-only --agent ID`; `ACL DELUSER agent.ID`), and this
+prints it.
 """
 
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 from typing import Annotated
 
 import typer
@@ -30,9 +34,25 @@ LABELS = {
                  "note": "密码仅显示这一次：请把该 URL 交给代理（作为它的 CARDFLOW_REDIS_URL）。"},
 }  # fmt: skip
 
+UNENROL_LABELS = {
+    CliLang.EN: {"title": "agent unenrolled", "agent_id": "agent", "redis_user": "Redis user deleted",
+                 "saved": "gone after a Redis restart too", "yes": "yes",
+                 "no": "no (Redis has no ACL file: remove the user from redis.conf if it is there)",
+                 "event_id": "agent.unenrolled event",
+                 "note": "Its password is refused from now on. Its leases are not ended here: they expire unrenewed"
+                         " (the dispatcher's lease TTL) and their tasks are requeued."},
+    CliLang.ZH: {"title": "已注销代理", "agent_id": "代理", "redis_user": "已删除的 Redis 用户",
+                 "saved": "Redis 重启后也不会恢复", "yes": "是",
+                 "no": "否（Redis 未配置 ACL 文件：若 redis.conf 中有该用户，请一并删除）",
+                 "event_id": "agent.unenrolled 事件",
+                 "note": "从现在起它的密码将被拒绝。此处不会结束它的租约：租约因无法续期而过期（调度器的租约 TTL），"
+                         "其任务随后重新排队。"},
+}  # fmt: skip
+
 
 def register(app: typer.Typer) -> None:
     app.command("enroll")(enroll)
+    app.command("unenroll")(unenroll)
 
 
 def enroll(
@@ -57,4 +77,29 @@ def enrolled_table(enrolled: dict[str, object], lang: CliLang) -> Table:
     for key in ("agent_id", "redis_user", "password", "redis_url"):
         table.add_row(labels[key], str(enrolled[key]))
     table.add_row(labels["saved"], labels["yes"] if enrolled["saved"] else labels["no"])
+    return table
+
+
+def unenroll(
+    agent_id: Annotated[str, typer.Argument(help="the agent's id; its Redis user agent.ID is deleted")],
+    reason: Annotated[str, typer.Option("--reason", help="why; recorded in the agent.unenrolled event")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+    lang: LangOption = CliLang.EN,
+) -> None:
+    """Unenrol an agent (admin): delete its Redis user, so its password is refused; its leases expire."""
+    with cli_api() as api:
+        unenrolled = api.call("DELETE", f"/v1/agents/{quote(agent_id, safe='')}", body={"reason": reason}).json()
+    if as_json:
+        print(json.dumps(unenrolled, indent=2))
+        return
+    console.print(unenrolled_table(unenrolled, lang))
+    console.print(UNENROL_LABELS[lang]["note"])
+
+
+def unenrolled_table(unenrolled: dict[str, object], lang: CliLang) -> Table:
+    labels = UNENROL_LABELS[lang]
+    table = Table(title=labels["title"], show_header=False)
+    for key in ("agent_id", "redis_user", "event_id"):
+        table.add_row(labels[key], str(unenrolled[key]))
+    table.add_row(labels["saved"], labels["yes"] if unenrolled["saved"] else labels["no"])
     return table

@@ -1,4 +1,5 @@
-"""Enrolling a GPU host's agent: its own Redis ACL user, made through the API (`POST /v1/agents`).
+"""Enrolling a GPU host's agent — its own Redis ACL user, made through the API (`POST /v1/agents`) —
+and unenrolling it (`DELETE /v1/agents/{id}`).
 
 `enroll_agent` makes (or re-keys) user `agent.<id>` with the rules of `shared.redis_acl.agent_user`
 (read only its own inbox `cf:agent:<id>` in its group, append to `cf:reports`) and a fresh password,
@@ -12,6 +13,11 @@ run it is an admin. So the console holds no such right of its own (its user is `
 it uses `Settings.agent_enrolment_redis_url` when one is given (`cardflow up` gives the embedded
 Redis's admin URL) and otherwise refuses with the commands an admin runs instead
 (`EnrolmentUnavailable`).
+
+`unenroll_agent` deletes `agent.<id>` (`ACL DELUSER`, which also closes the connections logged in
+as it) and drops it from the embedded users file, and emits `agent.unenrolled` the same way. It
+touches no lease: the agent can no longer report, so its leases expire unrenewed and their tasks
+are requeued by the dispatcher's expiry sweep, as for any agent that went silent.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from services.common.runtime import Emitter
-from shared.embedded.redis_users import record_user
+from shared.embedded.redis_users import forget_user, record_user
 from shared.events.emission import Emission
-from shared.events.identity import AgentEnrolled
+from shared.events.identity import AgentEnrolled, AgentUnenrolled
 from shared.redis_acl import agent_user, user_url
 
 
@@ -40,6 +46,18 @@ class EnrolledAgent:
     saved: bool  # the server wrote the user to its ACL file (it survives a restart of Redis)
 
 
+@dataclass(frozen=True)
+class UnenrolledAgent:
+    agent_id: str
+    redis_user: str
+    saved: bool  # the server wrote its ACL file without the user (a restart of Redis does not bring it back)
+    event_id: str
+
+
+class UnknownAgentError(LookupError):
+    """No Redis user `agent.<id>` on the server nor in the embedded users file: nothing to unenrol."""
+
+
 class EnrolmentUnavailable(Exception):
     """This console may not make Redis users; the message says what an admin runs instead."""
 
@@ -50,6 +68,15 @@ def manual_steps(agent_id: str, why: str) -> str:
         f" `cardflow redis-users --agents-only --agent {agent_id}` prints (e.g. redis-cli -u \"$ADMIN_URL\" < file),"
         f" then give the agent CARDFLOW_REDIS_URL=redis://agent.{agent_id}:<password>@host:port/db; or set"
         " CARDFLOW_AGENT_ENROLMENT_REDIS_URL for the console to an admin URL (docs/running.md#5-security)"
+    )
+
+
+def manual_unenrol_steps(agent_id: str, why: str) -> str:
+    return (
+        f"this console cannot delete Redis users ({why}). As a Redis admin, run"
+        f" `redis-cli -u \"$ADMIN_URL\" ACL DELUSER agent.{agent_id}` then `ACL SAVE` (or, where"
+        f" `cardflow apply-logins` makes the users, run it again with --prune-agents and without --agent {agent_id});"
+        " or set CARDFLOW_AGENT_ENROLMENT_REDIS_URL for the console to an admin URL (docs/running.md#5-security)"
     )
 
 
@@ -84,5 +111,42 @@ async def _set_user(enrolment_url: str, agent_id: str, setuser_args: list[str]) 
         except ResponseError:  # no aclfile configured: the user lives until the server restarts
             return False
         return True
+    finally:
+        await admin.aclose()
+
+
+async def unenroll_agent(
+    conn: asyncpg.Connection, emitter: Emitter, enrolment_url: str | None, users_file: Path | None,
+    agent_id: str, reason: str,
+) -> UnenrolledAgent:  # fmt: skip
+    """Delete `agent.<agent_id>` and record `agent.unenrolled` in the caller's transaction (see the
+    module docstring); `UnknownAgentError` when no such user exists, and then nothing is recorded."""
+    if not enrolment_url:
+        raise EnrolmentUnavailable(manual_unenrol_steps(agent_id, "CARDFLOW_AGENT_ENROLMENT_REDIS_URL is not set"))
+    user = agent_user(agent_id)
+    [event] = await emitter.emit(conn, [Emission(AgentUnenrolled, f"agent/{agent_id}",
+                                                 {"agent_id": agent_id, "redis_user": user.name, "reason": reason})])  # fmt: skip
+    data_dir = Path(users_file).parent if users_file is not None else None
+    deleted, saved = await _delete_user(enrolment_url, agent_id, user.name)
+    forgotten = forget_user(data_dir, user.name) if data_dir is not None else False
+    if not deleted and not forgotten:
+        raise UnknownAgentError(f"no agent {agent_id!r} is enrolled: Redis has no user {user.name}; nothing unenrolled")
+    return UnenrolledAgent(agent_id, user.name, saved, event.event_id)
+
+
+async def _delete_user(enrolment_url: str, agent_id: str, name: str) -> tuple[bool, bool]:
+    """ACL DELUSER on the server, then ACL SAVE if it has an ACL file: (deleted, saved)."""
+    admin = Redis.from_url(enrolment_url)
+    try:
+        try:
+            deleted = bool(await admin.execute_command("ACL", "DELUSER", name))
+        except (NoPermissionError, AuthenticationError) as refused:
+            why = f"Redis refused ACL DELUSER to the user of CARDFLOW_AGENT_ENROLMENT_REDIS_URL: {refused}"
+            raise EnrolmentUnavailable(manual_unenrol_steps(agent_id, why)) from None
+        try:
+            await admin.execute_command("ACL", "SAVE")
+        except ResponseError:  # no aclfile: a user defined in redis.conf comes back at the next restart
+            return deleted, False
+        return deleted, True
     finally:
         await admin.aclose()

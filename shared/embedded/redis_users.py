@@ -6,6 +6,7 @@ enrolled later (`enroll`) — as kind, name and password. The server's ACL file
 (`<data_dir>/redis/users.acl`, 0600) is written from it at every start with the rules of THIS
 code (`shared.redis_acl`), passwords only as SHA-256; an enrolment also applies the user to the
 running server (`ACL SETUSER`) and saves the file (`ACL SAVE`), so a restarted server keeps it.
+An unenrolled agent is dropped from the users file (`forget_user`), so no later start brings it back.
 
 `user_url(users_file, admin_url, name)` (or `Endpoints.redis_url_for`) is how `cardflow up` hands
 each process its own URL.
@@ -108,6 +109,16 @@ def record_user(data_dir: Path, user: RedisUser, password: str) -> None:
     users = load_users(data_dir)
     users[user.name] = StoredUser(user.kind, user.name.split(".", 1)[-1], password)
     save_users(data_dir, users)
+
+
+def forget_user(data_dir: Path, name: str) -> bool:
+    """Drop user `name` from the data dir's users file, so the ACL file written at the next start no
+    longer has it (an unenrolled agent); False when the file did not hold it."""
+    users = load_users(data_dir)
+    if users.pop(name, None) is None:
+        return False
+    save_users(data_dir, users)
+    return True
 
 
 def user_url(users_file: Path | str | None, admin_url: str, name: str) -> str:

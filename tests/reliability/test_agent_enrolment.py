@@ -1,29 +1,43 @@
 """Enrolling an agent through the API (`POST /v1/agents`, `cardflow enroll`) against the session's
 real embedded Valkey: the agent's new user reads its own inbox and is refused another's (NOPERM);
 the enrolment is an `agent.enrolled` event with the admin as actor and the reason; a console
-without the right to make Redis users says which commands an admin runs instead."""
+without the right to make Redis users says which commands an admin runs instead. Unenrolling
+(`DELETE /v1/agents/{id}`, `cardflow unenroll`) deletes the user — its password is refused, its
+open connection closed — and drops it from the users file, recorded as `agent.unenrolled`; the
+agent's lease then expires and its task is requeued and runs on another agent."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
-from redis.exceptions import NoPermissionError
+from redis.exceptions import AuthenticationError, ConnectionError, NoPermissionError
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from shared.embedded.redis_users import USERS_FILE, load_users
+from shared.events import Envelope
 from shared.names import REPORTS_STREAM, agent_inbox
 from shared.settings import Settings
 from tests.helpers.console_server import bearer, console_client, first_admin, issue_token, serving_console
-from tests.helpers.redis_users import as_user
+from tests.helpers.redis_users import acl_denials, as_user, reset_acl_log
+from tests.helpers.system import RunningSystem, running_system
+
+# 8 H100 GPUs for about 8 s of real time at x600, a checkpoint every real second (tests/e2e/test_agent_loss.py).
+LONG_TASK = {"name": "long-finetune", "project": "llm", "priority_class": "core", "gpus": 8, "min_vram_gb": 80,
+             "estimate_gpu_hours": 34, "profile": "compute", "checkpoint": {"interval_minutes": 10}}  # fmt: skip
 
 
-def enrolling(settings: Settings) -> Settings:
-    """The console as `cardflow up` runs it on the embedded Redis: its own user, plus the admin URL for enrolment."""
+def enrolling(settings: Settings, users_dir: Path | None = None) -> Settings:
+    """The console as `cardflow up` runs it on the embedded Redis: its own user, plus the admin URL for
+    enrolment (and, given `users_dir`, the users file that keeps enrolled agents across restarts)."""
+    users_file = users_dir / USERS_FILE if users_dir else None
     return as_user(settings, "service.console").model_copy(
-        update={"agent_enrolment_redis_url": SecretStr(settings.redis_url or "")}
+        update={"agent_enrolment_redis_url": SecretStr(settings.redis_url or ""), "redis_users_file": users_file}
     )
 
 
@@ -97,6 +111,140 @@ async def test_cardflow_enroll_through_a_served_console(fresh_settings: Settings
     assert "agent.gpu-e5" in english.output and "shown only now" in english.output
     assert chinese.exit_code == 0 and "密码仅显示这一次" in chinese.output and "Redis 用户" in chinese.output
     assert json.loads(as_json.stdout)["redis_user"] == "agent.gpu-e6"
+
+
+async def test_an_unenrolled_agent_is_refused_and_forgotten_and_the_event_says_who_and_why(
+    fresh_settings: Settings, tmp_path: Path
+) -> None:
+    admin = await first_admin(fresh_settings)
+    async with console_client(enrolling(fresh_settings, tmp_path), admin) as client:
+        enrolled = (await client.post("/v1/agents", json={"agent_id": "gpu-u1", "reason": "rack 3"})).json()
+        assert "agent.gpu-u1" in load_users(tmp_path)
+        agent = Redis.from_url(enrolled["redis_url"])
+        try:
+            await agent.xadd(REPORTS_STREAM, {"probe": "before"})  # a live connection, logged in as the agent
+            answer = await client.request("DELETE", "/v1/agents/gpu-u1", json={"reason": "host decommissioned"})
+            again = await client.request("DELETE", "/v1/agents/gpu-u1", json={"reason": "twice"})
+            with pytest.raises((AuthenticationError, ConnectionError), match="(?i)WRONGPASS|NOPERM|auth|closed"):
+                await agent.xadd(REPORTS_STREAM, {"probe": "after"})  # its connection was closed; logging in again fails
+        finally:
+            await agent.aclose()
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["agent_id"], body["redis_user"], body["saved"]) == ("gpu-u1", "agent.gpu-u1", True)
+    fresh = Redis.from_url(enrolled["redis_url"])
+    try:
+        with pytest.raises(AuthenticationError, match="(?i)WRONGPASS|invalid username-password"):
+            await fresh.ping()
+    finally:
+        await fresh.aclose()
+    assert "agent.gpu-u1" not in load_users(tmp_path)  # the next start's ACL file will not have it
+    admin_redis = Redis.from_url(fresh_settings.redis_url or "")
+    try:
+        assert await admin_redis.execute_command("ACL", "GETUSER", "agent.gpu-u1") is None
+    finally:
+        await admin_redis.aclose()
+
+    assert again.status_code == 404 and "gpu-u1" in again.json()["detail"]
+    events = await _identity_outbox(fresh_settings, "agent.unenrolled")
+    assert [(e["event_id"], e["actor"], e["subject"], e["data"]) for e in events] == [
+        (body["event_id"], "user:root", "agent/gpu-u1",
+         {"agent_id": "gpu-u1", "redis_user": "agent.gpu-u1", "reason": "host decommissioned"})
+    ]  # fmt: skip
+    assert enrolled["password"] not in json.dumps(events)
+
+
+async def test_unenrolling_refuses_a_non_admin_an_unknown_agent_a_missing_reason_and_a_console_without_the_right(
+    fresh_settings: Settings,
+) -> None:
+    admin = await first_admin(fresh_settings)
+    operator = await issue_token(fresh_settings, admin, "planner", "operator")
+    async with console_client(enrolling(fresh_settings), admin) as client:
+        await client.post("/v1/agents", json={"agent_id": "gpu-u2", "reason": "rack 4"})
+        not_admin = await client.request("DELETE", "/v1/agents/gpu-u2", json={"reason": "x"}, headers=bearer(operator))
+        unknown = await client.request("DELETE", "/v1/agents/gpu-nobody", json={"reason": "x"})
+        no_body = await client.request("DELETE", "/v1/agents/gpu-u2")
+        empty_reason = await client.request("DELETE", "/v1/agents/gpu-u2", json={"reason": ""})
+        bad_id = await client.request("DELETE", "/v1/agents/a*b", json={"reason": "x"})
+    async with console_client(as_user(fresh_settings, "service.console"), admin) as client:
+        cannot = await client.request("DELETE", "/v1/agents/gpu-u2", json={"reason": "x"})
+
+    assert not_admin.status_code == 403 and "admin" in not_admin.json()["detail"]
+    assert unknown.status_code == 404 and "'gpu-nobody'" in unknown.json()["detail"]
+    for missing in (no_body, empty_reason):
+        assert missing.status_code == 422 and [e["loc"] for e in missing.json()["detail"]] == [["body", "reason"]]
+    assert bad_id.status_code == 422 and bad_id.json()["detail"][0]["loc"] == ["path", "agent_id"]
+    assert cannot.status_code == 409 and "ACL DELUSER agent.gpu-u2" in cannot.json()["detail"]
+    assert await _identity_outbox(fresh_settings, "agent.unenrolled") == []  # nothing deleted, nothing recorded
+    still = Redis.from_url(fresh_settings.redis_url or "")
+    try:
+        assert await still.execute_command("ACL", "GETUSER", "agent.gpu-u2") is not None
+    finally:
+        await still.aclose()
+
+
+async def test_cardflow_unenroll_through_a_served_console(fresh_settings: Settings) -> None:
+    admin = await first_admin(fresh_settings)
+    runner = CliRunner()
+    with serving_console(enrolling(fresh_settings)) as url:
+        env = {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": admin, "COLUMNS": "200"}
+        for agent_id in ("gpu-u3", "gpu-u4", "gpu-u5"):
+            assert runner.invoke(app, ["enroll", agent_id, "--reason", "rack 5"], env=env).exit_code == 0
+        english = runner.invoke(app, ["unenroll", "gpu-u3", "--reason", "retired"], env=env)
+        chinese = runner.invoke(app, ["unenroll", "gpu-u4", "--reason", "主机退役", "--lang", "zh"], env=env)
+        as_json = runner.invoke(app, ["unenroll", "gpu-u5", "--reason", "retired", "--json"], env=env)
+        unknown = runner.invoke(app, ["unenroll", "gpu-u3", "--reason", "again"], env=env)
+        no_reason = runner.invoke(app, ["unenroll", "gpu-u3"], env=env)
+    assert english.exit_code == 0, english.output
+    assert "agent.gpu-u3" in english.output and "password is refused" in english.output
+    assert chinese.exit_code == 0 and "已删除的 Redis 用户" in chinese.output and "密码将被拒绝" in chinese.output
+    assert json.loads(as_json.stdout)["redis_user"] == "agent.gpu-u5"
+    assert unknown.exit_code != 0 and "'gpu-u3'" in unknown.output and "HTTP 404" in unknown.output
+    assert no_reason.exit_code != 0 and "--reason" in no_reason.output
+    events = await _identity_outbox(fresh_settings, "agent.unenrolled")
+    assert [(e["data"]["agent_id"], e["data"]["reason"]) for e in events] == [
+        ("gpu-u3", "retired"), ("gpu-u4", "主机退役"), ("gpu-u5", "retired")
+    ]
+
+
+async def test_an_unenrolled_agents_lease_expires_and_its_task_runs_elsewhere(
+    fresh_settings: Settings, data_dir_factory: Callable[[], Path]
+) -> None:
+    """What docs/running.md promises: unenrolling ends no lease; the agent's reports are refused, so
+    its lease expires, the task is requeued from its last checkpoint and the node is lost."""
+    admin = await first_admin(fresh_settings)
+    async with running_system(fresh_settings, data_dir_factory()) as system:
+        system.start_agent("h100-gone", "H100x8", time_scale=600)
+        await system.submit([LONG_TASK])
+        grant = await system.wait_for(lambda s: s.of_type("lease.granted"), what="the first lease")
+        first = grant[0].data
+        await system.wait_for(lambda s: _of_task(s, "task.checkpointed", first.task_id), what="a checkpoint")
+        async with console_client(enrolling(fresh_settings, system.users_dir), admin) as client:
+            answer = await client.request("DELETE", "/v1/agents/h100-gone", json={"reason": "host stolen"})
+        assert answer.status_code == 200, answer.text
+        system.start_agent("h100-next", "H100x8", time_scale=600)
+
+        requeued = await system.wait_for(lambda s: _of_task(s, "task.requeued", first.task_id), what="the requeue")
+        lost = await system.wait_for(lambda s: [e for e in s.of_type("node.lost") if e.data.agent_id == "h100-gone"],
+                                     what="the unenrolled node to be lost")  # fmt: skip
+        await system.wait_for(lambda s: s.views[first.task_id].is_terminal, timeout=90, what="the task to end")
+        system.supervisor.stop_child("agent-h100-gone")  # the admin's part on the host; then no more refusals
+        refused = await acl_denials(system.redis)
+        await reset_acl_log(system.redis)  # these refusals are the point: the system's own check must not see them
+
+    heard = [e.data.checkpoint_uri for e in _of_task(system, "task.checkpointed", first.task_id) if e.data.lease_id == first.lease_id]
+    (expired,) = [e for e in system.of_type("lease.expired") if e.data.lease_id == first.lease_id]
+    assert [(r.data.lease_id, r.data.reason, r.data.resume_from) for r in requeued[:1]] == [
+        (first.lease_id, "lease_expired", heard[-1])
+    ]
+    assert expired.data.task_id == first.task_id and lost[0].data.agent_id == "h100-gone"
+    (succeeded,) = _of_task(system, "task.succeeded", first.task_id)
+    assert [e.data.agent_id for e in system.of_type("lease.granted") if e.data.lease_id == succeeded.data.lease_id] == ["h100-next"]
+    assert refused and {(entry["reason"], entry["username"]) for entry in refused} == {("auth", "agent.h100-gone")}
+
+
+def _of_task(system: RunningSystem, event_type: str, task_id: str) -> list[Envelope]:
+    return [e for e in system.of_type(event_type) if e.data.task_id == task_id]
 
 
 async def _identity_outbox(settings: Settings, event_type: str) -> list[dict[str, object]]:

@@ -1,19 +1,21 @@
-"""`POST /v1/agents` (admin): enrol a GPU host's agent — its own Redis user, the password shown once.
+"""`POST /v1/agents` (admin): enrol a GPU host's agent — its own Redis user, the password shown once;
+`DELETE /v1/agents/{agent_id}` (admin): unenrol it — the user deleted, its password refused.
 
-See `services.identity.agents` for what is made and why the console may lack the right (then 409
-with the commands an admin runs instead). Recorded as `agent.enrolled` with the admin as actor.
+See `services.identity.agents` for what is made or deleted and why the console may lack the right
+(then 409 with the commands an admin runs instead). Recorded as `agent.enrolled` /
+`agent.unenrolled` with the admin as actor and the reason.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Body, HTTPException, Path, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
-from services.identity.agents import EnrolmentUnavailable, enroll_agent
+from services.identity.agents import EnrolmentUnavailable, UnknownAgentError, enroll_agent, unenroll_agent
 from services.identity.tokens import SCHEMA
 from shared.events.values import Detail
 from shared.identity import Principal, Role
@@ -21,6 +23,8 @@ from shared.redis_acl import SAFE_NAME
 
 router = APIRouter(prefix="/v1", tags=["agents"])
 Admin = Annotated[Principal, requires(Role.ADMIN)]
+AgentIdPath = Annotated[str, Path(pattern=SAFE_NAME.pattern, description="the agent's id (`cardflow agent --id`)")]
+UnenrolReason = Annotated[Detail, Body(embed=True, min_length=1, description="why, recorded in the agent.unenrolled event")]
 
 
 class EnrolBody(BaseModel):
@@ -52,3 +56,30 @@ async def post_agent(body: EnrolBody, request: Request, admin: Admin) -> Enrolle
         raise HTTPException(409, str(unavailable)) from None
     return Enrolled(agent_id=enrolled.agent_id, redis_user=enrolled.redis_user, password=enrolled.password,
                     redis_url=enrolled.redis_url, saved=enrolled.saved)  # fmt: skip
+
+
+class Unenrolled(BaseModel):
+    agent_id: str
+    redis_user: str = Field(description="agent.<id>, deleted: its password is refused and its connections are closed")
+    saved: bool = Field(description="Redis wrote its ACL file without the user (else a user kept in redis.conf comes back when Redis restarts)")
+    event_id: str = Field(description="the agent.unenrolled event")
+
+
+@router.delete(
+    "/agents/{agent_id}", response_model=Unenrolled,
+    responses={404: {"description": "no agent with this id is enrolled: nothing deleted, nothing recorded"},
+               409: {"description": "this console may not delete Redis users: the detail says which commands to run instead"}},
+    summary="Unenrol an agent: delete its Redis user; its leases expire unrenewed and their tasks are requeued (admin)",
+)  # fmt: skip
+async def delete_agent(agent_id: AgentIdPath, reason: UnenrolReason, request: Request, admin: Admin) -> Unenrolled:
+    settings = request.app.state.settings
+    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
+    emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
+    try:
+        async with request.app.state.pool.acquire() as conn, conn.transaction():
+            gone = await unenroll_agent(conn, emitter, enrolment, settings.redis_users_file, agent_id, reason)
+    except EnrolmentUnavailable as unavailable:
+        raise HTTPException(409, str(unavailable)) from None
+    except UnknownAgentError as unknown:
+        raise HTTPException(404, str(unknown)) from None
+    return Unenrolled(agent_id=gone.agent_id, redis_user=gone.redis_user, saved=gone.saved, event_id=gone.event_id)
