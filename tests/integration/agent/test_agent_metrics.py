@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 
 import httpx
 from redis.asyncio import Redis
 
 from agent_support import Dispatcher, of_type, wait_for_reports
 from shared.settings import Settings
+from tests.helpers.agent_process import agent_process
 from tests.helpers.console_server import free_port
 from tests.helpers.prometheus_text import samples, value
 
@@ -36,12 +33,8 @@ async def _scrape(port: int, ready: object) -> dict:
 
 async def test_the_agent_serves_its_connection_runs_gpus_and_commands(fresh_settings: Settings, redis: Redis) -> None:
     port = free_port()
-    env = {**os.environ, "CARDFLOW_REDIS_URL": fresh_settings.redis_url, "CARDFLOW_DATA_DIR": str(fresh_settings.data_dir),
-           "CARDFLOW_METRICS_PORT": str(port)}  # fmt: skip
-    command = [sys.executable, "-m", "services.cli.main", "agent", "--id", AGENT, "--sim", "H100x2", "--heartbeat", "0.2",
-               "--time-scale", "10"]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    args = ("--id", AGENT, "--sim", "H100x2", "--heartbeat", "0.2", "--time-scale", "10")
+    async with agent_process(fresh_settings, *args, env={"CARDFLOW_METRICS_PORT": str(port)}) as agent:
         await wait_for_reports(redis, lambda r: bool(of_type(r, "report.registered")))
         dispatcher = Dispatcher(redis, AGENT)
         await dispatcher.grant("L1", "T1", (1,), fencing_token=7, estimated_runtime_s=100_000.0)
@@ -59,10 +52,5 @@ async def test_the_agent_serves_its_connection_runs_gpus_and_commands(fresh_sett
         assert value(found, "cardflow_agent_reports_unsent", agent=AGENT) == 0
         gpus = {labels["gpu"]: v for labels, v in found["cardflow_agent_gpu_utilisation_percent"] if labels["agent"] == AGENT}
         assert set(gpus) == {"0", "1"} and gpus["0"] == 0 and gpus["1"] > 0  # only GPU 1 runs the task
-        process.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(process.wait, 60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert code == 0, process.stderr.read().decode() if process.stderr else ""
+        code = await agent.stop(60)
+    assert code == 0, agent.stderr()

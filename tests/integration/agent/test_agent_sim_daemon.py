@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ from services.agent.build import AgentOptions
 from services.agent.sim_plan import resume_progress
 from shared.names import AGENT_GROUP, agent_inbox
 from shared.settings import Settings
+from tests.helpers.agent_process import agent_process
 
 AGENT = "sim-a1"
 
@@ -107,20 +107,12 @@ async def test_revoke_without_checkpoint_and_injected_failure(fresh_settings: Se
 
 
 async def test_cardflow_agent_command_registers_and_stops_on_sigterm(fresh_settings: Settings, redis: Redis) -> None:
-    env = {**os.environ, "CARDFLOW_REDIS_URL": fresh_settings.redis_url, "CARDFLOW_DATA_DIR": str(fresh_settings.data_dir)}
-    command = [sys.executable, "-m", "services.cli.main", "agent", "--id", "cli-a", "--sim", "T4x2", "--heartbeat", "0.2"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    async with agent_process(fresh_settings, "--id", "cli-a", "--sim", "T4x2", "--heartbeat", "0.2") as agent:
         found = await wait_for_reports(redis, lambda r: len(of_type(r, "report.heartbeat")) >= 2)
         registered = of_type(found, "report.registered")[0]
         assert registered.data.agent_id == "cli-a" and registered.data.card_type == "T4"
-        process.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(process.wait, 30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert code == 0, process.stderr.read().decode() if process.stderr else ""
+        code = await agent.stop(30)
+    assert code == 0, agent.stderr()
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host may have NVIDIA GPUs")
