@@ -9,17 +9,19 @@ rules are those two modules'; this only lists the logins an installation has.
 from the environment variable `password_variable` names, one per process and backend (as each
 Deployment's Secret in deploy/kubernetes holds one of each): `CARDFLOW_INTAKE_REDIS_PASSWORD`,
 `CARDFLOW_INTAKE_POSTGRES_PASSWORD`, `CARDFLOW_GATE_REDIS_PASSWORD`,
-`CARDFLOW_AGENT_SIM_H100_1_REDIS_PASSWORD`, ...
+`CARDFLOW_AGENT_SIM_H100_1_REDIS_PASSWORD`, ... `stale_agent_users` names the agent users a server
+has that no login lists (what `cardflow apply-logins --prune-agents` deletes).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from shared.pg_roles import SERVICE_ROLES, role_name
-from shared.redis_acl import GATE_USER, RedisUser, agent_user, gate_user, service_user, upstream_user
+from shared.redis_acl import GATE_USER, RedisUser, RedisUserKind, agent_user, gate_user, service_user, upstream_user
 
 
 class Backend(StrEnum):
@@ -81,3 +83,11 @@ def process_logins(agents: tuple[str, ...] = (), upstreams: tuple[str, ...] = ()
         if other != login.redis_user.name:
             raise DuplicateLoginError(f"{other} and {login.redis_user.name} would both read {login.redis_password_variable}")
     return logins
+
+
+def stale_agent_users(existing: Iterable[str], logins: Sequence[ProcessLogin]) -> list[str]:
+    """The Redis users named `agent.*` among `existing` that no login lists (sorted): agents no longer
+    part of the installation that can still log in. Service, gate and upstream users are never stale."""
+    listed = {login.redis_user.name for login in logins}
+    prefix = f"{RedisUserKind.AGENT}."
+    return sorted(name for name in existing if name.startswith(prefix) and name not in listed)

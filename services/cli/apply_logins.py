@@ -9,6 +9,12 @@ password comes from its own environment variable (`CARDFLOW_INTAKE_REDIS_PASSWOR
 `CARDFLOW_INTAKE_POSTGRES_PASSWORD`, ...: `shared.process_logins.password_variable`), so running it
 again with the same environment changes nothing, and with a new value re-keys that login. It is the one-shot `setup` container of docker-compose.yml; the only process there that
 holds the admin passwords.
+
+It never deletes a user on its own: `agent.*` users the server has that no `--agent` names (a host
+taken out of the list) are named in a warning. With `--prune-agents` it deletes them, each through
+`services.identity.agents.unenroll_stale_agents` (`agent.unenrolled`, actor `system:apply-logins`,
+the `--reason`, written as the console's PostgreSQL role, which owns schema identity); service,
+gate and upstream users are never touched.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from rich.table import Table
 from services.cli.lang import CliLang, LangOption
 
 if TYPE_CHECKING:
+    from services.identity.agents import UnenrolledAgent
     from shared.process_logins import ProcessLogin
 
 console = Console()
@@ -35,14 +42,29 @@ errors = Console(stderr=True, soft_wrap=True)
 
 LABELS = {
     CliLang.EN: {"title": "logins applied", "redis_user": "Redis user", "pg_role": "PostgreSQL role",
-                 "password": "passwords from", "saved": "Redis ACL file saved: the users outlive a Redis restart"},
+                 "password": "passwords from", "saved": "Redis ACL file saved: the users outlive a Redis restart",
+                 "pruned_title": "agent users deleted (--prune-agents)", "event_id": "agent.unenrolled event",
+                 "none_stale": "no agent user to delete: --agent names every agent user Redis has",
+                 "stale": "warning: Redis has agent users no --agent names, and they can still log in: {users}."
+                          " Run again with --prune-agents (and --reason TEXT) to delete them; each is recorded as agent.unenrolled"},
     CliLang.ZH: {"title": "已应用的登录身份", "redis_user": "Redis 用户", "pg_role": "PostgreSQL 角色",
-                 "password": "密码来自环境变量", "saved": "Redis ACL 文件已保存：Redis 重启后用户仍保留"},
+                 "password": "密码来自环境变量", "saved": "Redis ACL 文件已保存：Redis 重启后用户仍保留",
+                 "pruned_title": "已删除的代理用户（--prune-agents）", "event_id": "agent.unenrolled 事件",
+                 "none_stale": "没有要删除的代理用户：Redis 中的每个代理用户都由 --agent 列出",
+                 "stale": "警告：Redis 中有未被任何 --agent 列出的代理用户，它们仍可登录：{users}。"
+                          "加上 --prune-agents（及 --reason 说明原因）再运行一次即可删除；每次删除都记录为 agent.unenrolled"},
 }  # fmt: skip
+PRUNE_REASON = "no longer listed by cardflow apply-logins --agent (--prune-agents)"
 
 
 class LoginsNotApplied(Exception):
     """A login could not be made; the message names what is missing or refused."""
+
+
+@dataclass(frozen=True)
+class AppliedLogins:
+    stale: list[str]  # agent users the server had that no --agent names
+    pruned: list[UnenrolledAgent]  # those deleted (--prune-agents), each with its agent.unenrolled event
 
 
 @dataclass(frozen=True)
@@ -102,11 +124,12 @@ async def apply_redis_users(admin_url: str, logins: list[ProcessLogin], password
 
 
 async def apply_logins(redis_url: str, dsn: str, logins: list[ProcessLogin], passwords: LoginPasswords,
-                       wait_s: float) -> None:  # fmt: skip
-    """Wait for both backends, then make the Redis users and the PostgreSQL roles."""
+                       wait_s: float, prune_reason: str | None = None) -> AppliedLogins:  # fmt: skip
+    """Wait for both backends, make the Redis users and the PostgreSQL roles, then find the stale
+    agent users and (given `prune_reason`) delete them."""
     import asyncpg
 
-    from shared.embedded.pg_users import apply_roles
+    from shared.embedded.pg_users import apply_roles, role_dsn
 
     await wait_for_backends(redis_url, dsn, wait_s)
     await apply_redis_users(redis_url, logins, passwords.redis)
@@ -114,6 +137,37 @@ async def apply_logins(redis_url: str, dsn: str, logins: list[ProcessLogin], pas
         await apply_roles(dsn, passwords.postgres)
     except asyncpg.PostgresError as refused:
         raise LoginsNotApplied(f"PostgreSQL refused the roles' set-up (run it as the database owner): {refused}") from None
+    stale = await find_stale_agent_users(redis_url, logins)
+    if prune_reason is None or not stale:
+        return AppliedLogins(stale, [])
+    console_dsn = role_dsn(dsn, "console", passwords.postgres["console"])  # the owner of schema identity
+    return AppliedLogins(stale, await prune_agent_users(console_dsn, redis_url, stale, prune_reason))
+
+
+async def find_stale_agent_users(admin_url: str, logins: list[ProcessLogin]) -> list[str]:
+    """`shared.process_logins.stale_agent_users` of the server's users (ACL USERS)."""
+    from redis.asyncio import Redis
+
+    from shared.process_logins import stale_agent_users
+
+    admin = Redis.from_url(admin_url, decode_responses=True)
+    try:
+        return stale_agent_users(await admin.execute_command("ACL", "USERS"), logins)
+    finally:
+        await admin.aclose()
+
+
+async def prune_agent_users(console_dsn: str, admin_url: str, stale: list[str], reason: str) -> list[UnenrolledAgent]:
+    import asyncpg
+
+    from services.identity.agents import EnrolmentUnavailable, unenroll_stale_agents
+
+    try:
+        return await unenroll_stale_agents(console_dsn, admin_url, stale, reason)
+    except EnrolmentUnavailable as refused:
+        raise LoginsNotApplied(f"Redis refused to delete the stale agent users: {refused}") from None
+    except (asyncpg.PostgresError, OSError) as refused:
+        raise LoginsNotApplied(f"cannot record agent.unenrolled as the console's role, nothing deleted: {refused}") from None
 
 
 def logins_table(logins: list[ProcessLogin], lang: CliLang) -> Table:
@@ -133,6 +187,8 @@ def register(app: typer.Typer) -> None:
 def apply_logins_command(
     agent: Annotated[list[str], typer.Option("--agent", help="also the user of this agent id (repeatable)")] = [],  # noqa: B006
     upstream: Annotated[list[str], typer.Option("--upstream", help="also the user of this upstream system (repeatable)")] = [],  # noqa: B006
+    prune_agents: Annotated[bool, typer.Option("--prune-agents", help="delete every agent.* Redis user no --agent names (recorded as agent.unenrolled)")] = False,
+    reason: Annotated[str, typer.Option("--reason", help="why, with --prune-agents: recorded in each agent.unenrolled event")] = PRUNE_REASON,
     wait: Annotated[float, typer.Option("--wait", min=0, help="seconds to wait for Redis and PostgreSQL to answer")] = 60.0,
     lang: LangOption = CliLang.EN,
 ) -> None:
@@ -145,11 +201,33 @@ def apply_logins_command(
     try:
         if not settings.redis_url or not settings.database_dsn:
             raise LoginsNotApplied("set CARDFLOW_REDIS_URL (a Redis admin) and CARDFLOW_DATABASE_URL (the database owner)")
+        if prune_agents and not reason.strip():
+            raise LoginsNotApplied("--reason is empty: say why the agents not listed lose their Redis users")
         logins = process_logins(tuple(agent), tuple(upstream))
         passwords = login_passwords(logins, os.environ)
-        asyncio.run(apply_logins(settings.redis_url, settings.database_dsn, logins, passwords, wait))
+        applied = asyncio.run(apply_logins(settings.redis_url, settings.database_dsn, logins, passwords, wait,
+                                           reason.strip() if prune_agents else None))  # fmt: skip
     except (LoginsNotApplied, DuplicateLoginError, UnsafeNameError) as problem:
         errors.print(f"[red]logins not applied:[/red] {escape(str(problem))}")
         raise typer.Exit(1) from None
     console.print(logins_table(logins, lang))
     console.print(LABELS[lang]["saved"])
+    print_stale_agents(applied, prune_agents, lang)
+
+
+def print_stale_agents(applied: AppliedLogins, prune_agents: bool, lang: CliLang) -> None:
+    """The deleted agent users (--prune-agents), else a warning naming the stale ones."""
+    labels = LABELS[lang]
+    if not prune_agents:
+        if applied.stale:
+            errors.print(f"[yellow]{escape(labels['stale'].format(users=', '.join(applied.stale)))}[/yellow]")
+        return
+    if not applied.pruned:
+        console.print(labels["none_stale"])
+        return
+    table = Table(title=labels["pruned_title"])
+    for key in ("redis_user", "event_id"):
+        table.add_column(labels[key])
+    for gone in applied.pruned:
+        table.add_row(gone.redis_user, gone.event_id)
+    console.print(table)

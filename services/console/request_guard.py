@@ -7,7 +7,7 @@ client's next request). `RequestGuard` (an ASGI middleware) checks each /v1 requ
 route sees it:
 
 - a path or query value holding text PostgreSQL cannot store (NUL, unpaired surrogates) is a 422;
-- a body (POST/PUT/PATCH) that is not `application/json` (or `+json`) is a 415, one over
+- a body (POST/PUT/PATCH/DELETE) that is not `application/json` (or `+json`) is a 415, one over
   `MAX_BODY_BYTES` a 413, one that is not UTF-8 JSON a 422, and one holding NaN/Infinity, NUL,
   unpaired surrogates or nesting deeper than `MAX_DEPTH` a 422 naming each place
   (`shared.submission.raw.raw_problems`).
@@ -35,7 +35,7 @@ from shared.submission.raw import raw_problems
 from shared.submission.storable import unstorable_text
 
 MAX_BODY_BYTES = MAX_SUBMISSION_BYTES
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})  # DELETE /v1/agents/{id} takes {reason}
 OWN_BODY_READERS = frozenset({("POST", "/v1/tasks"), ("POST", "/v1/check")})
 _TEXT_EXPECTED = {"NUL": "text without NUL characters", "surrogate": "valid UTF-8 text (no unpaired surrogates)"}
 

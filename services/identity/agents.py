@@ -18,11 +18,14 @@ Redis's admin URL) and otherwise refuses with the commands an admin runs instead
 as it) and drops it from the embedded users file, and emits `agent.unenrolled` the same way. It
 touches no lease: the agent can no longer report, so its leases expire unrenewed and their tasks
 are requeued by the dispatcher's expiry sweep, as for any agent that went silent.
+`unenroll_stale_agents` does the same for the agent users `cardflow apply-logins --prune-agents`
+found no longer listed, recorded with actor `system:apply-logins`.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +34,16 @@ from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from services.common.runtime import Emitter
+from services.identity.bootstrap import identity_pool, system_emitter
 from shared.embedded.redis_users import forget_user, record_user
 from shared.events.emission import Emission
 from shared.events.identity import AgentEnrolled, AgentUnenrolled
-from shared.redis_acl import agent_user, user_url
+from shared.redis_acl import RedisUserKind, agent_user, user_url
+
+
+PRUNE_ACTOR = "system:apply-logins"
+"""Who unenrolls the agents `cardflow apply-logins --prune-agents` prunes (it holds the Redis admin
+and the database owner's passwords, no API token)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,23 @@ async def unenroll_agent(
     if not deleted and not forgotten:
         raise UnknownAgentError(f"no agent {agent_id!r} is enrolled: Redis has no user {user.name}; nothing unenrolled")
     return UnenrolledAgent(agent_id, user.name, saved, event.event_id)
+
+
+async def unenroll_stale_agents(database_url: str, admin_url: str, users: Sequence[str], reason: str) -> list[UnenrolledAgent]:
+    """`unenroll_agent` for each of `users` (`agent.<id>`) as `PRUNE_ACTOR`, one transaction each (a
+    deletion is committed with its event); one deleted meanwhile by someone else is skipped (its own
+    event says who)."""
+    unenrolled = []
+    emitter = system_emitter("apply-logins", PRUNE_ACTOR)
+    async with identity_pool(database_url) as pool, pool.acquire() as conn:
+        for name in users:
+            agent_id = name.removeprefix(f"{RedisUserKind.AGENT}.")
+            try:
+                async with conn.transaction():
+                    unenrolled.append(await unenroll_agent(conn, emitter, admin_url, None, agent_id, reason))
+            except UnknownAgentError:
+                continue
+    return unenrolled
 
 
 async def _delete_user(enrolment_url: str, agent_id: str, name: str) -> tuple[bool, bool]:

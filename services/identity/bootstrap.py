@@ -63,20 +63,20 @@ def local_token_path(data_dir: Path | str) -> Path:
 async def ensure_local_admin(database_url: str, data_dir: Path | str, name: str) -> LocalAdmin:
     """An active admin token in `<data_dir>/admin.token` (0600), created if missing or no longer valid."""
     path = local_token_path(data_dir)
-    async with _identity_pool(database_url) as pool:
+    async with identity_pool(database_url) as pool:
         kept = await find_principal(pool, path.read_text().strip()) if path.exists() else None
         if kept is not None and kept.role is Role.ADMIN:
             return LocalAdmin(path, kept.name, created=False)
         request = TokenRequest(name=name, role=Role.ADMIN, reason="local admin of the embedded instance (cardflow up)")
         async with pool.acquire() as conn, conn.transaction():
-            issued = await create_token(conn, _emitter("up", LOCAL_ACTOR), request)
+            issued = await create_token(conn, system_emitter("up", LOCAL_ACTOR), request)
     write_private(path, issued.secret + "\n")
     return LocalAdmin(path, name, created=True)
 
 
 async def bootstrap_admin(database_url: str, name: str, reason: str = "") -> IssuedToken:
     """The first admin token of an installation; `AdminExists` when there already is an active one."""
-    async with _identity_pool(database_url) as pool, pool.acquire() as conn, conn.transaction():
+    async with identity_pool(database_url) as pool, pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _BOOTSTRAP_LOCK)
         if await has_active_admin(conn):
             raise AdminExists(
@@ -84,11 +84,11 @@ async def bootstrap_admin(database_url: str, name: str, reason: str = "") -> Iss
                 " (`cardflow token create NAME --role R`), or revoke it first"
             )
         request = TokenRequest(name=name, role=Role.ADMIN, reason=reason or "first admin (cardflow token bootstrap)")
-        return await create_token(conn, _emitter("cli", BOOTSTRAP_ACTOR), request)
+        return await create_token(conn, system_emitter("cli", BOOTSTRAP_ACTOR), request)
 
 
 @contextlib.asynccontextmanager
-async def _identity_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+async def identity_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     """A small pool on a database whose identity tables exist (created or upgraded here)."""
     pool = await create_pool(database_url, min_size=1, max_size=2)
     try:
@@ -98,5 +98,6 @@ async def _identity_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
         await pool.close()
 
 
-def _emitter(process: str, actor: str) -> Emitter:
+def system_emitter(process: str, actor: str) -> Emitter:
+    """The identity outbox's emitter for a `system:` actor (no token authenticated anyone)."""
     return Emitter(SCHEMA, f"{process}/{socket.gethostname()}", actor)

@@ -1,7 +1,9 @@
 """`cardflow apply-logins` (the set-up container of docker-compose.yml) against the session's real
 embedded Valkey and PostgreSQL: it makes every process's Redis user with the rules of
 shared.redis_acl and saves them in the server's ACL file, and every service role of shared.pg_roles
-in the database it is given; without a password variable it names it and makes nothing.
+in the database it is given; without a password variable it names it and makes nothing. An agent
+user no `--agent` names is named in a warning, and deleted with `--prune-agents` (recorded as
+`agent.unenrolled`); service and upstream users are never touched.
 
 The services' passwords passed are the ones the session's servers already have (so the other tests
 keep logging in); the agent is new, so its user exists only if the command made it.
@@ -9,6 +11,7 @@ keep logging in); the agent is new, so its user exists only if the command made 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -19,7 +22,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import NoPermissionError
+from redis.exceptions import AuthenticationError, NoPermissionError
 
 from shared.embedded.pg_users import load_or_create_role_passwords, role_dsn
 from shared.embedded.redis_users import load_users
@@ -27,7 +30,7 @@ from shared.events import new_event_id
 from shared.names import REPORTS_STREAM, agent_inbox
 from shared.pg_roles import SERVICE_ROLES, role_name
 from shared.process_logins import process_logins
-from shared.redis_acl import user_url
+from shared.redis_acl import RedisUser, agent_user, upstream_user, user_url
 from shared.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +64,34 @@ async def drop_user(settings: Settings, name: str) -> None:
         await admin.execute_command("ACL", "SAVE")
     finally:
         await admin.aclose()
+
+
+async def make_user(settings: Settings, user: RedisUser, password: str) -> None:
+    admin = Redis.from_url(settings.redis_url or "")
+    try:
+        await admin.execute_command("ACL", "SETUSER", *user.setuser_args(password))
+    finally:
+        await admin.aclose()
+
+
+async def redis_user_names(settings: Settings) -> set[str]:
+    admin = Redis.from_url(settings.redis_url or "", decode_responses=True)
+    try:
+        return set(await admin.execute_command("ACL", "USERS"))
+    finally:
+        await admin.aclose()
+
+
+async def unenrolled_events(settings: Settings) -> list[dict[str, object]]:
+    conn = await asyncpg.connect(settings.database_dsn)
+    try:
+        rows = await conn.fetch("SELECT body FROM identity.outbox ORDER BY position")
+    except asyncpg.UndefinedTableError:
+        return []
+    finally:
+        await conn.close()
+    bodies = [json.loads(row["body"]) if isinstance(row["body"], str) else dict(row["body"]) for row in rows]
+    return [body for body in bodies if body["type"] == "agent.unenrolled"]
 
 
 async def test_apply_logins_makes_every_user_and_role_and_saves_the_acl_file(fresh_settings: Settings) -> None:
@@ -130,3 +161,67 @@ def test_apply_logins_says_which_backend_did_not_answer() -> None:
     passwords = {variable: "x" for login in process_logins() for variable in login.password_variables}
     done = run_apply_logins(settings, passwords, "--wait", "0")
     assert done.returncode == 1 and "not reachable after 0 s" in done.stderr and "redis:" in done.stderr
+
+
+async def test_prune_agents_deletes_agent_users_not_listed_and_keeps_the_listed_service_and_upstream_users(
+    fresh_settings: Settings,
+) -> None:
+    suffix = new_event_id()[-8:].lower()
+    keep, stale, upstream = f"keep-{suffix}", f"stale-{suffix}", f"pipeline-{suffix}"
+    keep_password, stale_password = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    await make_user(fresh_settings, agent_user(stale), stale_password)
+    await make_user(fresh_settings, upstream_user(upstream), secrets.token_urlsafe(16))
+    try:
+        done = run_apply_logins(fresh_settings, session_passwords(fresh_settings, keep, keep_password), "--agent", keep,
+                                "--prune-agents", "--reason", "rack 9 retired", "--wait", "10")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "agent users deleted" in done.stdout and f"agent.{stale}" in done.stdout
+
+        users = await redis_user_names(fresh_settings)
+        assert f"agent.{stale}" not in users and f"agent.{keep}" in users and f"upstream.{upstream}" in users
+        assert {login.redis_user.name for login in process_logins()} <= users  # every service user and the gate
+        assert [name for name in users if name.startswith("agent.")] == [f"agent.{keep}"]
+        refused = Redis.from_url(user_url(fresh_settings.redis_url or "", f"agent.{stale}", stale_password))
+        kept = Redis.from_url(user_url(fresh_settings.redis_url or "", f"agent.{keep}", keep_password))
+        try:
+            with pytest.raises(AuthenticationError, match="(?i)WRONGPASS|invalid username-password"):
+                await refused.ping()
+            await kept.xadd(REPORTS_STREAM, {"probe": "1"})
+        finally:
+            await refused.aclose()
+            await kept.aclose()
+        acl_file = Path(fresh_settings.data_dir) / "redis" / "users.acl"
+        assert not any(line.startswith(f"user agent.{stale} ") for line in acl_file.read_text().splitlines())
+
+        events = [e for e in await unenrolled_events(fresh_settings) if e["data"]["agent_id"] == stale]
+        assert [(e["actor"], e["data"]["redis_user"], e["data"]["reason"]) for e in events] == [
+            ("system:apply-logins", f"agent.{stale}", "rack 9 retired")
+        ]
+        assert stale_password not in json.dumps(events)
+        again = run_apply_logins(fresh_settings, session_passwords(fresh_settings, keep, keep_password), "--agent", keep,
+                                 "--prune-agents", "--wait", "10")  # fmt: skip
+        assert again.returncode == 0 and "no agent user to delete" in again.stdout, again.stderr
+    finally:
+        await drop_user(fresh_settings, f"agent.{keep}")
+        await drop_user(fresh_settings, f"upstream.{upstream}")
+
+
+async def test_without_prune_agents_a_warning_names_the_stale_agent_users_and_nothing_is_deleted(
+    fresh_settings: Settings,
+) -> None:
+    suffix = new_event_id()[-8:].lower()
+    keep, stale = f"keep-{suffix}", f"stale-{suffix}"
+    await make_user(fresh_settings, agent_user(stale), secrets.token_urlsafe(16))
+    passwords = session_passwords(fresh_settings, keep, secrets.token_urlsafe(16))
+    try:
+        english = run_apply_logins(fresh_settings, passwords, "--agent", keep, "--wait", "10")
+        chinese = run_apply_logins(fresh_settings, passwords, "--agent", keep, "--wait", "10", "--lang", "zh")
+        assert english.returncode == 0 and chinese.returncode == 0, english.stderr + chinese.stderr
+        assert f"agent.{stale}" in english.stderr and "--prune-agents" in english.stderr
+        assert f"agent.{keep}" not in english.stderr
+        assert "警告" in chinese.stderr and f"agent.{stale}" in chinese.stderr
+        assert f"agent.{stale}" in await redis_user_names(fresh_settings)
+        assert await unenrolled_events(fresh_settings) == []
+    finally:
+        await drop_user(fresh_settings, f"agent.{stale}")
+        await drop_user(fresh_settings, f"agent.{keep}")

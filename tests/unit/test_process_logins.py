@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.pg_roles import SERVICE_ROLES
-from shared.process_logins import Backend, DuplicateLoginError, password_variable, process_logins
+from shared.process_logins import Backend, DuplicateLoginError, password_variable, process_logins, stale_agent_users
 from shared.redis_acl import UnsafeNameError, agent_user, system_users, upstream_user
 
 
@@ -37,3 +37,11 @@ def test_two_agents_that_would_share_a_variable_are_refused_and_a_repeated_one_c
 def test_an_unsafe_agent_id_is_refused() -> None:
     with pytest.raises(UnsafeNameError):
         process_logins(("gpu-*",))
+
+
+def test_stale_agent_users_are_the_agent_users_no_login_lists() -> None:
+    logins = process_logins(("gpu-1",), ("pipeline-x",))
+    existing = ["default", "gate", "service.intake", "agent.gpu-1", "agent.gpu-2", "agent.old.host", "upstream.pipeline-x",
+                "upstream.gone", "agentsmith", "someone"]  # fmt: skip
+    assert stale_agent_users(existing, logins) == ["agent.gpu-2", "agent.old.host"]
+    assert stale_agent_users(existing, process_logins(("gpu-1", "gpu-2", "old.host"))) == []
