@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from services.audit.reading import archived_events, events_about, task_events
-from services.audit.story import story_json, tell
+from services.audit.story import Story, story_json, tell
 from shared.events import parse_event
 from shared.events.subjects import data_subject
 from shared.replay import ReplayState, replay_event
@@ -72,13 +72,18 @@ def _totals(totals: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def why(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
+    """The story of a task as JSON (`story_json`)."""
+    return story_json(await tell_story(pool, task_id))
+
+
+async def tell_story(pool: asyncpg.Pool, task_id: str) -> Story:
     """The story of a task: its events, its leases', and the data-ready signals of its inputs."""
     archived = await task_events(pool, task_id)
     if not archived:
         raise UnknownTaskError(f"the archive holds no event about task {task_id!r}; check the id (`cardflow tasks`)")
     inputs = [str(ref) for item in archived if item.event.type == "task.submitted" for ref in item.event.data.submission.inputs]
     signals = await events_about(pool, [data_subject(ref) for ref in inputs]) if inputs else []
-    return story_json(tell(task_id, sorted([*archived, *signals], key=lambda item: item.seq)))
+    return tell(task_id, sorted([*archived, *signals], key=lambda item: item.seq))
 
 
 async def change_log(

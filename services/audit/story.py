@@ -37,6 +37,8 @@ class StoryStep:
     run: int | None
     sentence: str
     reason: str | None = None
+    event: Envelope | None = field(default=None, compare=False, repr=False)
+    """The archived event told (so a reader can tell it again in another language)."""
 
 
 @dataclass
@@ -112,7 +114,7 @@ class _Teller:
         sentence, reason = told(self, event)
         run = self.run_of_lease.get(getattr(event.data, "lease_id", None) or "")
         self.story.steps.append(StoryStep(item.seq, event.event_id, event.occurred_at, event.actor, event.type,
-                                     run.number if run else None, sentence, reason))  # fmt: skip
+                                     run.number if run else None, sentence, reason, event))  # fmt: skip
 
     def _run(self, event: Envelope) -> StoryRun:
         lease_id = event.data.lease_id

@@ -46,6 +46,9 @@ LABELS: dict[str, dict[str, str]] = {
         "per_unit_said": "cost per output unit", "no_verdict": "not finished yet: no verdict",
         "match_review": "match review", "then": "; ", "colon": ": ", "profile": "profile",
         "flag_cleared": "task {task}: flag cleared by {actor}; the ledger now counts its held-back output ({units} units)",
+        "why_headline": "[bold]{name}[/bold] ({task}), project {project}: {state} — {reason}; {gpu_hours:.4f} GPU-h,"
+                        " cost {cost:.4f}, output {output}",
+        "runs": "runs", "steps": "steps", "original": "original: ",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -66,6 +69,9 @@ LABELS: dict[str, dict[str, str]] = {
         "then": "；", "colon": "：", "profile": "负载类型",
         "flag_cleared": "任务 {task}：标记已由 {actor} 清除；账本将计入其暂不计入的产出（{units} 单位）",
         "by_card": "卡型", "by_project": "项目", "by_profile": "负载类型",
+        "why_headline": "[bold]{name}[/bold]（{task}），项目 {project}：{state} —— {reason}；{gpu_hours:.4f} GPU 小时，"
+                        "成本 {cost:.4f}，产出 {output}",
+        "runs": "各次运行", "steps": "经过", "original": "原文：",
     },
 }
 
@@ -94,7 +100,7 @@ def emit_json(value: Any) -> None:
 
 def table(lang: CliLang, title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     labels = LABELS[lang.value]
-    shown = Table(title=title, title_justify="left")
+    shown = Table(title=labels.get(title, title), title_justify="left")
     for column in columns:
         shown.add_column(labels.get(column, column))
     for row in rows:
@@ -183,24 +189,33 @@ def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliL
     """The whole story of a task: each step with time, actor and reason, and its runs."""
     with cli_api() as api:
         task_id = task_id_or_ref(api, task)
-        story = api.get(f"/v1/audit/why/{task_id}")
+        story = api.get(f"/v1/audit/why/{task_id}", lang=lang.value)
     if as_json:
         emit_json(story)
         return
-    console.print(f"[bold]{story['name'] or task_id}[/bold] ({task_id}), project {story['project']}: "
-                  f"{story['state']} — {story['reason']}; {story['gpu_hours']:.4f} GPU-h, cost {story['cost']:.4f}, "
-                  f"output {story['output_units'] if story['output_units'] is not None else '–'}")  # fmt: skip
+    said = LABELS[lang.value]
+    output = story["output_units"] if story["output_units"] is not None else "–"
+    console.print(said["why_headline"].format(name=story["name"] or task_id, task=task_id, project=story["project"],
+                                              state=reason_label(story["state"], lang), reason=reason_label(story["reason"], lang),
+                                              gpu_hours=story["gpu_hours"], cost=story["cost"], output=output))  # fmt: skip
     console.print(table(lang, "runs", ["run", "node", "card", "gpus", "granted", "ended", "why_ended", "gpu_hours", "cost", "output"],
                         [[r["run"], ",".join(r["node_ids"]), r["card_type"], r["gpus"], _at(r["granted_at"]),
-                          _at(r["ended_at"]), (r["end_reason"] or "") + (f" ({r['stopped_by']})" if r["stopped_by"] else ""),
+                          _at(r["ended_at"]), (r["end_reason_label"] or "") + (f" ({r['stopped_by']})" if r["stopped_by"] else ""),
                           r["gpu_hours"], r["cost"], r["output_units"]] for r in story["runs"]]))  # fmt: skip
-    console.print(table(lang, "steps", ["time", "actor", "run", "reason", "what"],
-                        [[_at(s["at"]), s["actor"], s["run"], reason_label(s["reason"], lang), s["sentence"]]
-                         for s in story["steps"]]))  # fmt: skip
+    named = lang is CliLang.ZH  # English names the event in its sentence; Chinese adds a column with its name
+    console.print(table(lang, "steps", ["time", "actor", "run", *(["event"] if named else []), "reason", "what"],
+                        [[_at(s["at"]), s["actor"], s["run"], *([s["event_label"]] if named else []), s["reason_label"],
+                          _step_text(s, lang)] for s in story["steps"]]))  # fmt: skip
+
+
+def _step_text(step: dict[str, Any], lang: CliLang) -> str:
+    """A step's sentence, and the English one beside it as 原文 where the Chinese leaves words out."""
+    original = f"\n{LABELS[lang.value]['original']}{step['original']}" if step.get("original") else ""
+    return step["sentence"] + original
 
 
 def reason_label(reason: str | None, lang: CliLang) -> str | None:
-    """A step's machine reason, in Chinese when asked (the console's labels)."""
+    """A machine reason or state, in Chinese when asked (the console's labels)."""
     if reason is None or lang is CliLang.EN:
         return reason
     from services.console.labels import REASON_LABELS_ZH, STATE_LABELS

@@ -68,6 +68,7 @@ REASON_LABELS_ZH: dict[str, str] = {
     "succeeded_flagged": "已完成（被标记待复核）",
     "implausibly_early_success": "成功过早（待复核）",
     "output_out_of_bounds": "产出超出上限（不计入）",
+    "flag_cleared": "已清除复核标记",
 }
 """Chinese names of machine reasons; the English console shows the machine value itself."""
 

@@ -117,6 +117,34 @@ async def test_click_through_a_task_story(world: ConsoleWorld, page: Page) -> No
     await expect(page.locator(".checks .check.bad")).to_have_text(re.compile("quota"))
 
 
+async def test_a_tasks_story_in_chinese_names_every_event_and_says_why_in_chinese(world: ConsoleWorld, page: Page) -> None:
+    held = f"/tasks/{world.task_id('asr-train')}?lang=zh"  # matched, then held by the speech quota
+    await page.goto(world.base_url + held)
+    story = page.locator("ol.story")
+    for said in ("已提交", "已匹配卡型", "暂缓", "配额不足", "项目 speech 的配额不足以支付此任务的预估用量"):
+        await expect(story).to_contain_text(said)
+    await expect(story.locator(".original .tag").first).to_have_text("原文")  # the dispatcher's numbers, in its English
+    await expect(page.locator("section.match p").first).to_contain_text("是满足要求的最便宜卡型")
+    await page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=zh")  # matched, leased, ran, succeeded
+    for said in ("已分配 GPU（租约）", "开始运行", "运行成功", "已分配节点"):
+        await expect(page.locator("ol.story")).to_contain_text(said)
+    await page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=en")  # English: as it was
+    await expect(page.locator("ol.story")).not_to_contain_text("已分配")
+    await expect(page.locator("ol.story")).to_contain_text("lease.granted")
+
+
+async def test_an_auditors_trail_in_chinese_tells_each_step_from_the_archive(world: ConsoleWorld, anonymous_page: Page) -> None:
+    await sign_in(anonymous_page, world, "auditor")
+    await anonymous_page.goto(world.base_url + f"/tasks/{world.task_id('asr-train')}?lang=zh")
+    trail = anonymous_page.locator("ol.story.audit")
+    await expect(trail.locator("li", has_text="task.matched")).to_contain_text("是满足要求的最便宜卡型")  # the matcher's numbers
+    await expect(trail.locator("li", has_text="task.held").first).to_contain_text("暂缓：配额不足（quota_exhausted）")
+    await expect(trail.locator("li", has_text="task.held").first.locator(".original")).to_contain_text("原文")
+    await anonymous_page.goto(world.base_url + f"/tasks/{world.task_id('eval-1')}?lang=zh")
+    await expect(anonymous_page.locator("ol.story.audit")).to_contain_text("第 1 次运行：已分配节点")
+    await save_screenshot(anonymous_page, "console-audit-trail-zh")
+
+
 async def test_cancel_a_waiting_task_from_its_page_with_a_reason(world: ConsoleWorld, page: Page) -> None:
     task_id = world.task_id("dedup-corpus")
     await page.goto(world.base_url + f"/tasks/{task_id}")

@@ -264,7 +264,7 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
     return {
         "story": await call_api(request, "GET", f"/v1/tasks/{task_id}/story", params={"lang": lang}),
         "match_review": await call_api(request, "GET", f"/v1/matches/{task_id}", sign_in=False),
-        "why": await call_api(request, "GET", f"/v1/audit/why/{task_id}", sign_in=False),
+        "why": await call_api(request, "GET", f"/v1/audit/why/{task_id}", params={"lang": lang}, sign_in=False),
     }
 
 

@@ -2,7 +2,7 @@
 
     GET /v1/audit/verify?settle_s=15        the four checks (docs/audit.md); `ok` and `first_break`
     GET /v1/audit/replay?until=<time>       the state folded from the archive up to that moment
-    GET /v1/audit/why/{task_id}             the story of a task, step by step, by run
+    GET /v1/audit/why/{task_id}?lang=zh     the story of a task, step by step, by run (in Chinese: services.console.audit_sentences)
     GET /v1/audit/log?actor=&type=&since=   changes people made (config, quotas, approvals, cancels, tokens, rounds)
 
 Everything reads the archive (`audit.events`) the ledger writes; `verify` also reads the live read
@@ -16,9 +16,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from services.audit.queries import UnknownTaskError, change_log, replay_at, state_json, why
+from services.audit.queries import UnknownTaskError, change_log, replay_at, state_json, tell_story
+from services.audit.story import story_json
+from services.console.audit_sentences import reason_name_zh, step_told_in
+from services.console.match_reading import match_sentence
 from services.audit.verify import verify_archive
-from services.console.routes.common import unprocessable
+from services.console.routes.common import Lang, unprocessable
 from services.console.auth import requires
 from shared.identity import Principal, Role
 from shared.storage import open_object_store
@@ -53,11 +56,18 @@ async def get_replay(
 
 
 @router.get("/why/{task_id}", summary="The whole story of a task", responses={404: {"description": "no such task"}})
-async def get_why(task_id: str, request: Request, _: Auditor) -> dict[str, Any]:
+async def get_why(task_id: str, request: Request, _: Auditor, lang: Lang = "en") -> dict[str, Any]:
+    pool = request.app.state.pool
     try:
-        return await why(request.app.state.pool, task_id)
+        story = await tell_story(pool, task_id)
     except UnknownTaskError as exc:
         raise HTTPException(404, str(exc)) from None
+    answer = story_json(story)
+    whys = {s.event_id: await match_sentence(pool, s.event_id, "", lang) for s in story.steps if s.type == "task.matched"}
+    answer["steps"] = [line | step_told_in(step, lang, whys.get(step.event_id)) for step, line in zip(story.steps, answer["steps"], strict=True)]
+    for run in answer["runs"]:
+        run["end_reason_label"] = reason_name_zh(run["end_reason"]) if lang == "zh" else run["end_reason"]
+    return answer
 
 
 @router.get("/log", summary="Who changed what: configuration, quotas, approvals, cancellations, tokens, rounds")

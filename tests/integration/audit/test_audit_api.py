@@ -4,6 +4,7 @@ operators close rounds, any token reads rounds), and the CLI commands as clients
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 LEDGER = build_spec(tuning=LedgerSettings(round_period_days=36500), periodic_check_s=0.2)
 VIEWS = views_spec
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 async def tokens(client, root: str) -> dict[str, str]:
@@ -53,6 +55,11 @@ async def test_audit_and_rounds_endpoints_with_their_roles(fresh_settings: Setti
         assert verified["ok"] and verified["events"] >= len(history()), json.dumps(verified, indent=1)
         story = (await client.get("/v1/audit/why/T1", headers=bearer(token["auditor"]))).json()
         assert story["runs"][0]["lease_ids"] == ["L1"] and story["steps"][0]["type"] == "task.submitted"
+        chinese = (await client.get("/v1/audit/why/T1", params={"lang": "zh"}, headers=bearer(token["auditor"]))).json()
+        assert chinese["steps"][0]["event_label"] == "已提交" and chinese["steps"][0]["sentence"].startswith("已提交")
+        assert [s["type"] for s in chinese["steps"]] == [s["type"] for s in story["steps"]]
+        assert all(CJK.search(s["sentence"]) for s in chinese["steps"]), chinese["steps"]
+        assert chinese["runs"][0]["end_reason_label"] == "已完成" and story["runs"][0]["end_reason_label"] == "succeeded"
         assert (await client.get("/v1/audit/why/nope", headers=bearer(token["auditor"]))).status_code == 404
         replayed = (await client.get("/v1/audit/replay", headers=bearer(token["auditor"]),
                                      params={"until": "2025-01-06T09:30:00Z"})).json()  # fmt: skip
@@ -107,7 +114,8 @@ async def test_the_cli_commands_are_clients_of_the_api(fresh_settings: Settings)
             assert verify.exit_code == 0, verify.output
             assert "the history holds" in verify.output
             why = runner.invoke(cli, ["audit", "why", "T1", "--lang", "zh"], env=env)
-            assert why.exit_code == 0 and "运行" in why.output and "succeeded" in why.output, why.output
+            assert why.exit_code == 0 and "运行成功" in why.output and "已提交" in why.output, why.output
+            assert "submitted" not in why.output.replace("task.submitted", ""), why.output  # no English left but the type
             closed = runner.invoke(cli, ["round", "close", "--note", "H100 paid off", "--reason", "weekly"], env=env)
             assert closed.exit_code == 0 and "round R0001" in closed.output, closed.output
             listed = runner.invoke(cli, ["round", "list", "--json"], env=env)

@@ -1,0 +1,64 @@
+"""The audit trail in Chinese: every step the story tells has a Chinese teller, rendered from the
+event's fields; the English sentence is kept as 原文 only where the event carries English words (pure)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from services.audit.reading import ArchivedEvent
+from services.audit.story import _TELL, Story, tell
+from services.console.audit_sentences import LEASE_END_ZH, TELL_ZH, reason_name_zh, step_told_in
+from shared.events import EVENT_TYPES
+from shared.events.reasons import ReleaseReason, RevokeReason
+from tests.helpers.task_events import TaskStory
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_every_event_type_the_story_tells_has_a_chinese_teller() -> None:
+    assert {EVENT_TYPES[event_type] for event_type in _TELL} == set(TELL_ZH)
+
+
+@pytest.mark.parametrize("reason", [*RevokeReason, *ReleaseReason], ids=str)
+def test_every_way_a_lease_ends_has_a_chinese_name(reason: str) -> None:
+    assert CJK.search(LEASE_END_ZH[reason]) and CJK.search(str(reason_name_zh(reason.value)))
+
+
+def a_told_story() -> Story:
+    task = TaskStory("T1")
+    events = [task.submitted(), task.readiness(ready=False), task.readiness(ready=True), task.matched(), task.queued(),
+              task.held("quota_exhausted", "quota of proj-a covers 1 of 4 GPU-hours"), task.granted(), task.started(),
+              task.checkpointed(), task.requeued("preempted"), task.granted(), task.failed("CUDA out of memory")]  # fmt: skip
+    return tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+
+
+def test_each_step_in_chinese_and_the_english_only_where_the_event_carries_english_words() -> None:
+    story = a_told_story()
+    told = {step.event_id: (step, step_told_in(step, "zh")) for step in story.steps}
+    assert all(CJK.search(said["sentence"]) and CJK.search(said["event_label"]) for _, said in told.values())
+    by_type = {step.type: said for step, said in told.values()}
+    assert by_type["task.held"]["sentence"] == "暂缓：配额不足（quota_exhausted）"
+    assert by_type["task.held"]["original"] == "deferred (quota_exhausted): quota of proj-a covers 1 of 4 GPU-hours"
+    assert by_type["lease.granted"]["sentence"].startswith("第 2 次运行：已分配节点 n1（A100）的 GPU 0,1")
+    assert by_type["task.failed"]["sentence"] == "运行失败（退出码 1）" and "CUDA out of memory" in by_type["task.failed"]["original"]
+    for event_type in ("task.submitted", "task.readiness_changed", "task.queued", "lease.granted", "task.started", "task.checkpointed"):
+        assert by_type[event_type]["original"] is None, event_type  # everything they say comes from fields
+    assert by_type["task.requeued"]["reason_label"] == "被抢占，重新排队"
+
+
+def test_a_match_step_takes_the_matchers_chinese_choice_and_keeps_the_english_without_it() -> None:
+    (matched,) = [step for step in a_told_story().steps if step.type == "task.matched"]
+    alone = step_told_in(matched, "zh")
+    assert alone["sentence"].startswith("匹配到 A100：预计 1.00 小时，成本 12.50；备选：H100-X")
+    assert alone["original"] == matched.sentence  # the choice's words: only the English ones
+    why = "A100 是满足要求的最便宜卡型：12.50 USD，2 张 GPU 上约 1.00 小时"
+    with_why = step_told_in(matched, "zh", why)
+    assert with_why["sentence"].endswith("——" + why) and with_why["original"] is None
+
+
+def test_english_steps_are_told_as_before() -> None:
+    for step in a_told_story().steps:
+        assert step_told_in(step, "en") == {"event_label": step.type, "reason_label": step.reason,
+                                            "sentence": step.sentence, "original": None}  # fmt: skip
