@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from string import Formatter
 from typing import Any
 
-from services.console.labels import REASON_LABELS_ZH, Language
+from services.console.labels import GPU_STATUS_LABELS, REASON_LABELS_ZH, Language
 from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason
@@ -87,7 +87,7 @@ def sentence_fields(view: TaskView) -> dict[str, str]:
         "missing_count": len(view.missing_inputs),
         "ready_pct": f"{view.ready_fraction:.0%}" if view.ready_fraction is not None else None,
         "missing_inputs": inputs or None,
-        "priority_class": view.priority_class.value if view.priority_class else None,
+        "priority_class": GPU_STATUS_LABELS["zh"][view.priority_class.value] if view.priority_class else None,
         "priority": view.priority,
         "node_id": view.node_id,
         "card_type": view.card_type,

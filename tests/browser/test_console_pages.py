@@ -466,7 +466,11 @@ async def test_a_reviewer_clears_a_flagged_success_on_the_review_page_and_others
     await sign_in(page, world, "reviewer")
     await page.goto(world.base_url + f"/tasks/{flagged.id}")  # the task page offers the same form
     await expect(page.locator("form.clear-flag-form").get_by_role("button", name="Clear flag")).to_be_visible()
-    await page.goto(world.base_url + "/review?by=project")
+    await page.goto(world.base_url + "/review?by=project&lang=zh")  # a Chinese reviewer sees the flag's name and the form
+    await expect(row).to_contain_text("产出超出上限")
+    await expect(row.locator(".tag", has_text="原文")).to_be_visible()  # the ledger's English detail, marked as such
+    await save_screenshot(page, "console-review-flagged-zh")  # the one docs/console.md shows
+    await page.goto(world.base_url + "/review?by=project&lang=en")
     await row.get_by_label("What you checked").fill("checked the samples by hand; the bound was set too low")
     await row.get_by_role("button", name="Clear flag").click()
     await expect(page.locator(".notice")).to_contain_text("Flag cleared and recorded with your reason")

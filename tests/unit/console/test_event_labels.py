@@ -48,3 +48,10 @@ def test_a_line_stored_without_fields_keeps_its_english_detail_marked_as_origina
 def test_fields_a_template_gained_later_read_as_unknown_on_old_lines() -> None:
     sentence, original = history_sentence("no_capacity", "no free H100 GPUs", {"card_type": "H100"}, "zh")
     assert sentence == "当前没有足够的空闲 H100 GPU（需要 ? 张），等待正在运行的任务释放" and original
+
+
+def test_a_queued_line_names_the_priority_class_in_chinese() -> None:
+    story = TaskStory("T1")
+    view = evolve(evolve(evolve(None, story.submitted()), story.readiness(ready=True)), story.queued())
+    assert view is not None
+    assert history_sentence(view.reason, view.reason_detail, sentence_fields(view), "zh") == ("在 GPU 队列中等待（标准，优先级 5）", False)
