@@ -193,6 +193,16 @@ def test_setup_makes_exactly_the_logins_the_code_defines_for_the_containers_it_s
     assert setup_env - set(ADMIN_PASSWORDS) == {variable for login in logins for variable in login.password_variables}
 
 
+def test_setup_prunes_the_agents_it_no_longer_lists_with_options_the_cli_accepts() -> None:
+    """The --agent list is the fleet: a retired host's Redis user goes at the next `up`."""
+    command = SERVICES[SETUP]["command"]
+    assert "--prune-agents" in command[2:]
+    cli = get_command(app)
+    apply_logins = cli.commands[command[1]]  # type: ignore[attr-defined]
+    params = apply_logins.make_context(command[1], list(command[2:])).params  # unknown options raise here
+    assert params["prune_agents"] is True
+
+
 def test_compose_env_example_lists_exactly_the_variables_the_file_needs() -> None:
     example = (REPO / "deploy" / "compose.env.example").read_text()
     listed = set(re.findall(r"^([A-Z0-9_]+)=", example, re.MULTILINE))
