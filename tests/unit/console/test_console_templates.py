@@ -114,3 +114,18 @@ def test_every_refusal_headline_exists_in_both_languages() -> None:
 
     assert set(REFUSAL_LABELS["en"]) == set(REFUSAL_LABELS["zh"])
     assert all(REFUSAL_LABELS["zh"].values()) and all(REFUSAL_LABELS["en"].values())
+
+
+def test_an_audit_trail_in_chinese_marks_the_english_words_it_keeps_as_original() -> None:
+    why = {"runs": [{"run": 1, "resumed_from": None, "node_ids": ["n1"], "card_type": "H100", "gpus": 8, "granted_at": NOW.isoformat(),
+                     "ended_at": NOW.isoformat(), "end_reason": "preempted", "end_reason_label": "被抢占",
+                     "stopped_by": "service:dispatcher: for task T9 (core)", "checkpoints": 1, "gpu_hours": 1.0, "cost": 3.0}],
+           "steps": [{"at": NOW.isoformat(), "type": "lease.revoked", "event_label": "租约被收回", "run": 1,
+                      "actor": "service:dispatcher", "reason": "preempted", "reason_label": "被抢占，重新排队",
+                      "sentence": "租约 L1 被 service:dispatcher 收回（被抢占）",
+                      "original": "lease L1 preempted by service:dispatcher: for task T9 (core)"}]}  # fmt: skip
+    zh = environment.get_template("audit_trail.html").render(**labels_for("zh"), why=why)
+    assert "租约被收回" in zh and "租约 L1 被 service:dispatcher 收回（被抢占）" in zh and "被抢占 <code>preempted</code>" in zh
+    assert zh.count('<span class="tag">原文</span>') == 2  # the step's English sentence and who stopped the run
+    en = environment.get_template("audit_trail.html").render(**labels_for("en"), why=why)
+    assert "原文" not in en and "租约被收回" not in en
