@@ -416,11 +416,14 @@ def review(
     if as_json:
         emit_json(result)
         return
+    from services.console.labels import profile_label  # lazily: the CLI starts fast
+
     said = LABELS[lang.value]
     console.print(table(lang, said["review_by"].format(by=said.get(f"by_{by.value}", by.value)),
                         ["key", "tasks", *(verdict_label(v, lang) for v in Verdict),
                          "gpu_hours", "cost", "output", "cost_per_unit", "ratio", "util"],
-                        [[g["key"], g["tasks"], *(g[v.value] for v in Verdict), g["gpu_hours"],
+                        [[profile_label(g["key"], lang.value) if by is ReviewBy.profile else g["key"], g["tasks"],
+                          *(g[v.value] for v in Verdict), g["gpu_hours"],
                           g["cost"], g["output_units"], g["cost_per_output_unit"], g["mean_runtime_ratio"],
                           g["mean_util_pct"]] for g in result["groups"]]))  # fmt: skip
     for group in (g for g in result["groups"] if g["simulated"]):
@@ -430,7 +433,8 @@ def review(
                           clock_text(t["simulated"], lang), t["ratio"], t["util_pct"]] for t in result["tasks"]]))  # fmt: skip
     console.print(LABELS[lang.value]["util_note"])
     console.print(table(lang, said["speed"], ["card", "profile", "tasks", "ratio"],
-                        [[c["card_type"], c["profile"], c["tasks"], c["mean_ratio"]] for c in result["speed_corrections"]]))  # fmt: skip
+                        [[c["card_type"], profile_label(c["profile"], lang.value), c["tasks"], c["mean_ratio"]]
+                         for c in result["speed_corrections"]]))  # fmt: skip
     print_flagged(result.get("flagged", []), lang)
     for task in result["tasks"]:
         if task["verdict"] != Verdict.WORTH_IT:

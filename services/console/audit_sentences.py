@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from services.audit.story import StoryStep
-from services.console.labels import REASON_LABELS_ZH, STATE_LABELS, Language
+from services.console.labels import GPU_STATUS_LABELS, REASON_LABELS_ZH, STATE_LABELS, Language, profile_label
 from services.console.labels_events import event_type_label
 from shared.events import (
     DataReadySignalled, Envelope, LeaseExpired, LeaseGranted, LeaseReleased, LeaseRevoked, TaskApproved, TaskCancelled,
@@ -38,7 +38,7 @@ LEASE_END_ZH: Mapping[str, str] = {
 }  # fmt: skip
 """Why a lease ended (`RevokeReason`, `ReleaseReason` values; the values both share mean the same)."""
 
-PRIORITY_CLASS_ZH: Mapping[str, str] = {"core": "核心", "standard": "标准", "opportunistic": "机会型"}
+PRIORITY_CLASS_ZH: Mapping[str, str] = GPU_STATUS_LABELS["zh"]  # its class names: 核心 / 标准 / 机会型
 
 
 def _submitted(e: TaskSubmitted, run: int | None) -> Said:
@@ -47,7 +47,7 @@ def _submitted(e: TaskSubmitted, run: int | None) -> Said:
     vram = f"，每卡显存至少 {s.min_vram_gb:g} GB" if s.min_vram_gb else ""
     scenario = f"，场景 {s.labels['scenario']}" if "scenario" in s.labels else ""
     return (f"已提交{via}：{s.name!r}，项目 {s.project}{scenario}，{PRIORITY_CLASS_ZH.get(s.priority_class.value, s.priority_class.value)}"
-            f"类别，优先级 {s.priority}，{s.gpus} 张 GPU{vram}，负载 {s.profile.value}，预估 {s.estimate_gpu_hours:g} GPU 小时，"
+            f"类别，优先级 {s.priority}，{s.gpus} 张 GPU{vram}，负载类型 {profile_label(s.profile, 'zh')}，预估 {s.estimate_gpu_hours:g} GPU 小时，"
             f"{len(s.inputs)} 个输入", False)  # fmt: skip
 
 

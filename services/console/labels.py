@@ -294,6 +294,18 @@ GPU_STATUS_LABELS: dict[Language, dict[str, str]] = {
 """Words beside the colours of the fleet grid (`services.console.fleet_grid.GpuStatus`); also class names."""
 
 
+PROFILE_LABELS: dict[Language, dict[str, str]] = {
+    "en": {"compute": "compute", "memory": "memory", "balanced": "balanced"},
+    "zh": {"compute": "计算密集", "memory": "访存密集", "balanced": "均衡"},
+}
+"""Names of the workload profiles (`shared.scheduling.model.Profile`: what bounds a task's speed)."""
+
+
+def profile_label(profile: str, lang: Language = "en") -> str:
+    """The profile's name in `lang` (an unknown value as it is)."""
+    return PROFILE_LABELS[lang].get(str(profile), str(profile))
+
+
 def state_label(state: TaskState | str, lang: Language = "en") -> str:
     return STATE_LABELS[lang].get(str(state), str(state))
 

@@ -16,7 +16,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
 
 from services.console.labels import (
-    BLOCKER_LABELS, GPU_STATUS_LABELS, PAGE_LABELS, REASON_LABELS_ZH, STATE_LABELS, UI_LABELS, Language, refusal_label,
+    BLOCKER_LABELS, GPU_STATUS_LABELS, PAGE_LABELS, PROFILE_LABELS, REASON_LABELS_ZH, STATE_LABELS, UI_LABELS, Language, refusal_label,
 )  # fmt: skip
 from services.console.labels_accountability import ACCOUNTABILITY_LABELS
 from services.ledger.review_reasons import review_reason_text
@@ -90,6 +90,7 @@ def labels_for(lang: Language) -> dict[str, Any]:
         "STATES": STATE_LABELS[lang],
         "BLOCKERS": BLOCKER_LABELS[lang],
         "GPU_STATUS": GPU_STATUS_LABELS[lang],
+        "PROFILES": PROFILE_LABELS[lang],
         "REASONS": REASON_LABELS_ZH if lang == "zh" else {},
         "lang": lang,
         "refusal_label": lambda status: refusal_label(status, lang),

@@ -10,8 +10,10 @@ import pytest
 from services.audit.reading import ArchivedEvent
 from services.audit.story import _TELL, Story, tell
 from services.console.audit_sentences import LEASE_END_ZH, TELL_ZH, reason_name_zh, step_told_in
+from services.console.labels import PROFILE_LABELS, profile_label
 from shared.events import EVENT_TYPES
 from shared.events.reasons import ReleaseReason, RevokeReason
+from shared.scheduling.model import Profile
 from tests.helpers.task_events import TaskStory
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -62,3 +64,17 @@ def test_english_steps_are_told_as_before() -> None:
     for step in a_told_story().steps:
         assert step_told_in(step, "en") == {"event_label": step.type, "reason_label": step.reason,
                                             "sentence": step.sentence, "original": None}  # fmt: skip
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_every_workload_profile_has_a_name_in_each_language(profile: Profile) -> None:
+    assert profile_label(profile, "en") == profile.value
+    assert CJK.search(profile_label(profile, "zh")), profile
+
+
+def test_a_submission_step_names_its_profile_and_class_in_chinese() -> None:
+    story = a_told_story()
+    (submitted,) = [step for step in story.steps if step.type == "task.submitted"]
+    sentence = step_told_in(submitted, "zh")["sentence"]
+    profile = submitted.event.data.submission.profile
+    assert f"负载类型 {PROFILE_LABELS['zh'][profile.value]}" in sentence and profile.value not in sentence

@@ -57,15 +57,17 @@ def test_the_match_review_page_and_the_task_pages_review_speak_the_readers_langu
                       gpu_seconds=Decimal(3600), cost=Decimal("6.00"), output_units=Decimal(10), util_pct=25.0,
                       util_coverage=1.0)  # fmt: skip
     reviewed = review_match(idle)
-    review = {"groups": summarize_reviews([reviewed], ReviewGrouping.CARD), "speed_corrections": [],
+    speed = [{"card_type": "H100", "profile": "compute", "tasks": 1, "mean_ratio": 1.0, "min_ratio": 1.0, "max_ratio": 1.0}]
+    review = {"groups": summarize_reviews([reviewed], ReviewGrouping.CARD), "speed_corrections": speed,
               "tasks": [review_json(reviewed)], "flagged": []}  # fmt: skip
     context = {**BASE, "title": "review_title", "page": "rounds", "by": "card", "groupings": ("card",), "round": None,
                "rounds": []}  # fmt: skip
     zh = environment.get_template("review.html").render(**context, **labels_for("zh"), review=review)
     assert "选大了" in zh and "GPU 平均只有 25% 忙碌" in zh and "换用更便宜的卡很可能就够：L40S" in zh
+    assert "<td>计算密集</td>" in zh  # the speed table's profile
     assert "busy on average" not in zh and "oversized" not in zh.replace("v-oversized", "")
     en = environment.get_template("review.html").render(**context, **labels_for("en"), review=review)
-    assert "oversized" in en and "its GPUs were 25% busy on average" in en
+    assert "oversized" in en and "its GPUs were 25% busy on average" in en and "<td>compute</td>" in en
     assert labels_for("zh")["L"]["worth_it"] == "值得"  # the table's verdict columns
 
 
