@@ -34,7 +34,7 @@ def gate(dc: Dispatcher, state: WorkingSet, queue: list[QueuedTask], now: float)
 def govern(dc: Dispatcher, decided: Plan, queue: Sequence[QueuedTask], held: Sequence[Deferral]) -> Plan:
     """The plan with approval sentences and the deadline holds."""
     decided = explain_approvals(decided, queue, dc.governance.approvals.rules, dc.governance.reviewers)
-    return replace(decided, deferrals=decided.deferrals + tuple(held)) if held else decided
+    return replace(decided, deferrals=decided.deferrals.extended(held)) if held else decided
 
 
 def watch_rules(dc: Dispatcher) -> WatchRules:

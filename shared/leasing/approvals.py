@@ -26,7 +26,7 @@ from shared.events.states import TaskState
 from shared.events.subjects import task_subject
 from shared.leasing.records import WAITING_STATES, TaskRecord
 from shared.leasing.work import LeaseWork
-from shared.scheduling.model import Deferral, DeferralReason, Plan, QueuedTask
+from shared.scheduling.model import DeferralReason, Deferrals, Plan, QueuedTask
 
 
 def approval_needed(task: QueuedTask, rules: Sequence[ApprovalRule]) -> tuple[ApprovalRule, ...]:
@@ -85,13 +85,14 @@ def explain_approvals(decided: Plan, queue: Sequence[QueuedTask], rules: Sequenc
     if not rules:
         return decided
     by_id = {task.task_id: task for task in queue}
-    deferrals = tuple(
-        Deferral(d.task_id, d.reason, approval_sentence(task, approval_needed(task, rules), reviewers.of(task.project)))
-        if d.reason is DeferralReason.NOT_APPROVED and (task := by_id.get(d.task_id)) is not None and task.options
-        else d
-        for d in decided.deferrals
+    deferrals = decided.deferrals
+    details = tuple(
+        approval_sentence(task, approval_needed(task, rules), reviewers.of(task.project))
+        if reason is DeferralReason.NOT_APPROVED and (task := by_id.get(task_id)) is not None and task.options
+        else detail
+        for task_id, reason, detail in zip(deferrals.task_ids, deferrals.reasons, deferrals.details)
     )
-    return replace(decided, deferrals=deferrals)
+    return replace(decided, deferrals=Deferrals(deferrals.task_ids, deferrals.reasons, details))
 
 
 def apply_review(work: LeaseWork, task: TaskRecord, review: TaskReviewed) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +34,7 @@ from shared.leasing.records import LeaseBook, LeaseRecord, TaskRecord
 from shared.leasing.waiting import Waiting, update_waiting
 from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
 from shared.names import agent_inbox
-from shared.scheduling.model import Deferral, Grant, Plan, Preemption
+from shared.scheduling.model import DeferralReason, Grant, Plan, Preemption
 
 FreshLeases = Iterator[tuple[str, int]]
 """(lease id, fencing token) for each new lease, in order: ids and tokens come from outside the fold."""
@@ -64,7 +65,8 @@ def apply_plan(
     work = LeaseWork(book, now, rules)
     reasons = reasons or {}
     leases = sum(_grant(work, grant, fresh, policy_version, reasons.get(grant.task_id)) for grant in decided.grants)
-    held = sum(_defer(work, deferral) for deferral in decided.deferrals)
+    deferrals = decided.deferrals
+    held = sum(map(partial(_defer, work), deferrals.task_ids, deferrals.reasons, deferrals.details))
     preempted = sum(_preempt(work, preemption) for preemption in decided.preemptions)
     _flag_reservations(work, decided)
     return CycleEffects(work.changes(), leases, held, preempted)
@@ -103,11 +105,11 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
 def _flag_reservations(work: LeaseWork, decided: Plan) -> None:
     """Flag the cycle's reservation holder `reserved`; unflag a task that no longer holds it."""
     holders = {reservation.task_id for reservation in decided.reservations}
-    for deferral in decided.deferrals:
-        task = work.task(deferral.task_id)
+    for task_id in decided.deferrals.task_ids:
+        task = work.task(task_id)
         if task is None or not task.in_queue:
             continue
-        flags = task.flags | {RESERVED_FLAG} if deferral.task_id in holders else task.flags - {RESERVED_FLAG}
+        flags = task.flags | {RESERVED_FLAG} if task_id in holders else task.flags - {RESERVED_FLAG}
         if flags != task.flags:
             work.put(replace(task, flags=frozenset(flags)))
 
@@ -128,23 +130,24 @@ def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runti
     }, stream=agent_inbox(lease.agent_id))
 
 
-def _defer(work: LeaseWork, deferral: Deferral) -> int:
-    """Store the deferral's effect on a still-waiting task; 1 if `task.held` was published."""
-    task = work.task(deferral.task_id)
+def _defer(work: LeaseWork, task_id: str, reason: DeferralReason, detail: str) -> int:
+    """Store a deferral's effect (the task waits for `reason`, `detail` says so) on a still-waiting
+    task; 1 if `task.held` was published."""
+    task = work.task(task_id)
     if task is None or not task.in_queue:
         return 0
     waiting = Waiting(task.state, task.deferral_reason, task.queued_announced, task.updated_at or work.now)
-    update = update_waiting(deferral.reason, waiting, work.now, work.rules.capacity_reason_every_s)
+    update = update_waiting(reason, waiting, work.now, work.rules.capacity_reason_every_s)
     if update is None:
         return 0
     work.put(replace(task, state=update.state, deferral_reason=update.reason,
-                     deferral_detail=deferral.detail if update.reason else None,
+                     deferral_detail=detail if update.reason else None,
                      queued_announced=update.queued_announced, updated_at=work.now))
     subject = task_subject(task.task_id)
     if update.announce_queued:
         work.emit(TaskQueued, subject, queued_data(task))
     if update.publish_held:
-        work.emit(TaskHeld, subject, {"task_id": task.task_id, "reason": deferral.reason, "detail": deferral.detail})
+        work.emit(TaskHeld, subject, {"task_id": task.task_id, "reason": reason, "detail": detail})
     return int(update.publish_held)
 
 

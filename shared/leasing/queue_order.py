@@ -33,7 +33,9 @@ def start_reasons(decided: Plan, ordered: Sequence[QueuedTask],
     granted = {grant.task_id for grant in decided.grants}
     if not granted:
         return {}
-    waiting = {d.task_id for d in decided.deferrals if d.reason.kind is WaitKind.CAPACITY}
+    deferrals = decided.deferrals
+    waiting = {task_id for task_id, reason in zip(deferrals.task_ids, deferrals.reasons)
+               if reason.kind is WaitKind.CAPACITY}
     reasons, passed = {}, 0
     for task in ordered:
         if task.task_id in waiting:

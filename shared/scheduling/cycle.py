@@ -25,7 +25,7 @@ from shared.scheduling.backfill import (
     releases_by_card,
     yields_to_reservation,
 )
-from shared.scheduling.eligibility import readiness_deferral
+from shared.scheduling.eligibility import readiness_failure
 from shared.scheduling.explain import Explainer, Miss, most_telling
 from shared.scheduling.headroom import (
     Borrowed,
@@ -40,6 +40,7 @@ from shared.scheduling.model import (
     CardOption,
     Deferral,
     DeferralReason,
+    Deferrals,
     Grant,
     HeadroomCoreDemand,
     Plan,
@@ -79,7 +80,10 @@ class Cycle:
         self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node, counts)
         self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
-        self.deferrals: list[Deferral] = []
+        # The deferrals so far, as the columns of `Deferrals` (no object per waiting task): `defer`.
+        self.deferred_ids: list[str] = []
+        self.deferred_reasons: list[DeferralReason] = []
+        self.deferred_details: list[str] = []
         self.preemptions: list[Preemption] = []
         self.reservations: list[Reservation] = []
         self.guard: ReservationGuard | None = None
@@ -115,21 +119,22 @@ class Cycle:
 
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
-        # The readiness checks of `readiness_deferral`, inlined: this runs for every queued task.
+        # The readiness checks of `readiness_failure`, inlined: this runs for every queued task.
         if (self._gate and not task.data_ready) or not task.options or not task.approved:
-            self.deferrals.append(readiness_deferral(task, self.policy))
+            self.defer(task.task_id, *readiness_failure(task, self.policy))
             return
         if task.project in self._limited:
-            options, deferral = self.quota.usable_options(task)
-            if deferral is not None:
-                self.deferrals.append(deferral)
+            options, failure = self.quota.usable_options(task)
+            if failure is not None:
+                self.defer(task.task_id, *failure)
                 return
         else:
             options = task.options
         shape = None
         if self.reservation_settled:
             if not self._may_start(task, options):
-                self.deferrals.append(self.explain.no_capacity(task, options))  # the cheap, common case
+                # the cheap, common case
+                self.defer(task.task_id, R.NO_CAPACITY, self.explain.no_capacity(task, options))
                 return
             if task.priority_class != P.CORE:
                 shape = self._shape(task, options)
@@ -191,36 +196,42 @@ class Cycle:
             assert guard is not None
             detail = reasons.behind_reservation(guard.holder, guard.card_type, guard.start_at - self.now,
                                                 options[index].runtime_s)
-        self.deferrals.append(Deferral(task.task_id, reason, detail))
+        self.defer(task.task_id, reason, detail)
         return True
 
     def _remember_failure(self, shape: tuple, options: Sequence[CardOption], miss: Miss) -> None:
-        last = self.deferrals[-1]
-        if last.reason == R.BEHIND_RESERVATION:
+        last_reason, last_detail = self.deferred_reasons[-1], self.deferred_details[-1]
+        if last_reason == R.BEHIND_RESERVATION:
             if miss.reason != R.BEHIND_RESERVATION:
                 return
-            self._repeats[shape] = (self._changes(), last.reason, None, options.index(miss.option))
+            self._repeats[shape] = (self._changes(), last_reason, None, options.index(miss.option))
         else:
-            self._repeats[shape] = (self._changes(), last.reason, last.detail, 0)
+            self._repeats[shape] = (self._changes(), last_reason, last_detail, 0)
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
-        append = self.deferrals.append
+        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
+                                          self.deferred_details.append)
         may_preempt = self.blocked is None and self.policy.preemption
-        core, gate = P.CORE, self.policy.readiness_gate
+        core, gate, policy = P.CORE, self.policy.readiness_gate, self.policy
         blocked = self.blocked or Deferral("", R.NO_CAPACITY, reasons.NO_FREE_GPUS_TEXT)
         reason, detail = blocked.reason, blocked.detail
         for task in tasks:
-            # The readiness checks of `readiness_deferral`, inlined: this loop may see 100,000 tasks.
+            # The readiness checks of `readiness_failure`, inlined: this loop may see 100,000 tasks.
             if (gate and not task.data_ready) or not task.options or not task.approved:
-                append(readiness_deferral(task, self.policy))
+                failure = readiness_failure(task, policy)
+                add_id(task.task_id)
+                add_reason(failure[0])
+                add_detail(failure[1])
                 continue
             if may_preempt and task.priority_class == core and self._may_preempt(task):
                 may_preempt = self._victim_index().has_victims()
                 if may_preempt and self._preemption_may_help(task):
                     self.consider(task)
                     continue
-            append(Deferral(task.task_id, reason, detail))
+            add_id(task.task_id)
+            add_reason(reason)
+            add_detail(detail)
 
     def _may_preempt(self, task: QueuedTask) -> bool:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
@@ -249,12 +260,22 @@ class Cycle:
         return any(index.may_help(pools[option.card_type], task.gpus, task.heavy)
                    for option in task.options if option.card_type in pools)
 
+    def defer(self, task_id: str, reason: DeferralReason, detail: str) -> None:
+        """Record that the task waits, why and the sentence saying so (after the deferrals so far)."""
+        self.deferred_ids.append(task_id)
+        self.deferred_reasons.append(reason)
+        self.deferred_details.append(detail)
+
+    def _add(self, deferral: Deferral) -> None:
+        self.defer(deferral.task_id, deferral.reason, deferral.detail)
+
     def to_plan(self) -> Plan:
+        deferrals = Deferrals(tuple(self.deferred_ids), tuple(self.deferred_reasons), tuple(self.deferred_details))
         return Plan(
             grants=tuple(self.grants),
             preemptions=tuple(self.preemptions),
             reservations=tuple(self.reservations),
-            deferrals=tuple(self.deferrals),
+            deferrals=deferrals,
             revisit_at=self.revisit_at,
         )
 
@@ -354,11 +375,11 @@ class Cycle:
         """Preempt, reserve, block or defer a task that fits nowhere; returns the most telling miss."""
         miss = most_telling(misses)
         if miss.pool is None or miss.reason == R.BEHIND_RESERVATION:
-            self.deferrals.append(self._deferral(task, miss, misses))
+            self._add(self._deferral(task, miss, misses))
         elif (never := self.explain.never_fits(task, options)) is not None:
-            self.deferrals.append(never)  # not a candidate: it neither blocks the line nor reserves
+            self.defer(task.task_id, R.NO_CAPACITY, never)  # not a candidate: it neither blocks the line nor reserves
         elif self.policy.head_of_line_blocking:
-            self.deferrals.append(self._deferral(task, miss, misses))
+            self._add(self._deferral(task, miss, misses))
             self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
         elif self._may_preempt(task) and self._preempt(task, options):
             pass
@@ -366,7 +387,7 @@ class Cycle:
             self._reserve(task, options, self._deferral(task, miss, misses))
             self._mention_grace(task)
         else:
-            self.deferrals.append(self._deferral(task, miss, misses))
+            self._add(self._deferral(task, miss, misses))
             self._mention_grace(task)
         return miss
 
@@ -376,8 +397,7 @@ class Cycle:
             return
         grace_left = self._grace_ends(task) - self.now
         if grace_left > 0 and self._victim_index().has_victims():
-            last = self.deferrals[-1]
-            self.deferrals[-1] = Deferral(last.task_id, last.reason, reasons.preemption_grace(last.detail, grace_left))
+            self.deferred_details[-1] = reasons.preemption_grace(self.deferred_details[-1], grace_left)
 
     def _deferral(self, task: QueuedTask, miss: Miss, misses: list[Miss]) -> Deferral:
         wide = miss.reason == R.HEADROOM and self.wide(task, [item.option for item in misses])
@@ -416,7 +436,7 @@ class Cycle:
                 self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
             node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
             detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
-            self.deferrals.append(Deferral(task.task_id, R.AWAITING_PREEMPTION, detail))
+            self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
             return True
         return False
 
@@ -446,7 +466,7 @@ class Cycle:
             if fillers_yield_then:
                 self._revisit(yield_at)
         if guard is None:
-            self.deferrals.append(fallback)
+            self._add(fallback)
             if not self.policy.backfill:
                 self.blocked = Deferral("", R.HEAD_OF_LINE, reasons.head_of_line(task.task_id))
             return
@@ -455,7 +475,7 @@ class Cycle:
         node_ids = tuple(sorted(self.fleet.node_ids[rank] for rank, _ in guard.allocation))
         self.reservations.append(Reservation(task.task_id, guard.card_type, guard.start_at, node_ids))
         detail = reasons.reserved(task.gpus, guard.card_type, guard.start_at - self.now, node_ids, fillers_yield_then)
-        self.deferrals.append(Deferral(task.task_id, R.RESERVED, detail))
+        self.defer(task.task_id, R.RESERVED, detail)
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
             self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)

@@ -8,17 +8,22 @@ checked next, per card option, by `quota.QuotaBook`; capacity after that, by pla
 from __future__ import annotations
 
 from shared.scheduling import reasons
-from shared.scheduling.model import Deferral, DeferralReason, Policy, QueuedTask, enum_members
+from shared.scheduling.model import DeferralReason, Policy, QueuedTask, enum_members
 
 R = enum_members(DeferralReason)  # the members, read faster
 
+# (reason, sentence) of each readiness failure: made once, as every task that fails the check says the same.
+DATA_NOT_READY = (R.DATA_NOT_READY, reasons.DATA_NOT_READY_TEXT)
+UNMATCHED = (R.UNMATCHED, reasons.UNMATCHED_TEXT)
+NOT_APPROVED = (R.NOT_APPROVED, reasons.NOT_APPROVED_TEXT)
 
-def readiness_deferral(task: QueuedTask, policy: Policy) -> Deferral | None:
-    """Why the task cannot be considered (data, match, approval), or None if it can."""
+
+def readiness_failure(task: QueuedTask, policy: Policy) -> tuple[DeferralReason, str] | None:
+    """Why the task cannot be considered (data, match, approval) and the sentence, or None if it can."""
     if policy.readiness_gate and not task.data_ready:
-        return Deferral(task.task_id, R.DATA_NOT_READY, reasons.DATA_NOT_READY_TEXT)
+        return DATA_NOT_READY
     if not task.options:
-        return Deferral(task.task_id, R.UNMATCHED, reasons.UNMATCHED_TEXT)
+        return UNMATCHED
     if not task.approved:
-        return Deferral(task.task_id, R.NOT_APPROVED, reasons.NOT_APPROVED_TEXT)
+        return NOT_APPROVED
     return None

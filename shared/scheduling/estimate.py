@@ -91,7 +91,11 @@ def estimate_starts(snapshot: Snapshot, ordered: Sequence[QueuedTask], decided: 
     estimates: dict[str, StartEstimate] = {}
     granted = {grant.task_id: grant for grant in decided.grants}
     reserved = {r.task_id: r for r in decided.reservations}
-    deferred = {d.task_id: d for d in decided.deferrals}
+    deferrals = decided.deferrals
+    # task id -> the sentence, for a task that waits for something else than GPUs (not estimated)
+    not_for_capacity = {task_id: detail for task_id, reason, detail
+                        in zip(deferrals.task_ids, deferrals.reasons, deferrals.details)
+                        if reason.kind is not WaitKind.CAPACITY}
     for grant in decided.grants:
         for placement in grant.placements:
             if placement.node_id in nodes:
@@ -101,9 +105,9 @@ def estimate_starts(snapshot: Snapshot, ordered: Sequence[QueuedTask], decided: 
             grant = granted[task.task_id]
             estimates[task.task_id] = StartEstimate(task.task_id, position, now, grant.estimated_end, grant.card_type)
             continue
-        deferral = deferred.get(task.task_id)
-        if deferral is not None and deferral.reason.kind is not WaitKind.CAPACITY:
-            estimates[task.task_id] = StartEstimate(task.task_id, position, None, None, None, deferral.detail)
+        why_not = not_for_capacity.get(task.task_id)
+        if why_not is not None:
+            estimates[task.task_id] = StartEstimate(task.task_id, position, None, None, None, why_not)
             continue
         if position > limit:
             estimates[task.task_id] = StartEstimate(task.task_id, position, None, None, None,

@@ -1,7 +1,7 @@
 """Why a task did not start: pick the most telling reason among its card options and say it.
 
 `Miss` records why one card option did not take a task; `Explainer` turns the misses into a
-`Deferral` whose sentence carries the numbers a person needs ("needs 4 GPUs of H100 on one node;
+deferral reason and a sentence that carries the numbers a person needs ("needs 4 GPUs of H100 on one node;
 largest free block: H100 3"). Sentences that depend only on the fleet's free capacity are cached
 until a grant or hold changes one of their card types: late in a busy cycle thousands of tasks are told
 the same thing, and early in it most grants leave a task's card types alone.
@@ -56,19 +56,17 @@ class Explainer:
         """`wide`: the headroom asks the task to leave only the rest of the type free (headroom.py)."""
         return Deferral(task.task_id, miss.reason, self._detail(task, miss, misses, guard, wide))
 
-    def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral:
-        """NO_CAPACITY for a task none of whose card options has room (checked by the caller)."""
+    def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> str:
+        """The NO_CAPACITY sentence for a task none of whose card options has room (checked by the caller)."""
         key = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
         cached = self._no_room.get(key)
         if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, key[2])):
-            never = self.never_fits(task, options)
-            if never is not None:
-                text = never.detail
-            else:
+            text = self.never_fits(task, options)
+            if text is None:
                 pools = self._fleet.pools
                 text = self._capacity_text(task, [Miss(R.NO_CAPACITY, o, pools.get(o.card_type)) for o in options])
             cached = self._no_room[key] = [self._fleet.free_total, self._free_of(key[2]), text]
-        return Deferral(task.task_id, R.NO_CAPACITY, cached[2])
+        return cached[2]
 
     def _free_of(self, card_types: Sequence[str]) -> tuple[int, ...]:
         """Free GPUs of each of these card types (-1: not in the fleet)."""
@@ -85,14 +83,14 @@ class Explainer:
         cached[0] = self._fleet.free_total
         return True
 
-    def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> Deferral | None:
-        """A deferral saying so if the task asks for more GPUs than any option's card type has (the
-        headroom never keeps a task out for good: see `headroom.headroom_needed`)."""
+    def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> str | None:
+        """The NO_CAPACITY sentence saying so if the task asks for more GPUs than any option's card type
+        has (the headroom never keeps a task out for good: see `headroom.headroom_needed`)."""
         pools = [pool for option in options if (pool := self._fleet.pools.get(option.card_type))]
         limits = [(pool.card_type, pool.total_gpus) for pool in pools]
         if not limits or any(task.gpus <= limit for _, limit in limits):
             return None
-        return Deferral(task.task_id, R.NO_CAPACITY, reasons.never_fits(task.gpus, limits))
+        return reasons.never_fits(task.gpus, limits)
 
     def _detail(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                 wide: bool) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shared.scheduling import reasons
-from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
+from shared.scheduling.model import CardOption, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
 from shared.scheduling.quota_balance import (
     Coverage,
     CoverageRule,
@@ -61,8 +61,9 @@ class QuotaBook:
         # project -> card type -> its rule's standing with the hours left now (dropped when they change)
         self._standings: dict[str, dict[str, RuleStanding]] = {}
 
-    def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], Deferral | None]:
-        """The task's card options its quota allows (matcher order kept), or a deferral if none."""
+    def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
+        """The task's card options its quota allows (matcher order kept), or if none, why not: the
+        deferral reason and its sentence."""
         rules = self._rules.get(task.project)
         if rules is None:
             return task.options, None
@@ -112,8 +113,10 @@ class QuotaBook:
             self._remaining[account.account_id] -= need
         self._standings.pop(task.project, None)  # the project's hours left changed
 
-    def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage, account: QuotaTerms | None) -> Deferral:
-        """The deferral for the task's first option (the matcher's choice) the quota does not allow."""
+    def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage,
+                 account: QuotaTerms | None) -> tuple[DeferralReason, str]:
+        """The deferral reason and sentence for the task's first option (the matcher's choice) the
+        quota does not allow."""
         assert account is not None
         name = self._names.get(account.account_id)
         if name is None:
@@ -121,11 +124,11 @@ class QuotaBook:
                 task.project, account.card_type, len(self._by_project[task.project]), account.account_id)
         if kind is C.NOT_YET_VALID:
             detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
-            return Deferral(task.task_id, R.QUOTA_NOT_YET_VALID, detail)
+            return R.QUOTA_NOT_YET_VALID, detail
         if kind in (C.EXPIRED, C.EXPIRES_FIRST):
             left_s = account.valid_to - self._now
             detail = reasons.quota_expires(name, option.card_type, option.runtime_s, left_s, self._margin_s)
-            return Deferral(task.task_id, R.QUOTA_EXPIRES, detail)
+            return R.QUOTA_EXPIRES, detail
         detail = reasons.quota_exhausted(name, option.card_type, gpu_hours(task, option),
                                          self._remaining[account.account_id])
-        return Deferral(task.task_id, R.QUOTA_EXHAUSTED, detail)
+        return R.QUOTA_EXHAUSTED, detail

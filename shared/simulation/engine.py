@@ -13,7 +13,6 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Callable, Mapping, Sequence
 
 from shared.scheduling.model import (
@@ -31,7 +30,6 @@ from shared.simulation.workload import SimTask
 PlanFn = Callable[[Snapshot, Sequence[QueuedTask], Policy, float], Plan]
 ProgressFn = Callable[[int, float], None]
 
-_TASK_ID, _REASON = attrgetter("task_id"), attrgetter("reason")
 PROGRESS_EVERY = 256  # instants between progress reports
 MAX_STEPS_PER_INSTANT = 10_000  # more decisions than this at one instant means the plan never settles
 
@@ -170,7 +168,7 @@ class Simulation(Transitions):
 
     def _apply_plan(self, now: float, plan: Plan) -> None:
         deferrals = plan.deferrals
-        self.recorder.deferrals.update(zip(map(_TASK_ID, deferrals), map(_REASON, deferrals)))
+        self.recorder.deferrals.update(zip(deferrals.task_ids, deferrals.reasons))
         for reservation in plan.reservations:
             self.recorder.reservations[reservation.task_id] = reservation.start_at
         for grant in plan.grants:
