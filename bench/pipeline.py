@@ -21,6 +21,11 @@ the `CARDFLOW_*` ones), then in one run:
 `--profile NAMES` runs those processes (comma-separated services, `fleet`, or `all`) under cProfile
 and adds, per process, where its time went by kind of code (`bench.profile_shares`) and its top
 functions to the output.
+
+`--pg-stats` starts PostgreSQL with `pg_stat_statements` and prints, per phase and per task, the time
+and calls of each normalised statement (by the role, i.e. service, that ran it), commits, and rows
+written per schema and table (`bench.pipeline_pgstats`); `--json` then holds them too (`pg_stats`).
+The extension costs PostgreSQL some CPU itself: compare CPU per task only between runs without it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pipeline_parts import Fleet, PipelineBench, measure_raw_round_trip, run_fleet_worker  # noqa: E402
+from bench.pipeline_pgstats import pg_stats_json, print_pg_stats  # noqa: E402
 from bench.pipeline_report import summary, write_doc  # noqa: E402
 
 READING = (
@@ -69,6 +75,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--raw-messages", type=int, default=50_000, help="messages of the raw Redis round trip")
     parser.add_argument("--profile", type=_profiled, default=(), help="processes to run under cProfile: "
                         f"comma-separated, of {', '.join(PROFILABLE)}, or all")
+    parser.add_argument("--pg-stats", action="store_true", help="run PostgreSQL with pg_stat_statements and print "
+                        "where its time goes per task (statements, commits, rows written)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="also write the numbers per offered rate to this JSON file")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data dir: logs of every process stay there")
@@ -98,15 +106,21 @@ def main(argv: list[str]) -> None:
     console = Console()
     command = "python " + " ".join(shlex.quote(a) for a in ["bench/pipeline.py", *argv])
     with _data_dir(args.keep) as data_dir, PipelineBench(
-        data_dir, Fleet(args.agents, args.sim), args.task_seconds, TASK, console, profile=args.profile
+        data_dir, Fleet(args.agents, args.sim), args.task_seconds, TASK, console, profile=args.profile,
+        pg_stats=args.pg_stats,
     ) as bench:  # fmt: skip
         raw = asyncio.run(measure_raw_round_trip(bench.redis_url, args.raw_messages, console))
         bench.start_system()
         phases = [bench.run_phase(float(rate), args.duration) for rate in args.rates.split(",")]
         profile = bench.stop_and_profile()
     bench.print_results(raw, phases, profile)
+    for result in bench.pg_stats_results:
+        print_pg_stats(console, result)
     if args.json is not None:
-        args.json.write_text(json.dumps(summary(raw, phases, bench.describe()), indent=2) + "\n")
+        numbers = summary(raw, phases, bench.describe())
+        if bench.pg_stats_results:
+            numbers["pg_stats"] = [pg_stats_json(result) for result in bench.pg_stats_results]
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
         console.print(f"wrote {args.json}")
     if not args.no_doc:
         write_doc(raw, phases, profile, bench.describe(), command, notes=READING)

@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.pipeline_pgstats import PG_STATS_SETTINGS, PgStats, PgStatsResult
 from bench.pipeline_report import PhaseResult, RawResult, percentiles, print_results, stage_lags
 from bench.profile_shares import profile_report
 from services.demo.supervisor import ChildSpec, Supervisor
@@ -136,11 +137,14 @@ class PipelineBench:
     """Backends + services + fleet for the benchmark (a context manager), and its phases."""
 
     def __init__(self, data_dir: Path, fleet: Fleet, task_seconds: float, task: Mapping[str, Any], console: Console,
-                 *, profile: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 *, profile: tuple[str, ...] = (), pg_stats: bool = False) -> None:  # fmt: skip
         self.data_dir, self.fleet, self.task, self.console, self.profile = data_dir, fleet, dict(task), console, profile
+        self.pg_stats = pg_stats
+        self.pg_stats_results: list[PgStatsResult] = []
         self.time_scale = _runtime_on(fleet.card_type, self.task) / task_seconds
         self.task_seconds = task_seconds
-        self.backends = Backends(Settings(), data_dir / "backends", durable=False)
+        self.backends = Backends(Settings(), data_dir / "backends", durable=False,
+                                 postgres_settings=PG_STATS_SETTINGS if pg_stats else None)  # fmt: skip
         self.endpoints: Endpoints | None = None
         self.supervisor: Supervisor | None = None
         self.phases = 0
@@ -200,12 +204,17 @@ class PipelineBench:
     async def _phase(self, project: str, rate: float, duration: float) -> PhaseResult:
         redis = Redis.from_url(self.redis_url, socket_timeout=None)  # reading a phase back may take long on a busy machine
         pool = await asyncpg.create_pool(self.endpoints.database_url, min_size=1, max_size=2)  # type: ignore[union-attr]
+        stats = PgStats(self.endpoints.database_url) if self.pg_stats else None  # type: ignore[union-attr]
         try:
             first_id = await _last_entry_id(redis)
+            if stats is not None:
+                await stats.start()
             cpu_before, window_start = self.cpu(), time.monotonic()
             sent = await self._submit_and_wait(redis, pool, project, rate, duration)
             cpu = {name: self.cpu().get(name, 0.0) - used for name, used in cpu_before.items()}
             window = time.monotonic() - window_start
+            if stats is not None:
+                self.pg_stats_results.append(await stats.finish(len(sent)))
             times = await _read_phase_events(redis, first_id, project)
         finally:
             await pool.close()

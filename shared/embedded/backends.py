@@ -8,7 +8,8 @@ is used as is; each missing one is started as a real server under `data_dir`. St
 data dir's owner lock, stops the leftovers of a crashed run, spawns the servers (they boot
 concurrently), waits until each answers, and records them in `run/state.json`. While they run, a
 `ServerWatch` reaps and restarts any that dies (same ports, back-off, stale lock files removed;
-`supervise=False` turns it off). `stop()` (also run at interpreter exit) stops the watch, then the
+`supervise=False` turns it off; `postgres_settings` adds `postgres -c` settings, e.g. a benchmark's
+pg_stat_statements). `stop()` (also run at interpreter exit) stops the watch, then the
 servers in reverse order, and removes the run files.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +58,14 @@ class Backends:
         die_with_owner: bool = True,
         start_timeout: float = 90.0,
         supervise: bool = True,
+        postgres_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.layout = Layout.of(data_dir if data_dir is not None else self.settings.data_dir)
         self._durable = durable
         self._die_with_owner = die_with_owner
         self._start_timeout = start_timeout
+        self._postgres_settings = postgres_settings
         self._lock: OwnerLock | None = None
         self._processes: list[ManagedProcess] = []
         self.endpoints: Endpoints | None = None
@@ -110,6 +114,7 @@ class Backends:
             durable=self._durable,
             die_with_owner=self._die_with_owner,
             start_timeout=self._start_timeout,
+            postgres_settings=self._postgres_settings,
         )
         launchers = {  # slowest boot first, so the servers start up side by side
             "s3": lambda: launch_s3(options, self.settings.s3_region),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sysconfig
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ class LaunchOptions:
     durable: bool = True  # False: no fsync (tests); True: fsync'd writes (`cardflow up`)
     die_with_owner: bool = True  # servers get a parent-death signal (Linux, main thread only)
     start_timeout: float = 90.0
+    postgres_settings: Mapping[str, str] | None = None  # extra `postgres -c` settings (e.g. a bench's pg_stat_statements)
 
 
 @dataclass

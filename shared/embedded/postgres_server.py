@@ -17,6 +17,7 @@ import shutil
 import signal
 import stat
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
@@ -111,7 +112,8 @@ def remove_stale_pid_file(pgdata: Path) -> None:
         pid_file.unlink()
 
 
-def _server_args(pgdata: Path, port: int, durable: bool) -> list[str]:
+def _server_args(pgdata: Path, port: int, durable: bool, extra: Mapping[str, str] | None = None) -> list[str]:
+    """`postgres` command line: our settings (`extra`, e.g. a benchmark's pg_stat_statements, last)."""
     settings = {
         "listen_addresses": "127.0.0.1",
         "port": str(port),
@@ -120,6 +122,7 @@ def _server_args(pgdata: Path, port: int, durable: bool) -> list[str]:
         "fsync": "on" if durable else "off",
         "synchronous_commit": "on" if durable else "off",
         "full_page_writes": "on" if durable else "off",
+        **(extra or {}),
     }
     args = [str(postgres_bin_dir() / "postgres"), "-D", str(pgdata)]
     for key, value in settings.items():
@@ -153,7 +156,7 @@ def launch_postgres(options: LaunchOptions) -> Launched:
     (port,) = free_ports(1)
     process = spawn(
         "postgres",
-        _server_args(pgdata, port, options.durable),
+        _server_args(pgdata, port, options.durable, options.postgres_settings),
         options.layout.log_file("postgres"),
         ports={"postgres": port},
         stop_signal=int(signal.SIGINT),  # "fast" shutdown: disconnect clients, checkpoint, exit
