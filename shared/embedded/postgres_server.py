@@ -112,6 +112,14 @@ def remove_stale_pid_file(pgdata: Path) -> None:
         pid_file.unlink()
 
 
+RANDOM_PAGE_COST = "1.1"
+"""The planner's cost of a random page read, as for data in RAM or on SSD (the default, 4, assumes a
+spinning disk). With 4, a batch lookup `key = ANY($1::text[])` on a table of a few thousand rows not
+analysed yet (a new installation; every benchmark) is planned as a sequential scan that compares
+every row with every key: 3.9 ms instead of 0.04 ms for 50 keys on 5,000 rows. In `bench/pipeline.py`
+at 250/s that was ~600-840 rows read sequentially per task, ~50 with 1.1 (docs/BENCHMARKS.md, session 7)."""
+
+
 def _server_args(pgdata: Path, port: int, durable: bool, extra: Mapping[str, str] | None = None) -> list[str]:
     """`postgres` command line: our settings (`extra`, e.g. a benchmark's pg_stat_statements, last)."""
     settings = {
@@ -122,6 +130,7 @@ def _server_args(pgdata: Path, port: int, durable: bool, extra: Mapping[str, str
         "fsync": "on" if durable else "off",
         "synchronous_commit": "on" if durable else "off",
         "full_page_writes": "on" if durable else "off",
+        "random_page_cost": RANDOM_PAGE_COST,
         **(extra or {}),
     }
     args = [str(postgres_bin_dir() / "postgres"), "-D", str(pgdata)]
