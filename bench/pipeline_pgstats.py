@@ -67,6 +67,10 @@ class PgStatsResult:
         return totals
 
 
+class PgStatsUnavailableError(RuntimeError):
+    """The PostgreSQL under test cannot report per-statement counters (`pg_stat_statements` not preloaded)."""
+
+
 class PgStats:
     """Counters of one phase: `await start(dsn)` before submitting, `await finish(tasks)` after."""
 
@@ -81,6 +85,11 @@ class PgStats:
             await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             await conn.execute("SELECT pg_stat_statements_reset()")
             self._tables, self._database = await _counters(conn)
+        except asyncpg.ObjectNotInPrerequisiteStateError as exc:
+            raise PgStatsUnavailableError(
+                "--pg-stats: the PostgreSQL at CARDFLOW_DATABASE_URL does not preload pg_stat_statements; unset "
+                "CARDFLOW_DATABASE_URL to use the embedded server, or add it to that server's shared_preload_libraries"
+            ) from exc
         finally:
             await conn.close()
 

@@ -3,19 +3,25 @@ even on a table never analysed yet, as every table of a new installation is (`RA
 
 With PostgreSQL's default `random_page_cost` (4) the same lookup on the same table is a sequential
 scan that compares every row with every key; the second test shows the table reproduces that, so
-the first one would fail without the setting."""
+the first one would fail without the setting. And `bench/pipeline.py --pg-stats` on a server that
+does not preload `pg_stat_statements` names what is missing."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
 
-from shared.embedded import Endpoints
-from shared.embedded.postgres_server import RANDOM_PAGE_COST
-from shared.events.envelope import new_event_id
-from shared.settings import Settings
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.pipeline_pgstats import PgStats, PgStatsUnavailableError  # noqa: E402
+from shared.embedded import Endpoints  # noqa: E402
+from shared.embedded.postgres_server import RANDOM_PAGE_COST  # noqa: E402
+from shared.events.envelope import new_event_id  # noqa: E402
+from shared.settings import Settings  # noqa: E402
 
 ROWS = 5_000
 KEYS = 50
@@ -64,3 +70,17 @@ async def test_with_the_default_random_page_cost_the_same_lookup_is_a_sequential
         await conn.execute("SET LOCAL random_page_cost = 4")
         plan = await _plan(conn, table, keys)
     assert "Seq Scan" in plan, plan
+
+
+async def test_pg_stats_on_a_server_without_pg_stat_statements_says_what_is_missing(backends: Endpoints) -> None:
+    conn = await asyncpg.connect(backends.database_url)
+    had = await conn.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'")
+    try:
+        if await conn.fetchval("SELECT current_setting('shared_preload_libraries') LIKE '%pg_stat_statements%'"):
+            pytest.skip("this PostgreSQL preloads pg_stat_statements")
+        with pytest.raises(PgStatsUnavailableError, match="shared_preload_libraries"):
+            await PgStats(backends.database_url).start()
+    finally:
+        if not had:
+            await conn.execute("DROP EXTENSION IF EXISTS pg_stat_statements")
+        await conn.close()
