@@ -160,10 +160,13 @@ async def find_stale_agent_users(admin_url: str, logins: list[ProcessLogin]) -> 
 async def prune_agent_users(console_dsn: str, admin_url: str, stale: list[str], reason: str) -> list[UnenrolledAgent]:
     import asyncpg
 
-    from services.identity.agents import EnrolmentUnavailable, unenroll_stale_agents
+    from services.identity.agents import DeletionRefused, EnrolmentUnavailable, unenroll_stale_agents
 
     try:
         return await unenroll_stale_agents(console_dsn, admin_url, stale, reason)
+    except DeletionRefused as refused:
+        raise LoginsNotApplied(f"Redis refused ACL DELUSER to the user of CARDFLOW_REDIS_URL ({refused.refused}); pruning"
+                               " stopped there (users deleted before it stay deleted, each with its event)") from None
     except EnrolmentUnavailable as refused:
         raise LoginsNotApplied(f"Redis refused to delete the stale agent users: {refused}") from None
     except (asyncpg.PostgresError, OSError) as refused:

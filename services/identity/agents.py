@@ -71,6 +71,14 @@ class EnrolmentUnavailable(Exception):
     """This console may not make Redis users; the message says what an admin runs instead."""
 
 
+class DeletionRefused(EnrolmentUnavailable):
+    """Redis refused ACL DELUSER to the admin URL in use; `refused` is Redis's own answer."""
+
+    def __init__(self, message: str, refused: str) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
 def manual_steps(agent_id: str, why: str) -> str:
     return (
         f"this console cannot make Redis users ({why}). As a Redis admin, run the ACL SETUSER line that"
@@ -168,7 +176,7 @@ async def _delete_user(enrolment_url: str, agent_id: str, name: str) -> tuple[bo
             deleted = bool(await admin.execute_command("ACL", "DELUSER", name))
         except (NoPermissionError, AuthenticationError) as refused:
             why = f"Redis refused ACL DELUSER to the user of CARDFLOW_AGENT_ENROLMENT_REDIS_URL: {refused}"
-            raise EnrolmentUnavailable(manual_unenrol_steps(agent_id, why)) from None
+            raise DeletionRefused(manual_unenrol_steps(agent_id, why), str(refused)) from None
         try:
             await admin.execute_command("ACL", "SAVE")
         except ResponseError:  # no aclfile: a user defined in redis.conf comes back at the next restart

@@ -225,3 +225,28 @@ async def test_without_prune_agents_a_warning_names_the_stale_agent_users_and_no
     finally:
         await drop_user(fresh_settings, f"agent.{stale}")
         await drop_user(fresh_settings, f"agent.{keep}")
+
+
+async def test_prune_agents_refused_acl_deluser_says_so_and_keeps_the_user(fresh_settings: Settings) -> None:
+    """An admin URL whose user may do all but ACL DELUSER: apply-logins names the refusal, not a console setting."""
+    suffix = new_event_id()[-8:].lower()
+    keep, stale, limited = f"keep-{suffix}", f"stale-{suffix}", f"limited-admin-{suffix}"
+    limited_password = secrets.token_urlsafe(16)
+    await make_user(fresh_settings, agent_user(stale), secrets.token_urlsafe(16))
+    admin = Redis.from_url(fresh_settings.redis_url or "")
+    try:
+        await admin.execute_command("ACL", "SETUSER", limited, "on", f">{limited_password}", "~*", "&*", "+@all", "-acl|deluser")
+    finally:
+        await admin.aclose()
+    limited_settings = fresh_settings.model_copy(update={"redis_url": user_url(fresh_settings.redis_url or "", limited, limited_password)})
+    try:
+        done = run_apply_logins(limited_settings, session_passwords(fresh_settings, keep, secrets.token_urlsafe(16)),
+                                "--agent", keep, "--prune-agents", "--wait", "10")  # fmt: skip
+        assert done.returncode != 0
+        assert "Redis refused ACL DELUSER to the user of CARDFLOW_REDIS_URL" in done.stderr, done.stderr
+        assert "CARDFLOW_AGENT_ENROLMENT_REDIS_URL" not in done.stderr and "this console" not in done.stderr
+        assert f"agent.{stale}" in await redis_user_names(fresh_settings)
+    finally:
+        await drop_user(fresh_settings, f"agent.{stale}")
+        await drop_user(fresh_settings, f"agent.{keep}")
+        await drop_user(fresh_settings, limited)
