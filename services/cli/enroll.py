@@ -64,20 +64,7 @@ def enroll(
     """Enrol an agent (admin): its own Redis user with a new password, shown once."""
     with cli_api() as api:
         enrolled = api.post("/v1/agents", {"agent_id": agent_id, "reason": reason})
-    if as_json:
-        print(json.dumps(enrolled, indent=2))
-        return
-    console.print(enrolled_table(enrolled, lang))
-    console.print(LABELS[lang]["note"])
-
-
-def enrolled_table(enrolled: dict[str, object], lang: CliLang) -> Table:
-    labels = LABELS[lang]
-    table = Table(title=labels["title"], show_header=False)
-    for key in ("agent_id", "redis_user", "password", "redis_url"):
-        table.add_row(labels[key], str(enrolled[key]))
-    table.add_row(labels["saved"], labels["yes"] if enrolled["saved"] else labels["no"])
-    return table
+    print_answer(enrolled, as_json, LABELS[lang], ("agent_id", "redis_user", "password", "redis_url"))
 
 
 def unenroll(
@@ -89,17 +76,21 @@ def unenroll(
     """Unenrol an agent (admin): delete its Redis user, so its password is refused; its leases expire."""
     with cli_api() as api:
         unenrolled = api.call("DELETE", f"/v1/agents/{quote(agent_id, safe='')}", body={"reason": reason}).json()
+    print_answer(unenrolled, as_json, UNENROL_LABELS[lang], ("agent_id", "redis_user", "event_id"))
+
+
+def print_answer(answer: dict[str, object], as_json: bool, labels: dict[str, str], keys: tuple[str, ...]) -> None:
+    """The API's answer as JSON, or as a two-column table (`keys`, then whether Redis saved it) and its note."""
     if as_json:
-        print(json.dumps(unenrolled, indent=2))
+        print(json.dumps(answer, indent=2))
         return
-    console.print(unenrolled_table(unenrolled, lang))
-    console.print(UNENROL_LABELS[lang]["note"])
+    console.print(answer_table(answer, labels, keys))
+    console.print(labels["note"])
 
 
-def unenrolled_table(unenrolled: dict[str, object], lang: CliLang) -> Table:
-    labels = UNENROL_LABELS[lang]
+def answer_table(answer: dict[str, object], labels: dict[str, str], keys: tuple[str, ...]) -> Table:
     table = Table(title=labels["title"], show_header=False)
-    for key in ("agent_id", "redis_user", "event_id"):
-        table.add_row(labels[key], str(unenrolled[key]))
-    table.add_row(labels["saved"], labels["yes"] if unenrolled["saved"] else labels["no"])
+    for key in keys:
+        table.add_row(labels[key], str(answer[key]))
+    table.add_row(labels["saved"], labels["yes"] if answer["saved"] else labels["no"])
     return table
