@@ -203,6 +203,13 @@ def test_setup_prunes_the_agents_it_no_longer_lists_with_options_the_cli_accepts
     assert params["prune_agents"] is True
 
 
+def test_postgres_plans_as_the_embedded_server_does() -> None:
+    from shared.embedded.postgres_server import RANDOM_PAGE_COST
+
+    command = SERVICES["postgres"]["command"]
+    assert command[0] == "postgres" and f"random_page_cost={RANDOM_PAGE_COST}" in command[1:]
+
+
 def test_compose_env_example_lists_exactly_the_variables_the_file_needs() -> None:
     example = (REPO / "deploy" / "compose.env.example").read_text()
     listed = set(re.findall(r"^([A-Z0-9_]+)=", example, re.MULTILINE))
