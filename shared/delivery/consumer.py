@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -372,7 +373,7 @@ def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: 
         )
 
     claimer = broker.subscriber(stream=claim_stream, **_subscriber_options(sub, "claimer"))
-    _first_read_at_once(claimer)
+    _survive_a_slow_start(claimer, sub, "claimer")
 
     @claimer
     async def claim(raw: Any) -> None:
@@ -386,8 +387,9 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
         sub.stream, group=sub.group, consumer=sub.consumer, batch=batch, max_records=sub.max_records,
         polling_interval=sub.block_ms,
     )  # fmt: skip
-    reader = broker.subscriber(stream=stream, **_subscriber_options(sub, "batch-reader" if batch else "reader"))
-    _first_read_at_once(reader)
+    role = "batch-reader" if batch else "reader"
+    reader = broker.subscriber(stream=stream, **_subscriber_options(sub, role))
+    _survive_a_slow_start(reader, sub, role)
     faststream_start = reader.start
 
     async def start_after_group() -> None:
@@ -398,36 +400,41 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
     return reader
 
 
-FIRST_READ_WAIT_MS = 1
-"""How long a subscriber's first read waits for entries (the next ones wait as configured)."""
+FASTSTREAM_START_LIMIT_S = 3.0
+"""How long FastStream's `start` waits for a subscriber's consume loop to answer its first PING."""
 
 
-def _first_read_at_once(subscriber: Any) -> None:
-    """Make `subscriber.start` return as soon as its first read does, without waiting out an idle read.
+def _survive_a_slow_start(subscriber: Any, sub: Subscription, role: str) -> None:
+    """Make `subscriber.start` outlast FastStream's 3 s limit instead of killing its service.
 
-    FastStream's `start` returns only after the subscriber's first read returns, and gives up
-    after 3 s (the service then fails to start). An idle reader's first XREADGROUP blocks for
-    `block_ms` (2 s) and an idle claimer sleeps `claim_interval_ms` after an empty XAUTOCLAIM, so
-    every subscriber took seconds to start, one after another, and on a busy machine a start
-    overran the 3 s and killed its service. The first read waits `FIRST_READ_WAIT_MS` instead
-    (FastStream's read looks the interval up at every call).
+    FastStream's `start` creates the subscriber's consume loop, then waits at most 3 s (hard-coded)
+    for that loop's first PING to Redis and raises `TimeoutError` when it overruns. Nothing is wrong
+    with the subscriber then: its loop runs on and reads once the event loop turns again. But in-process
+    services share one event loop, and on a busy machine a synchronous stretch of one of them, or a
+    process starved of CPU, can stall it past 3 s: the service died at start. Here the overrun is logged
+    and the start goes on; a consume loop that truly cannot reach Redis logs and retries as it does
+    after any later outage.
     """
-    stream_sub = subscriber.stream_sub
     faststream_start = subscriber.start
 
-    async def start_with_a_quick_first_read() -> None:
-        configured = stream_sub.polling_interval
-        stream_sub.polling_interval = FIRST_READ_WAIT_MS
+    async def start_despite_a_stall() -> None:
+        began = time.monotonic()
         try:
             await faststream_start()
-        finally:
-            stream_sub.polling_interval = configured
+        except TimeoutError:
+            waited = round(time.monotonic() - began, 2)
+            log.warning("subscriber's first ping overran FastStream's start limit; it starts anyway",
+                        subscriber=_title(sub, role), limit_s=FASTSTREAM_START_LIMIT_S, waited_s=waited)  # fmt: skip
 
-    subscriber.start = start_with_a_quick_first_read
+    subscriber.start = start_despite_a_stall
+
+
+def _title(sub: Subscription, role: str) -> str:
+    return f"{sub.stream}:{sub.group}:{role}"
 
 
 def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:
-    return {"ack_policy": AckPolicy.MANUAL, "title": f"{sub.stream}:{sub.group}:{role}", "parser": parse_undecoded,
+    return {"ack_policy": AckPolicy.MANUAL, "title": _title(sub, role), "parser": parse_undecoded,
             "decoder": decode_to_raw}
 
 

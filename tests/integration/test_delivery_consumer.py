@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from faststream.redis import RedisBroker
@@ -273,3 +275,41 @@ async def test_parse_entry_hands_the_whole_entry_to_the_parser(
     assert await wait_until(settled)
     assert parsed == [{"task": "T1", "gpus": "2", "entry_id": entry_id}]
     assert (await deadletters(redis, names["deadletter"]))[0].error == "ValueError: no task field"
+
+
+async def test_a_subscriber_whose_start_stalls_past_faststreams_3_s_still_starts_and_consumes(
+    broker: RedisBroker, redis: Redis, names: dict[str, str]
+) -> None:
+    """FastStream's start gives up after 3 s waiting for a subscriber's consume loop to ping Redis.
+    In-process services share one event loop, and on a busy machine a synchronous stretch of one of
+    them (or a starved process) can stall that loop past 3 s: the service then died at start. Here
+    the loop stalls 3.3 s right after each consume loop is created, inside FastStream's window."""
+    seen: list[str] = []
+
+    @reliable_subscriber(broker, stream=names["stream"], group=names["group"], parse=parse_test_event, **FAST)
+    async def handle(event: TestHappened) -> None:
+        seen.append(event.event_id)
+
+    loop = asyncio.get_running_loop()
+    stalled: list[str] = []
+
+    def stall_after_consume_loops_start(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop)
+        if getattr(coro, "__name__", "") == "_consume":
+            stalled.append(coro.__qualname__)
+            loop.call_soon(time.sleep, 3.3)
+        return task
+
+    loop.set_task_factory(stall_after_consume_loops_start)
+    try:
+        await broker.start()
+    finally:
+        loop.set_task_factory(None)
+    assert stalled, "the stall never happened: FastStream's consume loop is no longer called _consume"
+    event = a_test_event(1)
+    await redis.xadd(names["stream"], wire_fields(event))
+
+    async def consumed() -> bool:
+        return seen == [event.event_id]
+
+    assert await wait_until(consumed)
