@@ -171,8 +171,8 @@ async def test_unenrolling_refuses_a_non_admin_an_unknown_agent_a_missing_reason
 
     assert not_admin.status_code == 403 and "admin" in not_admin.json()["detail"]
     assert unknown.status_code == 404 and "'gpu-nobody'" in unknown.json()["detail"]
-    for missing in (no_body, empty_reason):
-        assert missing.status_code == 422 and [e["loc"] for e in missing.json()["detail"]] == [["body", "reason"]]
+    assert no_body.status_code == 422 and [e["loc"] for e in no_body.json()["detail"]] == [["body"]]
+    assert empty_reason.status_code == 422 and [e["loc"] for e in empty_reason.json()["detail"]] == [["body", "reason"]]
     assert bad_id.status_code == 422 and bad_id.json()["detail"][0]["loc"] == ["path", "agent_id"]
     assert cannot.status_code == 409 and "ACL DELUSER agent.gpu-u2" in cannot.json()["detail"]
     assert await _identity_outbox(fresh_settings, "agent.unenrolled") == []  # nothing deleted, nothing recorded

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
@@ -24,12 +24,15 @@ from shared.redis_acl import SAFE_NAME
 router = APIRouter(prefix="/v1", tags=["agents"])
 Admin = Annotated[Principal, requires(Role.ADMIN)]
 AgentIdPath = Annotated[str, Path(pattern=SAFE_NAME.pattern, description="the agent's id (`cardflow agent --id`)")]
-UnenrolReason = Annotated[Detail, Body(embed=True, min_length=1, description="why, recorded in the agent.unenrolled event")]
 
 
 class EnrolBody(BaseModel):
     agent_id: str = Field(pattern=SAFE_NAME.pattern, description="the agent's id (`cardflow agent --id`): its inbox is cf:agent:<id>")
     reason: Detail = Field(min_length=1, description="why, recorded in the agent.enrolled event")
+
+
+class UnenrolBody(BaseModel):
+    reason: Detail = Field(min_length=1, description="why, recorded in the agent.unenrolled event")
 
 
 class Enrolled(BaseModel):
@@ -71,13 +74,13 @@ class Unenrolled(BaseModel):
                409: {"description": "this console may not delete Redis users: the detail says which commands to run instead"}},
     summary="Unenrol an agent: delete its Redis user; its leases expire unrenewed and their tasks are requeued (admin)",
 )  # fmt: skip
-async def delete_agent(agent_id: AgentIdPath, reason: UnenrolReason, request: Request, admin: Admin) -> Unenrolled:
+async def delete_agent(agent_id: AgentIdPath, body: UnenrolBody, request: Request, admin: Admin) -> Unenrolled:
     settings = request.app.state.settings
     enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
     emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
     try:
         async with request.app.state.pool.acquire() as conn, conn.transaction():
-            gone = await unenroll_agent(conn, emitter, enrolment, settings.redis_users_file, agent_id, reason)
+            gone = await unenroll_agent(conn, emitter, enrolment, settings.redis_users_file, agent_id, body.reason)
     except EnrolmentUnavailable as unavailable:
         raise HTTPException(409, str(unavailable)) from None
     except UnknownAgentError as unknown:
