@@ -198,8 +198,8 @@ def openb_case(window_h: float, card_model: CatalogCardModel, target_share: floa
     return Case("openb", f"Alibaba openb gpuspec33, all pods within {window_h:g} h", scenario, setup)
 
 
-def run_case(case: Case, jobs: int, console: Console) -> tuple[dict[str, Any], dict[str, Any], float]:
-    """All four policies on one case, with a progress bar per policy."""
+def run_case(case: Case, jobs: int, console: Console, images: Path | None) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """All four policies on one case, with a progress bar per policy; its plot goes to `images`, if given."""
     console.rule(case.title)
     for line in case.setup:
         console.print(line)
@@ -210,8 +210,9 @@ def run_case(case: Case, jobs: int, console: Console) -> tuple[dict[str, Any], d
     elapsed = time.perf_counter() - started
     document = build_document(case.scenario, outcomes)
     console.print(comparison_table(document, title=case.title))
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    plot(outcomes, case.scenario.cluster.capacity, IMAGES / f"policies-{case.key}.png", title=case.title)
+    if images is not None:
+        images.mkdir(parents=True, exist_ok=True)
+        plot(outcomes, case.scenario.cluster.capacity, images / f"policies-{case.key}.png", title=case.title)
     return document, outcomes, elapsed
 
 
@@ -298,7 +299,7 @@ def main() -> None:
     parser.add_argument("--openb-window-h", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (policies run in parallel)")
     parser.add_argument("--only", choices=("philly", "windows", "openb", "openb-130"),
-                        help="run one part only (docs not written)")
+                        help="run one part only (docs not written; its plots go to --json-dir, if given)")
     parser.add_argument("--json-dir", type=Path, help="also write each case's JSON report here")
     parser.add_argument("--grid", action="store_true", help="run the grid of synthesis settings (cached)")
     parser.add_argument("--grid-report", action="store_true", help="aggregate the cached grid runs, write the docs")
@@ -328,14 +329,15 @@ def main() -> None:
                 "openb": lambda: openb_case(args.openb_window_h, card_model),
                 "openb-130": lambda: openb_case(args.openb_window_h, card_model, target_share=1.3)}
     results, window_lines = [], []
+    images = IMAGES if args.only is None else args.json_dir  # docs/img only with the docs
     for key in ("philly", "windows", "openb", "openb-130"):
         if args.only not in (None, key):
             continue
         if key == "windows":
-            window_lines = run_all_windows(args, card_model, console)
+            window_lines = run_all_windows(args, card_model, console, images)
             continue
         case = builders[key]()
-        document, _, elapsed = run_case(case, args.jobs, console)
+        document, _, elapsed = run_case(case, args.jobs, console, images)
         console.print(f"cardflow vs easy-backfill: {verdict(document)}")
         for note in ablation_notes(document):
             console.print(note)
@@ -348,7 +350,7 @@ def main() -> None:
         console.print(f"wrote {BENCHMARKS.relative_to(REPO)} and docs/img/policies-*.png")
 
 
-def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, console: Console) -> list[str]:
+def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, console: Console, images: Path | None) -> list[str]:
     """cardflow vs easy-backfill on every Philly window; the Markdown lines for the docs."""
     days = int(args.philly_days)
     starts = windows.window_starts(args.windows_from, args.windows_to, days)
@@ -363,7 +365,9 @@ def run_all_windows(args: argparse.Namespace, card_model: CatalogCardModel, cons
         elapsed += took
     results = by_seed[DEFAULT_SEED]
     console.print(windows.table(results))
-    windows.plot(results, IMAGES / "policies-philly-windows.png")
+    if images is not None:
+        images.mkdir(parents=True, exist_ok=True)
+        windows.plot(results, images / "policies-philly-windows.png")
     console.print(f"cardflow vs easy-backfill, all windows: {windows.verdict(windows.pooled(results))}")
     console.print(windows.seeds_table(by_seed))
     if args.json_dir:
