@@ -33,9 +33,10 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
+from statistics import median
 
 from rich.console import Console
 from rich.table import Table
@@ -48,12 +49,14 @@ from shared.scheduling.model import (  # noqa: E402
     DeferralReason,
     Deferrals,
     Node,
+    Plan,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.ordered_queue import OrderedQueue  # noqa: E402
 from shared.scheduling.ordering import order_queue  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
@@ -69,6 +72,11 @@ TARGET_MS = 200.0
 HEADLINE = (10_000, 100_000)
 NODE_SERIES = (1_000, 2_500, 5_000, 10_000)
 QUEUE_SERIES = (10_000, 25_000, 50_000, 100_000)
+# Steady cycles: between two plans the previous plan's grants start, CHURN running leases end and CHURN
+# tasks arrive, CYCLE_S seconds later; the queue is kept sorted between cycles (`OrderedQueue`).
+CHURN = 100
+CYCLE_S = 30.0
+WARM_CYCLES, TIMED_CYCLES = 4, 5
 # CPU time of this process: on an idle machine it equals wall time; on a shared one (CI, this
 # 2-core box running other work) it does not count the time other processes had the CPU.
 CLOCK = time.process_time
@@ -108,20 +116,22 @@ def build_snapshot(nodes: int, rng: random.Random) -> Snapshot:
     return Snapshot(nodes=tuple(built), leases=tuple(leases), quotas=quotas)
 
 
-def build_queue(size: int, rng: random.Random) -> list[QueuedTask]:
-    """`size` waiting tasks with a realistic mix of classes, sizes and card options."""
+def build_queue(size: int, rng: random.Random, now: float = NOW, prefix: str = "task", first: int = 0,
+                waited_s: float = 7 * 86400) -> list[QueuedTask]:
+    """`size` waiting tasks with a realistic mix of classes, sizes and card options, submitted within
+    `waited_s` before `now`."""
     classes = (PriorityClass.CORE, PriorityClass.STANDARD, PriorityClass.OPPORTUNISTIC)
     queue = []
-    for index in range(size):
+    for index in range(first, first + size):
         gpus = rng.choices((1, 2, 4, 8, 16), (40, 25, 18, 15, 2))[0]
         base = rng.uniform(300, 24 * 3600)
         cards = sorted(rng.sample(CARDS, rng.randint(1, 3)), key=lambda card: PRICE[card] * SPEED[card])
         options = tuple(CardOption(card, base * SPEED[card], base * SPEED[card] * gpus * PRICE[card] / 3600)
                         for card in cards)
         queue.append(QueuedTask(
-            task_id=f"task-{index:06d}", project=f"p{rng.randrange(40)}",
+            task_id=f"{prefix}-{index:06d}", project=f"p{rng.randrange(40)}",
             priority_class=rng.choices(classes, (20, 50, 30))[0], priority=rng.randint(0, 9), gpus=gpus,
-            submitted_at=NOW - rng.uniform(0, 7 * 86400), options=options,
+            submitted_at=now - rng.uniform(0, waited_s), options=options,
             data_ready=rng.random() > 0.1, heavy=rng.random() < 0.1,
         ))
     return queue
@@ -139,6 +149,86 @@ def time_plan(case: Case, repeats: int = 5) -> tuple[float, int]:
 def _timed(snapshot: Snapshot, queue: list[QueuedTask], policy) -> float:
     started = CLOCK()
     plan(snapshot, queue, policy, NOW)
+    return (CLOCK() - started) * 1000
+
+
+def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float, cycle: int,
+               rng: random.Random) -> tuple[Snapshot, OrderedQueue, float, float]:
+    """The inputs of the cycle after `decided`: its grants run (their tasks leave the queue, their GPUs
+    are leased), its preemption victims and CHURN other running leases end, CHURN tasks arrive, CYCLE_S
+    seconds later. The kept queue is updated from these changes alone (`OrderedQueue.changed`; the last
+    value returned is how many ms that took)."""
+    nodes = {node.node_id: node for node in snapshot.nodes}
+    queued = {grant.task_id for grant in decided.grants}
+    granted = [task for task in kept if task.task_id in queued]
+    victims = {preemption.lease_id for preemption in decided.preemptions}
+    running = [lease for lease in snapshot.leases if lease.lease_id not in victims]
+    ending = victims | {lease.lease_id for lease in rng.sample(running, min(CHURN, len(running)))}
+    kept_leases = []
+    for lease in snapshot.leases:
+        if lease.lease_id in ending:
+            node = nodes[lease.node_id]
+            nodes[lease.node_id] = replace(node, free=node.free | set(lease.gpu_indices),
+                                           heavy_running=node.heavy_running - lease.heavy)
+        else:
+            kept_leases.append(lease)
+    by_id = {task.task_id: task for task in granted}
+    for grant in decided.grants:
+        task = by_id[grant.task_id]
+        for placement in grant.placements:
+            node = nodes[placement.node_id]
+            nodes[placement.node_id] = replace(node, free=node.free - set(placement.gpu_indices),
+                                               heavy_running=node.heavy_running + task.heavy)
+            kept_leases.append(RunningLease(
+                f"lease-{task.task_id}-{placement.node_id}", task.task_id, task.project, task.priority_class,
+                placement.node_id, grant.card_type, placement.gpu_indices, now, grant.estimated_end, heavy=task.heavy))
+    later = now + CYCLE_S
+    arrivals = build_queue(CHURN, rng, later, prefix=f"arrival-{cycle}", waited_s=CYCLE_S)
+    fleet = Snapshot(tuple(nodes[node.node_id] for node in snapshot.nodes), tuple(kept_leases), snapshot.quotas)
+    started = CLOCK()
+    updated = kept.changed(arrivals, granted)
+    return fleet, updated, later, (CLOCK() - started) * 1000
+
+
+@dataclass(frozen=True)
+class SteadyCycle:
+    kept_ms: float  # plan() of the kept queue (`OrderedQueue`)
+    update_ms: float  # updating the kept queue before it (`OrderedQueue.changed`)
+    fresh_ms: float  # plan() of the same tasks in a list (sorted afresh)
+    granted: int
+    full_walk: bool  # a GPU was still free after the walk: every task took the per-task path
+
+
+def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str = "cardflow",
+                  warm: int = WARM_CYCLES, timed: int = TIMED_CYCLES, repeats: int = 3) -> list[SteadyCycle]:
+    """Plan cycle after cycle with the queue kept sorted (`next_cycle` makes each cycle's inputs) and
+    time the `timed` cycles after `warm` ones, each as best of `repeats`, with the kept queue and with
+    the same tasks in a list."""
+    policy, rng, now = POLICIES[policy_name], random.Random("steady"), NOW
+    kept = OrderedQueue.of(queue, policy)
+    decided = plan(snapshot, kept, policy, now)
+    rows = []
+    for cycle in range(warm + timed):
+        snapshot, kept, now, update_ms = next_cycle(snapshot, kept, decided, now, cycle, rng)
+        decided = plan(snapshot, kept, policy, now)
+        if cycle >= warm:
+            listed = list(kept)
+            kept_ms = min(_timed_at(snapshot, kept, policy, now) for _ in range(repeats))
+            fresh_ms = min(_timed_at(snapshot, listed, policy, now) for _ in range(repeats))
+            rows.append(SteadyCycle(kept_ms, update_ms, fresh_ms, len(decided.grants), _walked_everything(snapshot, kept, policy, now)))
+    return rows
+
+
+def _walked_everything(snapshot: Snapshot, queue, policy, now: float) -> bool:
+    ordered = order_queue(queue, policy, now)
+    cycle = Cycle(snapshot, policy, now, ordered)
+    cycle.walk(ordered)
+    return cycle.fleet.free_total > 0
+
+
+def _timed_at(snapshot: Snapshot, queue, policy, now: float) -> float:
+    started = CLOCK()
+    plan(snapshot, queue, policy, now)
     return (CLOCK() - started) * 1000
 
 
@@ -293,9 +383,19 @@ def headline_only(json_out: Path | None, repeats: int, breakdown: bool = False) 
     console.print(f"headline: one plan() on {nodes:,} nodes x {GPUS_PER_NODE} GPUs, {queued:,} queued: "
                   f"[bold]{millis:.0f} ms[/] (best of {repeats}, CPU time; {granted:,} granted; target "
                   f"{TARGET_MS:.0f} ms; 1-minute load average {before:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    steady = steady_cycles(*headline_inputs())
+    kept, fresh = median([row.kept_ms for row in steady]), median([row.fresh_ms for row in steady])
+    console.print(f"steady: {len(steady)} cycles after {WARM_CYCLES} (each: the last plan's grants start, {CHURN} "
+                  f"leases end, {CHURN} tasks arrive, {CYCLE_S:.0f} s later), median plan() {kept:.0f} ms with the "
+                  f"queue kept sorted, {fresh:.0f} ms sorting the same tasks afresh; per cycle (kept / fresh / update "
+                  "ms, grants, every task walked): " + "; ".join(
+                      f"{row.kept_ms:.0f} / {row.fresh_ms:.0f} / {row.update_ms:.0f}, {row.granted}, "
+                      f"{'yes' if row.full_walk else 'no'}" for row in steady))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"ms": round(millis, 1), "nodes": nodes, "queued": queued}) + "\n")
+        json_out.write_text(json.dumps({
+            "ms": round(millis, 1), "nodes": nodes, "queued": queued, "steady_ms": round(kept, 1),
+            "steady_fresh_ms": round(fresh, 1), "steady_cycles": len(steady), "churn": CHURN}) + "\n")
         console.print(f"wrote {json_out}")
     if breakdown:
         snapshot, queue = headline_inputs()

@@ -12,7 +12,9 @@ by C code; only runs of exactly equal keys are re-sorted with the tie-breaking t
 The class is folded into the float by an offset far larger than any effective priority, so effective
 priorities are compared at a resolution of about 1e-6 points (closer ones count as equal and fall
 through to submit time). If priorities are too large for that (|effective priority| >= 2**29), an
-exact tuple sort is used instead. Deadlines (cardflow order only) are applied afterwards: within each
+exact tuple sort is used instead. A queue kept sorted between cycles (`ordered_queue.OrderedQueue`)
+skips the sort: in its order the float keys are already sorted, so only the runs of equal keys are
+re-sorted — the same order as a fresh sort, to the last tie. Deadlines (cardflow order only) are applied afterwards: within each
 class's run of the sorted queue, the tasks with a deadline move to its front, by deadline (ties keep
 their order) — one more sort of only those tasks. `order_key` states the same order for one task.
 """
@@ -22,10 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
-from itertools import islice
-from operator import attrgetter, eq
+from itertools import islice, repeat
+from operator import add, attrgetter, eq, le, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.ordered_queue import OrderedQueue
 
 ORDERS = ("cardflow", "priority", "fifo")
 
@@ -77,6 +80,10 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     """The queue in the order the policy considers it. Independent of the input order."""
     if policy.order not in ORDERS:
         raise ValueError(f"unknown queue order {policy.order!r}; expected one of {ORDERS}")
+    if isinstance(queue, OrderedQueue) and queue.orders_like(policy):
+        kept = _kept_order(queue, policy, now)
+        if kept is not None:
+            return kept
     tasks = list(queue)
     keys = _fast_keys(tasks, policy, now)
     if keys is None:
@@ -89,6 +96,28 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     if policy.order == "cardflow" and list(map(_DEADLINE, tasks)).count(None) != len(tasks):
         _deadlines_first(ordered)
     return ordered
+
+
+def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> list[QueuedTask] | None:
+    """The order of a kept queue at `now`, exactly as a fresh sort would give it (module docstring);
+    None when the float key cannot represent the order (the exact sort decides then)."""
+    tasks = list(queue.tasks)
+    if policy.order == "fifo" or not tasks:
+        return tasks  # kept by (submitted, task id): the fifo order itself
+    rate, shift = _aging(policy, now)
+    priorities = (min(queue.priorities), max(queue.priorities))
+    largest = (max(abs(rate * (at - now)) for at in queue.submitted_bounds)
+               + max(abs(value) for value in priorities))  # as in _fast_keys
+    if largest >= _SAFE_MAGNITUDE:
+        return None
+    # The cycle's key of each task from its kept columns: offset + (aged - rate * now), as in _fast_keys.
+    keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
+    if not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
+        return None
+    _sort_equal_runs(tasks, keys, _tie_key(policy))
+    if policy.order == "cardflow" and queue.with_deadline:
+        _deadlines_first(tasks)
+    return tasks
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:

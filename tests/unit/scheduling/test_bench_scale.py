@@ -33,3 +33,20 @@ def test_the_phases_split_the_walk_at_the_last_grant_and_count_every_task() -> N
     floor = scale.contract_floor(snapshot, queue)
     assert [label.split(" ")[0] for label, _ in floor] == ["order", "index", "read", "young-generation"]
     assert all(millis >= 0 for _, millis in floor)
+
+
+def test_a_steady_cycle_starts_the_grants_ends_leases_and_adds_arrivals() -> None:
+    snapshot = scale.build_snapshot(40, random.Random("fleet"))
+    policy = POLICIES["cardflow"]
+    kept = scale.OrderedQueue.of(scale.build_queue(600, random.Random("queue")), policy)
+    decided = plan(snapshot, kept, policy, scale.NOW)
+    following, updated, later, _ = scale.next_cycle(snapshot, kept, decided, scale.NOW, 0, random.Random("steady"))
+    granted = {grant.task_id for grant in decided.grants}
+    assert granted and later == scale.NOW + scale.CYCLE_S
+    assert {task.task_id for task in updated} == ({task.task_id for task in kept} - granted) | {
+        f"arrival-0-{index:06d}" for index in range(scale.CHURN)}
+    assert scale.order_queue(updated, policy, later) == scale.order_queue(list(updated), policy, later)
+    assert granted <= {lease.task_id for lease in following.leases}
+    for node in following.nodes:  # every GPU is free or leased once
+        leased = [gpu for lease in following.leases if lease.node_id == node.node_id for gpu in lease.gpu_indices]
+        assert sorted(leased + sorted(node.free)) == list(range(node.gpus))

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PURE_PATHS = [*sorted((ROOT / "shared" / "scheduling").glob("*.py")), ROOT / "shared" / "cards" / "matching.py",
               ROOT / "shared" / "cards" / "model.py", ROOT / "shared" / "cards" / "why_not.py"]
 ALLOWED_STDLIB = {
-    "__future__", "bisect", "collections", "contextlib", "dataclasses", "enum", "functools", "gc", "heapq",
+    "__future__", "array", "bisect", "collections", "copy", "contextlib", "dataclasses", "enum", "functools", "gc", "heapq",
     "itertools", "math", "operator", "typing", "types", "abc",
 }
 ALLOWED_PROJECT = ("shared.scheduling", "shared.cards.model", "shared.cards.matching", "shared.cards.why_not")

@@ -1,0 +1,117 @@
+"""A queue kept sorted between cycles (`OrderedQueue`) orders and plans exactly as a fresh one (hypothesis).
+
+Generated queues go through a sequence of changes (tasks arrive, leave, change) and cycles at later
+and later times; after every change the kept queue must give the same order as sorting its tasks
+afresh, for every order, aging rate and `now`, and `plan()` the same plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask
+from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.ordering import order_queue
+from shared.scheduling.plan import plan
+from shared.scheduling.policies import POLICIES
+from tests.unit.scheduling.test_properties import NOW, scenarios
+
+STANDARD = PriorityClass.STANDARD
+
+
+def ids(tasks) -> list[str]:
+    return [task.task_id for task in tasks]
+
+
+@st.composite
+def tasks(draw, task_id: str) -> QueuedTask:
+    """Few distinct priorities and submit times (many near-ties), sometimes a deadline."""
+    return QueuedTask(
+        task_id=task_id, project="p0", priority_class=draw(st.sampled_from(tuple(PriorityClass))),
+        priority=draw(st.integers(0, 3)), gpus=1,
+        submitted_at=NOW - draw(st.one_of(st.sampled_from((0.0, 3600.0, 7200.0)), st.floats(0, 30 * 3600))),
+        options=(CardOption("H100", 600.0, 1.0),),
+        deadline=draw(st.one_of(st.none(), st.none(), st.sampled_from((NOW + 3600.0, NOW + 7200.0)))))
+
+
+@st.composite
+def histories(draw):
+    """A first queue, then up to 6 steps of (tasks removed, tasks changed, tasks arrived, time passed)."""
+    counter = iter(range(10_000))
+    queue = {task.task_id: task for task in (draw(tasks(f"t{next(counter)}")) for _ in range(draw(st.integers(0, 15))))}
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        known = sorted(queue)
+        leaving = draw(st.lists(st.sampled_from(known), unique=True, max_size=4)) if known else []
+        staying = [task_id for task_id in known if task_id not in leaving]
+        changing = draw(st.lists(st.sampled_from(staying), unique=True, max_size=3)) if staying else []
+        changed = [replace(draw(tasks(task_id)), task_id=task_id) for task_id in changing]
+        arriving = [draw(tasks(f"t{next(counter)}")) for _ in range(draw(st.integers(0, 4)))]
+        steps.append(([queue[i] for i in leaving + changing], changed + arriving, draw(st.floats(0, 3 * 3600))))
+        for task_id in leaving:
+            del queue[task_id]
+        queue.update({task.task_id: task for task in changed + arriving})
+    policy = draw(st.one_of(st.sampled_from(sorted(POLICIES)).map(POLICIES.get),
+                            st.floats(0.0, 50.0).map(lambda rate: Policy(aging_per_hour=rate))))
+    return [*_first_queue(steps, queue)], steps, policy
+
+
+def _first_queue(steps, final):
+    """The queue before the steps, worked back from the final one."""
+    queue = dict(final)
+    for removed, added, _ in reversed(steps):
+        for task in added:
+            del queue[task.task_id]
+        queue.update({task.task_id: task for task in removed})
+    return queue.values()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories())
+def test_a_kept_queue_orders_exactly_as_a_fresh_sort_after_every_change(history) -> None:
+    first, steps, policy = history
+    kept, now = OrderedQueue.of(first, policy), NOW
+    assert order_queue(kept, policy, now) == order_queue(list(reversed(first)), policy, now)
+    for removed, added, elapsed in steps:
+        kept, now = kept.changed(added, removed), now + elapsed
+        assert len(kept) == len({task.task_id for task in kept})
+        assert order_queue(kept, policy, now) == order_queue(list(reversed(list(kept))), policy, now)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=scenarios(), later=st.floats(0, 5 * 3600))
+def test_plan_of_a_kept_queue_is_the_plan_of_the_same_tasks(scenario, later) -> None:
+    snapshot, queue, policy = scenario
+    kept = OrderedQueue.of(queue, policy)
+    assert plan(snapshot, kept, policy, NOW + later) == plan(snapshot, list(reversed(queue)), policy, NOW + later)
+    other = replace(policy, aging_per_hour=policy.aging_per_hour + 1.0)  # kept for another rate: sorted afresh
+    assert plan(snapshot, kept, other, NOW + later) == plan(snapshot, queue, other, NOW + later)
+
+
+def test_keys_that_round_together_now_are_ordered_by_submit_time_as_in_a_fresh_sort() -> None:
+    """Two tasks whose `now`-free parts differ only by rounding (priority 1 submitted an hour after a
+    priority 0 one, aging 1 point per hour) can have equal float keys at this `now`: a fresh sort puts
+    the earlier submitted first, whatever the order of their `now`-free parts."""
+    policy = Policy(aging_per_hour=1.0)
+    for step in range(20_000):
+        at = NOW - 36_000.0 + 1.37 * step
+        early = QueuedTask("early", "p0", STANDARD, 0, 1, at, (CardOption("H100", 60.0, 1.0),))
+        late = QueuedTask("late", "p0", STANDARD, 1, 1, at + 3600.0, (CardOption("H100", 60.0, 1.0),))
+        kept = OrderedQueue.of([early, late], policy)
+        if ids(kept) == ["late", "early"] and ids(order_queue([late, early], policy, NOW)) == ["early", "late"]:
+            break
+    else:
+        pytest.fail("no submit time where the now-free parts round the other way than the keys at NOW")
+    assert ids(order_queue(kept, policy, NOW)) == ["early", "late"]
+
+
+def test_removing_a_task_that_is_not_queued_is_refused() -> None:
+    task = QueuedTask("t", "p0", STANDARD, 0, 1, NOW, ())
+    with pytest.raises(ValueError):
+        OrderedQueue.of([], Policy()).changed(removed=[task])
+    with pytest.raises(ValueError):
+        OrderedQueue.of([task], Policy()).changed(added=[task])
