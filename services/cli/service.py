@@ -29,6 +29,7 @@ def load_spec(name: str):  # -> ServiceSpec (import kept lazy so the CLI starts 
 
 
 async def run_until_signalled(name: str) -> None:
+    from services.common.process_gc import settle_after_start_up
     from services.common.runtime import run_service
     from shared.settings import get_settings
 
@@ -36,7 +37,9 @@ async def run_until_signalled(name: str) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await run_service(load_spec(name), get_settings(), stop)
+    spec = load_spec(name)
+    settle_after_start_up()  # the service's modules are imported: freeze them, collect less often
+    await run_service(spec, get_settings(), stop)
 
 
 def register(app: typer.Typer) -> None:
