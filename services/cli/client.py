@@ -126,7 +126,7 @@ class ApiClient:
 
         query = {key: value for key, value in (params or {}).items() if value is not None}
         try:
-            response = self._http.request(method, path, json=body, params=query)
+            response = self._http.request(method, path, json=body, params=query or None)  # an empty mapping would drop a query written in `path`
         except httpx.HTTPError as exc:
             raise ApiError(
                 f"cannot reach the cardflow API at {self.target.url} ({type(exc).__name__}: {exc}); is `cardflow up` or"

@@ -136,27 +136,27 @@ def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = C
         if found.status_code == 404:
             raise fail(f"task {task_id} was submitted but the views do not show it yet; try again in a moment")
         answer = found.json()
-        checklist = _waiting_checklist(api, answer["task"])
+        checklist = _waiting_checklist(api, answer["task"], lang)
     if as_json:
         print(json.dumps(answer["task"] | {"history": answer["history"], "checklist": checklist}, ensure_ascii=False,
                          indent=2))  # fmt: skip
         return
     console.print(status_table(answer["task"], lang, answer["sentence"], answer["original_needed"]))
     if checklist is not None:
-        from services.cli.preflight import checklist_table
+        from services.cli.preflight import CHECKLIST_WORDS, checklist_table
 
-        console.print(checklist_table(checklist, "pre-flight"))
+        console.print(checklist_table(checklist, CHECKLIST_WORDS[lang]["pre-flight"], lang))
     console.print(history_table(answer["history"], lang))
 
 
 WAITING_STATES = frozenset({"submitted", "waiting_data", "unmatchable", "queued", "held"})
 
 
-def _waiting_checklist(api: Any, view: dict[str, Any]) -> dict[str, Any] | None:
+def _waiting_checklist(api: Any, view: dict[str, Any], lang: CliLang) -> dict[str, Any] | None:
     """The pre-flight checklist of a task that waits (`GET /v1/tasks/{id}/check`), else None."""
     if view["state"] not in WAITING_STATES:
         return None
-    found = api.call("GET", f"/v1/tasks/{view['id']}/check", expect=(404, 409))
+    found = api.call("GET", f"/v1/tasks/{view['id']}/check", expect=(404, 409), params={"lang": lang.value})
     return found.json() if found.status_code == 200 else None
 
 

@@ -26,7 +26,7 @@ from services.dispatcher.working_set import WorkingSet
 from services.matcher.decide import Fleet, decide
 from services.matcher.request import build_request
 from services.matcher.service import catalog_in_force
-from services.preflight.checklist import Facts, InputFact
+from services.preflight.checklist import Facts, InputFact, InputNote, QuotaFigures
 from services.readiness.checks import Probe, plan_input_check
 from services.readiness.probing import HeadsObjects, probe_key
 from shared.cards import load_catalog
@@ -37,7 +37,6 @@ from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTas
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.quota import QuotaBook
-from shared.scheduling.reasons import format_duration
 from shared.submission import DatasetRef, SubmissionInvalid, TaskSubmission, site_limits, validate_submission
 from shared.submission.validate import read_json_object
 
@@ -107,7 +106,7 @@ async def _with_plan(conn: asyncpg.Connection, facts: Facts, submission: TaskSub
     rules = approval_needed(candidate, policy.document.approvals.rules)
     facts = replace(facts, approval_rules=() if facts.approved_by else rules)
     if snapshot is None:
-        return replace(facts, quota_note="the dispatcher has not started: no fleet, quota or queue to plan with")
+        return replace(facts, planned=False)
     decided = plan(snapshot, queue, policy.scheduling, now_s)
     estimates = estimate_starts(snapshot, order_queue(queue, policy.scheduling, now_s), decided, now_s)
     estimate = estimates.get(candidate.task_id)
@@ -115,22 +114,15 @@ async def _with_plan(conn: asyncpg.Connection, facts: Facts, submission: TaskSub
 
 
 def _quota_facts(quotas: Any, candidate: QueuedTask, estimate: Any, policy: Policy, now_s: float) -> dict[str, Any]:
-    """The quota verdict on the card type it would run on, from now to its estimated end."""
+    """The quota verdict on the card type it would run on, from now to its estimated end, and its figures."""
     card = estimate.card_type if estimate is not None and estimate.card_type else candidate.options[0].card_type
     option = next(o for o in candidate.options if o.card_type == card)
     end = estimate.end_at if estimate is not None and estimate.end_at is not None else now_s + option.runtime_s
     stretched = CardOption(card, max(option.runtime_s, end - now_s), option.cost)  # it must last to the estimated end
     verdict = QuotaBook(quotas, policy, now_s).verdict(replace(candidate, options=(stretched,)), stretched)
-    note = ""
-    if verdict.account is not None:
-        account, left = verdict.account, quotas[verdict.account.account_id].remaining_gpu_hours
-        needs = candidate.gpus * option.runtime_s / 3600.0
-        note = (f"{verdict.coverage.value}: account {account.account_id} ({account.card_type or 'any card type'}) has "
-                f"{max(0.0, left):.1f} GPU-hours left (needs {needs:.1f}) and ends in "
-                f"{format_duration(account.valid_to - now_s)}; the task's estimated end is in {format_duration(end - now_s)}")
-    elif verdict.paying:
-        note = "; ".join(f"{a.account_id} ends in {format_duration(a.valid_to - now_s)}" for a in verdict.paying)
-    return {"quota": verdict, "quota_note": note}
+    left = quotas[verdict.account.account_id].remaining_gpu_hours if verdict.account is not None else None
+    figures = QuotaFigures(left_gpu_hours=left, needs_gpu_hours=candidate.gpus * option.runtime_s / 3600.0, task_end_at=end)
+    return {"quota": verdict, "quota_figures": figures}
 
 
 async def _input_facts(conn: asyncpg.Connection, objects: HeadsObjects | None, submission: TaskSubmission) -> list[InputFact]:
@@ -139,13 +131,13 @@ async def _input_facts(conn: asyncpg.Connection, objects: HeadsObjects | None, s
         check = plan_input_check(position, ref)
         if isinstance(ref, DatasetRef):
             signalled = await _dataset_signalled(conn, ref.dataset, ref.version)
-            facts.append(InputFact(check.key, signalled, "" if signalled else "not signalled ready yet"))
+            facts.append(InputFact(check.key, signalled, "" if signalled else InputNote.NOT_SIGNALLED))
         elif objects is None:
-            facts.append(InputFact(check.key, None, "no object store configured"))
+            facts.append(InputFact(check.key, None, InputNote.NO_STORE))
         else:
             probe = await probe_key(objects, check.key, timeout=10.0)
             present = {Probe.FOUND: True, Probe.NOT_FOUND: False}.get(probe.probe)
-            facts.append(InputFact(check.key, present, {True: "", False: "not found"}.get(present, probe.error or "")))
+            facts.append(InputFact(check.key, present, {True: "", False: InputNote.NOT_FOUND}.get(present, probe.error or "")))
     return facts
 
 

@@ -71,6 +71,9 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
             assert check.exit_code == 4, check.output
             approval = next(c for c in json_of(check)["checks"] if c["check"] == "approval")
             assert approval["passed"] is False and "rule big-h100" in approval["detail"] and "rita" in approval["detail"]
+            in_chinese = cli(url, tokens["sam"], "check", str(_write(tmp_path, task("another-big", 8, 1.0))), "--lang", "zh")
+            assert in_chinese.exit_code == 4 and "按当前内容无法运行" in in_chinese.stdout, in_chinese.output
+            assert "需要审批（规则 big-h100），审批人：rita" in in_chinese.stdout.replace("\n", ""), in_chinese.stdout
 
             approved = cli(url, tokens["rita"], "approve", big.id, "--reason", "budget agreed with finance")
             assert approved.exit_code == 0, approved.output

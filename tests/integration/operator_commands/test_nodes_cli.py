@@ -49,7 +49,7 @@ async def test_nodes_shows_used_borrowed_free_and_state_per_node(fresh_settings:
             return any(node.gpus_leased == 3 for node in nodes) and any(not node.alive for node in nodes)
 
         assert await services.wait_until(projected)
-    listed, table, refused = await asyncio.to_thread(run_nodes, fresh_settings, tmp_path)
+    listed, table, table_zh, refused = await asyncio.to_thread(run_nodes, fresh_settings, tmp_path)
 
     rows = {row["node_id"]: row for row in listed}
     assert {key: rows["h100-a"][key] for key in ("card_type", "state", "gpus", "used", "borrowed", "free")} == {
@@ -57,10 +57,11 @@ async def test_nodes_shows_used_borrowed_free_and_state_per_node(fresh_settings:
     }
     assert (rows["l40s-b"]["state"], rows["l40s-b"]["used"], rows["l40s-b"]["free"]) == ("lost", 0, 0)
     assert "borrowed" in table and "h100-a" in table and "lost" in table
+    assert all(word in table_zh for word in ("借用", "卡型", "在线", "失联", "最近心跳")), table_zh
     assert refused.exit_code == 3  # reading the fleet needs a valid token
 
 
-def run_nodes(settings: Settings, tmp_path: Path) -> tuple[list[dict], str, Result]:
+def run_nodes(settings: Settings, tmp_path: Path) -> tuple[list[dict], str, str, Result]:
     boot = cardflow("token", "bootstrap", "root", "--reason", "first admin",
                     CARDFLOW_DATABASE_URL=settings.database_dsn or "", CARDFLOW_DATA_DIR=str(tmp_path))  # fmt: skip
     assert boot.exit_code == 0, boot.output
@@ -70,7 +71,8 @@ def run_nodes(settings: Settings, tmp_path: Path) -> tuple[list[dict], str, Resu
         listed = cardflow("nodes", "--json", **as_sam)
         assert listed.exit_code == 0, listed.output
         table = cardflow("nodes", **as_sam)
+        table_zh = cardflow("nodes", "--lang", "zh", **as_sam)
         only_lost = cardflow("nodes", "--state", "lost", "--json", **as_sam)
         assert [row["node_id"] for row in json.loads(only_lost.stdout)] == ["l40s-b"]
         refused = cardflow("nodes", CARDFLOW_API_URL=url)
-    return json.loads(listed.stdout), table.stdout, refused
+    return json.loads(listed.stdout), table.stdout, table_zh.stdout, refused
