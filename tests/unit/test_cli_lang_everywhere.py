@@ -1,0 +1,71 @@
+"""Every `cardflow` command that prints for people takes `--lang` (English or Chinese).
+
+Walks typer's click commands; a command without `--lang` fails the test unless it is in
+`MACHINE_OUTPUT` (output for machines or other programs) or `NOT_YET` (human output still only in
+English: to be translated, then removed from the list). A command in either list that gained
+`--lang` fails the test too, so the lists only ever shrink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+
+from services.cli.main import app
+
+MACHINE_OUTPUT = {
+    # prints `export` lines for `eval "$(cardflow endpoints)"`; its error goes to stderr
+    "endpoints": "export lines for a shell",
+    # writes users.acl / grants for Redis (`--apply` runs ACL SETUSER); a script or an admin pipes them
+    "redis-users": "ACL lines for Redis",
+    # the SQL of PostgreSQL roles and grants, for psql
+    "pg-roles": "SQL for psql",
+    # runs one service process; prints only its structlog lines (JSON unless on a terminal), for log collectors
+    "service": "a service process's logs",
+    # runs a node agent process (usually under systemd); prints only its structlog lines
+    "agent": "an agent process's logs",
+    # serves the console and the API: one line with its address, then the server's log; the pages
+    # themselves switch to Chinese (services/console/labels.py)
+    "console": "a server's log; the console has its own language switch",
+}
+
+NOT_YET = {
+    "up",  # its table of backends and hints are for people (not only a supervisor's log): to translate
+    "submit", "cancel", "approve", "deny", "whoami", "export", "doctor", "simulate",
+    "quota grant", "quota adjust", "quota renew", "quota history",
+    "token create", "token list", "token revoke", "token bootstrap",
+    "config show", "config apply", "config set", "config history", "config diff", "config rollback", "config what-if",
+    "template list", "template show", "template apply",
+    "deadletter list", "deadletter show", "deadletter replay", "deadletter purge",
+    "round note",
+}  # fmt: skip
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    if hasattr(command, "commands"):  # a group (typer's vendored click)
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+    else:
+        yield " ".join(path), command
+
+
+def _takes_lang(command: Any) -> bool:
+    return any("--lang" in param.opts for param in command.params)
+
+
+COMMANDS = dict(_commands(typer.main.get_command(app)))
+
+
+def test_every_command_for_people_takes_lang() -> None:
+    missing = sorted(name for name, command in COMMANDS.items()
+                     if not _takes_lang(command) and name not in MACHINE_OUTPUT and name not in NOT_YET)  # fmt: skip
+    assert not missing, f"add `lang: LangOption` (services/cli/lang.py) to: {', '.join(missing)}"
+
+
+def test_the_exceptions_are_real_commands_without_lang() -> None:
+    listed = set(MACHINE_OUTPUT) | NOT_YET
+    assert listed <= set(COMMANDS), f"not a command (renamed?): {sorted(listed - set(COMMANDS))}"
+    translated = sorted(name for name in listed if _takes_lang(COMMANDS[name]))
+    assert not translated, f"takes --lang now; remove from the list: {translated}"
