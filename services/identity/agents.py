@@ -18,6 +18,12 @@ Redis's admin URL) and otherwise refuses with the commands an admin runs instead
 as it) and drops it from the embedded users file, and emits `agent.unenrolled` the same way. It
 touches no lease: the agent can no longer report, so its leases expire unrenewed and their tasks
 are requeued by the dispatcher's expiry sweep, as for any agent that went silent.
+
+Both also keep the agent's row in `identity.agents` (who enrolled it, when and why; who unenrolled
+it), in the same transaction as the event: `GET /v1/agents` lists them. Redis and PostgreSQL share
+no transaction, so a deletion can happen while its transaction fails to commit; asked again, Redis
+has no such user any more, and the row — still enrolled — says the deletion went unrecorded: the
+unenrolment is recorded then (`UnenrolledAgent.already_deleted`), instead of "no such agent".
 `unenroll_stale_agents` does the same for the agent users `cardflow apply-logins --prune-agents`
 found no longer listed, recorded with actor `system:apply-logins`.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import asyncpg
@@ -37,6 +44,7 @@ from services.common.runtime import Emitter
 from services.identity.bootstrap import identity_pool, system_emitter
 from shared.embedded.redis_users import forget_user, record_user
 from shared.events.emission import Emission
+from shared.events.envelope import Envelope
 from shared.events.identity import AgentEnrolled, AgentUnenrolled
 from shared.redis_acl import RedisUserKind, agent_user, user_url
 
@@ -61,6 +69,21 @@ class UnenrolledAgent:
     redis_user: str
     saved: bool  # the server wrote its ACL file without the user (a restart of Redis does not bring it back)
     event_id: str
+    already_deleted: bool = False  # Redis had no such user: an earlier deletion whose record was lost
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent's row in `identity.agents`: who enrolled it and, once unenrolled, who did and why."""
+
+    agent_id: str
+    redis_user: str
+    enrolled_at: datetime
+    enrolled_by: str
+    enrol_reason: str
+    unenrolled_at: datetime | None
+    unenrolled_by: str | None
+    unenrol_reason: str | None
 
 
 class UnknownAgentError(LookupError):
@@ -106,8 +129,9 @@ async def enroll_agent(
         raise EnrolmentUnavailable(manual_steps(agent_id, "CARDFLOW_AGENT_ENROLMENT_REDIS_URL is not set"))
     user = agent_user(agent_id)
     password = secrets.token_urlsafe(24)
-    await emitter.emit(conn, [Emission(AgentEnrolled, f"agent/{agent_id}", {"agent_id": agent_id, "redis_user": user.name,
-                                                                             "reason": reason})])  # fmt: skip
+    [event] = await emitter.emit(conn, [Emission(AgentEnrolled, f"agent/{agent_id}", {"agent_id": agent_id, "redis_user": user.name,
+                                                                                       "reason": reason})])  # fmt: skip
+    await _record_enrolment(conn, agent_id, event, user.name, reason)
     saved = await _set_user(enrolment_url, agent_id, user.setuser_args(password))
     if users_file is not None:
         record_user(Path(users_file).parent, user, password)
@@ -143,12 +167,45 @@ async def unenroll_agent(
     user = agent_user(agent_id)
     [event] = await emitter.emit(conn, [Emission(AgentUnenrolled, f"agent/{agent_id}",
                                                  {"agent_id": agent_id, "redis_user": user.name, "reason": reason})])  # fmt: skip
+    recorded_enrolled = await _record_unenrolment(conn, agent_id, event, reason)
     data_dir = Path(users_file).parent if users_file is not None else None
     deleted, saved = await _delete_user(enrolment_url, agent_id, user.name)
     forgotten = forget_user(data_dir, user.name) if data_dir is not None else False
-    if not deleted and not forgotten:
+    if not deleted and not forgotten and not recorded_enrolled:
         raise UnknownAgentError(f"no agent {agent_id!r} is enrolled: Redis has no user {user.name}; nothing unenrolled")
-    return UnenrolledAgent(agent_id, user.name, saved, event.event_id)
+    return UnenrolledAgent(agent_id, user.name, saved, event.event_id, already_deleted=not deleted and not forgotten)
+
+
+async def _record_enrolment(conn: asyncpg.Connection, agent_id: str, event: Envelope, redis_user: str, reason: str) -> None:
+    """The agent's row, enrolled (again: an earlier unenrolment is cleared)."""
+    await conn.execute(
+        """INSERT INTO identity.agents (agent_id, redis_user, enrolled_at, enrolled_by, enrol_reason, enrol_event_id)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (agent_id) DO UPDATE SET redis_user = EXCLUDED.redis_user, enrolled_at = EXCLUDED.enrolled_at,
+               enrolled_by = EXCLUDED.enrolled_by, enrol_reason = EXCLUDED.enrol_reason,
+               enrol_event_id = EXCLUDED.enrol_event_id, unenrolled_at = NULL, unenrolled_by = NULL,
+               unenrol_reason = NULL, unenrol_event_id = NULL""",
+        agent_id, redis_user, event.occurred_at, event.actor, reason, event.event_id,
+    )  # fmt: skip
+
+
+async def _record_unenrolment(conn: asyncpg.Connection, agent_id: str, event: Envelope, reason: str) -> bool:
+    """Mark the agent's row unenrolled; True when it was recorded as enrolled until now."""
+    marked = await conn.fetchval(
+        """UPDATE identity.agents SET unenrolled_at = $2, unenrolled_by = $3, unenrol_reason = $4, unenrol_event_id = $5
+           WHERE agent_id = $1 AND unenrolled_at IS NULL RETURNING agent_id""",
+        agent_id, event.occurred_at, event.actor, reason, event.event_id,
+    )  # fmt: skip
+    return marked is not None
+
+
+async def load_agent_records(conn: asyncpg.Connection) -> list[AgentRecord]:
+    """Every agent cardflow enrolled (enrolled ones first, then by id)."""
+    rows = await conn.fetch(
+        """SELECT agent_id, redis_user, enrolled_at, enrolled_by, enrol_reason, unenrolled_at, unenrolled_by,
+                  unenrol_reason FROM identity.agents ORDER BY unenrolled_at IS NOT NULL, agent_id"""
+    )  # fmt: skip
+    return [AgentRecord(**dict(row)) for row in rows]
 
 
 async def unenroll_stale_agents(database_url: str, admin_url: str, users: Sequence[str], reason: str) -> list[UnenrolledAgent]:

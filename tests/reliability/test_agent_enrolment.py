@@ -154,6 +154,40 @@ async def test_an_unenrolled_agent_is_refused_and_forgotten_and_the_event_says_w
     assert enrolled["password"] not in json.dumps(events)
 
 
+async def test_a_deletion_that_went_unrecorded_is_recorded_when_asked_again_and_the_register_says_who(
+    fresh_settings: Settings,
+) -> None:
+    """Redis and PostgreSQL share no transaction: a Redis user deleted while its transaction failed to
+    commit (or deleted by hand, as the manual steps say) left no record, and asking again answered
+    404. The register of enrolled agents now says it was enrolled, so the unenrolment is recorded."""
+    admin = await first_admin(fresh_settings)
+    operator = await issue_token(fresh_settings, admin, "planner", "operator")
+    async with console_client(enrolling(fresh_settings), admin) as client:
+        for agent_id in ("gpu-r1", "gpu-r2"):
+            assert (await client.post("/v1/agents", json={"agent_id": agent_id, "reason": "rack 6"})).status_code == 201
+        by_hand = Redis.from_url(fresh_settings.redis_url or "")
+        try:
+            assert await by_hand.execute_command("ACL", "DELUSER", "agent.gpu-r1") == 1
+        finally:
+            await by_hand.aclose()
+        recorded = await client.request("DELETE", "/v1/agents/gpu-r1", json={"reason": "deleted by hand on Monday"})
+        again = await client.request("DELETE", "/v1/agents/gpu-r1", json={"reason": "twice"})
+        register = (await client.get("/v1/agents")).json()
+        not_admin = await client.get("/v1/agents", headers=bearer(operator))
+
+    assert recorded.status_code == 200, recorded.text
+    assert recorded.json()["already_deleted"] is True
+    assert again.status_code == 404
+    events = await _identity_outbox(fresh_settings, "agent.unenrolled")
+    assert [(e["actor"], e["data"]["reason"]) for e in events] == [("user:root", "deleted by hand on Monday")]
+    rows = {row["agent_id"]: row for row in register}
+    assert [row["agent_id"] for row in register] == ["gpu-r2", "gpu-r1"]  # enrolled ones first
+    assert (rows["gpu-r2"]["enrolled_by"], rows["gpu-r2"]["enrol_reason"], rows["gpu-r2"]["unenrolled_at"]) == (
+        "user:root", "rack 6", None)  # fmt: skip
+    assert (rows["gpu-r1"]["unenrolled_by"], rows["gpu-r1"]["unenrol_reason"]) == ("user:root", "deleted by hand on Monday")
+    assert not_admin.status_code == 403
+
+
 async def test_unenrolling_refuses_a_non_admin_an_unknown_agent_a_missing_reason_and_a_console_without_the_right(
     fresh_settings: Settings,
 ) -> None:

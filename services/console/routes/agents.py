@@ -1,5 +1,6 @@
 """`POST /v1/agents` (admin): enrol a GPU host's agent — its own Redis user, the password shown once;
-`DELETE /v1/agents/{agent_id}` (admin): unenrol it — the user deleted, its password refused.
+`DELETE /v1/agents/{agent_id}` (admin): unenrol it — the user deleted, its password refused;
+`GET /v1/agents` (admin): every agent enrolled through cardflow, by whom, when and why.
 
 See `services.identity.agents` for what is made or deleted and why the console may lack the right
 (then 409 with the commands an admin runs instead). Recorded as `agent.enrolled` /
@@ -8,6 +9,8 @@ See `services.identity.agents` for what is made or deleted and why the console m
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request
@@ -15,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
-from services.identity.agents import EnrolmentUnavailable, UnknownAgentError, enroll_agent, unenroll_agent
+from services.identity.agents import EnrolmentUnavailable, UnknownAgentError, enroll_agent, load_agent_records, unenroll_agent
 from services.identity.tokens import SCHEMA
 from shared.events.values import Detail
 from shared.identity import Principal, Role
@@ -66,6 +69,8 @@ class Unenrolled(BaseModel):
     redis_user: str = Field(description="agent.<id>, deleted: its password is refused and its connections are closed")
     saved: bool = Field(description="Redis wrote its ACL file without the user (else a user kept in redis.conf comes back when Redis restarts)")
     event_id: str = Field(description="the agent.unenrolled event")
+    already_deleted: bool = Field(False, description="Redis had no such user any more (deleted by hand, or by an "
+                                                     "earlier unenrolment whose record was lost): only the record was made now")
 
 
 @router.delete(
@@ -85,4 +90,24 @@ async def delete_agent(agent_id: AgentIdPath, body: UnenrolBody, request: Reques
         raise HTTPException(409, str(unavailable)) from None
     except UnknownAgentError as unknown:
         raise HTTPException(404, str(unknown)) from None
-    return Unenrolled(agent_id=gone.agent_id, redis_user=gone.redis_user, saved=gone.saved, event_id=gone.event_id)
+    return Unenrolled(agent_id=gone.agent_id, redis_user=gone.redis_user, saved=gone.saved, event_id=gone.event_id,
+                      already_deleted=gone.already_deleted)
+
+
+class AgentRecordOut(BaseModel):
+    agent_id: str
+    redis_user: str
+    enrolled_at: datetime
+    enrolled_by: str = Field(description="who enrolled it last (user:<name>)")
+    enrol_reason: str
+    unenrolled_at: datetime | None = Field(description="null while enrolled")
+    unenrolled_by: str | None
+    unenrol_reason: str | None
+
+
+@router.get("/agents", response_model=list[AgentRecordOut],
+            summary="Every agent enrolled through cardflow: who enrolled it, when and why; who unenrolled it (admin)")
+async def get_agents(request: Request, _admin: Admin) -> list[AgentRecordOut]:
+    async with request.app.state.pool.acquire() as conn:
+        records = await load_agent_records(conn)
+    return [AgentRecordOut(**asdict(record)) for record in records]
