@@ -25,7 +25,7 @@ from shared.scheduling.backfill import (
     releases_by_card,
     yields_to_reservation,
 )
-from shared.scheduling.eligibility import readiness_failure
+from shared.scheduling.eligibility import readiness_failure, readiness_failures
 from shared.scheduling.explain import Explainer, Miss, most_telling
 from shared.scheduling.headroom import (
     Borrowed,
@@ -53,6 +53,7 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
+from shared.scheduling.ordered_queue import CORE, WalkColumns
 from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
     VictimChoice,
@@ -108,14 +109,67 @@ class Cycle:
             return True
         return self.fleet.free_total == 0 and self.reservation_settled
 
-    def walk(self, ordered: Sequence[QueuedTask]) -> None:
-        """Consider every task in queue order; once `closed`, defer the rest cheaply (`defer_rest`)."""
+    def walk(self, ordered: Sequence[QueuedTask], columns: WalkColumns | None = None) -> None:
+        """Consider every task in queue order; once `closed`, defer the rest cheaply (`defer_rest`).
+        With the kept queue's `columns` (in this order), the rest of the walk after the reservation is
+        settled is `_walk_settled`."""
         consider, fleet = self.consider, self.fleet
         for position, task in enumerate(ordered):
             if self.blocked is not None or (fleet.free_total == 0 and self.reservation_settled):  # self.closed
                 self.defer_rest(ordered[position:])
                 return
+            if self.reservation_settled and columns is not None:
+                self._walk_settled(ordered, position, columns)
+                return
             consider(task)
+
+    def _walk_settled(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> None:
+        """The walk from `start` on, the reservation settled, as `walk` does it — but the readiness failure
+        of a task is read from its flags (`columns.flags`), and a task whose shape (GPUs, heavy, card types:
+        `columns.shapes`) already found no room since the last grant or preemption, and whose quota allows
+        all its card options, is deferred with that shape's NO_CAPACITY sentence (a core task unless it
+        may preempt). Exact: it is `_consider_usable`'s cheap case — a shape's room check (`_may_start`
+        without preemption), once failed, fails for the rest of the cycle (free capacity only shrinks and
+        the failure caches only tighten), and its sentence depends only on the shape and the fleet, which
+        only grants and preemptions change."""
+        fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
+        flags, projects, shapes = columns.flags, columns.projects, columns.shapes
+        failures = readiness_failures(self.policy)  # by flags
+        no_room: dict[int, tuple[int, str]] = {}  # shape -> (`_changes` then, the sentence)
+        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
+                                          self.deferred_details.append)
+        no_capacity = R.NO_CAPACITY
+        for position in range(start, len(ordered)):
+            if self.blocked is not None or fleet.free_total == 0:  # self.closed (the reservation is settled)
+                self.defer_rest(ordered[position:])
+                return
+            task, task_flags = ordered[position], flags[position]
+            failure = failures[task_flags]
+            if failure is None and projects[position] in limited:
+                options, failure = quota.usable_options(task)
+                if failure is None and len(options) < len(task.options):
+                    self._consider_usable(task, options)
+                    continue
+            if failure is not None:
+                add_id(task.task_id)
+                add_reason(failure[0])
+                add_detail(failure[1])
+                continue
+            changes = len(self.grants) + len(self.preemptions)  # self._changes()
+            known = no_room.get(shapes[position])
+            if known is not None and known[0] == changes:
+                if task_flags & CORE and self._may_preempt(task) and self._preemption_may_help(task):
+                    self._consider_usable(task, task.options)
+                else:
+                    add_id(task.task_id)
+                    add_reason(no_capacity)
+                    add_detail(known[1])
+            elif not self._may_start(task, task.options):
+                text = explain.no_capacity(task, task.options)
+                self.defer(task.task_id, no_capacity, text)
+                no_room[shapes[position]] = (changes, text)
+            else:
+                self._consider_usable(task, task.options)
 
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
@@ -130,6 +184,10 @@ class Cycle:
                 return
         else:
             options = task.options
+        self._consider_usable(task, options)
+
+    def _consider_usable(self, task: QueuedTask, options: Sequence[CardOption]) -> None:
+        """`consider` for a ready task, with the card options its quota allows (at least one)."""
         shape = None
         if self.reservation_settled:
             if not self._may_start(task, options):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from shared.scheduling import reasons
 from shared.scheduling.model import DeferralReason, Policy, QueuedTask, enum_members
+from shared.scheduling.ordered_queue import APPROVED, MATCHED, READY
 
 R = enum_members(DeferralReason)  # the members, read faster
 
@@ -27,3 +28,14 @@ def readiness_failure(task: QueuedTask, policy: Policy) -> tuple[DeferralReason,
     if not task.approved:
         return NOT_APPROVED
     return None
+
+
+def readiness_failures(policy: Policy) -> list[tuple[DeferralReason, str] | None]:
+    """`readiness_failure` of a task by its `ordered_queue.flags_of` (the list's index), in the same order."""
+    def failure(flags: int) -> tuple[DeferralReason, str] | None:
+        if policy.readiness_gate and not flags & READY:
+            return DATA_NOT_READY
+        if not flags & MATCHED:
+            return UNMATCHED
+        return None if flags & APPROVED else NOT_APPROVED
+    return [failure(flags) for flags in range(16)]

@@ -25,6 +25,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from copy import copy
+from dataclasses import dataclass
 from functools import partial
 from typing import overload
 
@@ -48,16 +49,38 @@ def kept_key(task: QueuedTask, order: str, rate: float) -> tuple:
     return (_CLASS_RANK[task.priority_class], rate * task.submitted_at - task.priority, task.submitted_at, task.task_id)
 
 
+READY, MATCHED, APPROVED, CORE = 1, 2, 4, 8  # `flags_of`: data ready; has card options; approved; core class
+
+
+def flags_of(task: QueuedTask) -> int:
+    return ((READY * task.data_ready) | (MATCHED * bool(task.options)) | (APPROVED * task.approved)
+            | (CORE * (task.priority_class == PriorityClass.CORE)))
+
+
+@dataclass(frozen=True, slots=True)
+class WalkColumns:
+    """Per task of a walk, in its order: `flags_of` it, its project, the number of its (GPUs, heavy, card
+    types). Two tasks with the same shape number have the same GPUs, heaviness and card types."""
+
+    flags: Sequence[int]
+    projects: Sequence[str]
+    shapes: Sequence[int]
+
+
 class OrderedQueue(Sequence[QueuedTask]):
     """Queued tasks in their `now`-free order (`kept_key`), for one queue order and aging rate.
 
     Besides the tasks, two float columns in the same order give the cycle's float keys without reading
     the tasks: `offsets` (the class offset of `ordering`) and `aged`. `submitted_bounds` and `priorities`
     (a count per priority) let `ordering` check that its float key is exact; `with_deadline` counts the
-    tasks with a deadline. Never mutated: `changed` makes a new one.
+    tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
+    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`), `projects`, and
+    `shapes` — the number of the task's (GPUs, heavy, card types), in a table shared by the queues made
+    from this one. Never mutated (the shape table only grows): `changed` makes a new one.
     """
 
-    __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline")
+    __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline",
+                 "flags", "projects", "shapes", "_shape_ids")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
                  submitted_bounds: tuple[float, float] | None = None) -> None:
@@ -66,6 +89,10 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.aged = array("d", [rate * task.submitted_at - task.priority for task in tasks])
         self.submitted_bounds = submitted_bounds if submitted_bounds is not None or not tasks else _span(tasks)
         self.with_deadline = sum(task.deadline is not None for task in tasks)
+        self._shape_ids: dict[tuple, int] = {}
+        self.flags = array("b", map(flags_of, tasks))
+        self.projects = [task.project for task in tasks]
+        self.shapes = array("i", [self._shape_id(task) for task in tasks])
 
     @classmethod
     def of(cls, tasks: Iterable[QueuedTask], policy: Policy) -> OrderedQueue:
@@ -84,6 +111,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         queue = copy(self)
         queue.tasks, queue.offsets, queue.aged = list(self.tasks), array("d", self.offsets), array("d", self.aged)
         queue.priorities = Counter(self.priorities)
+        queue.flags, queue.projects, queue.shapes = array("b", self.flags), list(self.projects), array("i", self.shapes)
         narrowed = False
         for task in removed:
             queue._take_out(task)
@@ -99,6 +127,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         if index == len(self.tasks) or self.tasks[index] != task:
             raise ValueError(f"task {task.task_id} is not queued as given")
         del self.tasks[index], self.offsets[index], self.aged[index]
+        del self.flags[index], self.projects[index], self.shapes[index]
         self.priorities[task.priority] -= 1
         if not self.priorities[task.priority]:
             del self.priorities[task.priority]
@@ -111,10 +140,27 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.tasks.insert(index, task)
         self.offsets.insert(index, _CLASS_OFFSETS[task.priority_class])
         self.aged.insert(index, self.rate * task.submitted_at - task.priority)
+        self.flags.insert(index, flags_of(task))
+        self.projects.insert(index, task.project)
+        self.shapes.insert(index, self._shape_id(task))
         self.priorities[task.priority] += 1
         self.with_deadline += task.deadline is not None
         low, high = self.submitted_bounds or (task.submitted_at, task.submitted_at)
         self.submitted_bounds = (min(low, task.submitted_at), max(high, task.submitted_at))
+
+    def _shape_id(self, task: QueuedTask) -> int:
+        shape = (task.gpus, task.heavy, tuple([option.card_type for option in task.options]))
+        known = self._shape_ids.get(shape)
+        if known is None:
+            known = self._shape_ids[shape] = len(self._shape_ids)
+        return known
+
+    def walk_columns(self, positions: list[int] | None) -> WalkColumns:
+        """The columns of the tasks at these positions (None: all, in the kept order)."""
+        if positions is None:
+            return WalkColumns(self.flags, self.projects, self.shapes)
+        return WalkColumns([self.flags[i] for i in positions], [self.projects[i] for i in positions],
+                           [self.shapes[i] for i in positions])
 
     def _key(self, task: QueuedTask) -> tuple:
         return kept_key(task, self.order, self.rate)

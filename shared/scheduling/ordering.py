@@ -28,7 +28,7 @@ from itertools import islice, repeat
 from operator import add, attrgetter, eq, le, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
-from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns
 
 ORDERS = ("cardflow", "priority", "fifo")
 
@@ -78,6 +78,11 @@ def _aging(policy: Policy, now: float) -> tuple[float, float]:
 
 def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list[QueuedTask]:
     """The queue in the order the policy considers it. Independent of the input order."""
+    return walk_order(queue, policy, now)[0]
+
+
+def walk_order(queue: Sequence[QueuedTask], policy: Policy, now: float) -> tuple[list[QueuedTask], WalkColumns | None]:
+    """`order_queue`, and for a kept queue (`OrderedQueue`) its walk columns in that order (else None)."""
     if policy.order not in ORDERS:
         raise ValueError(f"unknown queue order {policy.order!r}; expected one of {ORDERS}")
     if isinstance(queue, OrderedQueue) and queue.orders_like(policy):
@@ -87,7 +92,7 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     tasks = list(queue)
     keys = _fast_keys(tasks, policy, now)
     if keys is None:
-        return sorted(tasks, key=lambda task: _exact_key(task, policy, now))
+        return sorted(tasks, key=lambda task: _exact_key(task, policy, now)), None
     # The tasks sorted by their precomputed keys (handed out in order by a C-level key function), and
     # the keys sorted alike: the same comparisons, so the same permutation.
     ordered = sorted(tasks, key=partial(next, iter(keys)))
@@ -95,15 +100,16 @@ def order_queue(queue: Sequence[QueuedTask], policy: Policy, now: float) -> list
     _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
     if policy.order == "cardflow" and list(map(_DEADLINE, tasks)).count(None) != len(tasks):
         _deadlines_first(ordered)
-    return ordered
+    return ordered, None
 
 
-def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> list[QueuedTask] | None:
-    """The order of a kept queue at `now`, exactly as a fresh sort would give it (module docstring);
-    None when the float key cannot represent the order (the exact sort decides then)."""
+def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[QueuedTask], WalkColumns] | None:
+    """The order of a kept queue at `now`, exactly as a fresh sort would give it (module docstring), and
+    its walk columns in that order; None when the float key cannot represent the order (the exact sort
+    decides then)."""
     tasks = list(queue.tasks)
     if policy.order == "fifo" or not tasks:
-        return tasks  # kept by (submitted, task id): the fifo order itself
+        return tasks, queue.walk_columns(None)  # kept by (submitted, task id): the fifo order itself
     rate, shift = _aging(policy, now)
     priorities = (min(queue.priorities), max(queue.priorities))
     largest = (max(abs(rate * (at - now)) for at in queue.submitted_bounds)
@@ -114,10 +120,14 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> list[QueuedT
     keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
     if not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
         return None
-    _sort_equal_runs(tasks, keys, _tie_key(policy))
+    moved = _sort_equal_runs(tasks, keys, _tie_key(policy))
     if policy.order == "cardflow" and queue.with_deadline:
         _deadlines_first(tasks)
-    return tasks
+        moved = True
+    if not moved:
+        return tasks, queue.walk_columns(None)
+    kept_at = {id(task): index for index, task in enumerate(queue.tasks)}
+    return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks])
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:
@@ -158,10 +168,10 @@ def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
     return attrgetter("submitted_at", "task_id")
 
 
-def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> None:
-    """Re-sort, in place, every run of tasks whose float keys are exactly equal."""
+def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> bool:
+    """Re-sort, in place, every run of tasks whose float keys are exactly equal (True if there was one)."""
     if not any(map(eq, keys, islice(keys, 1, None))):  # C-speed check: usually there is no tie
-        return
+        return False
     equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
     position = 0
     while position < len(equal_to_next):
@@ -170,3 +180,4 @@ def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Call
             end += 1
             position += 1
         ordered[start:end + 1] = sorted(ordered[start:end + 1], key=tie_key)
+    return True

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from shared.scheduling.cycle import Cycle
 from shared.scheduling.model import Plan, Policy, QueuedTask, Snapshot
-from shared.scheduling.ordering import order_queue
+from shared.scheduling.ordering import walk_order
 
 
 def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
@@ -24,7 +24,9 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
     """
     with _cyclic_gc_paused():
         # 1. Order the queue: priority class, priority aged by waiting time, submit time, id.
-        ordered = order_queue(queue, policy, now)
+        #    A queue kept sorted between cycles (`OrderedQueue`) is not sorted again, and gives the walk
+        #    columns that let it defer a task like an earlier one without reading the task.
+        ordered, columns = walk_order(queue, policy, now)
         # 2. Index free GPUs by card type and free count (headroom where core work holds or waits for
         #    GPUs); open the cycle's quota book.
         cycle = Cycle(snapshot, policy, now, ordered)
@@ -32,7 +34,7 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
         #    task), blocks (strict-order baselines) or is deferred with the most telling reason.
         #    4. Once nothing can start any more, the rest is deferred cheaply.
-        cycle.walk(ordered)
+        cycle.walk(ordered, columns)
         # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
         return cycle.to_plan()
 

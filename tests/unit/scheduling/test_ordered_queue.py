@@ -2,7 +2,8 @@
 
 Generated queues go through a sequence of changes (tasks arrive, leave, change) and cycles at later
 and later times; after every change the kept queue must give the same order as sorting its tasks
-afresh, for every order, aging rate and `now`, and `plan()` the same plan.
+afresh, for every order, aging rate and `now`, and `plan()` the same plan — also on queues of a few
+repeated shapes, where the walk over a kept queue takes its shortcuts (`Cycle._walk_settled`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
+from tests.unit.scheduling.test_fast_paths import repetitive_scenarios
 from tests.unit.scheduling.test_properties import NOW, scenarios
 
 STANDARD = PriorityClass.STANDARD
@@ -90,6 +92,16 @@ def test_plan_of_a_kept_queue_is_the_plan_of_the_same_tasks(scenario, later) -> 
     assert plan(snapshot, kept, policy, NOW + later) == plan(snapshot, list(reversed(queue)), policy, NOW + later)
     other = replace(policy, aging_per_hour=policy.aging_per_hour + 1.0)  # kept for another rate: sorted afresh
     assert plan(snapshot, kept, other, NOW + later) == plan(snapshot, queue, other, NOW + later)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=repetitive_scenarios(), gate=st.booleans())
+def test_the_walk_over_a_kept_queue_defers_repeated_shapes_exactly_as_the_full_walk(scenario, gate) -> None:
+    """Queues cut from a few shapes: once the reservation is settled, most tasks take the kept queue's
+    shortcut (deferred like an earlier task of their shape, or by their flags)."""
+    snapshot, queue, policy = scenario
+    policy = replace(policy, readiness_gate=gate)
+    assert plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW) == plan(snapshot, queue, policy, NOW)
 
 
 def test_keys_that_round_together_now_are_ordered_by_submit_time_as_in_a_fresh_sort() -> None:
