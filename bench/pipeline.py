@@ -99,6 +99,9 @@ def main(argv: list[str]) -> None:
     if args.mode == "fleet":
         import uvloop
 
+        from services.common.process_gc import settle_after_start_up
+
+        settle_after_start_up()  # as `cardflow agent` does
         uvloop.run(run_fleet_worker(args.agents, args.sim, args.time_scale, args.heartbeat))  # as the services run
         return
     from rich.console import Console

@@ -54,4 +54,7 @@ def register(app: typer.Typer) -> None:
             from services.observability.metrics import serve_metrics
 
             serve_metrics(settings.metrics_port)  # the agent's own gauges (services/agent/metrics.py)
+        from services.common.process_gc import settle_after_start_up
+
+        settle_after_start_up()  # long-running, like a service: freeze start-up objects, collect less often
         asyncio.run(run_until_signalled(daemon))

@@ -1,4 +1,4 @@
-"""Garbage-collector settings of a long-running service process (`cardflow service NAME`).
+"""Garbage-collector settings of a long-running process (`cardflow service NAME`, `cardflow agent`).
 
 A service builds ~100,000-170,000 objects while it starts (modules, pydantic schemas, FastStream
 and asyncpg machinery) that live as long as the process, then handles events by allocating many

@@ -33,3 +33,12 @@ def test_the_service_command_settles_the_collector_after_importing_the_service()
 
     source = inspect.getsource(service.run_until_signalled)
     assert source.index("load_spec(name)") < source.index("settle_after_start_up()") < source.index("run_service(")
+
+
+def test_the_agent_command_settles_the_collector_too() -> None:
+    import inspect
+
+    from services.cli import agent
+
+    source = inspect.getsource(agent)
+    assert source.index("build_daemon(options") < source.index("settle_after_start_up()") < source.index("run_until_signalled(daemon)")
