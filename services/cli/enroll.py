@@ -40,13 +40,16 @@ UNENROL_LABELS = {
                  "no": "no (Redis has no ACL file: remove the user from redis.conf if it is there)",
                  "event_id": "agent.unenrolled event",
                  "note": "Its password is refused from now on. Its leases are not ended here: they expire unrenewed"
-                         " (the dispatcher's lease TTL) and their tasks are requeued."},
+                         " (the dispatcher's lease TTL) and their tasks are requeued.",
+                 "already_deleted": "Redis had no such user any more (deleted by hand, or by an unenrolment whose"
+                                    " record was lost): only the record was made now."},
     CliLang.ZH: {"title": "已注销代理", "agent_id": "代理", "redis_user": "已删除的 Redis 用户",
                  "saved": "Redis 重启后也不会恢复", "yes": "是",
                  "no": "否（Redis 未配置 ACL 文件：若 redis.conf 中有该用户，请一并删除）",
                  "event_id": "agent.unenrolled 事件",
                  "note": "从现在起它的密码将被拒绝。此处不会结束它的租约：租约因无法续期而过期（调度器的租约 TTL），"
-                         "其任务随后重新排队。"},
+                         "其任务随后重新排队。",
+                 "already_deleted": "Redis 中已没有该用户（被手工删除，或之前的注销未能记录）：本次只补记了注销记录。"},
 }  # fmt: skip
 
 
@@ -77,6 +80,8 @@ def unenroll(
     with cli_api() as api:
         unenrolled = api.call("DELETE", f"/v1/agents/{quote(agent_id, safe='')}", body={"reason": reason}).json()
     print_answer(unenrolled, as_json, UNENROL_LABELS[lang], ("agent_id", "redis_user", "event_id"))
+    if unenrolled.get("already_deleted") and not as_json:
+        console.print(UNENROL_LABELS[lang]["already_deleted"])
 
 
 def print_answer(answer: dict[str, object], as_json: bool, labels: dict[str, str], keys: tuple[str, ...]) -> None:

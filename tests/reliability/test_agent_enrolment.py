@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, ConnectionError, NoPermissionError
 from typer.testing import CliRunner
@@ -222,8 +223,11 @@ async def test_cardflow_unenroll_through_a_served_console(fresh_settings: Settin
     runner = CliRunner()
     with serving_console(enrolling(fresh_settings)) as url:
         env = {"CARDFLOW_API_URL": url, "CARDFLOW_TOKEN": admin, "COLUMNS": "200"}
-        for agent_id in ("gpu-u3", "gpu-u4", "gpu-u5"):
+        for agent_id in ("gpu-u3", "gpu-u4", "gpu-u5", "gpu-u6"):
             assert runner.invoke(app, ["enroll", agent_id, "--reason", "rack 5"], env=env).exit_code == 0
+        with SyncRedis.from_url(fresh_settings.redis_url or "") as by_hand:
+            by_hand.execute_command("ACL", "DELUSER", "agent.gpu-u6")
+        record_only = runner.invoke(app, ["unenroll", "gpu-u6", "--reason", "已手工删除", "--lang", "zh"], env=env)
         english = runner.invoke(app, ["unenroll", "gpu-u3", "--reason", "retired"], env=env)
         chinese = runner.invoke(app, ["unenroll", "gpu-u4", "--reason", "主机退役", "--lang", "zh"], env=env)
         as_json = runner.invoke(app, ["unenroll", "gpu-u5", "--reason", "retired", "--json"], env=env)
@@ -235,9 +239,10 @@ async def test_cardflow_unenroll_through_a_served_console(fresh_settings: Settin
     assert json.loads(as_json.stdout)["redis_user"] == "agent.gpu-u5"
     assert unknown.exit_code != 0 and "'gpu-u3'" in unknown.output and "HTTP 404" in unknown.output
     assert no_reason.exit_code != 0 and "--reason" in no_reason.output
+    assert record_only.exit_code == 0 and "本次只补记了注销记录" in record_only.output, record_only.output
     events = await _identity_outbox(fresh_settings, "agent.unenrolled")
     assert [(e["data"]["agent_id"], e["data"]["reason"]) for e in events] == [
-        ("gpu-u3", "retired"), ("gpu-u4", "主机退役"), ("gpu-u5", "retired")
+        ("gpu-u6", "已手工删除"), ("gpu-u3", "retired"), ("gpu-u4", "主机退役"), ("gpu-u5", "retired")
     ]
 
 
