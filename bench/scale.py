@@ -431,6 +431,8 @@ def run() -> None:
             rows.append((case, millis, granted))
     table = _table(rows)
     console.print(table)
+    with console.status("timing steady cycles…"):
+        steady = steady_cycles(*headline_inputs())
     headline = next(millis for case, millis, _ in rows if (case.nodes, case.queue) == HEADLINE
                     and case.policy == "cardflow")
     phases, profile, shares, floor = [], "", [], []
@@ -441,7 +443,7 @@ def run() -> None:
         console.print(f"[yellow]headline {headline:.0f} ms misses the {TARGET_MS:.0f} ms target; where the time goes:")
         print_breakdown(console, phases, floor, shares)
         console.print(profile, markup=False, highlight=False)
-    write_doc(rows, headline, phases, profile, shares, floor)
+    write_doc(rows, headline, phases, profile, shares, floor, steady)
     console.print(f"wrote the scale section of {DOC}")
 
 
@@ -466,7 +468,8 @@ def _table(rows: list[tuple[Case, float, int]]) -> Table:
 
 
 def write_doc(rows: list[tuple[Case, float, int]], headline: float, phases: list[tuple[str, float]],
-              profile: str, shares: list[tuple[str, float]] = (), floor: list[tuple[str, float]] = ()) -> None:
+              profile: str, shares: list[tuple[str, float]] = (), floor: list[tuple[str, float]] = (),
+              steady: list[SteadyCycle] = ()) -> None:
     lines = [START, "## Scale: one `plan()` call", "",
              f"`bench/scale.py` on {platform.python_implementation()} {platform.python_version()}, "
              f"{platform.machine()}, {_cpu_note()}. Synthetic seeded workload (see the script's docstring); "
@@ -481,6 +484,8 @@ def write_doc(rows: list[tuple[Case, float, int]], headline: float, phases: list
               f"{verdict} the {TARGET_MS:.0f} ms target. On a busy machine CPU time inflates too (shared caches): "
               "compare only with runs made in the same minutes (docs/scheduling.md, Performance, has such "
               "side-by-side comparisons)."]
+    if steady:
+        lines += ["", _steady_text(steady)]
     if phases:
         lines += ["", "Where the time goes in one headline plan (phases of `plan()`, measured separately):", "",
                   "| phase | ms |", "|---|---:|"]
@@ -506,6 +511,24 @@ def write_doc(rows: list[tuple[Case, float, int]], headline: float, phases: list
                   "profiling roughly doubles the times):", "", "```", profile, "```"]
     lines.append(END)
     _replace_section("\n".join(lines))
+
+
+def _steady_text(steady: list[SteadyCycle]) -> str:
+    kept, fresh = median([row.kept_ms for row in steady]), median([row.fresh_ms for row in steady])
+    full = [row.kept_ms for row in steady if row.full_walk]
+    rows = "\n".join(f"| {index + WARM_CYCLES + 1} | {row.kept_ms:.0f} | {row.fresh_ms:.0f} | {row.update_ms:.0f} | "
+                     f"{row.granted} | {'yes' if row.full_walk else 'no'} |" for index, row in enumerate(steady))
+    verdict = "meets" if kept < TARGET_MS else "misses"
+    worst = (f" The cycles where a GPU stayed free to the end of the walk (every task walked) took "
+             f"{', '.join(f'{ms:.0f}' for ms in full)} ms." if full else "")
+    return (f"Steady cycles on the headline (`steady_cycles`): after the first plan, each cycle's inputs follow from "
+            f"the last plan — its grants start, their tasks leave the queue, its victims and {CHURN} other running "
+            f"leases end, {CHURN} tasks arrive, {CYCLE_S:.0f} s later — and the queue is kept sorted between cycles "
+            f"(`OrderedQueue`, updated from these changes only). {len(steady)} cycles after {WARM_CYCLES} warm-up "
+            f"ones, each best of 3, with the kept queue and with the same tasks in a list (sorted afresh): median "
+            f"**{kept:.0f} ms** kept ({verdict} the {TARGET_MS:.0f} ms target), {fresh:.0f} ms afresh.{worst}\n\n"
+            "| cycle | kept ms | afresh ms | updating the kept queue, ms | granted | a GPU free to the end |\n"
+            "|---:|---:|---:|---:|---:|---|\n" + rows)
 
 
 def _cpu_note() -> str:

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 from shared.scheduling.model import (
     Plan, Policy, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot,
 )
+from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.cardmodel import CardModel, FlatCardModel
 from shared.simulation.cluster import Cluster
@@ -70,6 +71,9 @@ class Simulation(Transitions):
         self._seq = 0
         self._runs: dict[str, TaskRun] = {}
         self._queue: dict[str, QueuedTask] = {}
+        # The queue kept sorted between plans (`OrderedQueue`), updated from the tasks touched since.
+        self._kept = OrderedQueue.of((), policy)
+        self._touched: dict[str, QueuedTask | None] = {}
         self._leases: dict[str, RunningLease] = {}
         self._lease_task: dict[str, str] = {}
         self._lease_cache: tuple[RunningLease, ...] | None = ()
@@ -164,7 +168,17 @@ class Simulation(Transitions):
             self._lease_cache = tuple(self._leases.values())
         snapshot = Snapshot(nodes=self.fleet.nodes(), leases=self._lease_cache, quotas=dict(self._quotas))
         self.recorder.plans += 1
-        return self.plan_fn(snapshot, tuple(self._queue.values()), self.policy, now)
+        return self.plan_fn(snapshot, self._kept_queue(), self.policy, now)
+
+    def _kept_queue(self) -> OrderedQueue:
+        """The queue as an `OrderedQueue`: the kept one with the tasks touched since the last plan
+        taken out as it held them and put back as they are now."""
+        if self._touched:
+            removed = [task for task in self._touched.values() if task is not None]
+            added = [self._queue[task_id] for task_id in self._touched if task_id in self._queue]
+            self._kept = self._kept.changed(added, removed)
+            self._touched.clear()
+        return self._kept
 
     def _apply_plan(self, now: float, plan: Plan) -> None:
         deferrals = plan.deferrals

@@ -58,6 +58,7 @@ class Transitions:
     recorder: Recorder
     _runs: dict[str, TaskRun]
     _queue: dict[str, QueuedTask]
+    _touched: dict[str, QueuedTask | None]  # task id -> as the kept queue holds it (None: not), until `_kept_queue`
     _leases: dict[str, RunningLease]
     _lease_task: dict[str, str]
     _lease_cache: tuple[RunningLease, ...] | None
@@ -72,13 +73,20 @@ class Transitions:
         raise NotImplementedError
 
     # --- queue ------------------------------------------------------------------------------
+    def _touch(self, task_id: str) -> None:
+        """Note, before the queue changes for a task, how the kept queue holds it (`_kept_queue`)."""
+        if task_id not in self._touched:
+            self._touched[task_id] = self._queue.get(task_id)
+
     def _enqueue(self, run: TaskRun) -> None:
         run.view = run.queued_view()
+        self._touch(run.task.task_id)
         self._queue[run.task.task_id] = run.view
         self._queued_by_class[run.task.priority_class] += 1
         self._ready_queued += int(run.data_ready)
 
     def _dequeue(self, run: TaskRun) -> None:
+        self._touch(run.task.task_id)
         del self._queue[run.task.task_id]
         run.view = None
         self._queued_by_class[run.task.priority_class] -= 1
@@ -98,6 +106,7 @@ class Transitions:
         if run.view is None:  # already running (readiness-blind start): its work begins now
             return False
         run.view = replace(run.view, data_ready=True)
+        self._touch(task_id)
         self._queue[task_id] = run.view
         self._ready_queued += 1
         return self.policy.readiness_gate

@@ -173,3 +173,27 @@ def test_utilisation_while_queued_ignores_tasks_still_waiting_for_data() -> None
     outcome = simulate(tasks)  # b (ready) waits 0-100 beside a's 2 GPUs; c only waits for its data
     result = summarize(outcome.recorder, list(outcome.tasks), capacity=4, unfinished=0)
     assert result["utilisation_when_queued"] == pytest.approx(0.5)
+
+
+def test_the_engine_plans_over_a_queue_kept_sorted_from_its_changes() -> None:
+    """Arrivals, data becoming ready, starts and preemption requeues all reach the kept queue: at every
+    plan it holds exactly the queued tasks as they are, and the real plan decides on it as on a list."""
+    from shared.scheduling.ordered_queue import OrderedQueue
+    from shared.scheduling.plan import plan
+
+    queues, sims = [], []
+
+    def checking_plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float) -> Plan:
+        assert isinstance(queue, OrderedQueue)
+        assert {task.task_id: task for task in queue} == sims[0]._queue  # the queued tasks, as they are now
+        assert plan(snapshot, queue, policy, now) == plan(snapshot, list(queue), policy, now)
+        queues.append(list(queue))
+        return stub_plan(snapshot, queue, policy, now)
+
+    tasks = [a_task("late-data", 0, 2, 100, ready=40), a_task("opp", 0, 4, 500, klass=OPPORTUNISTIC, checkpoint=60),
+             a_task("core", 10, 2, 50, klass=CORE), *(a_task(f"t{i}", 5 * i, 1, 30) for i in range(6))]
+    sims.append(Simulation(tasks, parse_cluster_spec("X:1x4"), Policy(), plan_fn=checking_plan))
+    sims[0].run()
+    assert len(queues) > 3
+    assert any(task.task_id == "late-data" and not task.data_ready for queue in queues for task in queue)
+    assert any(task.task_id == "late-data" and task.data_ready for queue in queues for task in queue)
