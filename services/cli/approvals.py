@@ -1,4 +1,4 @@
-"""`cardflow approve TASK --reason R` and `cardflow deny TASK --reason R`: a reviewer's decision;
+"""`cardflow approve|deny TASK --reason R [--json] [--lang zh]`: a reviewer's decision;
 `cardflow approvals [--days N] [--json] [--lang zh]`: what waits for a reviewer and what was decided.
 
 API clients of `POST /v1/tasks/{id}/approve|deny` (role reviewer, a listed reviewer of the task's
@@ -32,25 +32,32 @@ def register(app: typer.Typer) -> None:
     app.command("approvals")(approvals)
 
 
-def approve(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = False) -> None:
+DECIDED: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {"approve": "task {task} approved by {reviewer} (the dispatcher carries it out within a cycle)",
+                 "deny": "task {task} denied by {reviewer} (the dispatcher carries it out within a cycle)"},
+    CliLang.ZH: {"approve": "任务 {task} 已由 {reviewer} 批准（调度器会在一个周期内执行）",
+                 "deny": "任务 {task} 已由 {reviewer} 拒绝（调度器会在一个周期内执行）"},
+}
+
+
+def approve(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Approve a task that waits for approval (reviewer): it may start."""
-    _review(task_id, "approve", reason, as_json)
+    _review(task_id, "approve", reason, as_json, lang)
 
 
-def deny(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = False) -> None:
+def deny(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Deny a task that waits for approval (reviewer): it will not run."""
-    _review(task_id, "deny", reason, as_json)
+    _review(task_id, "deny", reason, as_json, lang)
 
 
-def _review(ref: str, decision: str, reason: str, as_json: bool) -> None:
+def _review(ref: str, decision: str, reason: str, as_json: bool, lang: CliLang) -> None:
     with cli_api() as api:
         task_id = task_id_of(api, ref)
         answer = api.post(f"/v1/tasks/{task_id}/{decision}", {"reason": reason})
     if as_json:
-        print(json.dumps(answer, indent=2))
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
         return
-    verb = "approved" if decision == "approve" else "denied"
-    console.print(f"task {task_id} {verb} by {answer['reviewer']} (the dispatcher carries it out within a cycle)")
+    console.print(DECIDED[lang][decision].format(task=task_id, reviewer=answer["reviewer"]))
 
 
 APPROVALS_WORDS = {

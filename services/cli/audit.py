@@ -49,6 +49,7 @@ LABELS: dict[str, dict[str, str]] = {
         "why_headline": "[bold]{name}[/bold] ({task}), project {project}: {state} — {reason}; {gpu_hours:.4f} GPU-h,"
                         " cost {cost:.4f}, output {output}",
         "runs": "runs", "steps": "steps", "original": "original: ",
+        "by_card": "card", "by_project": "project", "by_profile": "profile",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",

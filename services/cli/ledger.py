@@ -1,6 +1,6 @@
 """`cardflow ledger` (usage and cost totals) and `cardflow quota grant | adjust | renew | list | history`.
 
-API clients (`services.cli.client`); `ledger` and `quota list` print Chinese headers with `--lang zh`
+API clients (`services.cli.client`); every command prints Chinese headers and answers with `--lang zh`
 (or CARDFLOW_LANG=zh). `ledger` reads `GET /v1/ledger?by=&since=&until=` (a table with
 the catalog's currency and a note that its hours are real hours, `--json` or `--csv`), `quota list` reads
 `GET /v1/quotas` and `quota history` `GET /v1/quotas/{account}/history` (any valid token); `quota
@@ -39,7 +39,7 @@ def _number(value: Any, digits: int = 2) -> str:
 
 
 def _print_json(rows: list[dict[str, Any]] | dict[str, Any]) -> None:
-    typer.echo(json.dumps(rows, indent=2, default=str))
+    typer.echo(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
 
 
 LEDGER_COLUMNS = ("gpu_hours", "idle_gpu_hours", "cost", "currency", "output_units", "output_unit", "cost_per_output_unit")
@@ -55,6 +55,8 @@ ZH_HEADERS = {
     "account": "账户", "card": "卡型", "GPU-hours": "GPU 小时", "used": "已用", "remaining": "剩余", "used %": "已用 %",
     "valid": "有效期", "days left": "剩余天数", "changed by": "最后修改人", "alerts": "告警", "any": "任意",
     "expired": "已过期", "cardflow ledger": "cardflow 账本", "quota accounts": "配额账户",
+    "change": "变更", "Δ GPU-hours": "Δ GPU 小时", "valid to": "有效至", "used then": "当时已用", "by": "操作者",
+    "when": "时间", "reason": "原因",
 }
 """Chinese for the ledger's and quota list's headers and words (`--lang zh`); numbers and ids stay as they are."""
 
@@ -120,25 +122,42 @@ def _quota_table(rows: list[dict[str, Any]], lang: CliLang = CliLang.EN) -> Tabl
     return table
 
 
-def _history_table(account: str, rows: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"quota account {account}: every change")
+QUOTA_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "granted": "granted {hours:g} GPU-hours to {project}: account {account}",
+        "changed": "{change} quota account {account}: {hours:g} GPU-hours until {until}, {used:.2f} used (by {by})",
+        "history": "quota account {account}: every change",
+        "grant": "granted", "adjust": "adjusted", "renew": "renewed",
+    },
+    CliLang.ZH: {
+        "granted": "已向 {project} 授予 {hours:g} GPU 小时配额：账户 {account}",
+        "changed": "配额账户 {account} 已{change}：共 {hours:g} GPU 小时，有效至 {until}，已用 {used:.2f}（操作者 {by}）",
+        "history": "配额账户 {account}：每次变更",
+        "grant": "授予", "adjust": "调整", "renew": "续期",
+    },
+}
+"""The quota commands' answers, and each change's name (`grant`, `adjust`, `renew`) as said."""
+
+
+def _history_table(account: str, rows: list[dict[str, Any]], lang: CliLang = CliLang.EN) -> Table:
+    words = QUOTA_WORDS[lang]
+    table = Table(title=words["history"].format(account=account))
     for header in ("#", "change", "Δ GPU-hours", "GPU-hours", "valid to", "used then", "by", "when", "reason"):
-        table.add_column(header, justify="right" if header in {"#", "Δ GPU-hours", "GPU-hours", "used then"} else "left")
+        table.add_column(_say(header, lang), justify="right" if header in {"#", "Δ GPU-hours", "GPU-hours", "used then"} else "left")
     for row in rows:
         table.add_row(
-            str(row["revision"]), row["change"], _number(row["delta_gpu_hours"]), _number(row["gpu_hours"]),
+            str(row["revision"]), words.get(row["change"], row["change"]), _number(row["delta_gpu_hours"]), _number(row["gpu_hours"]),
             row["valid_to"][:16], _number(row["used_gpu_hours"]), row["actor"] or "—", row["changed_at"][:16],
             row["reason"] or "",
         )  # fmt: skip
     return table
 
 
-_PAST = {"adjust": "adjusted", "renew": "renewed", "grant": "granted"}
-
-
-def _print_change(changed: dict[str, Any]) -> None:
-    console.print(f"{_PAST[changed['change']]} quota account {changed['account_id']}: {changed['gpu_hours']:g} GPU-hours"
-                  f" until {changed['valid_to'][:16]}, {changed['used_gpu_hours']:.2f} used (by {changed['changed_by']})")
+def _print_change(changed: dict[str, Any], lang: CliLang) -> None:
+    words = QUOTA_WORDS[lang]
+    console.print(words["changed"].format(change=words[changed["change"]], account=changed["account_id"],
+                                          hours=changed["gpu_hours"], until=changed["valid_to"][:16],
+                                          used=changed["used_gpu_hours"], by=changed["changed_by"]))  # fmt: skip
 
 
 class By(StrEnum):
@@ -192,6 +211,7 @@ def register(app: typer.Typer) -> None:
         reason: Annotated[str, typer.Option("--reason", help="why; recorded in the quota.granted event")],
         alert_days: Annotated[float, typer.Option("--alert-days", help="warn this many days before the end")] = 15.0,
         card_type: Annotated[str | None, typer.Option("--card-type", help="only this card type")] = None,
+        lang: LangOption = CliLang.EN,
     ) -> None:
         """Grant a quota account (operator): writes it and its quota.granted event."""
         body = {"project": project, "gpu_hours": gpu_hours, "valid_from": _utc(valid_from).isoformat(),
@@ -199,7 +219,7 @@ def register(app: typer.Typer) -> None:
                 "reason": reason}  # fmt: skip
         with cli_api() as api:
             granted = api.post("/v1/quotas", body)
-        console.print(f"granted {gpu_hours:g} GPU-hours to {project}: account {granted['account_id']}")
+        console.print(QUOTA_WORDS[lang]["granted"].format(hours=gpu_hours, project=project, account=granted["account_id"]))
 
     @quota.command("list")
     def list_quotas(
@@ -222,6 +242,7 @@ def register(app: typer.Typer) -> None:
         valid_to: Annotated[datetime | None, typer.Option("--valid-to", formats=DATE_FORMATS,
                                                           help="a new end (UTC if no zone)")] = None,  # fmt: skip
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+        lang: LangOption = CliLang.EN,
     ) -> None:
         """Add or remove GPU-hours of an account, or move its end (operator)."""
         body = {"delta_gpu_hours": gpu_hours, "valid_to": _utc(valid_to).isoformat() if valid_to else None,
@@ -231,7 +252,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json(changed)
         else:
-            _print_change(changed)
+            _print_change(changed, lang)
 
     @quota.command("renew")
     def renew(
@@ -241,6 +262,7 @@ def register(app: typer.Typer) -> None:
         reason: Annotated[str, typer.Option("--reason", help="why; recorded in the quota.adjusted event")],
         gpu_hours: Annotated[float, typer.Option("--gpu-hours", help="GPU-hours added for the new period")] = 0.0,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+        lang: LangOption = CliLang.EN,
     ) -> None:
         """Extend an account's validity, optionally adding GPU-hours (operator); held long tasks may start."""
         body = {"valid_to": _utc(valid_to).isoformat(), "add_gpu_hours": gpu_hours, "reason": reason}
@@ -249,12 +271,13 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json(changed)
         else:
-            _print_change(changed)
+            _print_change(changed, lang)
 
     @quota.command("history")
     def history(
         account: Annotated[str, typer.Argument(help="quota account id (`cardflow quota list`)")],
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows instead of a table")] = False,
+        lang: LangOption = CliLang.EN,
     ) -> None:
         """Every change of a quota account: grant, adjustments, renewals — the terms after each, who and why."""
         with cli_api() as api:
@@ -262,4 +285,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json(rows)
         else:
-            console.print(_history_table(account, rows))
+            console.print(_history_table(account, rows, lang))

@@ -12,6 +12,10 @@ a person acts: no card type fits (`unmatchable`), or held for approval, quota, a
 operator (a hold `DeferralReason`, except a quota window that has not started yet). Exit codes:
 0 all succeeded; 1 some failed, were rejected or cancelled; 2 the timeout passed first; 3 the token
 was refused (401/403: nothing submitted); 4 none failed but some are stuck (the table says why).
+
+`--lang zh` (or `CARDFLOW_LANG=zh`) prints the tables and answers in Chinese: states and reasons by
+their Chinese names (services/console/labels.py); a problem's field name stays, and its English
+expectation (the API's) is shown as it is, marked 原文.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
 from services.cli.client import ApiClient, cli_api
+from services.cli.lang import CliLang, LangOption
 from services.cli.task_refs import TaskArgument
 
 console = Console()
@@ -41,6 +46,36 @@ EXIT_NOT_ALL_SUCCEEDED = 1
 EXIT_TIMED_OUT = 2
 EXIT_STUCK = 4
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+
+WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "submitted": "submitted", "#": "#", "name": "name", "project": "project", "gpus": "gpus",
+        "idempotency key": "idempotency key", "task id": "task id", "outcome": "outcome",
+        "created": "created", "submitted before": "submitted before", "rejected": "rejected", "conflict": "conflict",
+        "problem": "{field}: {expected} (got {value!r})", "short_problem": "{field}: {expected}",
+        "again_derived": "already submitted as {task}; --new to submit again",
+        "again_own": "already submitted as {task} (same idempotency_key: give a new one to submit again)",
+        "tasks": "tasks", "state": "state", "why": "why", "stuck": " (stuck)", "not seen": "not seen",
+        "not seen yet": "not seen yet", "sent": "sent", "no_card_fits": "no card type fits",
+        "timed_out": "timed out after {timeout:g} s: some tasks have not ended yet",
+        "stuck_line": "{n} task(s) cannot go on until a person acts (exit {code}): {listed}",
+        "cancelled": "cancel of {task} requested", "file_error": "{error}",
+    },
+    CliLang.ZH: {
+        "submitted": "提交结果", "#": "#", "name": "名称", "project": "项目", "gpus": "GPU 数",
+        "idempotency key": "幂等键", "task id": "任务 ID", "outcome": "结果",
+        "created": "已创建任务", "submitted before": "已提交过", "rejected": "已拒绝", "conflict": "冲突",
+        "problem": "{field}：收到 {value!r}，应为 {expected}（原文）", "short_problem": "{field}：应为 {expected}（原文）",
+        "again_derived": "已提交过，任务为 {task}；用 --new 再次提交",
+        "again_own": "已提交过，任务为 {task}（idempotency_key 相同：换一个新的才能再次提交）",
+        "tasks": "任务", "state": "状态", "why": "原因", "stuck": "（需人工处理）", "not seen": "尚未看到",
+        "not seen yet": "尚未看到", "sent": "已发送", "no_card_fits": "没有合适的卡型",
+        "timed_out": "等待 {timeout:g} 秒后超时：部分任务尚未结束",
+        "stuck_line": "{n} 个任务需要有人处理才能继续（退出码 {code}）：{listed}",
+        "cancelled": "已请求取消任务 {task}", "file_error": "无法读取提交文件：{error}（原文）",
+    },
+}  # fmt: skip
+"""The words of `submit` and `cancel` per language; a test checks both tables have the same keys."""
 
 
 def derive_key(raw: dict[str, Any]) -> str:
@@ -85,32 +120,32 @@ def send(api: ApiClient, raw: dict[str, Any]) -> Sent:
     return Sent(raw, answer["task_id"], "created" if answer["created"] else "submitted before", [])
 
 
-def sent_table(sent: Sequence[Sent]) -> Table:
-    table = Table(title="submitted")
+def sent_table(sent: Sequence[Sent], lang: CliLang = CliLang.EN) -> Table:
+    words = WORDS[lang]
+    table = Table(title=words["submitted"])
     for column in ("#", "name", "project", "gpus", "idempotency key", "task id", "outcome"):
-        table.add_column(column, overflow="fold")
+        table.add_column(words[column], overflow="fold")
     for index, item in enumerate(sent, start=1):
-        outcome = item.outcome + "".join(f"\n{p['field']}: {p['expected']} (got {p['value']!r})" for p in item.problems)
+        outcome = words[item.outcome] + "".join(f"\n{words['problem'].format(**p)}" for p in item.problems)
         cells = (_cell(item.raw.get(f)) for f in ("name", "project", "gpus", "idempotency_key"))
-        table.add_row(str(index), *cells, item.task_id or "", _explained(item, outcome))
+        table.add_row(str(index), *cells, item.task_id or "", _explained(item, outcome, words))
     return table
 
 
-def _explained(item: Sent, outcome: str) -> str:
+def _explained(item: Sent, outcome: str, words: dict[str, str]) -> str:
     """A repeat says which task it is and how to submit again."""
     if item.outcome != "submitted before":
         return outcome
-    if is_derived(item.raw):
-        return f"already submitted as {item.task_id}; --new to submit again"
-    return f"already submitted as {item.task_id} (same idempotency_key: give a new one to submit again)"
+    return words["again_derived" if is_derived(item.raw) else "again_own"].format(task=item.task_id)
 
 
-def stuck_because(view: dict[str, Any]) -> str | None:
-    """Why an unfinished task cannot go on until a person acts (module docstring), or None."""
+def stuck_because(view: dict[str, Any], lang: CliLang = CliLang.EN) -> str | None:
+    """Why an unfinished task cannot go on until a person acts (module docstring), or None. In English
+    the API's sentence; in Chinese the reason's Chinese name (the API's English sentence is in `status`)."""
     from shared.scheduling.model import DeferralReason, WaitKind
 
     if view.get("state") == "unmatchable":
-        return view.get("reason_detail") or "no card type fits"
+        return _reason(view, WORDS[lang]["no_card_fits"], lang)
     if view.get("state") != "held":
         return None
     try:
@@ -119,44 +154,55 @@ def stuck_because(view: dict[str, Any]) -> str | None:
         return None
     if reason.kind is not WaitKind.HOLD or reason is DeferralReason.QUOTA_NOT_YET_VALID:
         return None
-    return view.get("reason_detail") or reason.value
+    return _reason(view, reason.value, lang)
+
+
+def _reason(view: dict[str, Any], fallback: str, lang: CliLang) -> str:
+    """The view's reason as said in `lang`: the API's English detail, or the reason's Chinese name."""
+    from services.console.labels import reason_label
+
+    if lang is CliLang.ZH:
+        return reason_label(view["reason"], "zh") if view.get("reason") else fallback
+    return view.get("reason_detail") or fallback
 
 
 def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def wait_for_tasks(api: ApiClient, sent: Sequence[Sent], timeout: float) -> int:
+def wait_for_tasks(api: ApiClient, sent: Sequence[Sent], timeout: float, lang: CliLang = CliLang.EN) -> int:
     """Poll each task until every one has ended or is stuck; the exit code (module docstring)."""
     views: dict[int, dict[str, Any]] = {i: {"state": "rejected", "id": s.task_id} for i, s in enumerate(sent) if not s.accepted}
     deadline = time.monotonic() + timeout
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[state]}"),
                   console=console) as progress:  # fmt: skip
-        rows = {i: progress.add_task(_cell(s.raw.get("name")) or s.task_id or "", total=1, state="sent") for i, s in enumerate(sent)}
+        rows = {i: progress.add_task(_cell(s.raw.get("name")) or s.task_id or "", total=1, state=WORDS[lang]["sent"])
+                for i, s in enumerate(sent)}  # fmt: skip
         while not _all_settled(views, sent) and time.monotonic() < deadline:
             for index, item in enumerate(sent):
                 if item.accepted and views.get(index, {}).get("state") not in TERMINAL_STATES:
                     response = api.call("GET", f"/v1/tasks/{item.task_id}", expect=(404,))
                     views[index] = response.json() if response.status_code == 200 else {}
-                _show(progress, rows[index], views.get(index))
+                _show(progress, rows[index], views.get(index), lang)
             if not _all_settled(views, sent):
                 time.sleep(POLL_SECONDS)
-    console.print(_result_table(sent, views))
-    return wait_outcome(views, len(sent), timeout)
+    console.print(_result_table(sent, views, lang))
+    return wait_outcome(views, len(sent), timeout, lang)
 
 
-def wait_outcome(views: dict[int, dict[str, Any]], count: int, timeout: float) -> int:
+def wait_outcome(views: dict[int, dict[str, Any]], count: int, timeout: float, lang: CliLang = CliLang.EN) -> int:
     """The exit code of `--wait` once it stopped (module docstring), with a line on stderr unless 0."""
+    words = WORDS[lang]
     states = [views.get(i, {}) for i in range(count)]
     if not _all_settled(views, range(count)):
-        errors.print(f"timed out after {timeout:g} s: some tasks have not ended yet")
+        errors.print(words["timed_out"].format(timeout=timeout))
         return EXIT_TIMED_OUT
     if any(view.get("state") in TERMINAL_STATES - {"succeeded"} for view in states):
         return EXIT_NOT_ALL_SUCCEEDED
     stuck = [view for view in states if view.get("state") not in TERMINAL_STATES]
     if stuck:
-        errors.print(f"{len(stuck)} task(s) cannot go on until a person acts (exit {EXIT_STUCK}): "
-                     + "; ".join(f"{view.get('id')}: {stuck_because(view)}" for view in stuck))  # fmt: skip
+        listed = "; ".join(f"{view.get('id')}: {stuck_because(view, lang)}" for view in stuck)
+        errors.print(words["stuck_line"].format(n=len(stuck), code=EXIT_STUCK, listed=listed))
         return EXIT_STUCK
     return 0
 
@@ -167,24 +213,33 @@ def _all_settled(views: dict[int, dict[str, Any]], sent: Sequence[Any]) -> bool:
                for i in range(len(sent)))  # fmt: skip
 
 
-def _show(progress: Progress, row: Any, view: dict[str, Any] | None) -> None:
+def _show(progress: Progress, row: Any, view: dict[str, Any] | None, lang: CliLang) -> None:
     if not view:
-        progress.update(row, state="not seen yet")
+        progress.update(row, state=WORDS[lang]["not seen yet"])
         return
     state = view["state"]
-    progress.update(row, state=f"{state}: {view.get('reason_detail') or view.get('reason') or ''}"[:120],
+    progress.update(row, state=f"{_state(state, lang)}: {_reason(view, view.get('reason') or '', lang)}"[:120],
                     completed=1 if state in TERMINAL_STATES else 0)  # fmt: skip
 
 
-def _result_table(sent: Sequence[Sent], views: dict[int, dict[str, Any]]) -> Table:
-    table = Table(title="tasks")
+def _state(state: str, lang: CliLang) -> str:
+    """The state's value in English (as the API says it), its Chinese name in Chinese."""
+    from services.console.labels import state_label
+
+    return state_label(state, "zh") if lang is CliLang.ZH else state
+
+
+def _result_table(sent: Sequence[Sent], views: dict[int, dict[str, Any]], lang: CliLang = CliLang.EN) -> Table:
+    words = WORDS[lang]
+    table = Table(title=words["tasks"])
     for column in ("name", "task id", "state", "why"):
-        table.add_column(column, overflow="fold")
+        table.add_column(words[column], overflow="fold")
     for index, item in enumerate(sent):
         view = views.get(index) or {}
-        why = view.get("reason_detail") or "; ".join(f"{p['field']}: {p['expected']}" for p in item.problems)
-        state = view.get("state", "not seen") + (" (stuck)" if view and stuck_because(view) else "")
-        table.add_row(_cell(item.raw.get("name")), item.task_id or "", state, why or "")
+        why = _reason(view, "", lang) or "; ".join(words["short_problem"].format(**p) for p in item.problems)
+        state = _state(view["state"], lang) if "state" in view else words["not seen"]
+        table.add_row(_cell(item.raw.get("name")), item.task_id or "", state + (words["stuck"] if view and stuck_because(view) else ""),
+                      why)  # fmt: skip
     return table
 
 
@@ -194,6 +249,7 @@ def submit(
                                        "1 some failed, 2 timed out, 4 some cannot go on until a person acts (no card fits, held)")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most (exit 2 after)")] = 600.0,
     new: Annotated[bool, typer.Option("--new", help="submit again even if the same content was submitted before (a fresh derived key)")] = False,
+    lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Submit tasks from FILE through the API (needs role submitter for their project)."""
     from shared.submission import SubmissionFileError, load_submission_file
@@ -202,12 +258,12 @@ def submit(
     try:
         submissions = [with_key(raw, fresh) for raw in load_submission_file(file)]
     except SubmissionFileError as error:
-        errors.print(str(error))
+        errors.print(WORDS[lang]["file_error"].format(error=error), markup=False, highlight=False)
         raise typer.Exit(2) from None
     with cli_api() as api:
         sent = [send(api, raw) for raw in submissions]
-        console.print(sent_table(sent))
-        code = wait_for_tasks(api, sent, timeout) if wait else 0
+        console.print(sent_table(sent, lang))
+        code = wait_for_tasks(api, sent, timeout, lang) if wait else 0
     if code or any(not item.accepted for item in sent):
         raise typer.Exit(code or EXIT_NOT_ALL_SUCCEEDED)
 
@@ -215,6 +271,7 @@ def submit(
 def cancel(
     task: TaskArgument,
     reason: Annotated[str, typer.Option("--reason", help="why, shown in the task's history")] = "",
+    lang: LangOption = CliLang.EN,
 ) -> None:
     """Ask to cancel TASK (the dispatcher stops it); needs role submitter for the task's project."""
     from services.cli.task_refs import task_id_of
@@ -222,7 +279,7 @@ def cancel(
     with cli_api() as api:
         task_id = task_id_of(api, task)
         api.post(f"/v1/tasks/{task_id}/cancel", {"reason": reason or None})
-    console.print(f"cancel of {task_id}{'' if task == task_id else f' ({task})'} requested")
+    console.print(WORDS[lang]["cancelled"].format(task=task_id if task == task_id else f"{task_id} ({task})"))
 
 
 def register(app: typer.Typer) -> None:

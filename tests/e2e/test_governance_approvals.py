@@ -77,8 +77,8 @@ async def test_approval_gate_held_approved_runs_and_self_approval_is_refused(gov
 
             approved = cli(url, tokens["rita"], "approve", big.id, "--reason", "budget agreed with finance")
             assert approved.exit_code == 0, approved.output
-            denied = cli(url, tokens["rita"], "deny", mine.id, "--reason", "not this month")
-            assert denied.exit_code == 0, denied.output
+            denied = cli(url, tokens["rita"], "deny", mine.id, "--reason", "not this month", "--lang", "zh")
+            assert denied.exit_code == 0 and f"任务 {mine.id} 已由 user:rita 拒绝" in denied.output, denied.output
 
             await system.wait_for(lambda s: (v := s.task_by_name("big")) is not None and v.state.value == "succeeded",
                                   timeout=90, what="the approved task to run")

@@ -127,6 +127,8 @@ async def test_quota_per_card_type_renewal_and_balances_that_agree(governed: Run
             assert refused.status_code == 403
             await system.wait_for(state_of("long", "running"), timeout=90, what="the renewed long task to start")
             history = await cli_beside(url, tokens["ops"], "quota", "history", short, "--json")
+            history_zh = await cli_beside(url, tokens["ops"], "quota", "history", short, "--lang", "zh")
+            assert history_zh.exit_code == 0 and "每次变更" in history_zh.stdout and "续期" in history_zh.stdout, history_zh.output
             listed = await cli_beside(url, tokens["ops"], "quota", "list")
     assert "account" in big.reason_detail and "(H100 only)" in big.reason_detail
     assert "expires" in long.reason_detail

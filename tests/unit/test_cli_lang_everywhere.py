@@ -33,12 +33,9 @@ MACHINE_OUTPUT = {
 
 NOT_YET = {
     "up",  # its table of backends and hints are for people (not only a supervisor's log): to translate
-    "submit", "cancel", "approve", "deny", "whoami", "export", "doctor", "simulate",
-    "quota grant", "quota adjust", "quota renew", "quota history",
-    "token create", "token list", "token revoke", "token bootstrap",
+    "export", "doctor", "simulate",
     "config show", "config apply", "config set", "config history", "config diff", "config rollback", "config what-if",
     "template list", "template show", "template apply",
-    "deadletter list", "deadletter show", "deadletter replay", "deadletter purge",
     "round note",
 }  # fmt: skip
 

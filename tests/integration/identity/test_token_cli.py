@@ -27,8 +27,8 @@ def test_token_commands_through_the_api(fresh_settings: Settings, tmp_path: Path
     assert boot.exit_code == 0, boot.output
     root = boot.stdout.strip()
     assert root.startswith("cfk_") and "shown only now" in boot.stderr
-    again = cardflow("token", "bootstrap", "mallory", CARDFLOW_DATABASE_URL=dsn, CARDFLOW_DATA_DIR=str(tmp_path))
-    assert again.exit_code == 1 and "an active admin token exists already" in again.stderr
+    again = cardflow("token", "bootstrap", "mallory", "--lang", "zh", CARDFLOW_DATABASE_URL=dsn, CARDFLOW_DATA_DIR=str(tmp_path))
+    assert again.exit_code == 1 and "错误：" in again.stderr and "an active admin token exists already" in again.stderr
 
     with serving_console(fresh_settings) as url:
         made = cardflow("token", "create", "alice", "--role", "submitter", "--project", "nlp", "--reason", "joins",
@@ -40,6 +40,10 @@ def test_token_commands_through_the_api(fresh_settings: Settings, tmp_path: Path
 
         me = cardflow("whoami", CARDFLOW_API_URL=url, CARDFLOW_TOKEN_FILE=str(token_file))
         assert me.exit_code == 0 and "user:alice: role submitter for project nlp" in me.stdout
+        me_zh = cardflow("whoami", "--lang", "zh", CARDFLOW_API_URL=url, CARDFLOW_TOKEN_FILE=str(token_file))
+        assert me_zh.exit_code == 0 and "user:alice：角色 提交者 (submitter)，限项目 nlp" in me_zh.stdout, me_zh.output
+        bob = cardflow("token", "create", "bob", "--role", "reviewer", "--lang", "zh", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
+        assert bob.exit_code == 0 and "已为 bob 创建令牌" in bob.stderr and "审批人 (reviewer)" in bob.stderr, bob.output
 
         refused = cardflow("token", "create", "eve", "--role", "admin", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=alice)
         assert refused.exit_code == 3
@@ -53,9 +57,13 @@ def test_token_commands_through_the_api(fresh_settings: Settings, tmp_path: Path
         listed = cardflow("token", "list", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
         assert listed.exit_code == 0 and "alice" in listed.stdout and "submitter" in listed.stdout
         assert alice not in listed.stdout and root not in listed.stdout
+        listed_zh = cardflow("token", "list", "--lang", "zh", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
+        assert "API 令牌（3 个）" in listed_zh.stdout and "提交者" in listed_zh.stdout and "角色" in listed_zh.stdout
 
         revoked = cardflow("token", "revoke", "alice", "--reason", "left", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
         assert revoked.exit_code == 0 and "revoked token" in revoked.stdout
+        revoked_zh = cardflow("token", "revoke", "bob", "--reason", "done", "--lang", "zh", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
+        assert revoked_zh.exit_code == 0 and "已吊销 bob 的令牌" in revoked_zh.stdout, revoked_zh.output
         after = cardflow("whoami", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=alice)
         assert after.exit_code == 3 and "the token is not valid" in after.stderr
 

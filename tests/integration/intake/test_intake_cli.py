@@ -47,6 +47,7 @@ async def test_submitting_a_file_twice_creates_each_task_once(fresh_settings: Se
         with serving_console(fresh_settings) as url:
             first = await cardflow(url, sam, "submit", str(file))
             again = await cardflow(url, sam, "submit", str(file))
+            zh = await cardflow(url, sam, "submit", str(file), "--lang", "zh")
             new = await cardflow(url, sam, "submit", str(file), "--new")
 
             async def relayed() -> bool:
@@ -59,6 +60,8 @@ async def test_submitting_a_file_twice_creates_each_task_once(fresh_settings: Se
     assert again[1].count("already submitted as") == 2 and "created" not in again[1]
     assert again[1].count("--new to submit again") == 1  # the derived key; a key of its own must be changed
     assert again[1].count("(same") == 1  # the rest of the sentence may wrap in the table
+    assert zh[0] == 0 and "提交结果" in zh[1] and "幂等键" in zh[1] and zh[1].count("已提交过，任务为") == 2, zh[1]
+    assert "用 --new 再次提交" in zh[1] and "already" not in zh[1]
     assert new[1].count("created") == 1 and new[1].count("already submitted as") == 1  # --new: the keyless one again
     submitted = await published_events(redis, "task.submitted")
     keys = sorted(e.data.idempotency_key for e in submitted)
@@ -78,9 +81,11 @@ async def test_wait_reports_a_rejected_task_and_exits_non_zero(fresh_settings: S
     async with RunningServices(fresh_settings, INTAKE, VIEWS):
         with serving_console(fresh_settings) as url:
             code, output = await cardflow(url, sam, "submit", str(file), "--wait", "--timeout", "120")
+            zh_code, zh_output = await cardflow(url, sam, "submit", str(file), "--lang", "zh")
 
     assert code == 1, output
     assert "rejected" in output and "gpus" in output
+    assert zh_code == 1 and "已拒绝" in zh_output and "gpus：收到 0，应为" in zh_output and "（原文）" in zh_output, zh_output
 
 
 async def test_wait_stops_with_exit_4_when_no_card_type_fits(fresh_settings: Settings, tmp_path: Path) -> None:
@@ -90,9 +95,11 @@ async def test_wait_stops_with_exit_4_when_no_card_type_fits(fresh_settings: Set
     async with RunningServices(fresh_settings, INTAKE, READINESS, MATCHER, VIEWS):
         with serving_console(fresh_settings) as url:
             code, output = await cardflow(url, sam, "submit", str(file), "--wait", "--timeout", "300")
+            zh_code, zh_output = await cardflow(url, sam, "submit", str(file), "--wait", "--lang", "zh")
 
     assert code == 4, output  # not the timeout (2): it says at once that a person must act
     assert "unmatchable (stuck)" in output and "cannot go on until a person acts" in output
+    assert zh_code == 4 and "无可用卡型（需人工处理）" in zh_output and "需要有人处理才能继续" in zh_output, zh_output
 
 
 async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Settings, redis: Redis, tmp_path: Path) -> None:
@@ -115,13 +122,16 @@ async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Sett
             assert code == 1 and "no task has the id, idempotency key or name 'NOPE'" in output, output
             code, output = await cardflow(url, sam, "cancel", "cancel-me", "--reason", "wrong data")  # by its key
             assert code == 0 and f"cancel of {task_id} (cancel-me) requested" in output, output
+            code, output = await cardflow(url, sam, "cancel", task_id, "--reason", "again", "--lang", "zh")
+            assert code == 0 and f"已请求取消任务 {task_id}" in output, output
 
             async def relayed() -> bool:
-                return len(await published_events(redis, "task.cancel_requested")) == 1
+                return len(await published_events(redis, "task.cancel_requested")) == 2
 
             await asyncio.wait_for(_until(relayed), timeout=60)
-    [cancel] = await published_events(redis, "task.cancel_requested")
-    assert (cancel.actor, cancel.data.task_id, cancel.data.reason) == ("user:sam", task_id, "wrong data")
+    cancels = await published_events(redis, "task.cancel_requested")
+    assert [(c.actor, c.data.task_id, c.data.reason) for c in cancels] == [("user:sam", task_id, "wrong data"),
+                                                                          ("user:sam", task_id, "again")]
 
 
 async def test_an_unreadable_file_is_refused_before_anything_is_sent(fresh_settings: Settings, tmp_path: Path) -> None:
@@ -129,3 +139,5 @@ async def test_an_unreadable_file_is_refused_before_anything_is_sent(fresh_setti
     file.write_text("[{]")
     code, output = await cardflow("http://127.0.0.1:9", "cfk_unused", "submit", str(file))
     assert code == 2 and "not valid JSON" in output
+    code, output = await cardflow("http://127.0.0.1:9", "cfk_unused", "submit", str(file), "--lang", "zh")
+    assert code == 2 and "无法读取提交文件" in output and "not valid JSON" in output

@@ -140,7 +140,15 @@ async def test_quota_threshold_alert_is_raised_once(fresh_settings: Settings) ->
             await running.publish(granted("LB", "TQ", at=end_a), released("LB", "TQ", granted_at=end_a, ended_at=end_b))
             crossings = await running.wait_for_events("quota.threshold_crossed", 2)
             listed = json.loads(await cardflow(api, "quota", "list", "--json"))
+            granted_zh = await cardflow(api, "quota", "grant", "proj-z", "--gpu-hours", "2", "--valid-from", "2024-12-01",
+                                        "--valid-to", valid_to, "--reason", "试点", "--lang", "zh")  # fmt: skip
+            account_z = granted_zh.split("账户")[-1].strip()
+            adjusted_zh = await cardflow(api, "quota", "adjust", account_z, "--gpu-hours", "1", "--reason", "加一点", "--lang", "zh")
+            history_zh = await cardflow(api, "quota", "history", account_z, "--lang", "zh")
 
+    assert "已向 proj-z 授予 2 GPU 小时配额" in granted_zh, granted_zh
+    assert f"配额账户 {account_z} 已调整：共 3 GPU 小时" in adjusted_zh, adjusted_zh
+    assert "每次变更" in history_zh and "授予" in history_zh and "调整" in history_zh and "加一点" in history_zh, history_zh
     assert [e.data.threshold for e in crossings] == [0.8, 0.95]
     (account,) = listed
     assert account["used_gpu_hours"] == pytest.approx(1.0) and account["alerts_raised"] == ["80%", "95%"]

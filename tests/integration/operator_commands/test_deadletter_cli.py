@@ -93,9 +93,13 @@ def operate(settings: Settings, tmp_path: Path) -> tuple[str, str, str]:
         first, second, third = (row["deadletter_id"] for row in rows)
         table = cardflow("deadletter", "list", **as_ops)
         assert "dead letters (3)" in table.stdout and "invalid" in table.stdout
+        in_chinese = cardflow("deadletter", "list", "--lang", "zh", **as_ops)
+        assert "死信（3 条）" in in_chinese.stdout and "无法解析" in in_chinese.stdout and "消费组" in in_chinese.stdout
 
         shown = cardflow("deadletter", "show", first, **as_ops)
         assert shown.exit_code == 0 and "original payload" in shown.stdout and '{"n": 0}' in shown.stdout
+        shown_zh = cardflow("deadletter", "show", first, "--lang", "zh", **as_ops)
+        assert shown_zh.exit_code == 0 and "原字段 payload" in shown_zh.stdout and "投递次数" in shown_zh.stdout
 
         no_reason = cardflow("deadletter", "replay", first, **as_ops)
         assert no_reason.exit_code == 2 and "--reason" in no_reason.output
@@ -108,8 +112,10 @@ def operate(settings: Settings, tmp_path: Path) -> tuple[str, str, str]:
         purged = cardflow("deadletter", "purge", second, "--reason", "junk from a test client", **as_ops)
         assert purged.exit_code == 0 and "purged 1 dead-letter entry" in purged.stdout
         before = datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
-        swept = cardflow("deadletter", "purge", "--before", before, "--reason", "clean-up", **as_ops)
-        assert swept.exit_code == 0 and "purged 1 dead-letter entr" in swept.stdout
+        neither = cardflow("deadletter", "purge", "--reason", "clean-up", "--lang", "zh", **as_ops)
+        assert neither.exit_code == 2 and "二者选一" in neither.output
+        swept = cardflow("deadletter", "purge", "--before", before, "--reason", "clean-up", "--lang", "zh", **as_ops)
+        assert swept.exit_code == 0 and "已删除 1 条死信" in swept.stdout
         unknown = cardflow("deadletter", "show", "1-0", **as_ops)
         assert unknown.exit_code == 1 and "no dead-letter entry" in unknown.stderr
     return first, second, third
