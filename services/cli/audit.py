@@ -50,6 +50,7 @@ LABELS: dict[str, dict[str, str]] = {
                         " cost {cost:.4f}, output {output}",
         "runs": "runs", "steps": "steps", "original": "original: ",
         "by_card": "card", "by_project": "project", "by_profile": "profile",
+        "note_saved": "round {round}: note version {version}",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -73,6 +74,7 @@ LABELS: dict[str, dict[str, str]] = {
         "why_headline": "[bold]{name}[/bold]（{task}），项目 {project}：{state} —— {reason}；{gpu_hours:.4f} GPU 小时，"
                         "成本 {cost:.4f}，产出 {output}",
         "runs": "各次运行", "steps": "经过", "original": "原文：",
+        "note_saved": "周期 {round}：复盘备注已存为第 {version} 版",
     },
 }
 
@@ -257,11 +259,12 @@ def close(note: NoteOption, reason: ReasonOption = "", as_json: JsonOption = Fal
 
 def note(
     round_id: Annotated[str, typer.Argument(help="e.g. R0003")], text: NoteOption, reason: ReasonOption = "",
+    lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Amend a round's note (operator); every earlier version is kept."""
     with cli_api() as api:
         answer = api.post(f"/v1/rounds/{round_id}/note", {"note": text, "reason": reason})
-    console.print(f"round {answer['round_id']}: note version {answer['version']}")
+    console.print(LABELS[lang.value]["note_saved"].format(round=answer["round_id"], version=answer["version"]))
 
 
 def list_rounds(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:

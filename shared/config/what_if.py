@@ -106,14 +106,21 @@ def compare(current: Mapping[str, Any], proposed: Mapping[str, Any]) -> list[Del
     return rows
 
 
+def gains_and_losses(rows: list[Delta]) -> tuple[list[Delta], list[Delta]]:
+    """The measures the verdict names, at most three each: better under the proposal, and worse
+    (deferral counts are left out: they explain waits, they are not a goal)."""
+    changed = [row for row in rows if row.better is not None and not row.measure.startswith("deferred")]
+    return [row for row in changed if row.better][:3], [row for row in changed if not row.better][:3]
+
+
 def verdict(rows: list[Delta], days: float, tasks: int) -> str:
     """One plain sentence: no difference, or the biggest gains and losses."""
-    changed = [row for row in rows if row.better is not None and not row.measure.startswith("deferred")]
-    if not changed:
+    better, worse = gains_and_losses(rows)
+    if not better and not worse:
         return (f"No difference: over the last {days:g} days ({tasks} tasks) the proposal would have made the same "
                 "decisions as the policy in force.")  # fmt: skip
-    gains = [_phrase(row) for row in changed if row.better]
-    losses = [_phrase(row) for row in changed if not row.better]
+    gains = [_phrase(row) for row in better]
+    losses = [_phrase(row) for row in worse]
     parts = []
     if gains:
         parts.append("better: " + ", ".join(gains[:3]))

@@ -70,6 +70,7 @@ async def test_decisions_record_their_versions_and_what_if_replays_the_recorded_
         table = cardflow("config", "what-if", "policy", str(longer_grace), "--days", "1", url=url, token=token)
         same = json.loads(cardflow("config", "what-if", "policy", str(in_force), "--days", "1", "--json", url=url, token=token))
         same_table = cardflow("config", "what-if", "policy", str(in_force), "--days", "1", url=url, token=token)
+        table_zh = cardflow("config", "what-if", "policy", str(longer_grace), "--days", "1", "--lang", "zh", url=url, token=token)
 
     measures = {m["measure"]: m for m in changed["measures"]}
     assert changed["tasks"] == 2 and changed["left_out"] == {"unmatchable, never ran": 1} and changed["current_version"] == 1
@@ -83,6 +84,9 @@ async def test_decisions_record_their_versions_and_what_if_replays_the_recorded_
     flat = " ".join(table.split())
     assert "preemptions │ 1 │ 0 │ -1" in flat and changed["verdict"] in flat
     assert "Not replayed: 1 unmatchable, never ran" in flat
+    flat_zh = " ".join(table_zh.split())
+    assert "抢占次数 │ 1 │ 0 │ -1" in flat_zh and "更差：等待时间 核心 均值" in flat_zh, flat_zh
+    assert "未重放：无可用卡型，从未运行 1 个" in flat_zh and "Over the last" not in flat_zh
 
     assert all(m["better"] is None and m["change"] == 0 for m in same["measures"])
     assert same["verdict"].startswith("No difference: over the last 1 days (2 tasks)")

@@ -42,6 +42,9 @@ def test_doctor_passes_when_every_backend_answers(backends: Endpoints) -> None:
     assert "all backends reachable" in result.output
     assert f"cardflow {version('cardflow')} (Python " in result.output
     assert not [secret for secret in secrets_of(backends) if secret in result.output]
+    in_chinese = runner.invoke(app, ["doctor", "--lang", "zh"], env=backends.as_env())
+    assert in_chinese.exit_code == 0 and "所有后端均可连接" in in_chinese.output, in_chinese.output
+    assert "cardflow 体检" in in_chinese.output and "条目数" in in_chinese.output and "发件箱行数" in in_chinese.output
 
 
 def test_doctor_passes_as_a_service_login_that_may_not_read_the_config_schema(backends: Endpoints) -> None:
@@ -82,6 +85,8 @@ def test_doctor_names_what_is_not_configured(data_dir_factory: Callable[[], Path
     assert result.exit_code == 1
     for name in ("redis", "postgres", "s3"):
         assert f"{name} not configured" in result.stderr
+    in_chinese = runner.invoke(app, ["doctor", "--data-dir", str(data_dir_factory()), "--lang", "zh"])
+    assert in_chinese.exit_code == 1 and "尚未就绪" in in_chinese.stderr and "redis 未配置" in in_chinese.stderr
 
 
 def test_doctor_finds_the_running_instance_by_data_dir(backends: Endpoints) -> None:

@@ -18,10 +18,14 @@ from services.cli.main import app
 MACHINE_OUTPUT = {
     # prints `export` lines for `eval "$(cardflow endpoints)"`; its error goes to stderr
     "endpoints": "export lines for a shell",
-    # writes users.acl / grants for Redis (`--apply` runs ACL SETUSER); a script or an admin pipes them
-    "redis-users": "ACL lines for Redis",
+    # `ACL SETUSER` lines (passwords as comments) for `redis-cli < file`; it touches no backend
+    "redis-users": "ACL commands for redis-cli",
     # the SQL of PostgreSQL roles and grants, for psql
     "pg-roles": "SQL for psql",
+    # the document itself, to edit and give back to `config apply` (its first line, naming the base
+    # version, is parsed there); nothing else is printed
+    "config show": "a YAML document for `config apply`",
+    "template show": "a YAML document for `template apply`",
     # runs one service process; prints only its structlog lines (JSON unless on a terminal), for log collectors
     "service": "a service process's logs",
     # runs a node agent process (usually under systemd); prints only its structlog lines
@@ -33,10 +37,7 @@ MACHINE_OUTPUT = {
 
 NOT_YET = {
     "up",  # its table of backends and hints are for people (not only a supervisor's log): to translate
-    "export", "doctor", "simulate",
-    "config show", "config apply", "config set", "config history", "config diff", "config rollback", "config what-if",
-    "template list", "template show", "template apply",
-    "round note",
+    "simulate",
 }  # fmt: skip
 
 

@@ -121,6 +121,8 @@ async def test_the_cli_commands_are_clients_of_the_api(fresh_settings: Settings)
             listed = runner.invoke(cli, ["round", "list", "--json"], env=env)
             assert listed.exit_code == 0 and '"round_id": "R0001"' in listed.output
             assert runner.invoke(cli, ["round", "note", "R0001", "--note", "amended"], env=env).exit_code == 0
+            noted_zh = runner.invoke(cli, ["round", "note", "R0001", "--note", "再改一次", "--lang", "zh"], env=env)
+            assert noted_zh.exit_code == 0 and "周期 R0001：复盘备注已存为第 3 版" in noted_zh.output, noted_zh.output
             assert "amended" in runner.invoke(cli, ["round", "show", "R0001"], env=env).output
             compared = runner.invoke(cli, ["round", "compare", "R0001", "R0001"], env=env)
             assert compared.exit_code == 0 and "R0001 → R0001" in compared.output

@@ -85,6 +85,7 @@ async def test_the_daily_export_fires_by_itself_and_yesterdays_list_sits_beside_
 
         listed = cli("export", "--list", "--json", url=url, token=root)
         table = cli("export", "--list", url=url, token=root)
+        table_zh = cli("export", "--list", "--lang", "zh", url=url, token=root)
 
     exports = {row["day"]: row for row in _json(listed)}
     assert set(exports) == {"2031-03-14", "2031-03-15"}
@@ -94,6 +95,7 @@ async def test_the_daily_export_fires_by_itself_and_yesterdays_list_sits_beside_
     assert {row["reason"] for row in exports.values()} == {"the daily export (due from 06:00 UTC)"}
     assert "exports/2031-03-14/tasks.csv" in table and "exports/2031-03-15/tasks.csv" in table
     assert table.index("2031-03-15") < table.index("2031-03-14")  # newest first
+    assert "已有导出（2 个）" in table_zh and "每日" in table_zh and "触发" in table_zh, table_zh
     async with open_object_store(fresh_settings) as store:
         tasks_of = {}
         for day, row in exports.items():

@@ -7,6 +7,7 @@ from typing import Any
 
 from shared.cards import load_catalog
 from shared.config import POLICY, policy_seed_text, scheduling_policy, set_values, validate_document
+from services.cli.what_if import verdict_zh
 from shared.config.what_if import compare, replay, verdict, workload_tasks
 from shared.scheduling.policies import POLICIES
 
@@ -47,6 +48,8 @@ def test_a_change_that_matters_shows_the_difference_and_says_so() -> None:
     assert by_measure["wait standard mean"].better is True
     assert sentence.startswith("Over the last 1 days (5 tasks) the proposal would be better: ")
     assert "worse: wait core mean" in sentence
+    in_chinese = verdict_zh(rows, 1, 5)
+    assert in_chinese.startswith("在最近 1 天（5 个任务）里，提议的策略更好：") and "更差：等待时间 核心 均值" in in_chinese
 
 
 def test_a_no_op_shows_no_difference() -> None:
@@ -54,6 +57,7 @@ def test_a_no_op_shows_no_difference() -> None:
     rows, sentence = what_if(reworded)
     assert all(row.better is None for row in rows)
     assert sentence.startswith("No difference: over the last 1 days (5 tasks)")
+    assert verdict_zh(rows, 1, 5).startswith("没有差异：在最近 1 天（5 个任务）里")
 
 
 def test_durations_are_the_real_ones_converted_to_the_reference_card() -> None:
