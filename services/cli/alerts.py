@@ -50,7 +50,7 @@ def alerts(
 ) -> None:
     """The alert digest: every alert since then (quota, approvals, deadlines, idle reclaim, failures)."""
     start = since_moment(since, datetime.now(UTC))
-    with cli_api() as api:
+    with cli_api(lang) as api:
         digest = api.get("/v1/alerts/digest", since=start.isoformat(), lang=lang.value)
     if as_json:
         print(json.dumps(digest, indent=2, ensure_ascii=False))

@@ -51,7 +51,7 @@ def deny(task_id: TaskArgument, reason: ReasonOption, as_json: JsonOption = Fals
 
 
 def _review(ref: str, decision: str, reason: str, as_json: bool, lang: CliLang) -> None:
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_of(api, ref)
         answer = api.post(f"/v1/tasks/{task_id}/{decision}", {"reason": reason})
     if as_json:
@@ -75,7 +75,7 @@ def approvals(
     as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """What waits for a reviewer, and who approved or denied what (and why) in the last N days."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         board = api.get("/v1/board/groups", lang=lang.value)
         decided = api.get("/v1/approvals/decisions", days=days)
     waiting = next((group["tasks"] for group in board["groups"] if group["kind"] == "approval"), [])

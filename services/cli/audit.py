@@ -124,7 +124,7 @@ def verify(
 ) -> None:  # fmt: skip
     """Check the hash chain, every segment in object storage, that nothing published is missing,
     and that replaying the archive rebuilds the live state; exit 0 only when all of it holds."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         report = api.get("/v1/audit/verify", settle_s=settle)
     if as_json:
         emit_json(report)
@@ -170,7 +170,7 @@ def replay(
     """The state at any moment, folded from the archive: tasks, leases in force, quotas, spend."""
     if until is not None and until.tzinfo is None:
         raise typer.BadParameter("give --until a time zone (Z, +08:00, ...)", param_hint="--until")
-    with cli_api() as api:
+    with cli_api(lang) as api:
         state = api.get("/v1/audit/replay", until=until.isoformat() if until else None)
     if as_json:
         emit_json(state)
@@ -190,7 +190,7 @@ def replay(
 
 def why(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """The whole story of a task: each step with time, actor and reason, and its runs."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_or_ref(api, task)
         story = api.get(f"/v1/audit/why/{task_id}", lang=lang.value)
     if as_json:
@@ -233,7 +233,7 @@ def log(
     as_json: JsonOption = False, lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Who changed what: configuration, templates, quotas, approvals, cancellations, tokens, agents, rounds."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/audit/log", actor=actor, type=event_type, since=since.isoformat() if since else None)
     if as_json:
         emit_json(rows)
@@ -249,7 +249,7 @@ NoteOption = Annotated[str, typer.Option("--note", help="the one-line retrospect
 
 def close(note: NoteOption, reason: ReasonOption = "", as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Close the open round now (operator): the report goes to PostgreSQL and the reports bucket."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         closed = api.post("/v1/rounds/close", {"note": note, "reason": reason})
     if as_json:
         emit_json(closed)
@@ -262,14 +262,14 @@ def note(
     lang: LangOption = CliLang.EN,
 ) -> None:  # fmt: skip
     """Amend a round's note (operator); every earlier version is kept."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post(f"/v1/rounds/{round_id}/note", {"note": text, "reason": reason})
     console.print(LABELS[lang.value]["note_saved"].format(round=answer["round_id"], version=answer["version"]))
 
 
 def list_rounds(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Closed rounds, oldest first."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/rounds")
     if as_json:
         emit_json(rows)
@@ -282,7 +282,7 @@ def list_rounds(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> N
 def show(round_id: Annotated[str, typer.Argument(help="e.g. R0003")], as_json: JsonOption = False,
          lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """One round's report: totals, spend against output by project, scenario and card, the review."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         found = api.get(f"/v1/rounds/{round_id}")
     if as_json:
         emit_json(found)
@@ -312,7 +312,7 @@ def print_round(found: dict[str, Any], lang: CliLang) -> None:
 def clear_flag(task: TaskArgument, reason: ReasonOption, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Clear a flagged success after checking its output (reviewer of its project, not its submitter):
     the ledger then counts the held-back output, once; recorded with you as actor and the reason."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_or_ref(api, task)
         answer = api.post(f"/v1/review/{task_id}/clear-flag", {"reason": reason})
     if as_json:
@@ -334,7 +334,7 @@ def print_flagged(flagged: list[dict[str, Any]], lang: CliLang) -> None:
 def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, typer.Argument()],
             as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Two rounds side by side: totals, and spend per project and card type, with the change."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         result = api.get("/v1/rounds/compare", first=first, second=second)
     if as_json:
         emit_json(result)
@@ -352,7 +352,7 @@ def compare(first: Annotated[str, typer.Argument()], second: Annotated[str, type
 
 def matches(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """A task's card match: every ranked card type, and once it finished, the verdict in hindsight."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_or_ref(api, task)
         found = api.get(f"/v1/matches/{task_id}", lang=lang.value)
     if as_json:
@@ -415,7 +415,7 @@ def review(
     runtime per card type and profile (to correct the catalog's speed factors)."""
     if ctx.invoked_subcommand is not None:
         return
-    with cli_api() as api:
+    with cli_api(lang) as api:
         result = api.get("/v1/review", round=round_id, by=by.value)
     if as_json:
         emit_json(result)

@@ -5,7 +5,8 @@ data dir), then runs the system parts registered in `SYSTEM_PARTS` (services, ag
 demo workload) until Ctrl-C or SIGTERM, and stops everything in reverse order.
 
 `doctor --lang zh` (or `CARDFLOW_LANG=zh`) prints its tables and findings in Chinese; a backend's
-own error text stays as it came.
+own error text stays as it came. `up --lang zh` says its own table and lines in Chinese; what the
+system parts print while they run (the services' supervisor, the demo's live view) stays English.
 """
 
 from __future__ import annotations
@@ -72,9 +73,31 @@ def _data_dir(settings: Settings, data_dir: Path | None) -> Path:
     return data_dir if data_dir is not None else settings.data_dir
 
 
+UP_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "cannot_start": "cannot start:", "connect": "Connect another terminal:", "running": "Running. Press Ctrl-C to stop.",
+        "stopped": "Stopped.", "no_parts": "no system part registered; backends only",
+        "title": "cardflow backends (data dir {data_dir})", "backend": "backend", "where": "where", "mode": "mode",
+        "embedded": "embedded", "external": "external (from CARDFLOW_*)", "logs": "logs in {path}",
+        "subprocesses": "subprocesses", "not started": "not started", "admin token": "admin token",
+        "token_where": "user:{name}, in {path} (0600)", "created now": "created now", "kept": "kept from the last start",
+    },
+    CliLang.ZH: {
+        "cannot_start": "无法启动：", "connect": "在另一个终端连接：", "running": "运行中。按 Ctrl-C 停止。",
+        "stopped": "已停止。", "no_parts": "没有注册任何系统部件；只启动了后端",
+        "title": "cardflow 后端（数据目录 {data_dir}）", "backend": "后端", "where": "位置", "mode": "方式",
+        "embedded": "内嵌", "external": "外部（来自 CARDFLOW_*）", "logs": "日志在 {path}",
+        "subprocesses": "子进程", "not started": "未启动", "admin token": "管理员令牌",
+        "token_where": "user:{name}，在 {path}（0600）", "created now": "刚创建", "kept": "沿用上次启动时的",
+    },
+}  # fmt: skip
+"""`up`'s own words per language (a script that waits for the `Running.` line runs `up` without `--lang zh`)."""
+
+
 def up(
     demo: Annotated[bool, typer.Option("--demo", help="Also run a simulated fleet and a demo workload")] = False,
     data_dir: DataDirOption = None,
+    lang: LangOption = CliLang.EN,
 ) -> None:
     """Start missing backends (embedded) and the system; run until Ctrl-C."""
     from shared.embedded import Backends, EmbeddedServerError, InstanceAlreadyRunning
@@ -82,21 +105,22 @@ def up(
     from shared.settings import Settings
 
     configure_logging()
+    words = UP_WORDS[lang]
     settings = Settings()
     backends = Backends(settings, _data_dir(settings, data_dir))
     with _graceful_signals(), ExitStack() as stack:
         try:
             found = stack.enter_context(backends)
         except (InstanceAlreadyRunning, EmbeddedServerError) as exc:
-            errors.print(f"[red]cannot start:[/red] {exc}")
+            errors.print(f"[red]{words['cannot_start']}[/red] {exc}")
             raise typer.Exit(1) from None
         admin = local_admin(found)
-        console.print(_where_table(found, backends.embedded, admin))
-        console.print(f"Connect another terminal: [bold]eval \"$(cardflow endpoints --data-dir {found.data_dir})\"[/bold]")
-        run_system(found, demo, stack)
-        console.print("Running. Press Ctrl-C to stop.")
+        console.print(_where_table(found, backends.embedded, admin, words))
+        console.print(f"{words['connect']} [bold]eval \"$(cardflow endpoints --data-dir {found.data_dir})\"[/bold]")
+        run_system(found, demo, stack, words)
+        console.print(words["running"])
         _wait_forever()
-    console.print("Stopped.")
+    console.print(words["stopped"])
 
 
 def local_admin(endpoints: Endpoints) -> LocalAdmin:
@@ -112,10 +136,10 @@ def local_admin_name() -> str:
     return name or "local-admin"
 
 
-def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack) -> list[str]:
+def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack, words: dict[str, str] = UP_WORDS[CliLang.EN]) -> list[str]:
     """Enter every registered system part; returns their names."""
     if not SYSTEM_PARTS:
-        console.print("[yellow]no system part registered; backends only[/yellow]")
+        console.print(f"[yellow]{words['no_parts']}[/yellow]")
     names = []
     for part in SYSTEM_PARTS:
         stack.enter_context(part(endpoints, demo))
@@ -148,18 +172,18 @@ def _wait_forever() -> None:
         threading.Event().wait()
 
 
-def _where_table(endpoints: Endpoints, embedded: list[str], admin: LocalAdmin) -> Table:
-    table = Table(title=f"cardflow backends (data dir {endpoints.data_dir})")
+def _where_table(endpoints: Endpoints, embedded: list[str], admin: LocalAdmin, words: dict[str, str]) -> Table:
+    table = Table(title=words["title"].format(data_dir=endpoints.data_dir))
     for column in ("backend", "where", "mode"):
-        table.add_column(column, overflow="fold")
+        table.add_column(words[column], overflow="fold")
     for name, where in endpoints.redacted().items():
-        table.add_row(name, where, "embedded" if name in embedded else "external (from CARDFLOW_*)")
-    logs = f"logs in {Path(endpoints.data_dir or '.cardflow') / 'logs'}"
-    started = "subprocesses" if SYSTEM_PARTS else "not started"
+        table.add_row(name, where, words["embedded"] if name in embedded else words["external"])
+    logs = words["logs"].format(path=Path(endpoints.data_dir or ".cardflow") / "logs")
+    started = words["subprocesses"] if SYSTEM_PARTS else words["not started"]
     table.add_row("services", logs, started)
     table.add_row("console/API", "`cardflow console`", started)
-    created = "created now" if admin.created else "kept from the last start"
-    table.add_row("admin token", f"user:{admin.name}, in {admin.path} (0600)", created)
+    created = words["created now"] if admin.created else words["kept"]
+    table.add_row(words["admin token"], words["token_where"].format(name=admin.name, path=admin.path), created)
     return table
 
 

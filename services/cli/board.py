@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         """The readiness board: what can run now and what waits for what (data, quota, approval, GPUs...)."""
         from services.cli.client import cli_api
 
-        with cli_api() as api:
+        with cli_api(lang) as api:
             if snapshot:
                 written = api.post("/v1/board/snapshot", {"reason": reason})
             else:

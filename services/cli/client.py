@@ -11,7 +11,9 @@ names; else, only when the API was found through the data dir, that instance's a
 `eval "$(cardflow endpoints)"` sets the URL and the token file.
 
 Any failure leaves `cli_api()` as ONE line on stderr and an exit code: 401 names the token problem,
-403 the missing role (the API's sentence), an unreachable API says where it looked.
+403 the missing role (the API's sentence), an unreachable API says where it looked. `cli_api(lang)`
+says the client's own sentences in the command's language (`--lang zh`); the API's detail stays the
+API's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+
+from services.cli.lang import CliLang
 
 if TYPE_CHECKING:
     import httpx
@@ -43,12 +47,39 @@ TIMEOUT_S = 60.0
 errors = Console(stderr=True, soft_wrap=True)
 
 
-class ApiError(Exception):
-    """A request that did not succeed; the message is the one line the CLI prints."""
+CLIENT_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "error": "error: ",
+        "no_api": "no cardflow API to talk to: set {url_var} and {token_var} (eval \"$(cardflow endpoints)\" does it for a"
+                  " local instance), or start one with `cardflow up` (looked for a running instance on data dir {data_dir})",
+        "token_file": "cannot read the token file {path} ({file_var}): {why}",
+        "unreachable": "cannot reach the cardflow API at {url} ({error}); is `cardflow up` or `cardflow console` running there?",
+        "no_token": "{detail} (no token configured: set {token_var} or {file_var})",
+        "failed": "{detail} (HTTP {status} from {method} {path})", "refused": "{detail}",
+    },
+    CliLang.ZH: {
+        "error": "错误：",
+        "no_api": "找不到可用的 cardflow API：请设置 {url_var} 和 {token_var}（本机实例可用 eval \"$(cardflow endpoints)\" 设置），"
+                  "或用 `cardflow up` 启动一个（已在数据目录 {data_dir} 查找运行中的实例）",
+        "token_file": "无法读取令牌文件 {path}（{file_var}）：{why}（原文）",
+        "unreachable": "无法连接 {url} 上的 cardflow API（{error}，原文）；那里是否在运行 `cardflow up` 或 `cardflow console`？",
+        "no_token": "{detail}（未配置令牌：请设置 {token_var} 或 {file_var}）",
+        "failed": "{detail}（{method} {path} 返回 HTTP {status}）", "refused": "{detail}",
+    },
+}  # fmt: skip
+"""The client's own sentences; `{detail}` is the API's (kept as it is)."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_FAILED, status: int | None = None) -> None:
-        super().__init__(message)
-        self.exit_code, self.status = exit_code, status
+
+class ApiError(Exception):
+    """A request that did not succeed: the sentence `said` of `CLIENT_WORDS` with its facts; `str()` is
+    the English line, `line(lang)` the line the CLI prints."""
+
+    def __init__(self, said: str, facts: Mapping[str, Any], exit_code: int = EXIT_FAILED, status: int | None = None) -> None:
+        super().__init__(CLIENT_WORDS[CliLang.EN][said].format(**facts))
+        self.said, self.facts, self.exit_code, self.status = said, dict(facts), exit_code, status
+
+    def line(self, lang: CliLang = CliLang.EN) -> str:
+        return CLIENT_WORDS[lang][self.said].format(**self.facts)
 
 
 @dataclass(frozen=True)
@@ -94,10 +125,7 @@ def resolve_target(env: Mapping[str, str] | None = None, data_dir: Path | str | 
     instance = None if env.get(ENV_API_URL) else read_instance_api(data_dir)
     url = env.get(ENV_API_URL) or (instance or {}).get(ENV_API_URL)
     if not url:
-        raise ApiError(
-            f"no cardflow API to talk to: set {ENV_API_URL} and {ENV_TOKEN} (eval \"$(cardflow endpoints)\" does it for a"
-            f" local instance), or start one with `cardflow up` (looked for a running instance on data dir {data_dir})"
-        )
+        raise ApiError("no_api", {"url_var": ENV_API_URL, "token_var": ENV_TOKEN, "data_dir": data_dir})
     if env.get(ENV_TOKEN):
         return ApiTarget(url.rstrip("/"), env[ENV_TOKEN].strip(), ENV_TOKEN)
     token_file = env.get(ENV_TOKEN_FILE) or (instance or {}).get(ENV_TOKEN_FILE)
@@ -110,7 +138,7 @@ def _read_token_file(path: Path) -> str:
     try:
         return path.read_text().strip()
     except OSError as exc:
-        raise ApiError(f"cannot read the token file {path} ({ENV_TOKEN_FILE}): {exc.strerror}") from None
+        raise ApiError("token_file", {"path": path, "file_var": ENV_TOKEN_FILE, "why": exc.strerror}) from None
 
 
 class ApiClient:
@@ -128,10 +156,7 @@ class ApiClient:
         try:
             response = self._http.request(method, path, json=body, params=query or None)  # an empty mapping would drop a query written in `path`
         except httpx.HTTPError as exc:
-            raise ApiError(
-                f"cannot reach the cardflow API at {self.target.url} ({type(exc).__name__}: {exc}); is `cardflow up` or"
-                " `cardflow console` running there?"
-            ) from None
+            raise ApiError("unreachable", {"url": self.target.url, "error": f"{type(exc).__name__}: {exc}"}) from None
         if response.is_success or response.status_code in expect:
             return response
         raise self._error(response)
@@ -145,12 +170,11 @@ class ApiClient:
     def _error(self, response: httpx.Response) -> ApiError:
         detail = detail_of(response)
         status = response.status_code
-        if status == 401:
-            hint = "" if self.target.token else f" (no token configured: set {ENV_TOKEN} or {ENV_TOKEN_FILE})"
-            return ApiError(f"{detail}{hint}", EXIT_REFUSED, status)
-        if status == 403:
-            return ApiError(detail, EXIT_REFUSED, status)
-        return ApiError(f"{detail} (HTTP {status} from {response.request.method} {response.request.url.path})", EXIT_FAILED, status)
+        if status in (401, 403):
+            said = "refused" if status == 403 or self.target.token else "no_token"
+            return ApiError(said, {"detail": detail, "token_var": ENV_TOKEN, "file_var": ENV_TOKEN_FILE}, EXIT_REFUSED, status)
+        facts = {"detail": detail, "status": status, "method": response.request.method, "path": response.request.url.path}
+        return ApiError("failed", facts, EXIT_FAILED, status)
 
 
 def detail_of(response: httpx.Response) -> str:
@@ -178,13 +202,15 @@ def api_client(target: ApiTarget | None = None) -> Iterator[ApiClient]:
 
 
 @contextlib.contextmanager
-def cli_api() -> Iterator[ApiClient]:
-    """`api_client()` for a CLI command: an `ApiError` ends the command with `error: <line>` and its exit code."""
+def cli_api(lang: CliLang | str = CliLang.EN) -> Iterator[ApiClient]:
+    """`api_client()` for a CLI command: an `ApiError` ends the command with `error: <line>` (in the
+    command's language) and its exit code."""
+    lang = CliLang(str(lang))
     try:
         with api_client() as api:
             yield api
     except ApiError as exc:
         from rich.markup import escape
 
-        errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        errors.print(f"[red]{CLIENT_WORDS[lang]['error']}[/red]{escape(exc.line(lang))}", highlight=False)
         raise typer.Exit(exc.exit_code) from None

@@ -94,7 +94,7 @@ def apply(name: NameArgument, file: Annotated[Path, typer.Argument(exists=True, 
           reason: ReasonOption, base: BaseOption = None, lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Make FILE the new version of NAME (validated first; a bad document changes nothing)."""
     body = {"name": name, "content": file.read_text(encoding="utf-8"), "base": base, "reason": reason}
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post("/v1/config/apply", body)
     print_change(answer, lang)
 
@@ -103,14 +103,14 @@ def set_values(name: NameArgument,
                assignments: Annotated[list[str], typer.Argument(help="key.path=value pairs, e.g. headroom.default=0.15")],
                reason: ReasonOption, base: BaseOption = None, lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Set keys of the version in force (comments and order kept) as a new version."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post("/v1/config/set", {"name": name, "assignments": assignments, "base": base, "reason": reason})
     print_change(answer, lang)
 
 
 def history(name: NameArgument, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Every version of NAME: who, when, why, sha256 and where it is in the bucket."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.get("/v1/config/history", name=name)
     if as_json:
         print(json.dumps(answer["versions"], indent=2, ensure_ascii=False))
@@ -127,7 +127,7 @@ def diff(name: NameArgument, old: Annotated[int, typer.Argument(min=1)],
          new: Annotated[int | None, typer.Argument(min=1, help="default: the version in force")] = None,
          lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Unified diff from version OLD to NEW."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.get("/v1/config/diff", name=name, old=old, new=new)
     print(answer["diff"] or WORDS[lang]["no_difference"].format(name=name), end="" if answer["diff"] else "\n")
 
@@ -135,14 +135,14 @@ def diff(name: NameArgument, old: Annotated[int, typer.Argument(min=1)],
 def rollback(name: NameArgument, version: Annotated[int, typer.Argument(min=1, help="the version to go back to")],
              reason: ReasonOption, base: BaseOption = None, lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Write VERSION's content as a new version (history is never rewritten)."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post("/v1/config/rollback", {"name": name, "version": version, "base": base, "reason": reason})
     print_change(answer, lang)
 
 
 def template_list(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """Every template and its latest version."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/config/documents", kind="template")
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))

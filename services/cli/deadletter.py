@@ -63,7 +63,7 @@ def list_command(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Dead entries, oldest first: where each came from, why it died, how often it was tried."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/deadletters", stream=stream, limit=limit)
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -74,7 +74,7 @@ def list_command(
 def show(deadletter_id: Annotated[str, typer.Argument(help="the entry's id in cf:deadletter")], as_json: JsonOption = False,
          lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """One dead entry with its error and every original field."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         row = api.get(f"/v1/deadletters/{deadletter_id}")
     if as_json:
         print(json.dumps(row, indent=2, ensure_ascii=False))
@@ -96,7 +96,7 @@ def _reason(reason: str, words: dict[str, str]) -> str:
 def replay(deadletter_id: Annotated[str, typer.Argument(help="the entry's id in cf:deadletter")], reason: ReasonOption,
            lang: LangOption = CliLang.EN) -> None:  # fmt: skip
     """Put the entry back on its stream (every group of it reads it again; consumers skip what they applied)."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post(f"/v1/deadletters/{deadletter_id}/replay", {"reason": reason})
     console.print(WORDS[lang]["replayed"].format(id=deadletter_id, stream=answer["stream"], entry=answer["replayed_as"],
                                                  event=answer["event_id"]))  # fmt: skip
@@ -114,7 +114,7 @@ def purge(
         raise typer.BadParameter(words["purge_what"])
     body: dict[str, Any] = {"reason": reason, "ids": ids or None,
                             "dead_before": before.isoformat() + ("Z" if before.tzinfo is None else "") if before else None}
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post("/v1/deadletters/purge", body)
     count = len(answer["purged"])
     console.print(words["purged"].format(n=count, entries=words["entry" if count == 1 else "entries"]))

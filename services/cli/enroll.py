@@ -65,7 +65,7 @@ def enroll(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Enrol an agent (admin): its own Redis user with a new password, shown once."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         enrolled = api.post("/v1/agents", {"agent_id": agent_id, "reason": reason})
     print_answer(enrolled, as_json, LABELS[lang], ("agent_id", "redis_user", "password", "redis_url"))
 
@@ -77,7 +77,7 @@ def unenroll(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Unenrol an agent (admin): delete its Redis user, so its password is refused; its leases expire."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         unenrolled = api.call("DELETE", f"/v1/agents/{quote(agent_id, safe='')}", body={"reason": reason}).json()
     print_answer(unenrolled, as_json, UNENROL_LABELS[lang], ("agent_id", "redis_user", "event_id"))
     if unenrolled.get("already_deleted") and not as_json:

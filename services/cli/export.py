@@ -43,7 +43,7 @@ def export(
     """Write every task and the demand per project and card type (CSV + JSON) to the reports bucket."""
     if not list_only and not reason:
         raise typer.BadParameter(WORDS[lang]["needs_reason"], param_hint="--reason")
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/exports") if list_only else [api.post("/v1/exports", {"reason": reason})]
     if as_json:
         print(json.dumps(rows if list_only else rows[0], indent=2, ensure_ascii=False))

@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
                 window[option[2:]] = parse_when(text, now).isoformat() if text else None
             except ValueError as error:
                 raise typer.BadParameter(str(error), param_hint=option) from None
-        with cli_api() as api:
+        with cli_api(lang) as api:
             rows = api.get("/v1/ledger", by=by.value, **window)
         key = {"task": "task_id", "project": "project", "card": "card_type"}[by.value]
         if as_json:
@@ -217,7 +217,7 @@ def register(app: typer.Typer) -> None:
         body = {"project": project, "gpu_hours": gpu_hours, "valid_from": _utc(valid_from).isoformat(),
                 "valid_to": _utc(valid_to).isoformat(), "alert_lead_days": alert_days, "card_type": card_type,
                 "reason": reason}  # fmt: skip
-        with cli_api() as api:
+        with cli_api(lang) as api:
             granted = api.post("/v1/quotas", body)
         console.print(QUOTA_WORDS[lang]["granted"].format(hours=gpu_hours, project=project, account=granted["account_id"]))
 
@@ -227,7 +227,7 @@ def register(app: typer.Typer) -> None:
         lang: LangOption = CliLang.EN,
     ) -> None:
         """Every quota account: used and remaining GPU-hours, validity, days left, who changed it last, alerts."""
-        with cli_api() as api:
+        with cli_api(lang) as api:
             rows = api.get("/v1/quotas")
         if as_json:
             _print_json(rows)
@@ -247,7 +247,7 @@ def register(app: typer.Typer) -> None:
         """Add or remove GPU-hours of an account, or move its end (operator)."""
         body = {"delta_gpu_hours": gpu_hours, "valid_to": _utc(valid_to).isoformat() if valid_to else None,
                 "reason": reason}  # fmt: skip
-        with cli_api() as api:
+        with cli_api(lang) as api:
             changed = api.post(f"/v1/quotas/{account}/adjust", body)
         if as_json:
             _print_json(changed)
@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Extend an account's validity, optionally adding GPU-hours (operator); held long tasks may start."""
         body = {"valid_to": _utc(valid_to).isoformat(), "add_gpu_hours": gpu_hours, "reason": reason}
-        with cli_api() as api:
+        with cli_api(lang) as api:
             changed = api.post(f"/v1/quotas/{account}/renew", body)
         if as_json:
             _print_json(changed)
@@ -280,7 +280,7 @@ def register(app: typer.Typer) -> None:
         lang: LangOption = CliLang.EN,
     ) -> None:
         """Every change of a quota account: grant, adjustments, renewals — the terms after each, who and why."""
-        with cli_api() as api:
+        with cli_api(lang) as api:
             rows = api.get(f"/v1/quotas/{account}/history")
         if as_json:
             _print_json(rows)

@@ -39,7 +39,7 @@ def nodes(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Every node: card type, state, GPUs used / borrowed (opportunistic) / free, utilisation, last heartbeat."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/nodes")
     rows = [row for row in rows if (card_type is None or row["card_type"] == card_type)
             and (state is None or row["state"] == state)]  # fmt: skip

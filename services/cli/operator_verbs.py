@@ -86,7 +86,7 @@ def _task_verb(verb: str, ref: str, body: dict[str, Any], as_json: bool, lang: C
     from services.cli.client import cli_api
     from services.cli.task_refs import task_id_of
 
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_of(api, ref)
         answer = api.post(f"/v1/tasks/{task_id}/{verb}", body)
     _print(answer, verb, as_json, lang, task=task_id if ref == task_id else f"{task_id} ({ref})",
@@ -96,7 +96,7 @@ def _task_verb(verb: str, ref: str, body: dict[str, Any], as_json: bool, lang: C
 def _node_verb(verb: str, node_id: str, reason: str, as_json: bool, lang: CliLang) -> None:
     from services.cli.client import cli_api
 
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post(f"/v1/nodes/{node_id}/{verb}", {"reason": reason})
     _print(answer, verb, as_json, lang, node=node_id, show="nodes")
 

@@ -49,7 +49,7 @@ def check(
     from shared.submission.validate import load_submission_file
 
     submissions = load_submission_file(file)
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answers = [api.call("POST", "/v1/check", body=submission, params={"lang": lang.value}).json()
                    for submission in submissions]
     if as_json:

@@ -30,7 +30,7 @@ def queue(
     lang: Annotated[str, typer.Option("--lang", help="language of the reasons: en or zh")] = "en",
 ) -> None:
     """The queue: running tasks and why they started, then waiting tasks in order with estimated starts."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/queue", running="true", lang=lang)
     if as_json:
         print(json.dumps(rows, indent=2))

@@ -1,7 +1,9 @@
 """`cardflow simulate`: replay a GPU trace under one or more policies and compare them.
 
 Every decision comes from the production scheduling core (`shared.scheduling.plan.plan`); see
-docs/simulation.md for events and metrics, docs/traces.md for the formats.
+docs/simulation.md for events and metrics, docs/traces.md for the formats. `--lang zh` (or
+`CARDFLOW_LANG=zh`) prints the table, the missed deadlines and the answers in Chinese; the JSON
+report and the plot are the same in both.
 """
 
 from __future__ import annotations
@@ -14,10 +16,30 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
+from services.cli.lang import CliLang, LangOption
 from shared.simulation.synthesize import DEFAULT_SEED
 
 FORMATS = ("native", "philly", "openb", "sacct")
 DEFAULT_POLICIES = ("cardflow", "fifo", "priority", "easy-backfill")
+
+WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "scenario_line": "[bold]{trace}[/]: {n} tasks on {fleet} ({description})",
+        "json_written": "JSON written to {path}", "plot_written": "plot written to {path}",
+        "plot_title": "{trace} on {description}", "format": "choose one of {formats}",
+        "unreadable": "cannot read {trace} as {fmt}: {error}", "unknown_policy": "unknown {names}; choose from {known}",
+        "scenario": "scenario: {json}", "notes": "trace notes: {json}", "synthesis": "synthesized with: {json}",
+    },
+    CliLang.ZH: {
+        "scenario_line": "[bold]{trace}[/]：{n} 个任务，集群 {fleet}（{description}）",
+        "json_written": "JSON 报告已写入 {path}", "plot_written": "图已写入 {path}",
+        "plot_title": "{trace} on {description}", "format": "请从 {formats} 中选一个",
+        "unreadable": "无法按 {fmt} 格式读取 {trace}：{error}（原文）", "unknown_policy": "未知策略 {names}；可选：{known}",
+        "scenario": "场景：{json}", "notes": "轨迹说明：{json}", "synthesis": "合成参数：{json}",
+    },
+}  # fmt: skip
+"""simulate's own words per language (the table's are `shared.simulation.report.LABELS`; the plot stays in English:
+its font may have no Chinese glyphs)."""
 
 
 class _OptionalSeedCommand(TyperCommand):
@@ -51,6 +73,7 @@ def simulate(
     plot_out: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of utilisation and queue length."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks by submit time."),
     jobs: int = typer.Option(1, "--jobs", min=1, help="Run policies in this many worker processes."),
+    lang: LangOption = CliLang.EN,
 ) -> None:
     """Replay TRACE on a simulated fleet under each policy; print a side-by-side table."""
     from shared.simulation.matching import CatalogCardModel
@@ -58,10 +81,10 @@ def simulate(
     from shared.simulation.runner import build_document, new_progress, prepare_scenario, run_policies
     from shared.simulation.traces import load_trace
 
-    console = Console()
+    console, words = Console(), WORDS[lang]
     if fmt not in FORMATS:
-        raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
-    chosen = _policies(policy or list(DEFAULT_POLICIES))
+        raise typer.BadParameter(words["format"].format(formats=", ".join(FORMATS)), param_hint="--format")
+    chosen = _policies(policy or list(DEFAULT_POLICIES), words)
     card_model = CatalogCardModel()
     fleet = _cluster(cluster)
     try:
@@ -69,32 +92,32 @@ def simulate(
                                     synthesize_seed=synthesize, quota_csv=quota,
                                     synthesize_quota=synthesize_quota, limit=limit)
     except (ValueError, KeyError) as error:
-        raise typer.BadParameter(f"cannot read {trace} as {fmt}: {error}", param_hint="--trace") from error
-    console.print(f"[bold]{scenario.trace.name}[/]: {len(scenario.tasks)} tasks on {scenario.cluster.summary()} "
-                  f"({scenario.cluster.description})")
+        raise typer.BadParameter(words["unreadable"].format(trace=trace, fmt=fmt, error=error), param_hint="--trace") from error
+    console.print(words["scenario_line"].format(trace=scenario.trace.name, n=len(scenario.tasks), fleet=scenario.cluster.summary(),
+                                                description=scenario.cluster.description))  # fmt: skip
     with new_progress() as progress:
         outcomes = run_policies(scenario, chosen, progress=progress, jobs=jobs)
     document = build_document(scenario, outcomes)
-    console.print(comparison_table(document))
-    for line in missed_deadline_lines(document):
+    console.print(comparison_table(document, lang=lang.value))
+    for line in missed_deadline_lines(document, lang=lang.value):
         console.print(line, markup=False, highlight=False)
-    _print_context(console, document)
+    _print_context(console, document, words)
     if json_out:
         write_json(document, json_out)
-        console.print(f"JSON written to {json_out}")
+        console.print(words["json_written"].format(path=json_out))
     if plot_out:
-        title = f"{scenario.trace.name} on {scenario.cluster.description}"
+        title = words["plot_title"].format(trace=scenario.trace.name, description=scenario.cluster.description)
         plot(outcomes, scenario.cluster.capacity, plot_out, title=title)
-        console.print(f"plot written to {plot_out}")
+        console.print(words["plot_written"].format(path=plot_out))
 
 
-def _policies(names: list[str]) -> list[Any]:
+def _policies(names: list[str], words: dict[str, str]) -> list[Any]:
     from shared.scheduling.policies import POLICIES
 
     unknown = [name for name in names if name not in POLICIES]
     if unknown:
-        known = ", ".join(POLICIES)
-        raise typer.BadParameter(f"unknown {', '.join(unknown)}; choose from {known}", param_hint="--policy")
+        raise typer.BadParameter(words["unknown_policy"].format(names=", ".join(unknown), known=", ".join(POLICIES)),
+                                 param_hint="--policy")  # fmt: skip
     return [POLICIES[name] for name in dict.fromkeys(names)]
 
 
@@ -109,11 +132,11 @@ def _cluster(spec: str | None) -> Any:
         raise typer.BadParameter(str(error), param_hint="--cluster") from error
 
 
-def _print_context(console: Console, document: dict[str, Any]) -> None:
-    console.print(f"scenario: {json.dumps(document['scenario'])}")
-    console.print(f"trace notes: {json.dumps(document['trace_notes'])}")
+def _print_context(console: Console, document: dict[str, Any], words: dict[str, str]) -> None:
+    console.print(words["scenario"].format(json=json.dumps(document["scenario"], ensure_ascii=False)))
+    console.print(words["notes"].format(json=json.dumps(document["trace_notes"], ensure_ascii=False)))
     if document["synthesis"]:
-        console.print(f"synthesized with: {json.dumps(document['synthesis'])}")
+        console.print(words["synthesis"].format(json=json.dumps(document["synthesis"], ensure_ascii=False)))
 
 
 def register(app: typer.Typer) -> None:

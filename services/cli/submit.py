@@ -260,7 +260,7 @@ def submit(
     except SubmissionFileError as error:
         errors.print(WORDS[lang]["file_error"].format(error=error), markup=False, highlight=False)
         raise typer.Exit(2) from None
-    with cli_api() as api:
+    with cli_api(lang) as api:
         sent = [send(api, raw) for raw in submissions]
         console.print(sent_table(sent, lang))
         code = wait_for_tasks(api, sent, timeout, lang) if wait else 0
@@ -276,7 +276,7 @@ def cancel(
     """Ask to cancel TASK (the dispatcher stops it); needs role submitter for the task's project."""
     from services.cli.task_refs import task_id_of
 
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_of(api, task)
         api.post(f"/v1/tasks/{task_id}/cancel", {"reason": reason or None})
     console.print(WORDS[lang]["cancelled"].format(task=task_id if task == task_id else f"{task_id} ({task})"))

@@ -78,7 +78,7 @@ def create(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Create an API token (admin). The secret is printed once, on stdout."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         issued = api.post("/v1/tokens", {"name": name, "role": role.value, "project": project, "reason": reason})
     if as_json:
         print(json.dumps(issued, indent=2, ensure_ascii=False))
@@ -96,7 +96,7 @@ def list_tokens(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Tokens, oldest first (admin): holder, role, project, who created them; never the secrets."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/tokens", include_revoked=include_revoked or None)
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -110,7 +110,7 @@ def revoke(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """Revoke tokens (admin): requests with them are refused from now on."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         answer = api.post(f"/v1/tokens/{ref}/revoke", {"reason": reason})
     words = WORDS[lang]
     for info in answer["revoked"]:
@@ -119,7 +119,7 @@ def revoke(
 
 def whoami(as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:
     """The token this shell uses: its name, role and project."""
-    with cli_api() as api:
+    with cli_api(lang) as api:
         me = api.get("/v1/whoami")
     if as_json:
         print(json.dumps(me, indent=2, ensure_ascii=False))

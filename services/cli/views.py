@@ -117,7 +117,7 @@ def tasks(
         raise typer.BadParameter(str(error), param_hint="--since") from None
     query = {"state": parse_state(state) if state else None, "project": project, "priority_class": priority_class,
              "name": name, "since": submitted_since, "limit": limit}  # fmt: skip
-    with cli_api() as api:
+    with cli_api(lang) as api:
         rows = api.get("/v1/tasks", **query)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -130,7 +130,7 @@ def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = C
     from services.cli.client import cli_api
     from services.cli.task_refs import task_id_of
 
-    with cli_api() as api:
+    with cli_api(lang) as api:
         task_id = task_id_of(api, task)
         found = api.call("GET", f"/v1/tasks/{task_id}/story", expect=(404,), params={"lang": lang.value})
         if found.status_code == 404:

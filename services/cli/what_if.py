@@ -83,7 +83,7 @@ def what_if(
 
         errors.print(f"[red]{words['error']}[/red] {escape(str(invalid))}")
         raise typer.Exit(1) from None
-    with cli_api() as api:
+    with cli_api(lang) as api:
         current_doc = api.get("/v1/config/show", name="policy")
         cards = api.get("/v1/config/show", name="cards")
         workload = api.get("/v1/workload", days=days)
@@ -113,7 +113,7 @@ def what_if(
     if apply_it:
         from services.cli.config_commands import print_change
 
-        with cli_api() as api:
+        with cli_api(lang) as api:
             answer = api.post("/v1/config/apply", {"name": "policy", "content": text, "base": current_doc["version"],
                                                    "reason": reason})
         print_change(answer, lang)

@@ -14,6 +14,30 @@ from shared.simulation.metrics import step_series, window, working_series
 
 CLASSES = ("core", "standard", "opportunistic")
 
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "utilisation": "utilisation (bound)", "util_queued": "utilisation while ready tasks queued",
+        "wait": "wait {cls} mean / p95", "wait_p99": "wait {cls} p99", "after_ready": "after data ready: {cls} p95",
+        "jct": "jct mean / p95", "makespan": "makespan", "cost": "cost", "preemptions": "preemptions (lost GPU-h)",
+        "idle": "idle for data (GPU-h)", "quota": "quota cut-offs", "completed": "completed / unfinished",
+        "deadlines": "deadlines met / missed", "deferrals": "top deferrals (tasks)", "metric": "metric",
+        "core": "core", "standard": "standard", "opportunistic": "opportunistic",
+        "missed": "{policy}: {n} missed their deadline: {shown}{more}", "never": "{task} (never finished)",
+        "late": "{task} ({late} late)", "more": " and {n} more", "sep": ", ", "title": "{trace} on {cluster}",
+    },
+    "zh": {
+        "utilisation": "利用率（上限）", "util_queued": "有就绪任务排队时的利用率",
+        "wait": "等待 {cls} 均值 / p95", "wait_p99": "等待 {cls} p99", "after_ready": "数据就绪后等待 {cls} p95",
+        "jct": "完成时长 均值 / p95", "makespan": "总时长", "cost": "成本", "preemptions": "抢占次数（损失 GPU 小时）",
+        "idle": "等数据空闲（GPU 小时）", "quota": "配额截断", "completed": "完成 / 未完成",
+        "deadlines": "截止时间 达成 / 错过", "deferrals": "主要推迟原因（任务数）", "metric": "指标",
+        "core": "核心", "standard": "标准", "opportunistic": "机会型",
+        "missed": "{policy}：{n} 个任务错过截止时间：{shown}{more}", "never": "{task}（从未完成）",
+        "late": "{task}（晚了 {late}）", "more": " 等另外 {n} 个", "sep": "，", "title": "{trace}，集群 {cluster}",
+    },
+}  # fmt: skip
+"""The table's and the missed-deadline lines' words, in English (the default) and Chinese (`cardflow simulate --lang zh`)."""
+
 
 def fmt_duration(seconds: float) -> str:
     """Short human duration: 42s, 12.5m, 3.1h, 2.4d."""
@@ -28,24 +52,25 @@ def _wait_cell(result: Mapping[str, Any], klass: str, stat: str, key: str = "wai
     return fmt_duration(block[stat]) if block and block.get("count") else "-"
 
 
-def _rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _rows(result: Mapping[str, Any], lang: str = "en") -> list[tuple[str, str]]:
+    said = LABELS[lang]
     deferrals = sorted(result["deferrals"].items(), key=lambda item: -item[1])[:3]
     rows = [
-        ("utilisation (bound)", f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
-        ("utilisation while ready tasks queued", f"{result.get('utilisation_when_queued', 0.0):.1%}"),
-        *[(f"wait {k} mean / p95", f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}")
+        (said["utilisation"], f"{result['utilisation']:.1%} ({result['bound']:.1%})"),
+        (said["util_queued"], f"{result.get('utilisation_when_queued', 0.0):.1%}"),
+        *[(said["wait"].format(cls=said[k]), f"{_wait_cell(result, k, 'mean')} / {_wait_cell(result, k, 'p95')}")
           for k in CLASSES],
-        ("wait core p99", _wait_cell(result, "core", "p99")),
-        *[(f"after data ready: {k} p95", _wait_cell(result, k, "p95", "wait_after_ready_s")) for k in CLASSES],
-        ("jct mean / p95", f"{fmt_duration(result['jct_s']['mean'])} / {fmt_duration(result['jct_s']['p95'])}"),
-        ("makespan", fmt_duration(result["makespan_s"])),
-        ("cost", f"{result['cost']:,.0f}"),
-        ("preemptions (lost GPU-h)", f"{result['preemptions']} ({result['lost_gpu_hours']:,.1f})"),
-        ("idle for data (GPU-h)", f"{result.get('idle_gpu_hours', 0.0):,.1f}"),
-        ("quota cut-offs", str(result["quota_cutoffs"])),
-        ("completed / unfinished", f"{result.get('completed', '?')} / {result.get('unfinished', '?')}"),
-        ("deadlines met / missed", _deadline_cell(result.get("deadlines"))),
-        ("top deferrals (tasks)", ", ".join(f"{name} {count}" for name, count in deferrals) or "-"),
+        (said["wait_p99"].format(cls=said["core"]), _wait_cell(result, "core", "p99")),
+        *[(said["after_ready"].format(cls=said[k]), _wait_cell(result, k, "p95", "wait_after_ready_s")) for k in CLASSES],
+        (said["jct"], f"{fmt_duration(result['jct_s']['mean'])} / {fmt_duration(result['jct_s']['p95'])}"),
+        (said["makespan"], fmt_duration(result["makespan_s"])),
+        (said["cost"], f"{result['cost']:,.0f}"),
+        (said["preemptions"], f"{result['preemptions']} ({result['lost_gpu_hours']:,.1f})"),
+        (said["idle"], f"{result.get('idle_gpu_hours', 0.0):,.1f}"),
+        (said["quota"], str(result["quota_cutoffs"])),
+        (said["completed"], f"{result.get('completed', '?')} / {result.get('unfinished', '?')}"),
+        (said["deadlines"], _deadline_cell(result.get("deadlines"))),
+        (said["deferrals"], ", ".join(f"{name} {count}" for name, count in deferrals) or "-"),
     ]
     return rows
 
@@ -56,31 +81,33 @@ def _deadline_cell(deadlines: Mapping[str, Any] | None) -> str:
     return f"{deadlines['with_deadline'] - deadlines['missed']} / {deadlines['missed']}"
 
 
-def missed_deadline_lines(document: Mapping[str, Any], limit: int = 10) -> list[str]:
+def missed_deadline_lines(document: Mapping[str, Any], limit: int = 10, lang: str = "en") -> list[str]:
     """Per policy, the tasks that missed their deadline (the latest first, at most `limit` each)."""
+    said = LABELS[lang]
     lines = []
     for name, result in document["policies"].items():
         missed = (result.get("deadlines") or {}).get("missed_tasks") or []
         if not missed:
             continue
-        shown = ", ".join(
-            f"{row['task_id']} (never finished)" if row["finished_s"] is None
-            else f"{row['task_id']} ({fmt_duration(row['late_s'])} late)"
+        shown = said["sep"].join(
+            said["never"].format(task=row["task_id"]) if row["finished_s"] is None
+            else said["late"].format(task=row["task_id"], late=fmt_duration(row["late_s"]))
             for row in missed[:limit]
         )
-        more = f" and {len(missed) - limit} more" if len(missed) > limit else ""
-        lines.append(f"{name}: {len(missed)} missed their deadline: {shown}{more}")
+        more = said["more"].format(n=len(missed) - limit) if len(missed) > limit else ""
+        lines.append(said["missed"].format(policy=name, n=len(missed), shown=shown, more=more))
     return lines
 
 
-def comparison_table(document: Mapping[str, Any], title: str | None = None) -> Table:
+def comparison_table(document: Mapping[str, Any], title: str | None = None, lang: str = "en") -> Table:
     """Metrics as rows, policies as columns."""
     policies = document["policies"]
-    table = Table(title=title or f"{document['trace']} on {document['cluster']}", title_justify="left")
-    table.add_column("metric", style="bold")
+    table = Table(title=title or LABELS[lang]["title"].format(trace=document["trace"], cluster=document["cluster"]),
+                  title_justify="left")  # fmt: skip
+    table.add_column(LABELS[lang]["metric"], style="bold")
     for name in policies:
         table.add_column(name, justify="right")
-    per_policy = [_rows(result) for result in policies.values()]
+    per_policy = [_rows(result, lang) for result in policies.values()]
     for index, (label, _) in enumerate(per_policy[0] if per_policy else []):
         table.add_row(label, *[rows[index][1] for rows in per_policy])
     return table

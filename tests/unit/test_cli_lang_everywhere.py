@@ -1,9 +1,8 @@
 """Every `cardflow` command that prints for people takes `--lang` (English or Chinese).
 
 Walks typer's click commands; a command without `--lang` fails the test unless it is in
-`MACHINE_OUTPUT` (output for machines or other programs) or `NOT_YET` (human output still only in
-English: to be translated, then removed from the list). A command in either list that gained
-`--lang` fails the test too, so the lists only ever shrink.
+`MACHINE_OUTPUT` (output for machines or other programs, each with why). A listed command that
+gained `--lang` (or no longer exists) fails the test too, so the list stays true.
 """
 
 from __future__ import annotations
@@ -35,11 +34,6 @@ MACHINE_OUTPUT = {
     "console": "a server's log; the console has its own language switch",
 }
 
-NOT_YET = {
-    "up",  # its table of backends and hints are for people (not only a supervisor's log): to translate
-    "simulate",
-}  # fmt: skip
-
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
     if hasattr(command, "commands"):  # a group (typer's vendored click)
@@ -58,12 +52,12 @@ COMMANDS = dict(_commands(typer.main.get_command(app)))
 
 def test_every_command_for_people_takes_lang() -> None:
     missing = sorted(name for name, command in COMMANDS.items()
-                     if not _takes_lang(command) and name not in MACHINE_OUTPUT and name not in NOT_YET)  # fmt: skip
+                     if not _takes_lang(command) and name not in MACHINE_OUTPUT)  # fmt: skip
     assert not missing, f"add `lang: LangOption` (services/cli/lang.py) to: {', '.join(missing)}"
 
 
 def test_the_exceptions_are_real_commands_without_lang() -> None:
-    listed = set(MACHINE_OUTPUT) | NOT_YET
+    listed = set(MACHINE_OUTPUT)
     assert listed <= set(COMMANDS), f"not a command (renamed?): {sorted(listed - set(COMMANDS))}"
     translated = sorted(name for name in listed if _takes_lang(COMMANDS[name]))
     assert not translated, f"takes --lang now; remove from the list: {translated}"

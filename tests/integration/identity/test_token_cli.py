@@ -69,9 +69,13 @@ def test_token_commands_through_the_api(fresh_settings: Settings, tmp_path: Path
 
     gone = cardflow("whoami", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
     assert gone.exit_code == 1 and f"cannot reach the cardflow API at {url}" in gone.stderr
+    gone_zh = cardflow("whoami", "--lang", "zh", CARDFLOW_API_URL=url, CARDFLOW_TOKEN=root)
+    assert gone_zh.exit_code == 1 and gone_zh.stderr.startswith(f"错误：无法连接 {url} 上的 cardflow API"), gone_zh.stderr
 
 
 def test_without_an_api_the_cli_says_where_it_looked(tmp_path: Path) -> None:
     result = cardflow("whoami", CARDFLOW_DATA_DIR=str(tmp_path))
     assert result.exit_code == 1
     assert "no cardflow API to talk to" in result.stderr and str(tmp_path) in result.stderr
+    in_chinese = cardflow("whoami", "--lang", "zh", CARDFLOW_DATA_DIR=str(tmp_path))
+    assert in_chinese.exit_code == 1 and "找不到可用的 cardflow API" in in_chinese.stderr and str(tmp_path) in in_chinese.stderr

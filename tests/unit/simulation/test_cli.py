@@ -45,6 +45,8 @@ def test_simulate_takes_an_explicit_seed_and_rejects_unknown_policies(tmp_path: 
     bad = runner.invoke(app, ["simulate", "--trace", str(trace), "--policy", "round-robin"])
     assert bad.exit_code != 0
     assert "round-robin" in bad.output
+    bad_zh = runner.invoke(app, ["simulate", "--trace", str(trace), "--policy", "round-robin", "--lang", "zh"])
+    assert bad_zh.exit_code != 0 and "未知策略 round-robin" in bad_zh.output
 
 
 def test_a_malformed_trace_is_a_clear_error(tmp_path: Path) -> None:
@@ -72,3 +74,9 @@ def test_simulate_prints_the_deadlines_met_and_missed_and_names_the_missed_task(
     assert [row["task_id"] for row in deadlines["missed_tasks"]] == ["late"]
     assert "deadlines met / missed" in result.output and "1 / 1" in result.output
     assert "cardflow: 1 missed their deadline: late (50s late)" in result.output
+    in_chinese = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "T4:1x4", "--policy", "cardflow",
+                                          "--json", str(out), "--lang", "zh"], env={"COLUMNS": "200"})  # fmt: skip
+    assert in_chinese.exit_code == 0, in_chinese.output
+    assert "截止时间 达成 / 错过" in in_chinese.output and "等待 核心 均值 / p95" in in_chinese.output
+    assert "cardflow：1 个任务错过截止时间：late（晚了 50s）" in in_chinese.output
+    assert "JSON 报告已写入" in in_chinese.output and "deadlines met" not in in_chinese.output
