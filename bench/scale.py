@@ -31,6 +31,7 @@ import pstats
 import random
 import re
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -533,7 +534,20 @@ def _steady_text(steady: list[SteadyCycle]) -> str:
 
 def _cpu_note() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"{os.cpu_count() or 1} CPU(s) (1-minute load average {load:.1f} when the section was written)"
+    return (f"{os.cpu_count() or 1} CPU(s) (1-minute load average {load:.1f} when the section was written), "
+            f"commit {_commit()}")
+
+
+def _commit() -> str:
+    """The checkout's commit (with '+' if it has uncommitted changes), or '?' outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=DOC.parent, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=DOC.parent,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+" if dirty else "")
 
 
 def _replace_section(section: str) -> None:
