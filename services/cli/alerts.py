@@ -27,7 +27,13 @@ _RELATIVE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 
 
-def since_moment(text: str, now: datetime) -> datetime:
+NOT_A_TIME: dict[CliLang, str] = {
+    CliLang.EN: "{text!r}: expected 24h, 7d, 90m or an ISO date-time such as 2026-12-01T08:00",
+    CliLang.ZH: "{text!r}：应为 24h、7d、90m 或 ISO 日期时间，如 2026-12-01T08:00",
+}
+
+
+def since_moment(text: str, now: datetime, lang: CliLang = CliLang.EN) -> datetime:
     """`24h` / `7d` / `90m` before `now`, or an ISO date-time (UTC if naive)."""
     match = _RELATIVE.match(text.strip())
     if match:
@@ -35,7 +41,7 @@ def since_moment(text: str, now: datetime) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise typer.BadParameter(f"{text!r}: expected 24h, 7d, 90m or an ISO date-time such as 2026-12-01T08:00") from None
+        raise typer.BadParameter(NOT_A_TIME[lang].format(text=text)) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
@@ -49,7 +55,7 @@ def alerts(
     lang: LangOption = CliLang.EN,
 ) -> None:
     """The alert digest: every alert since then (quota, approvals, deadlines, idle reclaim, failures)."""
-    start = since_moment(since, datetime.now(UTC))
+    start = since_moment(since, datetime.now(UTC), lang)
     with cli_api(lang) as api:
         digest = api.get("/v1/alerts/digest", since=start.isoformat(), lang=lang.value)
     if as_json:

@@ -50,7 +50,7 @@ LABELS: dict[str, dict[str, str]] = {
                         " cost {cost:.4f}, output {output}",
         "runs": "runs", "steps": "steps", "original": "original: ",
         "by_card": "card", "by_project": "project", "by_profile": "profile",
-        "note_saved": "round {round}: note version {version}",
+        "note_saved": "round {round}: note version {version}", "until_zone": "give --until a time zone (Z, +08:00, ...)",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -74,7 +74,7 @@ LABELS: dict[str, dict[str, str]] = {
         "why_headline": "[bold]{name}[/bold]（{task}），项目 {project}：{state} —— {reason}；{gpu_hours:.4f} GPU 小时，"
                         "成本 {cost:.4f}，产出 {output}",
         "runs": "各次运行", "steps": "经过", "original": "原文：",
-        "note_saved": "周期 {round}：复盘备注已存为第 {version} 版",
+        "note_saved": "周期 {round}：复盘备注已存为第 {version} 版", "until_zone": "请给 --until 加上时区（Z、+08:00 等）",
     },
 }
 
@@ -169,7 +169,7 @@ def replay(
 ) -> None:  # fmt: skip
     """The state at any moment, folded from the archive: tasks, leases in force, quotas, spend."""
     if until is not None and until.tzinfo is None:
-        raise typer.BadParameter("give --until a time zone (Z, +08:00, ...)", param_hint="--until")
+        raise typer.BadParameter(LABELS[lang.value]["until_zone"], param_hint="--until")
     with cli_api(lang) as api:
         state = api.get("/v1/audit/replay", until=until.isoformat() if until else None)
     if as_json:

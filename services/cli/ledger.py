@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
         window: dict[str, str | None] = {}
         for option, text in (("--since", since), ("--until", until)):
             try:
-                window[option[2:]] = parse_when(text, now).isoformat() if text else None
+                window[option[2:]] = parse_when(text, now, lang).isoformat() if text else None
             except ValueError as error:
                 raise typer.BadParameter(str(error), param_hint=option) from None
         with cli_api(lang) as api:

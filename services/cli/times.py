@@ -5,7 +5,7 @@
     format_elapsed(93784)           # "1-02:03:04" (Slurm's D-HH:MM:SS)
 
 Pure (the caller passes `now`); a time without a zone is UTC. Errors are `ValueError`s whose
-message says what is accepted.
+message says what is accepted, in the command's language (`lang`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,20 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+from services.cli.lang import CliLang
+
 AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w)$")
 UNITS = {"m": timedelta(minutes=1), "min": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1),
          "w": timedelta(weeks=1)}  # fmt: skip
-ACCEPTED = "a duration ago (30m, 2h, 3d, 1w), today, yesterday, a date (2026-11-30) or an ISO time (2026-11-30T08:00+08:00)"
+NOT_A_TIME: dict[CliLang, str] = {
+    CliLang.EN: "{text!r} is not a time: give a duration ago (30m, 2h, 3d, 1w), today, yesterday, a date (2026-11-30)"
+                " or an ISO time (2026-11-30T08:00+08:00)",
+    CliLang.ZH: "{text!r} 不是时间：请给出多久以前（30m、2h、3d、1w）、today、yesterday、日期（2026-11-30）"
+                "或 ISO 时间（2026-11-30T08:00+08:00）",
+}  # fmt: skip
 
 
-def parse_when(text: str, now: datetime) -> datetime:
+def parse_when(text: str, now: datetime, lang: CliLang = CliLang.EN) -> datetime:
     """The moment `text` names (module docstring); ValueError naming what is accepted."""
     cleaned = text.strip().lower()
     if match := AGO.match(cleaned):
@@ -32,7 +39,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a time: give {ACCEPTED}") from None
+        raise ValueError(NOT_A_TIME[lang].format(text=text)) from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 

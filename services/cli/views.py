@@ -40,6 +40,14 @@ STATE_VALUES = ("submitted", "waiting_data", "unmatchable", "queued", "held", "l
                 "cancelled", "rejected")  # fmt: skip
 """`TaskState`'s values (for completion without importing the event package)."""
 
+ERRORS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {"error": "error: ", "unknown_state": "unknown state {text!r}; one of {shown}",
+                 "not_in_views": "task {task} was submitted but the views do not show it yet; try again in a moment"},
+    CliLang.ZH: {"error": "错误：", "unknown_state": "未知状态 {text!r}；可选：{shown}",
+                 "not_in_views": "任务 {task} 已提交，但视图中还看不到它；请稍后再试"},
+}  # fmt: skip
+"""The errors `tasks` and `status` write themselves, per language."""
+
 COLUMNS: dict[CliLang, dict[str, str]] = {
     CliLang.EN: {"class": "Class", "submitted": "Submitted (UTC)", "elapsed": "Elapsed"},
     CliLang.ZH: {"class": "类别", "submitted": "提交时间 (UTC)", "elapsed": "运行时长"},
@@ -52,8 +60,8 @@ def register(app: typer.Typer) -> None:
     app.command("console")(console_command)
 
 
-def fail(message: str) -> typer.Exit:
-    errors.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+def fail(message: str, lang: CliLang = CliLang.EN) -> typer.Exit:
+    errors.print(f"[red]{ERRORS[lang]['error']}[/red]{message}", markup=True, highlight=False)
     return typer.Exit(1)
 
 
@@ -74,7 +82,7 @@ def resolve_settings() -> Settings:
     return found.settings()
 
 
-def parse_state(text: str) -> str:
+def parse_state(text: str, lang: CliLang = CliLang.EN) -> str:
     """The state value `text` names: a value (`unmatchable`) or what the table prints, in English or
     Chinese (`no card fits`, `无可用卡型`); case and `-`/`_`/space do not matter."""
     from services.console.labels import STATE_LABELS
@@ -87,8 +95,9 @@ def parse_state(text: str) -> str:
         names |= {norm(label): value for value, label in labels.items()}
     if norm(text) in names:
         return names[norm(text)]
-    shown = ", ".join(f"{STATE_LABELS['en'][v]!r}" + (f" ({v})" if STATE_LABELS["en"][v] != v else "") for v in STATE_VALUES)
-    raise typer.BadParameter(f"unknown state {text!r}; one of {shown}", param_hint="--state")
+    labels = STATE_LABELS[lang.value]
+    shown = ", ".join(f"{labels[v]!r}" + (f" ({v})" if labels[v] != v else "") for v in STATE_VALUES)
+    raise typer.BadParameter(ERRORS[lang]["unknown_state"].format(text=text, shown=shown), param_hint="--state")
 
 
 def _complete_state(incomplete: str) -> list[str]:
@@ -112,10 +121,10 @@ def tasks(
 
     now = datetime.now(UTC)
     try:
-        submitted_since = parse_when(since, now).isoformat() if since else None
+        submitted_since = parse_when(since, now, lang).isoformat() if since else None
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--since") from None
-    query = {"state": parse_state(state) if state else None, "project": project, "priority_class": priority_class,
+    query = {"state": parse_state(state, lang) if state else None, "project": project, "priority_class": priority_class,
              "name": name, "since": submitted_since, "limit": limit}  # fmt: skip
     with cli_api(lang) as api:
         rows = api.get("/v1/tasks", **query)
@@ -134,7 +143,7 @@ def status(task: TaskArgument, as_json: JsonOption = False, lang: LangOption = C
         task_id = task_id_of(api, task)
         found = api.call("GET", f"/v1/tasks/{task_id}/story", expect=(404,), params={"lang": lang.value})
         if found.status_code == 404:
-            raise fail(f"task {task_id} was submitted but the views do not show it yet; try again in a moment")
+            raise fail(ERRORS[lang]["not_in_views"].format(task=task_id), lang)
         answer = found.json()
         checklist = _waiting_checklist(api, answer["task"], lang)
     if as_json:

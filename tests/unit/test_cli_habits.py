@@ -30,6 +30,8 @@ def test_times_as_typed(text: str, expected: datetime) -> None:
 def test_a_time_that_is_not_one_says_what_is_accepted() -> None:
     with pytest.raises(ValueError, match=r"'last tuesday' is not a time: give a duration ago \(30m, 2h"):
         parse_when("last tuesday", NOW)
+    with pytest.raises(ValueError, match=r"'last tuesday' 不是时间：请给出多久以前"):
+        parse_when("last tuesday", NOW, CliLang.ZH)
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [(None, ""), (0, "00:00:00"), (59.9, "00:00:59"), (3723, "01:02:03"),
@@ -56,6 +58,19 @@ def test_state_accepts_what_the_table_prints(typed: str, value: str) -> None:
 def test_an_unknown_state_lists_the_names() -> None:
     with pytest.raises(typer.BadParameter, match=r"unknown state 'stuck'; one of 'submitted', 'waiting for data' \(waiting_data\)"):
         parse_state("stuck")
+    with pytest.raises(typer.BadParameter, match=r"未知状态 'stuck'；可选：'已提交' \(submitted\), '等待数据' \(waiting_data\)"):
+        parse_state("stuck", CliLang.ZH)
+
+
+def test_an_unreadable_since_of_alerts_and_an_until_without_zone_are_said_in_chinese() -> None:
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    alerts = CliRunner().invoke(app, ["alerts", "--since", "soon", "--lang", "zh"], env={"COLUMNS": "200"})
+    assert alerts.exit_code == 2 and "应为 24h、7d、90m" in alerts.output, alerts.output
+    replay = CliRunner().invoke(app, ["audit", "replay", "--until", "2026-12-01T08:00", "--lang", "zh"], env={"COLUMNS": "200"})
+    assert replay.exit_code == 2 and "请给 --until 加上时区" in replay.output, replay.output
 
 
 def test_the_tasks_table_has_class_gpus_submitted_and_elapsed() -> None:

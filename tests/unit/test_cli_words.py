@@ -1,5 +1,5 @@
-"""Every words table of the CLI (a module-level dict keyed by `CliLang`) says the same things in
-English and Chinese: the same keys and, in each sentence, the same `{placeholders}`."""
+"""Every words table of the CLI (a module-level dict keyed by `CliLang`: of sentences, or one sentence)
+says the same things in English and Chinese: the same keys and, in each sentence, the same `{placeholders}`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ def _tables() -> list[tuple[str, dict[str, str], dict[str, str]]]:
         module = importlib.import_module(f"services.cli.{info.name}")
         for name, value in vars(module).items():
             if isinstance(value, dict) and set(value) == set(CliLang):
-                found.append((f"{info.name}.{name}", value[CliLang.EN], value[CliLang.ZH]))
+                english, chinese = value[CliLang.EN], value[CliLang.ZH]
+                if isinstance(english, str):  # one sentence per language
+                    english, chinese = {"": english}, {"": chinese}
+                found.append((f"{info.name}.{name}", english, chinese))
     return found
 
 
