@@ -46,13 +46,19 @@ LABELS = {
                  "pruned_title": "agent users deleted (--prune-agents)", "event_id": "agent.unenrolled event",
                  "none_stale": "no agent user to delete: --agent names every agent user Redis has",
                  "stale": "warning: Redis has agent users no --agent names, and they can still log in: {users}."
-                          " Run again with --prune-agents (and --reason TEXT) to delete them; each is recorded as agent.unenrolled"},
+                          " Run again with --prune-agents (and --reason TEXT) to delete them; each is recorded as agent.unenrolled",
+                 "not_applied": "logins not applied:", "original": "",
+                 "no_admin": "set CARDFLOW_REDIS_URL (a Redis admin) and CARDFLOW_DATABASE_URL (the database owner)",
+                 "no_reason": "--reason is empty: say why the agents not listed lose their Redis users"},
     CliLang.ZH: {"title": "已应用的登录身份", "redis_user": "Redis 用户", "pg_role": "PostgreSQL 角色",
                  "password": "密码来自环境变量", "saved": "Redis ACL 文件已保存：Redis 重启后用户仍保留",
                  "pruned_title": "已删除的代理用户（--prune-agents）", "event_id": "agent.unenrolled 事件",
                  "none_stale": "没有要删除的代理用户：Redis 中的每个代理用户都由 --agent 列出",
                  "stale": "警告：Redis 中有未被任何 --agent 列出的代理用户，它们仍可登录：{users}。"
-                          "加上 --prune-agents（及 --reason 说明原因）再运行一次即可删除；每次删除都记录为 agent.unenrolled"},
+                          "加上 --prune-agents（及 --reason 说明原因）再运行一次即可删除；每次删除都记录为 agent.unenrolled",
+                 "not_applied": "登录身份未应用：", "original": "（原文）",
+                 "no_admin": "请设置 CARDFLOW_REDIS_URL（Redis 管理员）和 CARDFLOW_DATABASE_URL（数据库所有者）",
+                 "no_reason": "--reason 为空：请说明未列出的代理为何失去其 Redis 用户"},
 }  # fmt: skip
 PRUNE_REASON = "no longer listed by cardflow apply-logins --agent (--prune-agents)"
 
@@ -200,22 +206,27 @@ def apply_logins_command(
     from shared.redis_acl import UnsafeNameError
     from shared.settings import Settings
 
-    settings = Settings()
+    settings, labels = Settings(), LABELS[lang]
+    if not settings.redis_url or not settings.database_dsn:
+        raise _not_applied(labels["no_admin"], labels)
+    if prune_agents and not reason.strip():
+        raise _not_applied(labels["no_reason"], labels)
     try:
-        if not settings.redis_url or not settings.database_dsn:
-            raise LoginsNotApplied("set CARDFLOW_REDIS_URL (a Redis admin) and CARDFLOW_DATABASE_URL (the database owner)")
-        if prune_agents and not reason.strip():
-            raise LoginsNotApplied("--reason is empty: say why the agents not listed lose their Redis users")
         logins = process_logins(tuple(agent), tuple(upstream))
         passwords = login_passwords(logins, os.environ)
         applied = asyncio.run(apply_logins(settings.redis_url, settings.database_dsn, logins, passwords, wait,
                                            reason.strip() if prune_agents else None))  # fmt: skip
     except (LoginsNotApplied, DuplicateLoginError, UnsafeNameError) as problem:
-        errors.print(f"[red]logins not applied:[/red] {escape(str(problem))}")
-        raise typer.Exit(1) from None
+        raise _not_applied(f"{problem}{labels['original']}", labels) from None
     console.print(logins_table(logins, lang))
     console.print(LABELS[lang]["saved"])
     print_stale_agents(applied, prune_agents, lang)
+
+
+def _not_applied(problem: str, labels: dict[str, str]) -> typer.Exit:
+    """One line on stderr: the logins were not applied, and why (a problem found below this command in English, marked 原文)."""
+    errors.print(f"[red]{labels['not_applied']}[/red] {escape(problem)}")
+    return typer.Exit(1)
 
 
 def print_stale_agents(applied: AppliedLogins, prune_agents: bool, lang: CliLang) -> None:

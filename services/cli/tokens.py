@@ -140,7 +140,7 @@ def bootstrap(
     from shared.logging import configure_logging
 
     configure_logging("WARNING")  # logs go to stderr: stdout carries the secret alone
-    dsn = resolve_settings().database_dsn or ""
+    dsn = resolve_settings(lang).database_dsn or ""
     try:
         issued = asyncio.run(bootstrap_admin(dsn, name, reason))
     except (AdminExists, ValueError) as exc:

@@ -42,11 +42,15 @@ STATE_VALUES = ("submitted", "waiting_data", "unmatchable", "queued", "held", "l
 
 ERRORS: dict[CliLang, dict[str, str]] = {
     CliLang.EN: {"error": "error: ", "unknown_state": "unknown state {text!r}; one of {shown}",
-                 "not_in_views": "task {task} was submitted but the views do not show it yet; try again in a moment"},
+                 "not_in_views": "task {task} was submitted but the views do not show it yet; try again in a moment",
+                 "no_instance": "no cardflow instance is configured or running: set CARDFLOW_DATABASE_URL, or start one with"
+                                " `cardflow up` (looked for a running instance on data dir {data_dir})"},
     CliLang.ZH: {"error": "错误：", "unknown_state": "未知状态 {text!r}；可选：{shown}",
-                 "not_in_views": "任务 {task} 已提交，但视图中还看不到它；请稍后再试"},
+                 "not_in_views": "任务 {task} 已提交，但视图中还看不到它；请稍后再试",
+                 "no_instance": "没有已配置或运行中的 cardflow 实例：请设置 CARDFLOW_DATABASE_URL，或用 `cardflow up` 启动一个"
+                                "（已在数据目录 {data_dir} 查找运行中的实例）"},
 }  # fmt: skip
-"""The errors `tasks` and `status` write themselves, per language."""
+"""The errors `tasks`, `status` and `token bootstrap` write themselves, per language."""
 
 COLUMNS: dict[CliLang, dict[str, str]] = {
     CliLang.EN: {"class": "Class", "submitted": "Submitted (UTC)", "elapsed": "Elapsed"},
@@ -65,7 +69,7 @@ def fail(message: str, lang: CliLang = CliLang.EN) -> typer.Exit:
     return typer.Exit(1)
 
 
-def resolve_settings() -> Settings:
+def resolve_settings(lang: CliLang = CliLang.EN) -> Settings:
     """The configured backends, else those of the local instance running on the data dir."""
     from shared.embedded import running_instance
     from shared.settings import get_settings
@@ -75,10 +79,7 @@ def resolve_settings() -> Settings:
         return settings
     found = running_instance(settings.data_dir)
     if found is None:
-        raise fail(
-            f"no cardflow instance is configured or running: set CARDFLOW_DATABASE_URL, or start one with "
-            f"`cardflow up` (looked for a running instance on data dir {settings.data_dir})"
-        )
+        raise fail(ERRORS[lang]["no_instance"].format(data_dir=settings.data_dir), lang)
     return found.settings()
 
 

@@ -161,6 +161,10 @@ def test_apply_logins_says_which_backend_did_not_answer() -> None:
     passwords = {variable: "x" for login in process_logins() for variable in login.password_variables}
     done = run_apply_logins(settings, passwords, "--wait", "0")
     assert done.returncode == 1 and "not reachable after 0 s" in done.stderr and "redis:" in done.stderr
+    in_chinese = run_apply_logins(settings, passwords, "--wait", "0", "--lang", "zh")
+    assert in_chinese.returncode == 1 and in_chinese.stderr.startswith("登录身份未应用：") and "（原文）" in in_chinese.stderr
+    no_admin = run_apply_logins(Settings(redis_url="", database_url=""), {}, "--lang", "zh")
+    assert no_admin.returncode == 1 and "请设置 CARDFLOW_REDIS_URL（Redis 管理员）" in no_admin.stderr, no_admin.stderr
 
 
 async def test_prune_agents_deletes_agent_users_not_listed_and_keeps_the_listed_service_and_upstream_users(

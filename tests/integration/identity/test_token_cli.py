@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from services.cli.main import app
-from shared.settings import Settings
+from shared.settings import Settings, get_settings
 from tests.helpers.console_server import serving_console
 
 runner = CliRunner()
@@ -79,3 +79,7 @@ def test_without_an_api_the_cli_says_where_it_looked(tmp_path: Path) -> None:
     assert "no cardflow API to talk to" in result.stderr and str(tmp_path) in result.stderr
     in_chinese = cardflow("whoami", "--lang", "zh", CARDFLOW_DATA_DIR=str(tmp_path))
     assert in_chinese.exit_code == 1 and "找不到可用的 cardflow API" in in_chinese.stderr and str(tmp_path) in in_chinese.stderr
+    get_settings.cache_clear()  # token bootstrap reads the settings: this call's environment, not an earlier test's
+    no_database = cardflow("token", "bootstrap", "root", "--lang", "zh", CARDFLOW_DATA_DIR=str(tmp_path))
+    get_settings.cache_clear()
+    assert no_database.exit_code == 1 and "没有已配置或运行中的 cardflow 实例" in no_database.stderr, no_database.output
