@@ -1,6 +1,6 @@
 """The dispatcher's cycle, as a numbered recipe, the tick's sweep, and the loop that runs them.
 
-    1. snapshot + queue from the working set (memory: no reads)          WorkingSet.snapshot / plan_queue
+    1. snapshot + queue from the working set (memory: no reads)          WorkingSet.snapshot / kept_queue
        tasks the policy's approval rules match wait unapproved until a reviewer approves them
     2. decide: plan(snapshot, queue, policy, now) — pure, shared with the simulator; before it the
        governance gate (approvals, deadline holds), after it their sentences (governance.py)
@@ -61,7 +61,7 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
         started = time.perf_counter()
         # 1. The snapshot and the queue, from memory (and a newer `policy` version, if one came into force).
         await dc.policies.refresh(step.conn)
-        queue = step.state.plan_queue()
+        queue = step.state.kept_queue(dc.policy)  # kept sorted between cycles (`OrderedQueue`)
         if not queue:
             if dc.estimates_due(step.now):
                 await save_queue_estimates(step.conn, dc.schema, {}, {}, step.now)
@@ -72,7 +72,7 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
         # 2. Decide: the pure core, the same function the simulator runs — after the governance gate
         #    (tasks that need a reviewer wait for one; deadline holds if the policy wants them).
         gated, held = gate(dc, step.state, queue, now_s)
-        decided = govern(dc, plan(snapshot, gated, dc.policy, now_s), gated, held)
+        decided = govern(dc, plan(snapshot, queue.with_tasks(gated), dc.policy, now_s), gated, held)
         planned = time.perf_counter()
         # 3. Fold the plan over the records: re-validated, with fresh lease ids and fencing tokens, and
         #    each grant's reason to start now (backfill, reservation, preemption).

@@ -25,7 +25,7 @@ from shared.scheduling.estimate import StartEstimate, estimate_starts
 from shared.scheduling.model import Deferral, Plan, QueuedTask, Snapshot
 
 
-def gate(dc: Dispatcher, state: WorkingSet, queue: list[QueuedTask], now: float) -> tuple[list[QueuedTask], list[Deferral]]:
+def gate(dc: Dispatcher, state: WorkingSet, queue: Sequence[QueuedTask], now: float) -> tuple[Sequence[QueuedTask], list[Deferral]]:
     """The queue `plan()` gets, and the deadline holds kept out of it."""
     queue = gate_queue(queue, state.approved, dc.governance.approvals.rules)
     return deadline_gate(queue, now, dc.governance.deadlines.hold_unreachable)

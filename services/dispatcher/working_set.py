@@ -10,7 +10,7 @@ wrote, so memory and tables move together. It keeps:
 - every ACTIVE lease (an ended one leaves memory; a report naming it is looked up in the table);
 - every node, every quota account with the GPU-seconds it counted;
 - indexes: active leases per task and per node, the queue (`QueuedTask`s of tasks in the queue,
-  built once per change), the tasks whose preemption victims are still checkpointing, and the
+  built once per change; also kept sorted between cycles for `plan()`, `kept_queue`), the tasks whose preemption victims are still checkpointing, and the
   queued tasks a reviewer approved.
 """
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
 from shared.leasing.snapshot import build_snapshot
 from shared.leasing.work import BookChanges
-from shared.scheduling.model import QueuedTask, Snapshot
+from shared.scheduling.model import Policy, QueuedTask, Snapshot
+from shared.scheduling.ordered_queue import OrderedQueue
 
 
 @dataclass
@@ -37,6 +38,10 @@ class WorkingSet:
     queue: dict[str, QueuedTask] = field(default_factory=dict)
     preempted_for: dict[str, str] = field(default_factory=dict)  # preempting lease id -> the task it yields to
     approved: set[str] = field(default_factory=set)  # tasks in the queue a reviewer approved
+    # The queue kept sorted between cycles (`kept_queue`), and the tasks touched since it was last
+    # brought up to date: task id -> as the kept queue holds it (None: not in it).
+    _kept: OrderedQueue | None = field(default=None, init=False, repr=False, compare=False)
+    _touched: dict[str, QueuedTask | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         leases, self.leases = self.leases, {}
@@ -71,6 +76,19 @@ class WorkingSet:
         if not awaiting:
             return list(self.queue.values())
         return [task for task_id, task in self.queue.items() if task_id not in awaiting]
+
+    def kept_queue(self, policy: Policy) -> OrderedQueue:
+        """`plan_queue()` as an `OrderedQueue` for the policy's order, kept between cycles: brought up to
+        date from the tasks touched since (sorted afresh only the first time or for another order)."""
+        if self._kept is None or not self._kept.orders_like(policy):
+            self._kept = OrderedQueue.of(self.queue.values(), policy)
+        elif self._touched:
+            removed = [task for task in self._touched.values() if task is not None]
+            added = [self.queue[task_id] for task_id in self._touched if task_id in self.queue]
+            self._kept = self._kept.changed(added, removed)
+        self._touched.clear()
+        awaiting = [self.queue[task_id] for task_id in set(self.preempted_for.values()) if task_id in self.queue]
+        return self._kept.changed(removed=awaiting) if awaiting else self._kept
 
     # -- what a committed step changed ------------------------------------------------------------
 
@@ -110,6 +128,8 @@ class WorkingSet:
             self.tasks.pop(task_id, None)
         else:
             self.tasks[task_id] = task
+        if task_id not in self._touched:
+            self._touched[task_id] = self.queue.get(task_id)
         if task.in_queue:
             self.queue[task_id] = task.queued_task()
         else:

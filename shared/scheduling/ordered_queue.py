@@ -122,6 +122,17 @@ class OrderedQueue(Sequence[QueuedTask]):
             queue.submitted_bounds = _span(queue.tasks)
         return queue
 
+    def with_tasks(self, tasks: Sequence[QueuedTask]) -> OrderedQueue:
+        """These tasks — mostly this queue's own task objects (a filtered or partly replaced copy of it) —
+        as a kept queue: this one changed by the difference, found by identity. Unique ids, as always."""
+        if tasks is self:
+            return self
+        given = {id(task) for task in tasks}
+        mine = {id(task) for task in self.tasks}
+        removed = [task for task in self.tasks if id(task) not in given]
+        added = [task for task in tasks if id(task) not in mine]
+        return self.changed(added, removed) if removed or added else self
+
     def _take_out(self, task: QueuedTask) -> None:
         index = bisect_left(self.tasks, kept_key(task, self.order, self.rate), key=self._key)
         if index == len(self.tasks) or self.tasks[index] != task:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from services.dispatcher.working_set import WorkingSet
 from shared.events.reasons import ReleaseReason
@@ -69,3 +70,31 @@ def test_records_loaded_for_a_batch_are_seen_on_top_of_memory() -> None:
     book = state.book(tasks={"T9": old})
     assert book.tasks["T9"] is old and book.tasks["T1"] is state.tasks["T1"] and "T9" not in state.tasks
     assert book.active_lease_ids_on_node("n1") == {"L1"}
+
+
+def test_the_kept_queue_follows_every_change_and_orders_as_a_fresh_sort() -> None:
+    """Tasks queued, granted, requeued with another priority, and sitting a cycle out: after each change
+    `kept_queue` holds exactly `plan_queue()`'s tasks, in the order a fresh sort gives them."""
+    from shared.scheduling.model import Policy
+    from shared.scheduling.ordered_queue import OrderedQueue
+    from shared.scheduling.ordering import order_queue
+
+    policy, now = Policy(), NOW.timestamp()
+    state = a_working_set()
+    queued = {f"Q{i}": a_task_record(f"Q{i}", state=TaskState.QUEUED, priority=i % 3,
+                                     submitted_at=NOW - timedelta(minutes=7 * i)) for i in range(6)}
+    steps = [
+        BookChanges(tasks=queued),
+        BookChanges(tasks={"Q1": replace(queued["Q1"], state=TaskState.LEASED)}),
+        BookChanges(tasks={"Q2": replace(queued["Q2"], priority=9), "Q1": queued["Q1"]}),
+        BookChanges(leases={"L1": replace(state.leases["L1"], preempting=True, preempted_for="Q3")}),
+        BookChanges(tasks={"Q4": replace(queued["Q4"], state=TaskState.CANCELLED)}),
+    ]
+    for changes in steps:
+        state.apply(changes)
+        kept = state.kept_queue(policy)
+        assert isinstance(kept, OrderedQueue)
+        assert order_queue(kept, policy, now) == order_queue(state.plan_queue(), policy, now)
+        assert sorted(task.task_id for task in kept) == sorted(task.task_id for task in state.plan_queue())
+    assert "Q3" not in {task.task_id for task in state.kept_queue(policy)}  # sits the cycle out
+    assert state.kept_queue(Policy(order="fifo")).order == "fifo"  # another order: sorted afresh

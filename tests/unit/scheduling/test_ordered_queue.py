@@ -127,3 +127,15 @@ def test_removing_a_task_that_is_not_queued_is_refused() -> None:
         OrderedQueue.of([], Policy()).changed(removed=[task])
     with pytest.raises(ValueError):
         OrderedQueue.of([task], Policy()).changed(added=[task])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_a_filtered_or_partly_replaced_copy_becomes_a_kept_queue_of_exactly_those_tasks(history, data) -> None:
+    """What the dispatcher's governance gate does to the kept queue: some tasks dropped, some replaced."""
+    first, _, policy = history
+    kept = OrderedQueue.of(first, policy)
+    gated = [replace(task, approved=False) if data.draw(st.booleans()) else task
+             for task in kept if data.draw(st.booleans())]
+    assert order_queue(kept.with_tasks(gated), policy, NOW) == order_queue(gated, policy, NOW)
+    assert kept.with_tasks(kept) is kept
