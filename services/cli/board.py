@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 def _print_snapshot(written: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(written, indent=2))
+        print(json.dumps(written, ensure_ascii=False, indent=2))
         return
     console.print(f"board of {written['day']} ({written['tasks']} open tasks) written to s3://{written['bucket']}/:")
     for obj in written["objects"]:

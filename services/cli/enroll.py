@@ -87,7 +87,7 @@ def unenroll(
 def print_answer(answer: dict[str, object], as_json: bool, labels: dict[str, str], keys: tuple[str, ...]) -> None:
     """The API's answer as JSON, or as a two-column table (`keys`, then whether Redis saved it) and its note."""
     if as_json:
-        print(json.dumps(answer, indent=2))
+        print(json.dumps(answer, ensure_ascii=False, indent=2))
         return
     console.print(answer_table(answer, labels, keys))
     console.print(labels["note"])

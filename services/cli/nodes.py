@@ -44,7 +44,7 @@ def nodes(
     rows = [row for row in rows if (card_type is None or row["card_type"] == card_type)
             and (state is None or row["state"] == state)]  # fmt: skip
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     console.print(nodes_table(rows, datetime.now(UTC), lang))
 

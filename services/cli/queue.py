@@ -33,7 +33,7 @@ def queue(
     with cli_api(lang) as api:
         rows = api.get("/v1/queue", running="true", lang=lang)
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     console.print(queue_table(rows))
 
