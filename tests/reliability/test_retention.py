@@ -96,8 +96,12 @@ async def test_an_outbox_row_is_pruned_only_once_its_entry_left_the_stream(fresh
 
 
 async def test_doctor_shows_streams_and_outboxes(fresh_settings: Settings, redis: Redis) -> None:
-    from services.cli.backends import _retention_tables
+    from services.cli.backends import DOCTOR_WORDS, _retention_tables
+    from services.cli.lang import CliLang
 
     await redis.xadd("cf:test:doctor", {"n": "1"})
-    streams, schemas = await _retention_tables(fresh_settings.redis_url or "", fresh_settings.database_dsn or "")
+    redis_url, dsn = fresh_settings.redis_url or "", fresh_settings.database_dsn or ""
+    streams, schemas = await _retention_tables(redis_url, dsn, DOCTOR_WORDS[CliLang.EN])
     assert streams.row_count >= 1 and schemas.columns[0].header == "schema"
+    streams_zh, schemas_zh = await _retention_tables(redis_url, dsn, DOCTOR_WORDS[CliLang.ZH])
+    assert streams_zh.row_count == streams.row_count and schemas_zh.columns[0].header != "schema"
