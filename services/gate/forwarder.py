@@ -17,6 +17,9 @@ service's Redis user may write (shared.redis_acl). One `forward_once` call:
    unchanged), XADD the refused ones to `cf:deadletter` with the reason, XACK them all, and renew
    the lock. An instance that lost the lock meanwhile commits nothing (WatchError); an entry is
    forwarded exactly once.
+
+A gracefully stopped instance releases the lock (`release`, only if it is still its own), so a
+restart or another instance takes over at once; a killed one leaves it to expire after its TTL.
 """
 
 from __future__ import annotations
@@ -120,6 +123,25 @@ class Gate:
             self.leading = False
         self._renewed(sent)
         return self.leading
+
+    async def release(self) -> bool:
+        """Give the lock up if this instance holds it (a graceful stop), so the next instance forwards at
+        once instead of after the lock's TTL; True if it was ours. Entries read and not committed stay
+        pending for the next holder (step 2)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(GATE_LOCK_KEY)
+            if await pipe.get(GATE_LOCK_KEY) != self.token.encode():
+                await pipe.unwatch()
+                return False
+            pipe.multi()
+            pipe.delete(GATE_LOCK_KEY)
+            try:
+                await pipe.execute()
+            except WatchError:  # taken over (or expired and taken) between the check and the delete
+                return False
+        self.leading = False
+        log.info("gate lock released")
+        return True
 
     def _renewed(self, sent: float) -> None:
         """The lock's TTL was reset by a command sent at `sent` (monotonic): ask again after a third of it."""

@@ -2,11 +2,14 @@
 
 It has no schema of its own and emits nothing; it runs under the shared service runtime for its
 supervision, retention sweep (it trims the producer streams once forwarded) and metrics. An
-instance that does not hold the gate lock, or whose Redis fails, waits `IDLE_S` before trying again.
+instance that does not hold the gate lock, or whose Redis fails, waits `IDLE_S` before trying again;
+a stopped instance gives the lock up, so the next one need not wait for its TTL.
 """
 
 from __future__ import annotations
 
+
+from redis.exceptions import RedisError
 
 from services.common.runtime import ServiceContext, ServiceSpec
 from services.gate.forwarder import Gate
@@ -21,6 +24,7 @@ IDLE_S = 1.0
 async def setup(ctx: ServiceContext) -> None:
     gate = Gate(ctx.redis)
     ctx.state["gate"] = gate
+    ctx.resources.push_async_callback(_give_up_lock, gate)  # after the loops ended, before Redis closes
 
     async def forward(_: ServiceContext) -> None:
         try:
@@ -34,6 +38,13 @@ async def setup(ctx: ServiceContext) -> None:
         await wait_until_set(ctx.stop, IDLE_S)
 
     ctx.every(0.0, forward, name="forward")
+
+
+async def _give_up_lock(gate: Gate) -> None:
+    try:
+        await gate.release()
+    except (RedisError, OSError):  # Redis gone at stop: the lock expires after its TTL instead
+        log.warning("gate lock not released at stop; the next instance waits for its TTL", exc_info=True)
 
 
 SPEC = ServiceSpec(name="gate", schema=None, migrations=None, setup=setup)

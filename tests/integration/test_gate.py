@@ -1,6 +1,7 @@
 """The gate (services.gate.forwarder) on a real Redis: one leader forwards each producer stream to
 `cf:events` in order, and a leader whose step failed (a Redis timeout under load) goes on
-forwarding once Redis answers again — it kept the lock, so nobody else would."""
+forwarding once Redis answers again — it kept the lock, so nobody else would; a stopped leader
+gives the lock up, so the next instance need not wait for its TTL."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from services.gate.forwarder import Gate
 from shared.delivery.wire import wire_fields
 from shared.names import EVENTS_STREAM, producer_stream
 from shared.redis_acl import GATE_LOCK_KEY
+from shared.settings import Settings
+from tests.helpers.running_services import RunningServices
 from tests.helpers.task_events import TaskStory
 
 
@@ -57,3 +60,24 @@ async def test_a_leader_that_lost_its_lock_between_renewals_forwards_nothing_and
     await redis.delete(GATE_LOCK_KEY)
     assert await Gate(redis, block_ms=10).forward_once() == 1  # the next holder forwards what was read
     assert await forwarded_ids(redis) == [first.event_id, second.event_id]
+
+
+async def test_a_stopped_leader_gives_the_lock_up_and_the_next_instance_forwards_at_once(redis: Redis) -> None:
+    story = TaskStory("T-gate-handover")
+    first, second = story.queued(), story.granted()
+    leader, bystander = Gate(redis, block_ms=10), Gate(redis, block_ms=10)
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(first))
+    assert await leader.forward_once() == 1
+    assert not await bystander.release()  # not its lock: left alone
+    assert await redis.get(GATE_LOCK_KEY) == leader.token.encode()
+    assert await leader.release() and not leader.leading
+    assert await redis.get(GATE_LOCK_KEY) is None
+    await redis.xadd(producer_stream("dispatcher"), wire_fields(second))
+    assert await bystander.forward_once() == 1  # at once, not after the 10 s TTL
+    assert await forwarded_ids(redis) == [first.event_id, second.event_id]
+
+
+async def test_the_gate_service_releases_its_lock_when_it_stops(fresh_settings: Settings, redis: Redis) -> None:
+    async with RunningServices(fresh_settings) as running:
+        assert await running.wait_until(lambda: redis.exists(GATE_LOCK_KEY))
+    assert not await redis.exists(GATE_LOCK_KEY)
