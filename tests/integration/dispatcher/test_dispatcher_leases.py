@@ -20,7 +20,9 @@ from tests.unit.dispatcher.builders import (
     registered,
 )
 
-SHORT_TTL = FAST.model_copy(update={"lease_ttl_s": 1.0})
+# a takeover gives every lease a grace of one TTL plus the claim interval (shared/leasing/outage.py):
+# a short claim interval keeps that grace to 2 s here instead of 31
+SHORT_TTL = FAST.model_copy(update={"lease_ttl_s": 1.0, "min_idle_ms": 1000})
 
 
 async def granted_lease(h: DispatcherHarness, task_id: str, count: int = 1) -> tuple[str, int]:
