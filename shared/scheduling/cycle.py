@@ -13,7 +13,7 @@ headroom (`Borrowed`), so this cycle's opportunistic grants and preemptions upda
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from shared.scheduling import reasons
@@ -71,10 +71,12 @@ P = enum_members(PriorityClass)
 class Cycle:
     """Working state of one `plan()` call."""
 
-    def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = ()) -> None:
+    def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = (),
+                 columns: WalkColumns | None = None) -> None:
         self.policy = policy
         self.now = now
-        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now))
+        queued_core = columns.core_gpus if columns is not None else None
+        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now, queued_core))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
@@ -98,6 +100,7 @@ class Cycle:
         self._gate = policy.readiness_gate
         self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
         self._repeats: dict[tuple, tuple] = {}  # shape -> how its last failure went (`_repeat_failure`)
+        self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -116,7 +119,7 @@ class Cycle:
         consider, fleet = self.consider, self.fleet
         for position, task in enumerate(ordered):
             if self.blocked is not None or (fleet.free_total == 0 and self.reservation_settled):  # self.closed
-                self.defer_rest(ordered[position:])
+                self._defer_rest_from(ordered, position, columns)
                 return
             if self.reservation_settled and columns is not None:
                 self._walk_settled(ordered, position, columns)
@@ -133,15 +136,16 @@ class Cycle:
         the failure caches only tighten), and its sentence depends only on the shape and the fleet, which
         only grants and preemptions change."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
-        flags, projects, shapes = columns.flags, columns.projects, columns.shapes
+        flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
         failures = readiness_failures(self.policy)  # by flags
         no_room: dict[int, tuple[int, str]] = {}  # shape -> (`_changes` then, the sentence)
+        helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
         no_capacity = R.NO_CAPACITY
         for position in range(start, len(ordered)):
             if self.blocked is not None or fleet.free_total == 0:  # self.closed (the reservation is settled)
-                self.defer_rest(ordered[position:])
+                self._defer_rest_from(ordered, position, columns)
                 return
             task, task_flags = ordered[position], flags[position]
             failure = failures[task_flags]
@@ -151,17 +155,17 @@ class Cycle:
                     self._consider_usable(task, options)
                     continue
             if failure is not None:
-                add_id(task.task_id)
+                add_id(task_ids[position])
                 add_reason(failure[0])
                 add_detail(failure[1])
                 continue
             changes = len(self.grants) + len(self.preemptions)  # self._changes()
             known = no_room.get(shapes[position])
             if known is not None and known[0] == changes:
-                if task_flags & CORE and self._may_preempt(task) and self._preemption_may_help(task):
+                if task_flags & CORE and self._may_preempt(task) and self._shape_may_preempt(task, shapes[position], helps):
                     self._consider_usable(task, task.options)
                 else:
-                    add_id(task.task_id)
+                    add_id(task_ids[position])
                     add_reason(no_capacity)
                     add_detail(known[1])
             elif not self._may_start(task, task.options):
@@ -282,14 +286,59 @@ class Cycle:
                 add_reason(failure[0])
                 add_detail(failure[1])
                 continue
-            if may_preempt and task.priority_class == core and self._may_preempt(task):
-                may_preempt = self._victim_index().has_victims()
-                if may_preempt and self._preemption_may_help(task):
-                    self.consider(task)
-                    continue
+            if may_preempt and task.priority_class == core:
+                may_preempt = self._defer_closed_core(task, reason, detail)
+                continue
             add_id(task.task_id)
             add_reason(reason)
             add_detail(detail)
+
+    def _defer_closed_core(self, task: QueuedTask, reason: DeferralReason, detail: str) -> bool:
+        """`defer_rest` for a ready core task while preemption may still help one: it preempts if it may
+        and that helps (`consider`), else gets the closing reason and sentence. Returns whether preemption
+        may still help a later one (False once no victim is left)."""
+        may_preempt = True
+        if self._may_preempt(task):
+            may_preempt = self._victim_index().has_victims()
+            if may_preempt and self._preemption_may_help(task):
+                self.consider(task)
+                return may_preempt
+        self.defer(task.task_id, reason, detail)
+        return may_preempt
+
+    def _defer_rest_from(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns | None) -> None:
+        """`defer_rest(ordered[start:])`; with the kept queue's columns, the same deferrals without reading
+        the tasks that get only a readiness failure or the closing reason: runs of them are copied from the
+        columns (`_defer_run`), and each ready core task goes through `_defer_closed_core` in its place while
+        preemption may still help one."""
+        if columns is None:
+            self.defer_rest(ordered[start:])
+            return
+        closing = self.blocked or Deferral("", R.NO_CAPACITY, reasons.NO_FREE_GPUS_TEXT)
+        reason, detail = closing.reason, closing.detail
+        failures = readiness_failures(self.policy)
+        by_flags = ([reason if failure is None else failure[0] for failure in failures],
+                    [detail if failure is None else failure[1] for failure in failures])
+        may_preempt, end = self.blocked is None and self.policy.preemption, len(ordered)
+        ready_core = bytes([bool(flags & CORE) and failures[flags] is None for flags in range(16)]).ljust(256, b"\0")
+        marks = bytes(columns.flags[start:]).translate(ready_core) if may_preempt else b""
+        position = start
+        while position < end:
+            core_at = marks.find(1, position - start) if may_preempt else -1
+            stop = end if core_at < 0 else start + core_at
+            self._defer_run(columns, position, stop, by_flags)
+            if stop == end:
+                return
+            may_preempt = self._defer_closed_core(ordered[stop], reason, detail)
+            position = stop + 1
+
+    def _defer_run(self, columns: WalkColumns, start: int, stop: int,
+                   by_flags: tuple[list[DeferralReason], list[str]]) -> None:
+        """Defer the tasks at positions start..stop-1 with the reason and sentence of their flags."""
+        flags = columns.flags[start:stop]
+        self.deferred_ids.extend(columns.task_ids[start:stop])
+        self.deferred_reasons.extend(map(by_flags[0].__getitem__, flags))
+        self.deferred_details.extend(map(by_flags[1].__getitem__, flags))
 
     def _may_preempt(self, task: QueuedTask) -> bool:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
@@ -311,6 +360,16 @@ class Cycle:
 
     def _grace_ends(self, task: QueuedTask) -> float:
         return task.submitted_at + self.policy.preempt_after_s
+
+    def _shape_may_preempt(self, task: QueuedTask, shape: int, helps: dict[int, tuple[int, bool]]) -> bool:
+        """`_preemption_may_help(task)`, remembered per shape (GPUs, heavy, card types: all it reads of the
+        task) while the victim index answers alike (`VictimIndex.version`)."""
+        version = self._victim_index().version
+        known = helps.get(shape)
+        if known is not None and known[0] == version:
+            return known[1]
+        helps[shape] = (version, answer := self._preemption_may_help(task))
+        return answer
 
     def _preemption_may_help(self, task: QueuedTask) -> bool:
         pools = self.fleet.pools
@@ -577,36 +636,57 @@ class Cycle:
         """When the running leases on nodes of these card types are expected to free their GPUs
         (and whether they borrow headroom until then: opportunistic leases). Leases preempted this
         cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases that
-        yield to the reservation free their GPUs by then at the latest."""
+        yield to the reservation free their GPUs by then at the latest. One pass over the leases serves
+        every `yield_at` for the same card types while no lease is preempted (`_reserve` asks with and
+        without it)."""
+        key = (frozenset(card_types), len(self._preempted))  # the preempted set only grows
+        if self._lease_scan is None or self._lease_scan[0] != key:
+            self._lease_scan = (key, *self._scan_leases(card_types))
+        _, releases, yielding = self._lease_scan
+        if yield_at is None or not yielding:
+            return releases
+        releases = list(releases)
+        for index, estimated_end in yielding:
+            if yield_at < estimated_end:
+                card_type, release = releases[index]
+                releases[index] = (card_type, release._replace(at=yield_at))
+        return releases
+
+    def _scan_leases(self, card_types: frozenset[str]) -> tuple[list[tuple[str, Release]], list[tuple[int, float]]]:
+        """`_lease_releases` without `yield_at`, and (position, estimated end) of the leases among them
+        that yield to the reservation (`yields_to_reservation`)."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         opportunistic, preempted = P.OPPORTUNISTIC, self._preempted
-        policy, now = self.policy, self.now
-        releases = []
+        policy, now, counts, new_release = self.policy, self.now, self.borrowed.counts, tuple.__new__
+        releases, yielding = [], []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             if rank is not None and card_of[rank] in card_types and lease.lease_id not in preempted:
-                at = lease.estimated_end
-                if (yield_at is not None and lease.priority_class == opportunistic and yield_at < at
-                        and yields_to_reservation(lease, policy, now)):
-                    at = yield_at
-                release = Release(at, rank, len(lease.gpu_indices), lease.heavy, self._borrows(lease))
-                releases.append((card_of[rank], release))
-        return releases
+                borrows = False
+                if lease.priority_class == opportunistic:  # `_borrows`, inlined
+                    borrows = counts is None or counts(lease)
+                    if yields_to_reservation(lease, policy, now):
+                        yielding.append((len(releases), lease.estimated_end))
+                release = new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows))
+                releases.append((card_of[rank], release))  # `Release(...)` without its Python-level __new__
+        return releases, yielding
 
 
-def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float):
+def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: float,
+                 queued_core: Mapping[str, int] | None = None):
     """headroom(card type, total GPUs) for this cycle: the policy's share, capped by the GPUs core work
     holds or waits for on the type when the policy tracks core demand (counted only if needed).
-    `queue` is in the policy's order (as `plan()` walks it)."""
+    `queue` is in the policy's order (as `plan()` walks it); `queued_core`: its core tasks' GPUs per card
+    type, if a kept queue counted them (`WalkColumns.core_gpus`)."""
     if not policy.headroom_tracks_core or not policy.headroom:
         return partial(headroom_gpus, policy)
     card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
-    demand = _core_demand_of(snapshot, queue, policy, card_of_node, now)
+    demand = _core_demand_of(snapshot, queue, policy, card_of_node, now, queued_core)
     return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))
 
 
 def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy,
-                    card_of_node: dict[str, str], now: float) -> dict[str, int]:
+                    card_of_node: dict[str, str], now: float, queued_core: Mapping[str, int] | None) -> dict[str, int]:
     """The core demand that caps the headroom (`policy.headroom_core_demand`)."""
     # `plan()` passes the ordered queue: every order but fifo puts the core class first.
     core_first = policy.order != "fifo"
@@ -616,6 +696,6 @@ def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Pol
         raise ValueError(f"unknown headroom_core_demand {policy.headroom_core_demand!r}; known: "
                          f"{', '.join(HeadroomCoreDemand)}") from None
     if which is HeadroomCoreDemand.PRESENT:
-        return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first)
+        return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first, queued_gpus=queued_core)
     return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
-                              every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT)
+                              every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT, queued_gpus=queued_core)

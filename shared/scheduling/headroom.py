@@ -51,11 +51,14 @@ def headroom_gpus(policy: Policy, card_type: str, total_gpus: int, core_gpus: in
 
 def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
                 card_of_node: Mapping[str, str], core_first: bool = False,
-                leases_since: float = -math.inf, queued_since: float = -math.inf) -> dict[str, int]:
+                leases_since: float = -math.inf, queued_since: float = -math.inf,
+                queued_gpus: Mapping[str, int] | None = None) -> dict[str, int]:
     """GPUs per card type that core work holds (running leases) or waits for (queued core tasks, on
     every card type they accept, whether or not their data is ready yet). `core_first`: the queue is
     ordered by class, so counting stops at its first task that is not core. `leases_since` /
-    `queued_since`: count only leases started / tasks submitted since then (`recent_core_demand`)."""
+    `queued_since`: count only leases started / tasks submitted since then (`recent_core_demand`).
+    `queued_gpus`: the queued part already summed per card type over every queued core task (a kept
+    queue's `core_gpus`); only with `queued_since` = -inf, and then the queue is not read."""
     demand: dict[str, int] = {}
     core = PriorityClass.CORE
     for lease in leases:
@@ -64,6 +67,10 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
         card_type = card_of_node.get(lease.node_id)
         if card_type is not None:
             demand[card_type] = demand.get(card_type, 0) + len(lease.gpu_indices)
+    if queued_gpus is not None and queued_since == -math.inf:
+        for card_type, gpus in queued_gpus.items():
+            demand[card_type] = demand.get(card_type, 0) + gpus
+        return demand
     for task in queue:
         if task.priority_class != core:
             if core_first:
@@ -78,7 +85,7 @@ def core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
 
 def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTask],
                        card_of_node: Mapping[str, str], since: float, core_first: bool = False,
-                       every_queued: bool = False) -> dict[str, int]:
+                       every_queued: bool = False, queued_gpus: Mapping[str, int] | None = None) -> dict[str, int]:
     """GPUs per card type of the core demand seen since `since` (`policy.headroom_core_demand =
     "recent"`, with `since` = now − the preemption grace): core leases that started since then and
     queued core tasks submitted since then (on every card type they accept) — with `every_queued`
@@ -87,7 +94,7 @@ def recent_core_demand(leases: Iterable[RunningLease], queue: Iterable[QueuedTas
     it: where core work arrives seldom the headroom shrinks to what recently came, and core work that
     has long been running no longer keeps GPUs idle beside it."""
     return core_demand(leases, queue, card_of_node, core_first, leases_since=since,
-                       queued_since=-math.inf if every_queued else since)
+                       queued_since=-math.inf if every_queued else since, queued_gpus=queued_gpus)
 
 
 def headroom_needed(gpus: int, headroom: int, total_gpus: int, wide: bool = False) -> int:

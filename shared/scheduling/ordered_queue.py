@@ -23,7 +23,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from functools import partial
@@ -60,11 +60,15 @@ def flags_of(task: QueuedTask) -> int:
 @dataclass(frozen=True, slots=True)
 class WalkColumns:
     """Per task of a walk, in its order: `flags_of` it, its project, the number of its (GPUs, heavy, card
-    types). Two tasks with the same shape number have the same GPUs, heaviness and card types."""
+    types), its id. Two tasks with the same shape number have the same GPUs, heaviness and card types.
+    And for the whole queue: `core_gpus`, the GPUs its core tasks ask for per card type (each task on
+    every card type it accepts: `headroom.core_demand`'s queued part)."""
 
     flags: Sequence[int]
     projects: Sequence[str]
     shapes: Sequence[int]
+    task_ids: Sequence[str]
+    core_gpus: Mapping[str, int]
 
 
 class OrderedQueue(Sequence[QueuedTask]):
@@ -76,11 +80,13 @@ class OrderedQueue(Sequence[QueuedTask]):
     tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
     deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`), `projects`, and
     `shapes` — the number of the task's (GPUs, heavy, card types), in a table shared by the queues made
-    from this one. Never mutated (the shape table only grows): `changed` makes a new one.
+    from this one — and `task_ids`; `core_gpus` sums what its core tasks ask for per card type (the
+    queued part of the headroom's core demand, kept instead of counted every cycle). Never mutated (the
+    shape table only grows): `changed` makes a new one.
     """
 
     __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline",
-                 "flags", "projects", "shapes", "_shape_ids")
+                 "flags", "projects", "shapes", "task_ids", "core_gpus", "_shape_ids")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
                  submitted_bounds: tuple[float, float] | None = None) -> None:
@@ -93,6 +99,10 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.flags = array("b", map(flags_of, tasks))
         self.projects = [task.project for task in tasks]
         self.shapes = array("i", [self._shape_id(task) for task in tasks])
+        self.task_ids = [task.task_id for task in tasks]
+        self.core_gpus: dict[str, int] = {}
+        for task in tasks:
+            self._count_core(task, 1)
 
     @classmethod
     def of(cls, tasks: Iterable[QueuedTask], policy: Policy) -> OrderedQueue:
@@ -112,6 +122,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         queue.tasks, queue.offsets, queue.aged = list(self.tasks), array("d", self.offsets), array("d", self.aged)
         queue.priorities = Counter(self.priorities)
         queue.flags, queue.projects, queue.shapes = array("b", self.flags), list(self.projects), array("i", self.shapes)
+        queue.task_ids, queue.core_gpus = list(self.task_ids), dict(self.core_gpus)
         narrowed = False
         for task in removed:
             queue._take_out(task)
@@ -138,7 +149,8 @@ class OrderedQueue(Sequence[QueuedTask]):
         if index == len(self.tasks) or self.tasks[index] != task:
             raise ValueError(f"task {task.task_id} is not queued as given")
         del self.tasks[index], self.offsets[index], self.aged[index]
-        del self.flags[index], self.projects[index], self.shapes[index]
+        del self.flags[index], self.projects[index], self.shapes[index], self.task_ids[index]
+        self._count_core(task, -1)
         self.priorities[task.priority] -= 1
         if not self.priorities[task.priority]:
             del self.priorities[task.priority]
@@ -154,6 +166,8 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.flags.insert(index, flags_of(task))
         self.projects.insert(index, task.project)
         self.shapes.insert(index, self._shape_id(task))
+        self.task_ids.insert(index, task.task_id)
+        self._count_core(task, 1)
         self.priorities[task.priority] += 1
         self.with_deadline += task.deadline is not None
         low, high = self.submitted_bounds or (task.submitted_at, task.submitted_at)
@@ -166,12 +180,24 @@ class OrderedQueue(Sequence[QueuedTask]):
             known = self._shape_ids[shape] = len(self._shape_ids)
         return known
 
+    def _count_core(self, task: QueuedTask, sign: int) -> None:
+        """Add (1) or take out (-1) a core task's GPUs on each card type it accepts (`core_gpus`)."""
+        if task.priority_class != PriorityClass.CORE:
+            return
+        core_gpus = self.core_gpus
+        for option in task.options:
+            left = core_gpus.get(option.card_type, 0) + sign * task.gpus
+            if left:
+                core_gpus[option.card_type] = left
+            else:
+                core_gpus.pop(option.card_type, None)
+
     def walk_columns(self, positions: list[int] | None) -> WalkColumns:
         """The columns of the tasks at these positions (None: all, in the kept order)."""
         if positions is None:
-            return WalkColumns(self.flags, self.projects, self.shapes)
+            return WalkColumns(self.flags, self.projects, self.shapes, self.task_ids, self.core_gpus)
         return WalkColumns([self.flags[i] for i in positions], [self.projects[i] for i in positions],
-                           [self.shapes[i] for i in positions])
+                           [self.shapes[i] for i in positions], [self.task_ids[i] for i in positions], self.core_gpus)
 
     def _key(self, task: QueuedTask) -> tuple:
         return kept_key(task, self.order, self.rate)

@@ -29,7 +29,7 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         ordered, columns = walk_order(queue, policy, now)
         # 2. Index free GPUs by card type and free count (headroom where core work holds or waits for
         #    GPUs); open the cycle's quota book.
-        cycle = Cycle(snapshot, policy, now, ordered)
+        cycle = Cycle(snapshot, policy, now, ordered, columns)
         # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
         #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such
         #    task), blocks (strict-order baselines) or is deferred with the most telling reason.

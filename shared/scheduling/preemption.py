@@ -128,6 +128,7 @@ class VictimIndex:
         self._failed_at: dict[tuple[str, bool], int] = {}  # smallest GPU count no victims could make fit
         self._cheapest: dict[str, list[Victim]] = {}  # per card type, for spanning tasks
         self._left = {card: sum(map(len, nodes.values())) for card, nodes in self._by_card.items()}
+        self.version = 0  # grows whenever `may_help` may answer differently (victims taken, a failure learnt)
 
     def has_victims(self) -> bool:
         return any(self._left.values())
@@ -155,6 +156,7 @@ class VictimIndex:
         if choice is None and limit is None:
             # Victims and free GPUs only shrink during a cycle: no node fits a larger request either.
             self._failed_at[key] = gpus
+            self.version += 1
         return choice
 
     def commit(self, choice: VictimChoice, fleet: Fleet) -> None:
@@ -167,6 +169,7 @@ class VictimIndex:
         for victim in choice.victims:
             self._by_card[victim.card_type][victim.rank].remove(victim)
             self._left[victim.card_type] -= 1
+            self.version += 1
             if victim.card_type in self._cheapest:
                 self._cheapest[victim.card_type].remove(victim)
             touched.add((victim.card_type, victim.rank))

@@ -8,6 +8,7 @@ in flavor a100, 2 more needed".
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from shared.scheduling.model import Deferral, DeferralReason
 
@@ -17,7 +18,12 @@ def format_duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.0f}s"
-    minutes = int(seconds // 60)
+    return _minutes_text(int(seconds // 60))
+
+
+@lru_cache(maxsize=8192)
+def _minutes_text(minutes: int) -> str:
+    """`format_duration` of a whole number of minutes (remembered: a cycle says many task runtimes)."""
     if minutes < 60:
         return f"{minutes}m"
     hours, minutes = divmod(minutes, 60)

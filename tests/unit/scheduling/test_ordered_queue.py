@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
@@ -139,3 +139,55 @@ def test_a_filtered_or_partly_replaced_copy_becomes_a_kept_queue_of_exactly_thos
              for task in kept if data.draw(st.booleans())]
     assert order_queue(kept.with_tasks(gated), policy, NOW) == order_queue(gated, policy, NOW)
     assert kept.with_tasks(kept) is kept
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), core_options=st.lists(st.sampled_from(("H100", "A100", "L40S")), unique=True,
+                                                  min_size=1, max_size=3))
+def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(history, core_options) -> None:
+    """Ids, flags, projects and the core tasks' GPUs per card type (the headroom's queued core demand) are
+    updated with each change, not recounted: after every change they equal a fresh queue's."""
+    first, steps, policy = history
+
+    def widened(tasks):  # core tasks ask for several card types and GPUs, so the counts can cancel out
+        return [replace(task, gpus=1 + len(task.task_id) % 3, options=tuple(CardOption(card, 600.0, 1.0) for card in core_options))
+                if task.priority_class == PriorityClass.CORE else task for task in tasks]
+
+    kept = OrderedQueue.of(widened(first), policy)
+    for removed, added, _ in steps:
+        kept = kept.changed(widened(added), widened(removed))
+        fresh = OrderedQueue.of(list(kept), policy)
+        assert (kept.task_ids, kept.projects) == (fresh.task_ids, fresh.projects) == (ids(kept), [t.project for t in kept])
+        assert list(kept.flags) == list(fresh.flags)
+        assert kept.core_gpus == fresh.core_gpus == _core_gpus(kept)
+
+
+def _core_gpus(tasks) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for task in tasks:
+        if task.priority_class == PriorityClass.CORE:
+            for option in task.options:
+                counted[option.card_type] = counted.get(option.card_type, 0) + task.gpus
+    return {card: gpus for card, gpus in counted.items() if gpus}
+
+
+def test_once_nothing_is_free_a_core_task_later_in_the_kept_queue_still_preempts() -> None:
+    """The closed walk over a kept queue defers runs of tasks from its columns, but a ready core task in
+    it still goes its own way: here `a` holds the reservation (n0) and no GPU is free, then `b` (past its
+    grace) preempts the opportunistic lease on n2 — as on a list (fails if the columns defer `b` too)."""
+    core, opportunistic = PriorityClass.CORE, PriorityClass.OPPORTUNISTIC
+    nodes = tuple(Node(f"n{index}", "H100", 8, frozenset()) for index in range(3))
+
+    def lease(index: int, klass: PriorityClass, hours: float) -> RunningLease:
+        return RunningLease(f"l{index}", f"r{index}", "p", klass, f"n{index}", "H100", tuple(range(8)), NOW - 600,
+                            NOW + hours * 3600, NOW - 60, checkpoints_on_preempt=klass == opportunistic)
+
+    snapshot = Snapshot(nodes, (lease(0, opportunistic, 10), lease(1, STANDARD, 5), lease(2, opportunistic, 10)), {})
+    queue = [QueuedTask("a", "p", core, 9, 8, NOW, (CardOption("H100", 20 * 3600.0, 1.0),)),
+             QueuedTask("b", "p", core, 0, 4, NOW - 7200, (CardOption("H100", 3600.0, 1.0),)),
+             QueuedTask("c", "p", STANDARD, 0, 1, NOW - 7200, (CardOption("H100", 3600.0, 1.0),))]
+    policy = POLICIES["cardflow"]
+    listed = plan(snapshot, queue, policy, NOW)
+    assert [(d.task_id, d.reason) for d in listed.deferrals] == [
+        ("a", DeferralReason.RESERVED), ("b", DeferralReason.AWAITING_PREEMPTION), ("c", DeferralReason.NO_CAPACITY)]
+    assert plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW) == listed
