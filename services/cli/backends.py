@@ -41,18 +41,18 @@ console = Console()
 errors = Console(stderr=True, soft_wrap=True)  # messages stay one line each: grep-able
 
 # A part of the running system: entered once backends are up, exited (reverse order) on shutdown.
-# Signature: part(endpoints, demo) -> context manager. Services, agents, the console and the demo
+# Signature: part(endpoints, demo, lang) -> context manager. Services, agents, the console and the demo
 # workload register themselves here (e.g. `SYSTEM_PARTS.append(run_services)`).
-SystemPart = Callable[["Endpoints", bool], AbstractContextManager[object]]
+SystemPart = Callable[["Endpoints", bool, CliLang], AbstractContextManager[object]]
 SYSTEM_PARTS: list[SystemPart] = []
 
 
-def run_cardflow_processes(endpoints: Endpoints, demo: bool) -> AbstractContextManager[object]:
+def run_cardflow_processes(endpoints: Endpoints, demo: bool, lang: CliLang = CliLang.EN) -> AbstractContextManager[object]:
     """Every service and the console as supervised subprocesses; with `demo`, a simulated fleet,
     a demo workload and a live view too (see `services.demo.system`; imported lazily: fast CLI)."""
     from services.demo.system import run_cardflow
 
-    return run_cardflow(endpoints, demo, console)
+    return run_cardflow(endpoints, demo, console, lang)
 
 
 SYSTEM_PARTS.append(run_cardflow_processes)
@@ -117,7 +117,7 @@ def up(
         admin = local_admin(found)
         console.print(_where_table(found, backends.embedded, admin, words))
         console.print(f"{words['connect']} [bold]eval \"$(cardflow endpoints --data-dir {found.data_dir})\"[/bold]")
-        run_system(found, demo, stack, words)
+        run_system(found, demo, stack, lang)
         console.print(words["running"])
         _wait_forever()
     console.print(words["stopped"])
@@ -136,13 +136,14 @@ def local_admin_name() -> str:
     return name or "local-admin"
 
 
-def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack, words: dict[str, str] = UP_WORDS[CliLang.EN]) -> list[str]:
+def run_system(endpoints: Endpoints, demo: bool, stack: ExitStack, lang: CliLang = CliLang.EN) -> list[str]:
     """Enter every registered system part; returns their names."""
+    words = UP_WORDS[lang]
     if not SYSTEM_PARTS:
         console.print(f"[yellow]{words['no_parts']}[/yellow]")
     names = []
     for part in SYSTEM_PARTS:
-        stack.enter_context(part(endpoints, demo))
+        stack.enter_context(part(endpoints, demo, lang))
         names.append(getattr(part, "__name__", repr(part)))
     return names
 

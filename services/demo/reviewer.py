@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from services.cli.lang import CliLang
 from services.console.routes.approvals import awaits_approval  # what the API accepts a review for
 from services.demo.workload import DEMO_REVIEWS, DemoReview
 from shared.config.demo_policy import DEMO_APPROVAL_RULE, DEMO_REVIEWER
@@ -61,11 +62,21 @@ async def policy_in_force(api: httpx.AsyncClient, token: str) -> bool:
     return any(rule.name == DEMO_APPROVAL_RULE["name"] for rule in document.approvals.rules)
 
 
+REVIEW_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {"approve": "{reviewer} approved {task}: {reason}", "deny": "{reviewer} denied {task}: {reason}",
+                 "refused": "{reviewer} could not {decision} {task}: HTTP {status} {text}"},
+    CliLang.ZH: {"approve": "{reviewer} 批准了 {task}：{reason}", "deny": "{reviewer} 拒绝了 {task}：{reason}",
+                 "refused": "{reviewer} 未能对 {task} 执行 {decision}：HTTP {status} {text}"},
+}  # fmt: skip
+"""The reviewer's notes per language (the reason is the demo reviewer's own words, recorded as given)."""
+
+
 class DemoReviewer:
     """Carries out `DEMO_REVIEWS` once each task has waited for approval long enough to be seen waiting."""
 
-    def __init__(self, api: httpx.AsyncClient, token: str, reviews: Iterable[DemoReview] = DEMO_REVIEWS) -> None:
-        self.api, self.token = api, token
+    def __init__(self, api: httpx.AsyncClient, token: str, reviews: Iterable[DemoReview] = DEMO_REVIEWS,
+                 lang: CliLang = CliLang.EN) -> None:  # fmt: skip
+        self.api, self.token, self.lang = api, token, lang
         self.pending = {review.name: review for review in reviews}
         self.waiting_since: dict[str, float] = {}
 
@@ -86,7 +97,8 @@ class DemoReviewer:
     async def decide(self, view: TaskView, review: DemoReview) -> str:
         answer = await self.api.post(f"/v1/tasks/{view.id}/{review.decision.value}", headers=bearer(self.token),
                                      json={"reason": review.reason})  # fmt: skip
+        words = REVIEW_WORDS[self.lang]
         if answer.status_code != 202:
-            return f"{DEMO_REVIEWER} could not {review.decision.value} {review.name}: HTTP {answer.status_code} {answer.text[:200]}"
-        said = "approved" if review.decision.value == "approve" else "denied"
-        return f"{answer.json()['reviewer']} {said} {review.name}: {review.reason}"
+            return words["refused"].format(reviewer=DEMO_REVIEWER, decision=review.decision.value, task=review.name,
+                                           status=answer.status_code, text=answer.text[:200])  # fmt: skip
+        return words[review.decision.value].format(reviewer=answer.json()["reviewer"], task=review.name, reason=review.reason)

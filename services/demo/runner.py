@@ -34,7 +34,8 @@ from rich.console import Console
 from rich.live import Live
 
 from services.demo.board import Board
-from services.demo.render import Header, live_view, plain_status, summary
+from services.cli.lang import CliLang
+from services.demo.render import DEMO_WORDS, Header, live_view, plain_status, summary
 from services.demo.reviewer import REVIEWER_TOKEN_FILE, DemoReviewer, demo_reviewer_token, policy_in_force
 from services.demo.supervisor import Supervisor
 from services.demo.tail import EventTail
@@ -56,6 +57,7 @@ class DemoOptions:
     ledger_wait_s: float = 15.0
     refresh_s: float = 0.25
     admin_token_file: str | None = None  # the local admin's token: makes the demo reviewer's token
+    lang: CliLang = CliLang.EN  # of the live view, the notes and the summary (`cardflow up --demo --lang zh`)
 
 
 @dataclass
@@ -123,7 +125,7 @@ async def run_demo(settings: Settings, workload: DemoWorkload, options: DemoOpti
             session = DemoSession(redis, store, Board(load_catalog()), workload, options, progress, reviewer)
             await _follow(session, console, stop, supervisor)
             if not stop.is_set():
-                console.print(summary(session.board, workload.keys, time_scale=options.time_scale))
+                console.print(summary(session.board, workload.keys, time_scale=options.time_scale, lang=options.lang))
                 _print_outcome(console, progress, options)
         await stop.wait()
     finally:
@@ -139,9 +141,9 @@ async def _demo_reviewer(api: httpx.AsyncClient, options: DemoOptions, progress:
     try:
         token = await demo_reviewer_token(api, admin_file.read_text().strip(), admin_file.with_name(REVIEWER_TOKEN_FILE))
     except (httpx.HTTPError, OSError, KeyError) as exc:
-        progress.notes.append(f"no demo reviewer ({type(exc).__name__}: {exc}): its tasks will wait for approval")
+        progress.notes.append(DEMO_WORDS[options.lang]["no_reviewer"].format(error=f"{type(exc).__name__}: {exc}"))
         return None
-    return DemoReviewer(api, token)
+    return DemoReviewer(api, token, lang=options.lang)
 
 
 async def grant_demo_quotas(settings: Settings) -> None:
@@ -226,7 +228,7 @@ class DemoSession:
             return False
         elapsed = now - self.submitted_at
         while self.actions and self.actions[0].after_s <= elapsed:
-            done = await perform(self.actions.pop(0), self.redis, self.store)
+            done = await perform(self.actions.pop(0), self.redis, self.store, self.options.lang)
             self.progress.notes.append(f"t={elapsed:.0f}s {done}")
         if self.reviewer is not None:
             for note in await self.reviewer.step(self.board.views_of(self.workload.keys), now):
@@ -252,7 +254,7 @@ class DemoSession:
         self.progress.submitted = len(await submit(self.redis, sent))
         self.submitted_at = time.monotonic()
         count = len(self.workload.submissions) + len(self.workload.invalid)
-        self.progress.notes.append(f"submitted {count} tasks through cf:ingest")
+        self.progress.notes.append(DEMO_WORDS[self.options.lang]["submitted"].format(n=count))
 
 
 async def _follow(session: DemoSession, console: Console, stop: asyncio.Event, supervisor: Supervisor | None) -> None:
@@ -263,7 +265,7 @@ async def _follow(session: DemoSession, console: Console, stop: asyncio.Event, s
         return
     options = session.options
     header = Header(session.workload.run_id, options.time_scale, options.console_url, session.started, options.logs)
-    render = _renderer(session.board, supervisor, console)
+    render = _renderer(session.board, supervisor, console, options.lang)
     with Live(render(header), console=console, refresh_per_second=1 / options.refresh_s,
               redirect_stdout=False, redirect_stderr=False) as live:  # fmt: skip
         while not stop.is_set():
@@ -288,7 +290,7 @@ async def _follow_plain(session: DemoSession, console: Console, stop: asyncio.Ev
             if notice.message.startswith("exited"):
                 console.print(f"{notice.child}: {notice.message}", markup=False, highlight=False)
         seen_notices = len(notices)
-        status = plain_status(session.board)
+        status = plain_status(session.board, session.options.lang)
         if status != printed_status:
             console.print(f"{elapsed:4.0f}s  {status}", markup=False, highlight=False)
             printed_status = status
@@ -296,12 +298,12 @@ async def _follow_plain(session: DemoSession, console: Console, stop: asyncio.Ev
             return
 
 
-def _renderer(board: Board, supervisor: Supervisor | None, console: Console) -> Callable[[Header], object]:
+def _renderer(board: Board, supervisor: Supervisor | None, console: Console, lang: CliLang) -> Callable[[Header], object]:
     def render(header: Header) -> object:
         children = supervisor.status() if supervisor else []
         notices = list(supervisor.notices) if supervisor else []
         rows = max(3, console.height - 18 - len(board.fleet()))  # the rest of the screen is taken
-        return live_view(board, header, children, notices, recent=rows)
+        return live_view(board, header, children, notices, recent=rows, lang=lang)
 
     return render
 
@@ -319,10 +321,10 @@ def _is_done(board: Board, workload: DemoWorkload, progress: DemoProgress, elaps
 
 
 def _print_outcome(console: Console, progress: DemoProgress, options: DemoOptions) -> None:
+    words = DEMO_WORDS[options.lang]
     if progress.settled_after_s is None:
-        console.print(f"[yellow]the demo did not settle within {options.settle_timeout_s:.0f}s; "
-                      f"see the logs in {options.logs}[/yellow]")  # fmt: skip
+        console.print(f"[yellow]{words['not_settled'].format(s=options.settle_timeout_s, logs=options.logs)}[/yellow]")
     else:
-        console.print(f"[green]demo settled after {progress.settled_after_s:.0f}s[/green] "
-                      f"(sim time x{options.time_scale:g}). The system keeps running; press Ctrl-C to stop.")  # fmt: skip
-    console.print(f"Console: {options.console_url}")
+        console.print(f"[green]{words['settled'].format(s=progress.settled_after_s)}[/green] "
+                      f"{words['keeps_running'].format(scale=options.time_scale)}")  # fmt: skip
+    console.print(words["console_line"].format(url=options.console_url))

@@ -1,6 +1,6 @@
 """The processes of a running cardflow, and the `cardflow up` system part that starts them.
 
-`run_cardflow(endpoints, demo, console)` (registered in `services.cli.backends.SYSTEM_PARTS`):
+`run_cardflow(endpoints, demo, console, lang)` (registered in `services.cli.backends.SYSTEM_PARTS`):
 
 1. start every service (`cardflow service config|intake|readiness|matcher|dispatcher|ledger|views|gate`)
    and the console (`cardflow console`) under a `Supervisor`, environment from the endpoints,
@@ -28,6 +28,7 @@ from pathlib import Path
 from rich.console import Console
 
 from services.cli.client import write_instance_api
+from services.cli.lang import CliLang
 from services.demo.runner import DemoOptions, DemoRunner
 from services.demo.supervisor import ChildSpec, Notice, Supervisor
 from services.demo.workload import DEMO_FLEET, DemoAgent, build_workload, demo_time_scale
@@ -42,6 +43,20 @@ SERVICE_NAMES = ("config", "intake", "readiness", "matcher", "dispatcher", "ledg
 CONSOLE_HOST = "127.0.0.1"
 PREFERRED_CONSOLE_PORT = 8080
 CONSOLE_START_TIMEOUT_S = 90.0
+
+SYSTEM_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {
+        "no_console": "the console has not answered within {s:g} s; see {log}",
+        "started": "Services and console started (logs: {logs}). Console: [bold]{url}[/bold]",
+        "sign_in": "Sign in to the console as the local admin: {link}",
+    },
+    CliLang.ZH: {
+        "no_console": "控制台在 {s:g} 秒内没有响应；见 {log}",
+        "started": "服务和控制台已启动（日志：{logs}）。控制台：[bold]{url}[/bold]",
+        "sign_in": "以本机管理员身份登录控制台：{link}",
+    },
+}  # fmt: skip
+"""What `run_cardflow` prints, per language."""
 
 
 def cardflow_argv(*args: str) -> list[str]:
@@ -127,8 +142,9 @@ def _is_free(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator[Supervisor]:
-    """Steps 1-3 of the module docstring."""
+def run_cardflow(endpoints: Endpoints, demo: bool, console: Console, lang: CliLang = CliLang.EN) -> Iterator[Supervisor]:
+    """Steps 1-3 of the module docstring (`lang`: of what is printed here and of the demo's live view)."""
+    words = SYSTEM_WORDS[lang]
     data_dir = Path(endpoints.data_dir or ".cardflow")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (console polls, the demo's reviewer)
     port = console_port()
@@ -145,17 +161,17 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console) -> Iterator
     with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
         supervisor.start([*service_children(env=service_env), console_child(port, env=service_env["console"])])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
-            console.print(f"[yellow]the console has not answered within {CONSOLE_START_TIMEOUT_S:g} s; see {supervisor.log_path('console')}[/yellow]")
+            console.print(f"[yellow]{words['no_console'].format(s=CONSOLE_START_TIMEOUT_S, log=supervisor.log_path('console'))}[/yellow]")
         token_file = local_token_path(data_dir)
         write_instance_api(data_dir, url, token_file)
-        console.print(f"Services and console started (logs: {supervisor.log_dir}). Console: [bold]{url}[/bold]")
-        console.print(f"Sign in to the console as the local admin: {login_link(url, token_file)}", soft_wrap=True)
+        console.print(words["started"].format(logs=supervisor.log_dir, url=url))
+        console.print(words["sign_in"].format(link=login_link(url, token_file)), soft_wrap=True)
         if workload is None:
             yield supervisor
             return
         supervisor.start(agent_children(DEMO_FLEET, scale, redis_urls=enrolled_fleet(endpoints, DEMO_FLEET)))
         options = DemoOptions(time_scale=scale, console_url=url, logs=str(supervisor.log_dir),
-                              fleet=tuple(agent.agent_id for agent in DEMO_FLEET), admin_token_file=str(token_file))
+                              fleet=tuple(agent.agent_id for agent in DEMO_FLEET), admin_token_file=str(token_file), lang=lang)
         with DemoRunner(endpoints.settings(), workload, options, console, supervisor):
             yield supervisor
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from services.cli.lang import CliLang
 from services.demo.workload import DataAction, DataActionKind
 from shared.names import INGEST_STREAM
 from shared.storage import ObjectStore
@@ -65,11 +66,17 @@ async def put_input(store: ObjectStore, uri: str, body: bytes = b"demo data\n") 
     await store.put(location.bucket, location.key, body)
 
 
-async def perform(action: DataAction, redis: Redis, store: ObjectStore) -> str:
-    """Carry out one delayed data action; returns a sentence saying what was done."""
+PERFORMED: dict[CliLang, dict[DataActionKind, str]] = {
+    CliLang.EN: {DataActionKind.PUT_OBJECT: "uploaded {target}", DataActionKind.DATA_READY: "sent data.ready for {target}"},
+    CliLang.ZH: {DataActionKind.PUT_OBJECT: "已上传 {target}", DataActionKind.DATA_READY: "已为 {target} 发送 data.ready"},
+}  # fmt: skip
+
+
+async def perform(action: DataAction, redis: Redis, store: ObjectStore, lang: CliLang = CliLang.EN) -> str:
+    """Carry out one delayed data action; returns a sentence (in `lang`) saying what was done."""
     if action.kind is DataActionKind.PUT_OBJECT:
         await put_input(store, action.target)
-        return f"uploaded {action.target}"
-    dataset, version = action.dataset_version
-    await signal_data_ready(redis, dataset, version, source="cardflow demo")
-    return f"sent data.ready for {action.target}"
+    else:
+        dataset, version = action.dataset_version
+        await signal_data_ready(redis, dataset, version, source="cardflow demo")
+    return PERFORMED[lang][action.kind].format(target=action.target)

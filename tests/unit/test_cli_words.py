@@ -1,5 +1,5 @@
-"""Every words table of the CLI (a module-level dict keyed by `CliLang`: of sentences, or one sentence)
-says the same things in English and Chinese: the same keys and, in each sentence, the same `{placeholders}`."""
+"""Every words table of the CLI and of `cardflow up --demo` (a module-level dict keyed by `CliLang`: of
+sentences, or one sentence) says the same things in English and Chinese: the same keys and, in each sentence, the same `{placeholders}`."""
 
 from __future__ import annotations
 
@@ -10,19 +10,22 @@ import string
 import pytest
 
 import services.cli
+import services.demo
 from services.cli.lang import CliLang
 
 
 def _tables() -> list[tuple[str, dict[str, str], dict[str, str]]]:
-    found = []
-    for info in pkgutil.iter_modules(services.cli.__path__):
-        module = importlib.import_module(f"services.cli.{info.name}")
-        for name, value in vars(module).items():
-            if isinstance(value, dict) and set(value) == set(CliLang):
-                english, chinese = value[CliLang.EN], value[CliLang.ZH]
-                if isinstance(english, str):  # one sentence per language
-                    english, chinese = {"": english}, {"": chinese}
-                found.append((f"{info.name}.{name}", english, chinese))
+    found, seen = [], set()
+    for package in (services.cli, services.demo):
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            for name, value in vars(module).items():
+                if isinstance(value, dict) and set(value) == set(CliLang) and id(value) not in seen:
+                    seen.add(id(value))  # once, where it is defined or first imported
+                    english, chinese = value[CliLang.EN], value[CliLang.ZH]
+                    if isinstance(english, str):  # one sentence per language
+                        english, chinese = {"": english}, {"": chinese}
+                    found.append((f"{module.__name__}.{name}", english, chinese))
     return found
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from services.cli.lang import CliLang
 from services.demo.board import Board
 from services.demo.render import Header, live_view, plain_status, summary
 from services.demo.supervisor import ChildStatus
@@ -135,3 +136,25 @@ def test_the_plain_status_line_counts_tasks_and_leased_gpus() -> None:
     assert "leased 1" in line and "total 1" in line
     assert "2/8 GPUs leased" in line
     assert "\x1b" not in line  # plain text: nothing for a terminal to interpret
+
+
+def test_the_live_view_and_summary_speak_chinese_when_asked() -> None:
+    board = Board(CATALOG)
+    board.apply_all([node(), submitted("T1", "k1"), submitted("T2", "k2", project="vision"), granted("T1", "L1", 1),
+                     succeeded("T1", "L1", 5), released("T1", "L1", 1, 5), usage("T1", "L1", 8.0),
+                     event("task.held", "task/T2", {"task_id": "T2", "reason": "not_approved", "detail": "waits for approval"})])  # fmt: skip
+    header = Header("r1", 600, "http://127.0.0.1:8080", time.monotonic(), "/tmp/logs", notes=("t=8s 已上传 s3://b/k",))
+    children = [ChildStatus("intake", 1, True, 0, None, None), ChildStatus("matcher", None, False, 2, 3.0, 1)]
+    console = Console(width=160, record=True)
+
+    console.print(live_view(board, header, children, [], lang=CliLang.ZH))
+    console.print(summary(board, frozenset({"k1", "k2"}), time_scale=600, lang=CliLang.ZH))
+    text = console.export_text()
+
+    assert "cardflow 演示" in text and "最近的任务" in text and "已完成" in text
+    assert "已租出 0/8 块 GPU" in text and "1/2 运行中" in text and "matcher 已退出（1），3 秒后重启" in text
+    assert "等待审批 (not_approved)（原文：waits for approval）" in text  # the reason's name, the detail as written
+    assert "演示汇总" in text and "合计" in text and "模拟时间 x600" in text
+    for english in ("recent tasks", "GPUs leased", "demo summary", "leased GPU-h", "restart in"):  # reason names keep their value
+        assert english not in text, english
+    assert plain_status(board, CliLang.ZH).startswith("任务：")
