@@ -114,7 +114,7 @@ def _counts(board: Board, lang: CliLang) -> Text:
     parts: list[str | tuple[str, str]] = [(DEMO_WORDS[lang]["tasks"], "bold")]
     for state in TaskState:
         if counts.get(state):
-            parts += [(f"{state_label(state, lang.value)} {counts[state]}", STATE_STYLES[state]), "  "]
+            parts += [(f"{_state_word(state, lang)} {counts[state]}", STATE_STYLES[state]), "  "]
     parts.append(DEMO_WORDS[lang]["total"].format(n=sum(counts.values())))
     return Text.assemble(*parts)
 
@@ -161,9 +161,14 @@ def _recent(views: Sequence[TaskView], lang: CliLang) -> Table:
     for view in views:
         table.add_row(
             view.name or view.id, view.project or "", str(view.priority_class or ""), view.card_type or "",
-            Text(state_label(view.state, lang.value), style=STATE_STYLES[view.state]), _why(view, lang),
+            Text(_state_word(view.state, lang), style=STATE_STYLES[view.state]), _why(view, lang),
         )  # fmt: skip
     return table
+
+
+def _state_word(state: TaskState, lang: CliLang) -> str:
+    """English: the state's value, as the events and the API name it; Chinese: the console's label."""
+    return state.value if lang is CliLang.EN else state_label(state, lang.value)
 
 
 def _why(view: TaskView, lang: CliLang) -> str:
@@ -221,5 +226,5 @@ def _did_not_run(board: Board, views: Sequence[TaskView], lang: CliLang) -> Rend
     unsuccessful = {v.id: v for v in [*views, *rejected] if v.state is not TaskState.SUCCEEDED}
     for view in unsuccessful.values():
         lines.append(Text.assemble((view.name or words["submission"].format(id=view.id), "bold"), " ",
-                                   (state_label(view.state, lang.value), STATE_STYLES[view.state]), f": {_why(view, lang)}"))  # fmt: skip
+                                   (_state_word(view.state, lang), STATE_STYLES[view.state]), f": {_why(view, lang)}"))  # fmt: skip
     return Group(*lines) if lines else Text(words["all_succeeded"], style="green")

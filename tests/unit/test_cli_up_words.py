@@ -29,3 +29,15 @@ def test_the_backends_table_in_english_and_chinese() -> None:
     chinese = rendered(CliLang.ZH)
     assert "cardflow 后端（数据目录 /tmp/cf）" in chinese and "内嵌" in chinese and "外部（来自 CARDFLOW_*）" in chinese
     assert "管理员令牌" in chinese and "刚创建" in chinese and "pw@" not in chinese
+
+
+def test_up_hands_its_language_to_every_system_part(monkeypatch) -> None:
+    from contextlib import ExitStack, nullcontext
+
+    from services.cli import backends
+
+    seen = []
+    monkeypatch.setattr(backends, "SYSTEM_PARTS", [lambda endpoints, demo, lang: seen.append((demo, lang)) or nullcontext()])
+    with ExitStack() as stack:
+        backends.run_system(ENDPOINTS, True, stack, CliLang.ZH)
+    assert seen == [(True, CliLang.ZH)]  # the demo part passes it on to DemoOptions.lang (services/demo/system.py)
