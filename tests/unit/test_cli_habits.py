@@ -100,6 +100,12 @@ def test_stuck_means_only_a_person_can_move_it(view: dict[str, str], stuck: str 
     assert stuck_because(view) == stuck
 
 
+def test_a_stuck_task_in_chinese_names_its_reason_and_keeps_the_apis_sentence() -> None:
+    view = {"state": "held", "reason": "quota_exhausted", "reason_detail": "quota of nlp used up"}
+    assert stuck_because(view, CliLang.ZH) == "配额不足 (quota_exhausted)（原文：quota of nlp used up）"
+    assert stuck_because({"state": "held", "reason": "not_approved"}, CliLang.ZH) == "等待审批 (not_approved)"
+
+
 def test_wait_exit_codes() -> None:
     done, failed = {"state": "succeeded"}, {"state": "failed"}
     stuck, running = {"id": "T3", "state": "unmatchable"}, {"state": "running"}
