@@ -111,7 +111,7 @@ async def save_views(conn: asyncpg.Connection, views: Sequence[TaskView], cache:
         return
     rows = await conn.fetch(
         f"INSERT INTO {SCHEMA}.tasks (id, state, project, idempotency_key, name, updated_at, view)"
-        " SELECT id, state, project, idempotency_key, name, updated_at, view::jsonb"
+        " SELECT id, state, project, idempotency_key, name, updated_at, view::json"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])"
         " AS t(id, state, project, idempotency_key, name, updated_at, view)"
         " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, project = EXCLUDED.project,"

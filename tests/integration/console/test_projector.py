@@ -217,7 +217,7 @@ async def test_a_view_written_by_another_process_is_read_again_not_taken_from_th
 
         assert await services.wait_until(waiting)  # the service now holds this view in its cache
         await pool.execute(  # another writer (a second views instance, a repair) changes the stored view
-            "UPDATE views.tasks SET view = jsonb_set(view, '{name}', '\"renamed-elsewhere\"') WHERE id = $1",
+            "UPDATE views.tasks SET view = jsonb_set(view::jsonb, '{name}', '\"renamed-elsewhere\"')::json WHERE id = $1",
             story.task_id,
         )
         await services.publish(story.matched())
@@ -228,3 +228,26 @@ async def test_a_view_written_by_another_process_is_read_again_not_taken_from_th
         assert await services.wait_until(matched)
         view = await load_task(pool, story.task_id)
         assert (view.name, view.card_type) == ("renamed-elsewhere", "A100")
+
+
+async def test_a_stored_view_is_plain_json_text_kept_uncompressed(fresh_settings: Settings) -> None:
+    """A view over PostgreSQL's ~2 KB compression threshold is stored as written: json (no jsonb
+    conversion) and uncompressed, the cheaper write for a row rewritten about five times per task
+    (migration 004); reads, `->>` included, see the same view."""
+    story = TaskStory(new_event_id())
+    labels = {f"label-{n:02d}": "x" * 60 for n in range(40)}  # a view of ~4 KB, far over the threshold
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        await services.publish(story.submitted(labels=labels), story.readiness(True))
+
+        async def projected() -> bool:
+            view = await load_task(services.pool, story.task_id)
+            return view is not None and view.events == 2
+
+        assert await services.wait_until(projected)
+        [row] = await services.fetch(
+            "SELECT pg_typeof(view)::text AS type, pg_column_compression(view) AS compression,"
+            " octet_length(view::text) AS length, view->>'id' AS id FROM views.tasks WHERE id = $1",
+            story.task_id,
+        )
+        assert (row["type"], row["compression"], row["id"]) == ("json", None, story.task_id) and row["length"] > 3000
+        assert (await load_task(services.pool, story.task_id)).submission["labels"] == labels
