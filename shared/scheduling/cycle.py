@@ -100,6 +100,7 @@ class Cycle:
         self._gate = policy.readiness_gate
         self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
         self._repeats: dict[tuple, tuple] = {}  # shape -> how its last failure went (`_repeat_failure`)
+        self._card_changes: dict[str, int] = {}  # card type -> grants and preemptions on it (`_changes_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
 
     # -- the walk ------------------------------------------------------------------------------
@@ -198,7 +199,7 @@ class Cycle:
                 # the cheap, common case
                 self.defer(task.task_id, R.NO_CAPACITY, self.explain.no_capacity(task, options))
                 return
-            if task.priority_class != P.CORE:
+            if task.priority_class != P.CORE or self._past_grace(task):
                 shape = self._shape(task, options)
                 if self._repeat_failure(task, options, shape):
                     return
@@ -224,18 +225,38 @@ class Cycle:
         return self._may_preempt(task) and self._preemption_may_help(task)
 
     # -- repeated failures ---------------------------------------------------------------------
-    # Once the reservation is settled, a task that is not core and fails to start fails exactly like
-    # the last task of the same shape did, as long as nothing changed since (no grant, no preemption:
-    # `_changes`): the failure depends only on the fleet, the guard and the shape — class, GPUs, heavy,
-    # whether it checkpoints, and per usable card option its type, whether it returns within the
-    # preemption grace and whether it would still run at the reservation's start. Such a task gets the
-    # remembered deferral without a placement attempt; only a "behind the reservation" sentence names
-    # the task's own runtime, so it is said again with it. The failure caches of placement change on a
-    # failed attempt, but they only remember what would fail anyway.
+    # Once the reservation is settled, a task that is not core (or is past its preemption grace:
+    # `_past_grace`) and fails to start fails exactly like
+    # the last task of the same shape did, as long as nothing changed since on the card types of its
+    # usable options (no grant, no preemption there: `_changes_on`): the failure depends only on the
+    # shape — class, GPUs, heavy, whether it checkpoints, and per usable card option its type, whether it
+    # returns within the preemption grace and whether it would still run at the reservation's start — and
+    # on the state of those card types: each one's pool (free GPUs, heavy counts, failure caches), the GPUs
+    # opportunistic work holds there (`Borrowed`), and the reservation's guard, which only grants and
+    # preemptions on its own card type charge; the sentences read the same (`Explainer`). Such a task
+    # gets the remembered deferral without a placement attempt; only a "behind the reservation" sentence
+    # names the task's own runtime, so it is said again with it. The failure caches of placement change
+    # on a failed attempt, but they only remember what would fail anyway.
 
     def _changes(self) -> int:
-        """Grows with every grant and preemption: what a remembered failure depends on."""
+        """Grows with every grant and preemption."""
         return len(self.grants) + len(self.preemptions)
+
+    def _past_grace(self, task: QueuedTask) -> bool:
+        """True for a core task that may preempt now if anything (or preemption is off): its failure is a
+        shape's like any other — its preemption attempt reads the victims of its card types, which only a
+        preemption there takes (and marks: `_changed_on`); a failed attempt only teaches the victim index
+        what would fail anyway. Unlike `_may_preempt`, asks for no revisit."""
+        return not self.policy.preemption or self.now >= self._grace_ends(task)
+
+    def _changes_on(self, options: Sequence[CardOption]) -> int:
+        """Grows with every grant and preemption on one of these options' card types (a sum of counters
+        that only grow: the same sum means none of them moved) — what a remembered failure depends on."""
+        changed = self._card_changes
+        return sum([changed.get(option.card_type, 0) for option in options])
+
+    def _changed_on(self, card_type: str) -> None:
+        self._card_changes[card_type] = self._card_changes.get(card_type, 0) + 1
 
     def _shape(self, task: QueuedTask, options: Sequence[CardOption]) -> tuple:
         grace, now, guard = self.policy.preempt_after_s, self.now, self.guard
@@ -250,7 +271,7 @@ class Cycle:
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         """Defer the task as the last one of its shape if nothing changed since (True if so)."""
         known = self._repeats.get(shape)
-        if known is None or known[0] != self._changes():
+        if known is None or known[0] != self._changes_on(options):
             return False
         _, reason, detail, index = known
         if detail is None:
@@ -263,12 +284,13 @@ class Cycle:
 
     def _remember_failure(self, shape: tuple, options: Sequence[CardOption], miss: Miss) -> None:
         last_reason, last_detail = self.deferred_reasons[-1], self.deferred_details[-1]
+        stamp = self._changes_on(options)
         if last_reason == R.BEHIND_RESERVATION:
             if miss.reason != R.BEHIND_RESERVATION:
                 return
-            self._repeats[shape] = (self._changes(), last_reason, None, options.index(miss.option))
+            self._repeats[shape] = (stamp, last_reason, None, options.index(miss.option))
         else:
-            self._repeats[shape] = (self._changes(), last_reason, last_detail, 0)
+            self._repeats[shape] = (stamp, last_reason, last_detail, 0)
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
@@ -481,6 +503,7 @@ class Cycle:
         self.quota.charge(task, option)
         end = self.now + option.runtime_s
         self.grants.append(Grant(task.task_id, option.card_type, placements, end))
+        self._changed_on(option.card_type)
         if borrowing:
             self.borrowed.change(option.card_type, task.gpus)
         for rank, count in allocation:
@@ -552,6 +575,8 @@ class Cycle:
                     self.borrowed.change(victim.card_type, -lease.gpus)
                 self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
             node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
+            for card_type in {option.card_type, *(victim.card_type for victim in choice.victims)}:
+                self._changed_on(card_type)
             detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
             self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
             return True

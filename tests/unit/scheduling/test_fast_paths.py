@@ -168,6 +168,8 @@ def repetitive_scenarios(draw):
                      headroom_counts_reclaimable_only=draw(st.booleans()),
                      headroom_core_demand=draw(st.sampled_from(tuple(HeadroomCoreDemand))),
                      preemption_spares_ending=draw(st.booleans()))
+    if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
+        policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy
 
 
@@ -210,3 +212,32 @@ def test_the_shortcut_is_taken_behind_a_reservation() -> None:
     assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
     assert len({d.detail for d in fast.deferrals[1:]}) == 20
     assert fast.deferrals == straight_plan(Snapshot(nodes, leases), [head, *tail], policy, NOW).deferrals
+
+
+def test_core_tasks_past_their_grace_repeat_a_failure_too() -> None:
+    """Core tasks that may preempt but find nothing to preempt behind the reservation repeat a failure
+    like any other shape (their attempt would fail alike: no preemption changed their card types), each
+    told its own runtime — and decide exactly as attempting each one."""
+    nodes = tuple(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2))
+    leases = tuple(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
+                                NOW - HOUR, NOW + HOUR) for i in range(2))
+    head = QueuedTask("head", "p", PriorityClass.CORE, 9, 16, NOW, (CardOption("H100", HOUR, 1.0),))
+    tail = [QueuedTask(f"t{i}", "p", PriorityClass.CORE, 0, 2, NOW - 2 * HOUR, (CardOption("H100", (5 + i) * HOUR, 1.0),))
+            for i in range(20)]
+    policy = replace(POLICIES["cardflow"], headroom=0.0)
+    repeated = []
+
+    class Counting(Cycle):
+        def _repeat_failure(self, task, options, shape):
+            done = super()._repeat_failure(task, options, shape)
+            repeated.append(done)
+            return done
+
+    ordered = order_queue([head, *tail], policy, NOW)
+    assert ordered[0] is head
+    cycle = Counting(Snapshot(nodes, leases), policy, NOW, ordered)
+    cycle.walk(ordered)
+    fast = cycle.to_plan()
+    assert sum(repeated) == 19
+    assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
+    assert fast == straight_plan(Snapshot(nodes, leases), [head, *tail], policy, NOW)
