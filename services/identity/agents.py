@@ -21,11 +21,15 @@ are requeued by the dispatcher's expiry sweep, as for any agent that went silent
 
 Both also keep the agent's row in `identity.agents` (who enrolled it, when and why; who unenrolled
 it), in the same transaction as the event: `GET /v1/agents` lists them. Redis and PostgreSQL share
-no transaction, so a deletion can happen while its transaction fails to commit; asked again, Redis
-has no such user any more, and the row — still enrolled — says the deletion went unrecorded: the
-unenrolment is recorded then (`UnenrolledAgent.already_deleted`), instead of "no such agent".
-`unenroll_stale_agents` does the same for the agent users `cardflow apply-logins --prune-agents`
-found no longer listed, recorded with actor `system:apply-logins`.
+no transaction, so an unenrolment goes in three steps: (1) commit a request row
+(`identity.unenrol_requests`: who asked, why); (2) delete the Redis user; (3) in one transaction,
+emit `agent.unenrolled`, mark the agent's row and drop the request. If (3) fails after (2), the
+request row remains: `finish_unenrolments` (run by the console at start and before it lists or
+unenrols agents) records it with the asker as actor once the user is gone, or drops it when the user
+is still there (the deletion never happened). Asked again, the agent's row — still enrolled — also
+says a deletion went unrecorded: it is recorded then (`UnenrolledAgent.already_deleted`), instead of
+"no such agent". `unenroll_stale_agents` does the same for the agent users `cardflow apply-logins
+--prune-agents` found no longer listed, recorded with actor `system:apply-logins`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -42,6 +46,7 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 
 from services.common.runtime import Emitter
 from services.identity.bootstrap import identity_pool, system_emitter
+from services.identity.tokens import SCHEMA
 from shared.embedded.redis_users import forget_user, record_user
 from shared.events.emission import Emission
 from shared.events.envelope import Envelope
@@ -157,23 +162,91 @@ async def _set_user(enrolment_url: str, agent_id: str, setuser_args: list[str]) 
 
 
 async def unenroll_agent(
-    conn: asyncpg.Connection, emitter: Emitter, enrolment_url: str | None, users_file: Path | None,
+    pool: asyncpg.Pool, emitter: Emitter, enrolment_url: str | None, users_file: Path | None,
     agent_id: str, reason: str,
 ) -> UnenrolledAgent:  # fmt: skip
-    """Delete `agent.<agent_id>` and record `agent.unenrolled` in the caller's transaction (see the
-    module docstring); `UnknownAgentError` when no such user exists, and then nothing is recorded."""
+    """Delete `agent.<agent_id>` and record `agent.unenrolled` (the three steps of the module
+    docstring); `UnknownAgentError` when no such user exists, and then nothing is recorded."""
     if not enrolment_url:
         raise EnrolmentUnavailable(manual_unenrol_steps(agent_id, "CARDFLOW_AGENT_ENROLMENT_REDIS_URL is not set"))
+    user = agent_user(agent_id)
+    async with pool.acquire() as conn:
+        await _request_unenrolment(conn, agent_id, emitter.actor, reason)
+        try:
+            deleted, saved = await _delete_user(enrolment_url, agent_id, user.name)
+        except DeletionRefused:
+            await _drop_request(conn, agent_id)  # refused: certainly not deleted
+            raise
+        forgotten = forget_user(Path(users_file).parent, user.name) if users_file is not None else False
+        try:
+            async with conn.transaction():
+                return await _record_unenrolled(conn, emitter, agent_id, reason, saved, deleted or forgotten)
+        except UnknownAgentError:
+            await _drop_request(conn, agent_id)
+            raise
+
+
+async def _record_unenrolled(conn: asyncpg.Connection, emitter: Emitter, agent_id: str, reason: str, saved: bool,
+                             deleted_now: bool) -> UnenrolledAgent:  # fmt: skip
+    """Step 3: the event, the agent's row and the request's end, in the caller's transaction."""
     user = agent_user(agent_id)
     [event] = await emitter.emit(conn, [Emission(AgentUnenrolled, f"agent/{agent_id}",
                                                  {"agent_id": agent_id, "redis_user": user.name, "reason": reason})])  # fmt: skip
     recorded_enrolled = await _record_unenrolment(conn, agent_id, event, reason)
-    data_dir = Path(users_file).parent if users_file is not None else None
-    deleted, saved = await _delete_user(enrolment_url, agent_id, user.name)
-    forgotten = forget_user(data_dir, user.name) if data_dir is not None else False
-    if not deleted and not forgotten and not recorded_enrolled:
+    if not deleted_now and not recorded_enrolled:
         raise UnknownAgentError(f"no agent {agent_id!r} is enrolled: Redis has no user {user.name}; nothing unenrolled")
-    return UnenrolledAgent(agent_id, user.name, saved, event.event_id, already_deleted=not deleted and not forgotten)
+    await _drop_request(conn, agent_id)
+    return UnenrolledAgent(agent_id, user.name, saved, event.event_id, already_deleted=not deleted_now)
+
+
+async def _request_unenrolment(conn: asyncpg.Connection, agent_id: str, actor: str, reason: str) -> None:
+    """Step 1, committed on its own: who asked to unenrol the agent, and why."""
+    await conn.execute(
+        """INSERT INTO identity.unenrol_requests (agent_id, requested_at, requested_by, reason) VALUES ($1, now(), $2, $3)
+           ON CONFLICT (agent_id) DO UPDATE SET requested_at = now(), requested_by = EXCLUDED.requested_by,
+               reason = EXCLUDED.reason""",
+        agent_id, actor, reason,
+    )  # fmt: skip
+
+
+async def _drop_request(conn: asyncpg.Connection, agent_id: str) -> None:
+    await conn.execute("DELETE FROM identity.unenrol_requests WHERE agent_id = $1", agent_id)
+
+
+FINISH_AFTER = timedelta(seconds=60)
+"""A request older than this is no longer in flight (its request ended, one way or another)."""
+
+
+async def finish_unenrolments(pool: asyncpg.Pool, enrolment_url: str | None, producer: str,
+                              older_than: timedelta = FINISH_AFTER) -> list[UnenrolledAgent]:  # fmt: skip
+    """Settle the unenrol requests left behind (module docstring): record each whose Redis user is
+    gone, as its asker and with its reason; drop each whose user is still there. Without an
+    enrolment URL nothing can be checked, and nothing is done."""
+    if not enrolment_url:
+        return []
+    finished = []
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("SELECT agent_id, requested_by, reason FROM identity.unenrol_requests"
+                                " WHERE requested_at < now() - $1::interval ORDER BY agent_id", older_than)  # fmt: skip
+        for row in rows:
+            if await _user_exists(enrolment_url, agent_user(row["agent_id"]).name):
+                await _drop_request(conn, row["agent_id"])
+                continue
+            emitter = Emitter(SCHEMA, producer, row["requested_by"])
+            async with conn.transaction():
+                try:
+                    finished.append(await _record_unenrolled(conn, emitter, row["agent_id"], row["reason"], False, True))
+                except UnknownAgentError:
+                    await _drop_request(conn, row["agent_id"])
+    return finished
+
+
+async def _user_exists(enrolment_url: str, name: str) -> bool:
+    admin = Redis.from_url(enrolment_url)
+    try:
+        return name in {user.decode() if isinstance(user, bytes) else user for user in await admin.acl_users()}
+    finally:
+        await admin.aclose()
 
 
 async def _record_enrolment(conn: asyncpg.Connection, agent_id: str, event: Envelope, redis_user: str, reason: str) -> None:
@@ -209,17 +282,16 @@ async def load_agent_records(conn: asyncpg.Connection) -> list[AgentRecord]:
 
 
 async def unenroll_stale_agents(database_url: str, admin_url: str, users: Sequence[str], reason: str) -> list[UnenrolledAgent]:
-    """`unenroll_agent` for each of `users` (`agent.<id>`) as `PRUNE_ACTOR`, one transaction each (a
+    """`unenroll_agent` for each of `users` (`agent.<id>`) as `PRUNE_ACTOR`, each in its own steps (a
     deletion is committed with its event); one deleted meanwhile by someone else is skipped (its own
     event says who)."""
     unenrolled = []
     emitter = system_emitter("apply-logins", PRUNE_ACTOR)
-    async with identity_pool(database_url) as pool, pool.acquire() as conn:
+    async with identity_pool(database_url) as pool:
         for name in users:
             agent_id = name.removeprefix(f"{RedisUserKind.AGENT}.")
             try:
-                async with conn.transaction():
-                    unenrolled.append(await unenroll_agent(conn, emitter, admin_url, None, agent_id, reason))
+                unenrolled.append(await unenroll_agent(pool, emitter, admin_url, None, agent_id, reason))
             except UnknownAgentError:
                 continue
     return unenrolled

@@ -189,6 +189,59 @@ async def test_a_deletion_that_went_unrecorded_is_recorded_when_asked_again_and_
     assert not_admin.status_code == 403
 
 
+FAIL_THE_RECORD = """
+CREATE FUNCTION identity.fail_the_record() RETURNS trigger LANGUAGE plpgsql AS
+    $$ BEGIN RAISE EXCEPTION 'the record of the unenrolment fails (test)'; END $$;
+CREATE TRIGGER fail_the_record BEFORE UPDATE ON identity.agents FOR EACH ROW
+    WHEN (NEW.unenrolled_at IS NOT NULL) EXECUTE FUNCTION identity.fail_the_record();
+"""
+
+
+async def test_an_unenrolment_whose_record_failed_after_the_deletion_is_recorded_later_as_its_asker(
+    fresh_settings: Settings,
+) -> None:
+    """Step 3 of services.identity.agents fails after the Redis user was deleted (a trigger makes the
+    transaction fail, as a lost database connection would): the request row survives, and the
+    console's next listing records the unenrolment with the admin who asked and the reason; a request
+    whose user still exists (the console died before deleting) is dropped, nothing recorded."""
+    import asyncpg
+
+    admin = await first_admin(fresh_settings)
+    owner = await asyncpg.connect(fresh_settings.database_dsn)
+    try:
+        async with console_client(enrolling(fresh_settings), admin) as client:
+            for agent_id in ("gpu-f1", "gpu-f2"):
+                assert (await client.post("/v1/agents", json={"agent_id": agent_id, "reason": "rack 9"})).status_code == 201
+            await owner.execute(FAIL_THE_RECORD)
+            with pytest.raises(asyncpg.RaiseError, match="fails"):  # the in-process client re-raises the server's error
+                await client.request("DELETE", "/v1/agents/gpu-f1", json={"reason": "disk failed"})
+            await owner.execute("DROP TRIGGER fail_the_record ON identity.agents; DROP FUNCTION identity.fail_the_record()")
+            events_after_failure = await _identity_outbox(fresh_settings, "agent.unenrolled")
+            left = [dict(r) for r in await owner.fetch("SELECT agent_id, requested_by, reason FROM identity.unenrol_requests")]
+            await owner.execute("INSERT INTO identity.unenrol_requests VALUES ('gpu-f2', now(), 'user:root', 'never deleted')")
+            fresh_listing = (await client.get("/v1/agents")).json()  # requests under a minute old may be in flight
+            await owner.execute("UPDATE identity.unenrol_requests SET requested_at = now() - interval '2 minutes'")
+            listing = (await client.get("/v1/agents")).json()
+        remaining = await owner.fetch("SELECT agent_id FROM identity.unenrol_requests")
+    finally:
+        await owner.close()
+
+    admin_redis = Redis.from_url(fresh_settings.redis_url or "")
+    try:
+        assert await admin_redis.execute_command("ACL", "GETUSER", "agent.gpu-f1") is None  # deleted in step 2
+        assert await admin_redis.execute_command("ACL", "GETUSER", "agent.gpu-f2") is not None
+    finally:
+        await admin_redis.aclose()
+    assert events_after_failure == [] and left == [{"agent_id": "gpu-f1", "requested_by": "user:root", "reason": "disk failed"}]
+    assert all(row["unenrolled_at"] is None for row in fresh_listing)
+    rows = {row["agent_id"]: row for row in listing}
+    assert (rows["gpu-f1"]["unenrolled_by"], rows["gpu-f1"]["unenrol_reason"]) == ("user:root", "disk failed")
+    assert rows["gpu-f2"]["unenrolled_at"] is None  # its user is still there: the stale request was dropped
+    events = await _identity_outbox(fresh_settings, "agent.unenrolled")
+    assert [(e["actor"], e["subject"], e["data"]["reason"]) for e in events] == [("user:root", "agent/gpu-f1", "disk failed")]
+    assert remaining == []
+
+
 async def test_unenrolling_refuses_a_non_admin_an_unknown_agent_a_missing_reason_and_a_console_without_the_right(
     fresh_settings: Settings,
 ) -> None:

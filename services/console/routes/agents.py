@@ -11,18 +11,28 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
-from services.identity.agents import EnrolmentUnavailable, UnknownAgentError, enroll_agent, load_agent_records, unenroll_agent
+from services.identity.agents import (
+    EnrolmentUnavailable,
+    UnknownAgentError,
+    enroll_agent,
+    finish_unenrolments,
+    load_agent_records,
+    unenroll_agent,
+)
 from services.identity.tokens import SCHEMA
 from shared.events.values import Detail
+from shared.logging import get_logger
 from shared.identity import Principal, Role
 from shared.redis_acl import SAFE_NAME
+
+log = get_logger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["agents"])
 Admin = Annotated[Principal, requires(Role.ADMIN)]
@@ -84,8 +94,7 @@ async def delete_agent(agent_id: AgentIdPath, body: UnenrolBody, request: Reques
     enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
     emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
     try:
-        async with request.app.state.pool.acquire() as conn, conn.transaction():
-            gone = await unenroll_agent(conn, emitter, enrolment, settings.redis_users_file, agent_id, body.reason)
+        gone = await unenroll_agent(request.app.state.pool, emitter, enrolment, settings.redis_users_file, agent_id, body.reason)
     except EnrolmentUnavailable as unavailable:
         raise HTTPException(409, str(unavailable)) from None
     except UnknownAgentError as unknown:
@@ -108,6 +117,16 @@ class AgentRecordOut(BaseModel):
 @router.get("/agents", response_model=list[AgentRecordOut],
             summary="Every agent enrolled through cardflow: who enrolled it, when and why; who unenrolled it (admin)")
 async def get_agents(request: Request, _admin: Admin) -> list[AgentRecordOut]:
+    await finish_unenrolments_of(request.app)  # an unenrolment whose record failed is listed as it happened
     async with request.app.state.pool.acquire() as conn:
         records = await load_agent_records(conn)
     return [AgentRecordOut(**asdict(record)) for record in records]
+
+
+async def finish_unenrolments_of(app: Any) -> None:
+    """`finish_unenrolments` with this console's enrolment URL (at start, and before agents are listed)."""
+    settings = app.state.settings
+    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
+    for finished in await finish_unenrolments(app.state.pool, enrolment, app.state.producer):
+        log.warning("an unenrolment whose record had failed is recorded now", agent_id=finished.agent_id,
+                    event_id=finished.event_id)  # fmt: skip
