@@ -93,6 +93,7 @@ async def delete_agent(agent_id: AgentIdPath, body: UnenrolBody, request: Reques
     settings = request.app.state.settings
     enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
     emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
+    await finish_unenrolments_of(request.app)
     try:
         gone = await unenroll_agent(request.app.state.pool, emitter, enrolment, settings.redis_users_file, agent_id, body.reason)
     except EnrolmentUnavailable as unavailable:
