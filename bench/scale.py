@@ -519,7 +519,10 @@ def _steady_text(steady: list[SteadyCycle]) -> str:
     full = [row.kept_ms for row in steady if row.full_walk]
     rows = "\n".join(f"| {index + WARM_CYCLES + 1} | {row.kept_ms:.0f} | {row.fresh_ms:.0f} | {row.update_ms:.0f} | "
                      f"{row.granted} | {'yes' if row.full_walk else 'no'} |" for index, row in enumerate(steady))
-    verdict = "meets" if kept < TARGET_MS else "misses"
+    slowest = max(row.kept_ms for row in steady)
+    verdict = (f"every cycle meets the {TARGET_MS:.0f} ms target" if slowest < TARGET_MS else
+               f"the median meets the {TARGET_MS:.0f} ms target, the slowest cycle ({slowest:.0f} ms) does not"
+               if kept < TARGET_MS else f"misses the {TARGET_MS:.0f} ms target")  # fmt: skip
     worst = (f" The cycles where a GPU stayed free to the end of the walk (every task walked) took "
              f"{', '.join(f'{ms:.0f}' for ms in full)} ms." if full else "")
     return (f"Steady cycles on the headline (`steady_cycles`): after the first plan, each cycle's inputs follow from "
@@ -527,7 +530,7 @@ def _steady_text(steady: list[SteadyCycle]) -> str:
             f"leases end, {CHURN} tasks arrive, {CYCLE_S:.0f} s later — and the queue is kept sorted between cycles "
             f"(`OrderedQueue`, updated from these changes only). {len(steady)} cycles after {WARM_CYCLES} warm-up "
             f"ones, each best of 3, with the kept queue and with the same tasks in a list (sorted afresh): median "
-            f"**{kept:.0f} ms** kept ({verdict} the {TARGET_MS:.0f} ms target), {fresh:.0f} ms afresh.{worst}\n\n"
+            f"**{kept:.0f} ms** kept ({verdict}), {fresh:.0f} ms afresh.{worst}\n\n"
             "| cycle | kept ms | afresh ms | updating the kept queue, ms | granted | a GPU free to the end |\n"
             "|---:|---:|---:|---:|---:|---|\n" + rows)
 
