@@ -1,4 +1,5 @@
-"""Migration 002 on a matcher schema that already holds matches: open tasks get their ranking."""
+"""Migrations 002-005 on a matcher schema that already holds matches: open tasks get their ranking (002),
+and a stored match reads the same after its JSON columns became json (005)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ async def test_open_tasks_get_the_ranked_card_types_of_their_match(fresh_setting
         )
         applied = await migrate(pool, "matcher", MIGRATIONS)
         rows = await pool.fetch("SELECT task_id, last_ranked FROM matcher.tasks ORDER BY task_id")
+        [match] = await pool.fetch("SELECT pg_typeof(ranking)::text AS type, ranking FROM matcher.matches")
 
-    assert [m.version for m in applied] == [2, 3, 4]
+    assert [m.version for m in applied] == [2, 3, 4, 5]
+    assert (match["type"], match["ranking"]) == ("json", RANKING)
     assert {row["task_id"]: row["last_ranked"] for row in rows} == {"T1": ["A10", "L40S"], "T2": []}

@@ -82,3 +82,18 @@ async def test_a_redelivered_submission_is_matched_once(fresh_settings: Settings
         rows = await running.fetch("SELECT task_id FROM matcher.matches ORDER BY task_id")
 
     assert [row["task_id"] for row in rows] == ["T-after", "T-dup"]
+
+
+async def test_a_stored_match_is_plain_json_text_kept_uncompressed(fresh_settings: Settings) -> None:
+    """A match row (its ranking covers every card type of the catalog: over PostgreSQL's ~2 KB
+    compression threshold) is stored as written: json columns, nothing compressed (migration 005)."""
+    async with RunningServices(fresh_settings, build_spec()) as running:
+        await running.publish(registered("n1", "H100"), submitted("T-fit", gpus=1, min_vram_gb=20))
+        await running.wait_for_events("task.matched", 1)
+        [row] = await running.fetch(
+            "SELECT pg_typeof(request)::text || ' ' || pg_typeof(ranking)::text || ' ' || pg_typeof(fleet)::text"
+            " || ' ' || pg_typeof(reason_facts)::text AS types, pg_column_compression(ranking) AS compression,"
+            " octet_length(m.*::text) AS length, fleet_card_types FROM matcher.matches AS m WHERE task_id = 'T-fit'"
+        )
+    assert (row["types"], row["compression"], row["fleet_card_types"]) == ("json json json json", None, ["H100"])
+    assert row["length"] > 2100
