@@ -20,6 +20,7 @@ from redis.exceptions import AuthenticationError, ConnectionError, NoPermissionE
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.console.auth import SESSION_COOKIE
 from shared.embedded.redis_users import USERS_FILE, load_users
 from shared.events import Envelope
 from shared.names import REPORTS_STREAM, agent_inbox
@@ -187,6 +188,27 @@ async def test_a_deletion_that_went_unrecorded_is_recorded_when_asked_again_and_
         "user:root", "rack 6", None)  # fmt: skip
     assert (rows["gpu-r1"]["unenrolled_by"], rows["gpu-r1"]["unenrol_reason"]) == ("user:root", "deleted by hand on Monday")
     assert not_admin.status_code == 403
+
+
+async def test_the_fleet_page_shows_admins_the_register_of_enrolled_agents(fresh_settings: Settings) -> None:
+    admin = await first_admin(fresh_settings)
+    operator = await issue_token(fresh_settings, admin, "planner", "operator")
+    async with console_client(enrolling(fresh_settings), admin) as client:
+        for agent_id in ("gpu-p1", "gpu-p2"):
+            assert (await client.post("/v1/agents", json={"agent_id": agent_id, "reason": "rack 7"})).status_code == 201
+        assert (await client.request("DELETE", "/v1/agents/gpu-p2", json={"reason": "sold"})).status_code == 200
+        english = (await client.get("/fleet")).text
+        chinese = (await client.get("/fleet?lang=zh")).text
+        client.cookies.set(SESSION_COOKIE, operator)  # from here on the pages' session is the operator's
+        as_operator = (await client.get("/fleet?lang=en", headers=bearer(operator))).text
+
+    for page, title, enrolled in ((english, "Enrolled agents", "enrolled"), (chinese, "已登记的代理", "已登记")):
+        assert title in page
+        row_p1 = page[page.index('id="agent-gpu-p1"'):].split("</tr>")[0]
+        row_p2 = page[page.index('id="agent-gpu-p2"'):].split("</tr>")[0]
+        assert "agent.gpu-p1" in row_p1 and "user:root" in row_p1 and "rack 7" in row_p1 and enrolled in row_p1
+        assert "rack 7" in row_p2 and "sold" in row_p2 and enrolled not in row_p2
+    assert "Fleet" in as_operator and "Enrolled agents" not in as_operator  # the register is for admins
 
 
 FAIL_THE_RECORD = """

@@ -162,8 +162,9 @@ async def _fleet(request: Request, refused: Unavailable | None = None) -> HTMLRe
     grid = await call_api(request, "GET", "/v1/fleet/grid")
     series = await call_api(request, "GET", "/v1/series/utilisation")
     plot = _line_plot(series, y_label=labels_for(lang)["L"]["share"], percent=True)
+    agents = await call_api(request, "GET", "/v1/agents")  # admins only: others get no section, not an error
     return await render(request, "fleet.html", title="nav_fleet", page="fleet", grid=grid, plot=plot, refused=refused,
-                        notice=request.query_params.get("notice"))  # fmt: skip
+                        notice=request.query_params.get("notice"), agents=agents)  # fmt: skip
 
 
 @router.get("/quotas")
