@@ -186,16 +186,20 @@ def test_repeating_a_failure_decides_exactly_as_attempting_every_task(scenario) 
         [(d.task_id, d.reason, d.detail) for d in straight.deferrals]
 
 
-def test_the_shortcut_is_taken_behind_a_reservation() -> None:
-    """The equality above is not vacuous: tasks of one shape behind the reservation repeat a failure,
-    each told its own runtime."""
+def _behind_a_reservation(priority_class: PriorityClass, submitted: float) -> tuple[Snapshot, QueuedTask, list[QueuedTask]]:
+    """Two half-busy H100 nodes, a 16-GPU head task that must wait for both, and 20 small tasks of one
+    shape behind its reservation, each with its own runtime."""
     nodes = tuple(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2))
     leases = tuple(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
                                 NOW - HOUR, NOW + HOUR) for i in range(2))
-    head = QueuedTask("head", "p", PriorityClass.STANDARD, 9, 16, NOW, (CardOption("H100", HOUR, 1.0),))
-    tail = [QueuedTask(f"t{i}", "p", PriorityClass.STANDARD, 0, 2, NOW, (CardOption("H100", (5 + i) * HOUR, 1.0),))
+    head = QueuedTask("head", "p", priority_class, 9, 16, NOW, (CardOption("H100", HOUR, 1.0),))
+    tail = [QueuedTask(f"t{i}", "p", priority_class, 0, 2, submitted, (CardOption("H100", (5 + i) * HOUR, 1.0),))
             for i in range(20)]
-    policy = replace(POLICIES["cardflow"], headroom=0.0)
+    return Snapshot(nodes, leases), head, tail
+
+
+def _plan_counting_repeats(snapshot: Snapshot, tasks: list[QueuedTask], policy: Policy) -> tuple[Plan, list[bool]]:
+    """The cycle's plan, and whether each `_repeat_failure` call repeated a remembered failure."""
     repeated = []
 
     class Counting(Cycle):
@@ -204,40 +208,32 @@ def test_the_shortcut_is_taken_behind_a_reservation() -> None:
             repeated.append(done)
             return done
 
-    ordered = order_queue([head, *tail], policy, NOW)
-    cycle = Counting(Snapshot(nodes, leases), policy, NOW, ordered)
+    ordered = order_queue(tasks, policy, NOW)
+    assert ordered[0] is tasks[0]
+    cycle = Counting(snapshot, policy, NOW, ordered)
     cycle.walk(ordered)
-    fast = cycle.to_plan()
+    return cycle.to_plan(), repeated
+
+
+def test_the_shortcut_is_taken_behind_a_reservation() -> None:
+    """The equality above is not vacuous: tasks of one shape behind the reservation repeat a failure,
+    each told its own runtime."""
+    snapshot, head, tail = _behind_a_reservation(PriorityClass.STANDARD, NOW)
+    policy = replace(POLICIES["cardflow"], headroom=0.0)
+    fast, repeated = _plan_counting_repeats(snapshot, [head, *tail], policy)
     assert sum(repeated) == 19
     assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
     assert len({d.detail for d in fast.deferrals[1:]}) == 20
-    assert fast.deferrals == straight_plan(Snapshot(nodes, leases), [head, *tail], policy, NOW).deferrals
+    assert fast.deferrals == straight_plan(snapshot, [head, *tail], policy, NOW).deferrals
 
 
 def test_core_tasks_past_their_grace_repeat_a_failure_too() -> None:
     """Core tasks that may preempt but find nothing to preempt behind the reservation repeat a failure
     like any other shape (their attempt would fail alike: no preemption changed their card types), each
     told its own runtime — and decide exactly as attempting each one."""
-    nodes = tuple(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2))
-    leases = tuple(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
-                                NOW - HOUR, NOW + HOUR) for i in range(2))
-    head = QueuedTask("head", "p", PriorityClass.CORE, 9, 16, NOW, (CardOption("H100", HOUR, 1.0),))
-    tail = [QueuedTask(f"t{i}", "p", PriorityClass.CORE, 0, 2, NOW - 2 * HOUR, (CardOption("H100", (5 + i) * HOUR, 1.0),))
-            for i in range(20)]
+    snapshot, head, tail = _behind_a_reservation(PriorityClass.CORE, NOW - 2 * HOUR)
     policy = replace(POLICIES["cardflow"], headroom=0.0)
-    repeated = []
-
-    class Counting(Cycle):
-        def _repeat_failure(self, task, options, shape):
-            done = super()._repeat_failure(task, options, shape)
-            repeated.append(done)
-            return done
-
-    ordered = order_queue([head, *tail], policy, NOW)
-    assert ordered[0] is head
-    cycle = Counting(Snapshot(nodes, leases), policy, NOW, ordered)
-    cycle.walk(ordered)
-    fast = cycle.to_plan()
+    fast, repeated = _plan_counting_repeats(snapshot, [head, *tail], policy)
     assert sum(repeated) == 19
     assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
-    assert fast == straight_plan(Snapshot(nodes, leases), [head, *tail], policy, NOW)
+    assert fast == straight_plan(snapshot, [head, *tail], policy, NOW)
