@@ -160,13 +160,10 @@ def stuck_because(view: dict[str, Any], lang: CliLang = CliLang.EN) -> str | Non
 def _reason(view: dict[str, Any], fallback: str, lang: CliLang) -> str:
     """The view's reason as said in `lang`: the API's English detail; in Chinese the reason's Chinese
     name, then that detail marked 原文 (as `cardflow status` and the demo's live view show it)."""
-    from services.console.labels import reason_label
+    from services.console.labels import reason_in_chinese
 
     if lang is CliLang.ZH:
-        if not view.get("reason"):
-            return fallback
-        detail = f"（原文：{view['reason_detail']}）" if view.get("reason_detail") else ""
-        return f"{reason_label(view['reason'], 'zh')}{detail}"
+        return reason_in_chinese(view["reason"], view.get("reason_detail")) if view.get("reason") else fallback
     return view.get("reason_detail") or fallback
 
 

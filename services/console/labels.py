@@ -321,6 +321,12 @@ def reason_label(reason: str, lang: Language = "en") -> str:
     return reason
 
 
+def reason_in_chinese(reason: str, detail: str | None) -> str:
+    """A reason's Chinese name, then the API's English sentence about it marked 原文 (if there is one)."""
+    original = f"（原文：{detail}）" if detail else ""
+    return f"{reason_label(reason, 'zh')}{original}"
+
+
 def all_labels() -> dict[str, object]:
     """Everything the web page needs, as JSON."""
     return {"states": STATE_LABELS, "reasons_zh": REASON_LABELS_ZH, "ui": UI_LABELS}

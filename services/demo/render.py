@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.cli.lang import CliLang
-from services.console.labels import reason_label, state_label
+from services.console.labels import reason_in_chinese, state_label
 from services.demo.board import Board, Money
 from services.demo.supervisor import ChildStatus, Notice
 from shared.events import TaskState
@@ -175,8 +175,7 @@ def _why(view: TaskView, lang: CliLang) -> str:
     """English: the detail sentence (or the reason); Chinese: the reason's name, then the detail marked 原文."""
     if lang is CliLang.EN or not view.reason:
         return view.reason_detail or view.reason
-    detail = f"（原文：{view.reason_detail}）" if view.reason_detail else ""
-    return f"{reason_label(view.reason, lang.value)}{detail}"
+    return reason_in_chinese(view.reason, view.reason_detail)
 
 
 def _notes(header: Header, notices: Sequence[Notice], words: dict[str, str]) -> RenderableType:
