@@ -36,7 +36,6 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from services.common.runtime import prepare_schema
 from services.console.api import router
@@ -60,21 +59,10 @@ from services.observability.system_state import metrics_endpoint
 from services.ledger.service import SPEC as LEDGER_SPEC
 from shared.delivery.db import close_pool, create_pool
 from shared.delivery.relay import OutboxRelay
-from shared.logging import get_logger
 from shared.settings import Settings
 from shared.submission import TaskSubmission
 
 STATIC = Path(__file__).parent / "static"
-
-
-log = get_logger(__name__)
-
-async def _finish_unenrolments(app: FastAPI) -> None:
-    """Record the unenrolments whose record failed before the console stopped (services.identity.agents)."""
-    try:
-        await finish_unenrolments_of(app)
-    except (OSError, RedisError):  # Redis not reachable yet: the next listing of agents does it
-        log.warning("pending unenrolments not checked at start", exc_info=True)
 
 
 def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
@@ -93,7 +81,7 @@ def create_app(settings: Settings, *, board_snapshots: bool = True) -> FastAPI:
             app.state.settings = settings
             app.state.producer = f"console/{settings.instance}-{os.getpid()}"
             app.state.config_store = await open_config_store(pool, settings, app.state.producer, resources)
-            await _finish_unenrolments(app)
+            await finish_unenrolments_of(app)  # unenrolments whose record failed before a stop
             daily = None
             if board_snapshots and settings.s3_endpoint:
                 daily = asyncio.create_task(run_daily_board_snapshots(pool, settings), name="board-snapshots")

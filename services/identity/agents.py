@@ -228,8 +228,9 @@ async def finish_unenrolments(pool: asyncpg.Pool, enrolment_url: str | None, pro
     async with pool.acquire() as conn:
         rows = await conn.fetch("SELECT agent_id, requested_by, reason FROM identity.unenrol_requests"
                                 " WHERE requested_at < now() - $1::interval ORDER BY agent_id", older_than)  # fmt: skip
+        users = await _redis_users(enrolment_url) if rows else set()
         for row in rows:
-            if await _user_exists(enrolment_url, agent_user(row["agent_id"]).name):
+            if agent_user(row["agent_id"]).name in users:
                 await _drop_request(conn, row["agent_id"])
                 continue
             emitter = Emitter(SCHEMA, producer, row["requested_by"])
@@ -241,10 +242,11 @@ async def finish_unenrolments(pool: asyncpg.Pool, enrolment_url: str | None, pro
     return finished
 
 
-async def _user_exists(enrolment_url: str, name: str) -> bool:
+async def _redis_users(enrolment_url: str) -> set[str]:
+    """Every user name on the server (`ACL USERS`), asked once per settling."""
     admin = Redis.from_url(enrolment_url)
     try:
-        return name in {user.decode() if isinstance(user, bytes) else user for user in await admin.acl_users()}
+        return {user.decode() if isinstance(user, bytes) else user for user in await admin.acl_users()}
     finally:
         await admin.aclose()
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field
+from redis.exceptions import RedisError
 
 from services.common.runtime import Emitter
 from services.console.auth import requires
@@ -31,6 +32,7 @@ from shared.events.values import Detail
 from shared.logging import get_logger
 from shared.identity import Principal, Role
 from shared.redis_acl import SAFE_NAME
+from shared.settings import Settings
 
 log = get_logger(__name__)
 
@@ -63,7 +65,7 @@ class Enrolled(BaseModel):
 )  # fmt: skip
 async def post_agent(body: EnrolBody, request: Request, admin: Admin) -> Enrolled:
     settings = request.app.state.settings
-    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
+    enrolment = enrolment_url(settings)
     emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
     try:
         async with request.app.state.pool.acquire() as conn, conn.transaction():
@@ -91,7 +93,7 @@ class Unenrolled(BaseModel):
 )  # fmt: skip
 async def delete_agent(agent_id: AgentIdPath, body: UnenrolBody, request: Request, admin: Admin) -> Unenrolled:
     settings = request.app.state.settings
-    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
+    enrolment = enrolment_url(settings)
     emitter = Emitter(SCHEMA, request.app.state.producer, admin.actor)
     await finish_unenrolments_of(request.app)
     try:
@@ -125,9 +127,18 @@ async def get_agents(request: Request, _admin: Admin) -> list[AgentRecordOut]:
 
 
 async def finish_unenrolments_of(app: Any) -> None:
-    """`finish_unenrolments` with this console's enrolment URL (at start, and before agents are listed)."""
-    settings = app.state.settings
-    enrolment = settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
-    for finished in await finish_unenrolments(app.state.pool, enrolment, app.state.producer):
-        log.warning("an unenrolment whose record had failed is recorded now", agent_id=finished.agent_id,
-                    event_id=finished.event_id)  # fmt: skip
+    """`finish_unenrolments` with this console's enrolment URL (at start, and before agents are listed
+    or unenrolled); Redis unreachable: logged, and the next call tries again."""
+    try:
+        finished = await finish_unenrolments(app.state.pool, enrolment_url(app.state.settings), app.state.producer)
+    except (OSError, RedisError):
+        log.warning("pending unenrolments not checked now; the next listing of agents tries again", exc_info=True)
+        return
+    for done in finished:
+        log.warning("an unenrolment whose record had failed is recorded now", agent_id=done.agent_id,
+                    event_id=done.event_id)  # fmt: skip
+
+
+def enrolment_url(settings: Settings) -> str | None:
+    """The Redis admin URL this console makes and deletes agent users with, if it has one."""
+    return settings.agent_enrolment_redis_url.get_secret_value() if settings.agent_enrolment_redis_url else None
