@@ -7,14 +7,16 @@ silence proves nothing: its heartbeats and `report.finished` may be waiting in t
 the agent's own queue. So, whenever the dispatcher KNOWS of such an outage:
 
 - while it is under way, no lease expires and no node is lost (the sweep judges nothing);
-- once it is over (at `ended_at`), a lease that was alive when it began does not expire before
+- once it is over (at `ended_at`), a lease that was alive during it (granted before it ended, not
+  expired when it began) does not expire before
   `ended_at + lease_ttl_s + claim_after_s` — one TTL for the agent to be heard again, plus the time
   after which the reports a failed batch left pending are claimed and applied again; a node alive
   then is not lost before `ended_at + node_lost_after_s`.
 
 A new leader knows neither when its predecessor stopped nor what it left unread: a takeover is an
 outage of unknown start that ends when the new leader takes over (every lease counts as alive at
-its start). An outage that starts again within the grace of the previous one continues it (the
+its start) — but a lease the new leader grants itself after taking over was never alive during it
+and expires on its own TTL. An outage that starts again within the grace of the previous one continues it (the
 leases it covered keep their cover).
 
 `OutageWatch` is the dispatcher's record of outages: `down(source, now)` when a probe or a write
@@ -72,9 +74,16 @@ class Outage:
     def ongoing(self) -> bool:
         return self.ended_at is None
 
-    def covers(self, expires_at: datetime) -> bool:
-        """Was a lease with this expiry alive when the outage began?"""
-        return self.started_at is None or expires_at >= self.started_at
+    def covers(self, lease: LeaseRecord) -> bool:
+        """Was this lease alive during the outage: granted before it ended, not yet expired when it began?
+
+        A lease granted after the outage ended (a new leader's own grants after its takeover) cannot have
+        a report the outage kept unread, so it gets no grace. `granted_at` is the granting leader's clock
+        and `ended_at` this one's: like lease expiry itself, this assumes dispatcher clocks agree to well
+        under a TTL."""
+        granted_during_or_before = self.ended_at is None or lease.granted_at < self.ended_at
+        alive_at_start = self.started_at is None or lease.expires_at >= self.started_at
+        return granted_during_or_before and alive_at_start
 
     def grace_end(self, rules: LeaseRules) -> datetime | None:
         """Until when a covered lease cannot expire (None while the outage lasts)."""
@@ -92,7 +101,7 @@ class Outage:
 def lease_deadline(lease: LeaseRecord, outage: Outage | None, rules: LeaseRules) -> datetime | None:
     """When the lease expires unless renewed: its `expires_at`, later for a lease an outage covered;
     None while an outage is under way (it cannot expire now)."""
-    if outage is None or not outage.covers(lease.expires_at):
+    if outage is None or not outage.covers(lease):
         return lease.expires_at
     grace_end = outage.grace_end(rules)
     if grace_end is None:

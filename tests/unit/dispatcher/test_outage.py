@@ -62,6 +62,32 @@ def test_a_takeover_covers_every_lease_the_new_leader_finds() -> None:
     assert kinds(expire(book, NOW + 12 * S, RULES, watch.current()))[:1] == ["lease.expired"]
 
 
+def test_a_lease_the_new_leader_grants_after_its_takeover_expires_on_its_own_ttl() -> None:
+    # The takeover's outage is of unknown start, but it ended when this leader took over: a lease granted
+    # afterwards has no report a predecessor left unread, so it gets no grace (before: TTL + claim delay).
+    watch = OutageWatch(RULES)
+    watch.took_over(NOW)
+    own = a_lease_record(granted_at=NOW + 1 * S, expires_at=NOW + 3 * S)
+    book = a_book(a_node_record(last_seen=NOW + 1 * S), a_task_record(), own)
+    assert lease_deadline(own, watch.current(), RULES) == NOW + 3 * S
+    assert kinds(expire(book, NOW + 4 * S, RULES, watch.current()))[:1] == ["lease.expired"]
+    inherited = a_lease_record(granted_at=NOW - 1 * S, expires_at=NOW + 3 * S)
+    assert lease_deadline(inherited, watch.current(), RULES) == NOW + 11 * S  # takeover + TTL 6 s + claim 5 s
+
+
+def test_a_lease_granted_while_an_outage_is_under_way_or_before_it_resumed_keeps_the_cover() -> None:
+    during = a_lease_record(granted_at=NOW - 5 * S, expires_at=NOW - 1 * S)
+    assert lease_deadline(during, Outage(NOW - 30 * S, None, frozenset({REDIS})), RULES) is None
+    watch = OutageWatch(RULES)
+    watch.down(REDIS, NOW - 30 * S)
+    watch.up(REDIS, NOW - 20 * S)
+    between = a_lease_record(granted_at=NOW - 15 * S, expires_at=NOW - 9 * S)
+    assert lease_deadline(between, watch.current(), RULES) == NOW - 9 * S  # after the end: its own TTL
+    watch.down(POSTGRES, NOW - 12 * S)  # within the first outage's grace: the same outage goes on
+    watch.up(POSTGRES, NOW - 2 * S)
+    assert lease_deadline(between, watch.current(), RULES) == NOW + 9 * S  # alive while it resumed
+
+
 def test_a_node_alive_when_the_outage_began_is_silent_only_from_its_end() -> None:
     outage = Outage(NOW - 60 * S, NOW - 10 * S, frozenset({REDIS}))
     assert not expire(a_book(a_node_record(last_seen=NOW - 50 * S)), NOW, RULES, outage)
