@@ -29,6 +29,7 @@ WORDS: dict[CliLang, dict[str, str]] = {
         "plot_title": "{trace} on {description}", "format": "choose one of {formats}",
         "unreadable": "cannot read {trace} as {fmt}: {error}", "unknown_policy": "unknown {names}; choose from {known}",
         "scenario": "scenario: {json}", "notes": "trace notes: {json}", "synthesis": "synthesized with: {json}",
+        "tasks_done": "tasks done",
     },
     CliLang.ZH: {
         "scenario_line": "[bold]{trace}[/]：{n} 个任务，集群 {fleet}（{description}）",
@@ -36,10 +37,11 @@ WORDS: dict[CliLang, dict[str, str]] = {
         "plot_title": "{trace} on {description}", "format": "请从 {formats} 中选一个",
         "unreadable": "无法按 {fmt} 格式读取 {trace}：{error}（原文）", "unknown_policy": "未知策略 {names}；可选：{known}",
         "scenario": "场景：{json}", "notes": "轨迹说明：{json}", "synthesis": "合成参数：{json}",
+        "tasks_done": "个任务已完成",
     },
 }  # fmt: skip
 """simulate's own words per language (the table's are `shared.simulation.report.LABELS`; the plot stays in English:
-its font may have no Chinese glyphs)."""
+its font may have no Chinese glyphs; the progress bars' rows are the policies' names)."""
 
 
 class _OptionalSeedCommand(TyperCommand):
@@ -95,7 +97,7 @@ def simulate(
         raise typer.BadParameter(words["unreadable"].format(trace=trace, fmt=fmt, error=error), param_hint="--trace") from error
     console.print(words["scenario_line"].format(trace=scenario.trace.name, n=len(scenario.tasks), fleet=scenario.cluster.summary(),
                                                 description=scenario.cluster.description))  # fmt: skip
-    with new_progress() as progress:
+    with new_progress(words["tasks_done"]) as progress:
         outcomes = run_policies(scenario, chosen, progress=progress, jobs=jobs)
     document = build_document(scenario, outcomes)
     console.print(comparison_table(document, lang=lang.value))

@@ -97,7 +97,7 @@ def live_view(board: Board, header: Header, children: Sequence[ChildStatus], not
     """The whole live screen: header, state counts, fleet, processes, recent tasks, what happened."""
     words = DEMO_WORDS[lang]
     return Group(_title(board, header, words), _counts(board, lang), _processes(children, words), _fleet(board, words),
-                 _recent(board.recent(recent), lang), _notes(header, notices, words))  # fmt: skip
+                 _recent(board.recent(recent), lang), _notes(header, notices, words, lang))  # fmt: skip
 
 
 def _title(board: Board, header: Header, words: dict[str, str]) -> Text:
@@ -178,11 +178,11 @@ def _why(view: TaskView, lang: CliLang) -> str:
     return reason_in_chinese(view.reason, view.reason_detail)
 
 
-def _notes(header: Header, notices: Sequence[Notice], words: dict[str, str]) -> RenderableType:
+def _notes(header: Header, notices: Sequence[Notice], words: dict[str, str], lang: CliLang) -> RenderableType:
     lines = [Text(words["demo_note"].format(note=note), style="cyan") for note in header.notes[-3:]]
     for notice in notices[-4:]:
-        style = "yellow" if "exited" in notice.message else "dim"
-        lines.append(Text(f"{time.strftime('%H:%M:%S', time.localtime(notice.at))} {notice.child}: {notice.message}", style=style))
+        style = "yellow" if notice.is_exit else "dim"
+        lines.append(Text(f"{time.strftime('%H:%M:%S', time.localtime(notice.at))} {notice.child}: {notice.text(lang)}", style=style))
     return Group(*lines)
 
 

@@ -287,8 +287,8 @@ async def _follow_plain(session: DemoSession, console: Console, stop: asyncio.Ev
         printed_notes = len(session.progress.notes)
         notices = list(supervisor.notices) if supervisor else []
         for notice in notices[seen_notices:]:
-            if notice.message.startswith("exited"):
-                console.print(f"{notice.child}: {notice.message}", markup=False, highlight=False)
+            if notice.is_exit:
+                console.print(f"{notice.child}: {notice.text(session.options.lang)}", markup=False, highlight=False)
         seen_notices = len(notices)
         status = plain_status(session.board, session.options.lang)
         if status != printed_status:

@@ -31,8 +31,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
+from services.cli.lang import CliLang
 from shared.embedded.processes import group_members, next_backoff, open_log
 
 _PR_SET_PDEATHSIG = 1
@@ -50,13 +52,55 @@ class ChildSpec:
     restart: bool = True
 
 
+class NoticeKind(StrEnum):
+    """What the supervisor did or saw happen to a child."""
+
+    STARTED = "started"
+    RESTARTED = "restarted"
+    EXITED = "exited"  # and is not restarted (`ChildSpec.restart` False)
+    EXITED_RESTARTING = "exited_restarting"  # a restart follows after the back-off
+    STOPPED = "stopped"  # by the supervisor (`stop_child`, leaving the block)
+
+
+NOTICE_WORDS: dict[CliLang, dict[NoticeKind, str]] = {
+    CliLang.EN: {
+        NoticeKind.STARTED: "started (pid {pid}, log {log})",
+        NoticeKind.RESTARTED: "restarted (pid {pid}, log {log})",
+        NoticeKind.EXITED: "exited with code {code} after {uptime_s:.1f}s (not restarted)",
+        NoticeKind.EXITED_RESTARTING: "exited with code {code} after {uptime_s:.1f}s; restarting in {restart_in_s:.0f}s",
+        NoticeKind.STOPPED: "stopped (exit code {code})",
+    },
+    CliLang.ZH: {
+        NoticeKind.STARTED: "已启动（pid {pid}，日志 {log}）",
+        NoticeKind.RESTARTED: "已重启（pid {pid}，日志 {log}）",
+        NoticeKind.EXITED: "运行 {uptime_s:.1f} 秒后退出，退出码 {code}（不再重启）",
+        NoticeKind.EXITED_RESTARTING: "运行 {uptime_s:.1f} 秒后退出，退出码 {code}；{restart_in_s:.0f} 秒后重启",
+        NoticeKind.STOPPED: "已停止（退出码 {code}）",
+    },
+}
+"""A notice's sentence per language; its placeholders are the notice's `facts`."""
+
+
 @dataclass(frozen=True)
 class Notice:
     """Something the supervisor did or saw, for the live view and the logs."""
 
     at: float  # time.time()
     child: str
-    message: str
+    kind: NoticeKind
+    facts: Mapping[str, object] = field(default_factory=dict)  # pid, log, code, uptime_s, restart_in_s
+
+    @property
+    def is_exit(self) -> bool:
+        return self.kind in (NoticeKind.EXITED, NoticeKind.EXITED_RESTARTING)
+
+    def text(self, lang: CliLang = CliLang.EN) -> str:
+        return NOTICE_WORDS[lang][self.kind].format(**self.facts)
+
+    @property
+    def message(self) -> str:
+        """The English sentence (logs, tests)."""
+        return self.text(CliLang.EN)
 
 
 @dataclass(frozen=True)
@@ -219,7 +263,7 @@ class Supervisor:
         uptime = now - child.started_at
         child.last_exit = code
         if not child.spec.restart:
-            self._notice(child.spec.name, f"exited with code {code} after {uptime:.1f}s (not restarted)")
+            self._notice(child.spec.name, NoticeKind.EXITED, code=code, uptime_s=uptime)
             child.popen = None
             return
         child.backoff_s = next_backoff(
@@ -227,7 +271,7 @@ class Supervisor:
             initial_s=self.initial_backoff_s, max_s=self.max_backoff_s, stable_after_s=self.stable_after_s,
         )  # fmt: skip
         child.restart_at = now + child.backoff_s
-        self._notice(child.spec.name, f"exited with code {code} after {uptime:.1f}s; restarting in {child.backoff_s:.0f}s")
+        self._notice(child.spec.name, NoticeKind.EXITED_RESTARTING, code=code, uptime_s=uptime, restart_in_s=child.backoff_s)
 
     def _spawn(self, child: _Child) -> int:
         spec = child.spec
@@ -244,8 +288,8 @@ class Supervisor:
         with self._lock:
             child.popen, child.started_at = popen, time.monotonic()
             self._children[spec.name] = child
-        verb = "restarted" if child.restarts else "started"
-        self._notice(spec.name, f"{verb} (pid {popen.pid}, log {self.log_path(spec.name)})")
+        kind = NoticeKind.RESTARTED if child.restarts else NoticeKind.STARTED
+        self._notice(spec.name, kind, pid=popen.pid, log=str(self.log_path(spec.name)))
         return popen.pid
 
     def _stop_all(self) -> None:
@@ -271,10 +315,10 @@ class Supervisor:
             if child.popen is not None:
                 child.popen.wait()
                 child.last_exit = child.popen.returncode
-                self._notice(child.spec.name, f"stopped (exit code {child.popen.returncode})")
+                self._notice(child.spec.name, NoticeKind.STOPPED, code=child.popen.returncode)
 
-    def _notice(self, child: str, message: str) -> None:
-        notice = Notice(time.time(), child, message)
+    def _notice(self, child: str, kind: NoticeKind, **facts: object) -> None:
+        notice = Notice(time.time(), child, kind, facts)
         self.notices.append(notice)
         if self._on_notice is not None:
             self._on_notice(notice)

@@ -158,7 +158,7 @@ def run_cardflow(endpoints: Endpoints, demo: bool, console: Console, lang: CliLa
     if demo:
         service_env["dispatcher"] |= demo_dispatcher_env(scale)
         service_env["config"] |= demo_config_env(scale)
-    with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo)) as supervisor:
+    with Supervisor(data_dir / "logs", env=endpoints.as_env(), on_notice=_printer(console, demo, lang)) as supervisor:
         supervisor.start([*service_children(env=service_env), console_child(port, env=service_env["console"])])
         if not wait_for_console(url, CONSOLE_START_TIMEOUT_S):
             console.print(f"[yellow]{words['no_console'].format(s=CONSOLE_START_TIMEOUT_S, log=supervisor.log_path('console'))}[/yellow]")
@@ -195,11 +195,11 @@ def wait_for_console(url: str, timeout_s: float) -> bool:
     return False
 
 
-def _printer(console: Console, demo: bool) -> Callable[[Notice], None]:
+def _printer(console: Console, demo: bool, lang: CliLang) -> Callable[[Notice], None]:
     """Without the live view, print exits (and the restart back-off) as they happen; the view shows them itself."""
 
     def show(notice: Notice) -> None:
-        if not demo and notice.message.startswith("exited"):
-            console.print(f"[yellow]{notice.child}[/yellow]: {notice.message}")
+        if not demo and notice.is_exit:
+            console.print(f"[yellow]{notice.child}[/yellow]: {notice.text(lang)}")
 
     return show

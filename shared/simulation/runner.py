@@ -153,10 +153,10 @@ def _drain(updates: Any, progress: Progress | None, bars: dict[str, TaskID], tim
             return
 
 
-def new_progress() -> Progress:
-    """The progress display used by the CLI and the benchmark."""
+def new_progress(done_label: str = "tasks done") -> Progress:
+    """The progress display used by the CLI (`done_label` in its language) and the benchmark."""
     return Progress(TextColumn("[bold]{task.description:>14}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("tasks done"), TimeElapsedColumn())
+                    TextColumn(done_label), TimeElapsedColumn())
 
 
 def build_document(scenario: Scenario, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:

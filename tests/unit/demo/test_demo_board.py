@@ -12,7 +12,7 @@ from rich.console import Console
 from services.cli.lang import CliLang
 from services.demo.board import Board
 from services.demo.render import Header, live_view, plain_status, summary
-from services.demo.supervisor import ChildStatus
+from services.demo.supervisor import ChildStatus, Notice, NoticeKind
 from shared.cards import load_catalog
 from shared.events import Envelope, TaskState, make_event
 
@@ -106,6 +106,10 @@ def test_a_task_held_for_a_person_is_settled_one_waiting_for_a_reviewer_is_not()
     assert board.is_settled({"k1"})
 
 
+NOTICES = [Notice(time.time(), "matcher", NoticeKind.EXITED_RESTARTING, {"code": 1, "uptime_s": 2.5, "restart_in_s": 3.0}),
+           Notice(time.time(), "intake", NoticeKind.STOPPED, {"code": 0})]
+
+
 def test_the_live_view_and_summary_say_what_happened() -> None:
     board = Board(CATALOG)
     board.apply_all([node(), submitted("T1", "k1"), submitted("T2", "k2", project="vision"), granted("T1", "L1", 1),
@@ -114,7 +118,7 @@ def test_the_live_view_and_summary_say_what_happened() -> None:
     children = [ChildStatus("intake", 1, True, 0, None, None), ChildStatus("matcher", None, False, 2, 3.0, 1)]
     console = Console(width=160, record=True)
 
-    console.print(live_view(board, header, children, []))
+    console.print(live_view(board, header, children, NOTICES))
     console.print(summary(board, frozenset({"k1", "k2"})))
     text = console.export_text()
 
@@ -122,6 +126,7 @@ def test_the_live_view_and_summary_say_what_happened() -> None:
     assert "2/8 GPUs" not in text and "0/8 GPUs leased" in text
     assert "1/2 up" in text and "matcher exited (1), restart in 3s" in text
     assert "uploaded s3://b/k" in text
+    assert "matcher: exited with code 1 after 2.5s; restarting in 3s" in text and "intake: stopped (exit code 0)" in text
     assert "vision" in text and "total" in text
     assert "job-T2" in text  # did not run: listed with its reason
 
@@ -147,7 +152,7 @@ def test_the_live_view_and_summary_speak_chinese_when_asked() -> None:
     children = [ChildStatus("intake", 1, True, 0, None, None), ChildStatus("matcher", None, False, 2, 3.0, 1)]
     console = Console(width=160, record=True)
 
-    console.print(live_view(board, header, children, [], lang=CliLang.ZH))
+    console.print(live_view(board, header, children, NOTICES, lang=CliLang.ZH))
     console.print(summary(board, frozenset({"k1", "k2"}), time_scale=600, lang=CliLang.ZH))
     text = console.export_text()
 
@@ -155,6 +160,7 @@ def test_the_live_view_and_summary_speak_chinese_when_asked() -> None:
     assert "已租出 0/8 块 GPU" in text and "1/2 运行中" in text and "matcher 已退出（1），3 秒后重启" in text
     assert "等待审批 (not_approved)（原文：waits for approval）" in text  # the reason's name, the detail as written
     assert "演示汇总" in text and "合计" in text and "模拟时间 x600" in text
-    for english in ("recent tasks", "GPUs leased", "demo summary", "leased GPU-h", "restart in"):  # reason names keep their value
+    assert "matcher: 运行 2.5 秒后退出，退出码 1；3 秒后重启" in text and "intake: 已停止（退出码 0）" in text
+    for english in ("recent tasks", "GPUs leased", "demo summary", "leased GPU-h", "restart in", "exit code", "restarting"):  # reason names keep their value
         assert english not in text, english
     assert plain_status(board, CliLang.ZH).startswith("任务：")

@@ -78,5 +78,6 @@ def test_simulate_prints_the_deadlines_met_and_missed_and_names_the_missed_task(
                                           "--json", str(out), "--lang", "zh"], env={"COLUMNS": "200"})  # fmt: skip
     assert in_chinese.exit_code == 0, in_chinese.output
     assert "截止时间 达成 / 错过" in in_chinese.output and "等待 核心 均值 / p95" in in_chinese.output
+    assert "个任务已完成" in in_chinese.output and "tasks done" not in in_chinese.output  # the progress bar's label
     assert "cardflow：1 个任务错过截止时间：late（晚了 50s）" in in_chinese.output
     assert "JSON 报告已写入" in in_chinese.output and "deadlines met" not in in_chinese.output
