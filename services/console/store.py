@@ -130,7 +130,7 @@ async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelop
         return
     await conn.execute(
         f"INSERT INTO {SCHEMA}.events (task_id, event_id, type, occurred_at, actor, state, reason, detail, facts)"
-        " SELECT t.task_id, t.event_id, t.type, t.occurred_at, t.actor, t.state, t.reason, t.detail, t.facts::jsonb"
+        " SELECT t.task_id, t.event_id, t.type, t.occurred_at, t.actor, t.state, t.reason, t.detail, t.facts::json"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[],"
         " $8::text[], $9::text[]) AS t(task_id, event_id, type, occurred_at, actor, state, reason, detail, facts)"
         " ON CONFLICT DO NOTHING",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import asyncpg
@@ -153,15 +154,19 @@ async def _save_cleared(conn: asyncpg.Connection, cleared: list[ClearedFlag]) ->
 
 
 async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> None:
-    """Each task's latest match (a redelivered older one never replaces a newer)."""
-    if not matches:
-        return
-    await conn.executemany(
+    """Each task's latest match (a redelivered older one never replaces a newer); one statement for the
+    batch (`matches` holds one per task, so the upsert touches each row once)."""
+    await execute_bulk(
+        conn,
         f"INSERT INTO {SCHEMA}.task_matches AS m (task_id, chosen, ranking, oversized, reason, catalog_version,"
-        " matched_at, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        " matched_at, event_id) SELECT t, c, r::jsonb, o, rs, cv, at, e FROM unnest($1::text[], $2::text[], $3::text[],"
+        " $4::bool[], $5::text[], $6::text[], $7::timestamptz[], $8::text[]) AS u(t, c, r, o, rs, cv, at, e)"
         " ON CONFLICT (task_id) DO UPDATE SET chosen = EXCLUDED.chosen, ranking = EXCLUDED.ranking,"
         " oversized = EXCLUDED.oversized, reason = EXCLUDED.reason, catalog_version = EXCLUDED.catalog_version,"
         " matched_at = EXCLUDED.matched_at, event_id = EXCLUDED.event_id WHERE m.matched_at <= EXCLUDED.matched_at",
-        [(m.task_id, m.chosen, m.ranking, m.oversized, m.reason, m.catalog_version, m.matched_at, m.event_id)
-         for m in matches],
-    )
+        matches, ("task_id", "chosen", _ranking_json, "oversized", "reason", "catalog_version", "matched_at", "event_id"),
+    )  # fmt: skip
+
+
+def _ranking_json(match: TaskMatch) -> str:
+    return json.dumps(match.ranking, separators=(",", ":"), ensure_ascii=False)

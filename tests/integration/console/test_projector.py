@@ -251,3 +251,28 @@ async def test_a_stored_view_is_plain_json_text_kept_uncompressed(fresh_settings
         )
         assert (row["type"], row["compression"], row["id"]) == ("json", None, story.task_id) and row["length"] > 3000
         assert (await load_task(services.pool, story.task_id)).submission["labels"] == labels
+
+
+async def test_history_rows_store_their_facts_as_json_text_and_have_no_index_beside_the_key(
+    fresh_settings: Settings,
+) -> None:
+    """views.events, about eight rows per task: `facts` as written (json, no jsonb conversion) and only
+    the primary key to keep up per row (migration 005); a task's history still reads in event order."""
+    story = TaskStory(new_event_id())
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        await services.publish(story.submitted(), story.readiness(True), story.matched())
+
+        async def projected() -> bool:
+            return len(await task_history(services.pool, story.task_id)) == 3
+
+        assert await services.wait_until(projected)
+        types = await services.fetch("SELECT DISTINCT pg_typeof(facts)::text AS type FROM views.events WHERE task_id = $1",
+                                     story.task_id)  # fmt: skip
+        indexes = await services.fetch(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'views' AND tablename = 'events' ORDER BY 1"
+        )
+        history = await task_history(services.pool, story.task_id)
+        assert [row["type"] for row in types] == ["json"]
+        assert [row["indexname"] for row in indexes] == ["events_pkey"]
+        assert [h.type for h in history] == ["task.submitted", "task.readiness_changed", "task.matched"]
+        assert all(h.facts for h in history)
