@@ -102,6 +102,7 @@ class Cycle:
         self._repeats: dict[tuple, tuple] = {}  # shape -> how its last failure went (`_repeat_failure`)
         self._card_changes: dict[str, int] = {}  # card type -> grants and preemptions on it (`_changes_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
+        self._behind_start: str | None = None  # `_behind_reservation_start`
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ class Cycle:
                 self.defer(task.task_id, no_capacity, text)
                 no_room[shapes[position]] = (changes, text)
             else:
-                self._consider_usable(task, task.options)
+                self._consider_with_room(task, shapes[position])
 
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
@@ -203,6 +204,22 @@ class Cycle:
                 shape = self._shape(task, options)
                 if self._repeat_failure(task, options, shape):
                     return
+        self._attempt(task, options, shape)
+
+    def _consider_with_room(self, task: QueuedTask, shape_number: int) -> None:
+        """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`), for a task whose
+        quota allows all its card options and which `_may_start` (not asked again). Its shape is
+        `_walk_shape`, keyed by the kept queue's shape number instead of its card types."""
+        options, shape = task.options, None
+        if task.priority_class != P.CORE or self._past_grace(task):
+            shape = self._walk_shape(task, shape_number)
+            if self._repeat_failure(task, options, shape):
+                return
+        self._attempt(task, options, shape)
+
+    def _attempt(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple | None) -> None:
+        """Try to start the task on these options, else handle it as blocked; remember how a shape's
+        failure went (`_remember_failure`) if it changed nothing."""
         changes = self._changes()
         misses = self._try_start(task, options)
         if misses:
@@ -268,6 +285,21 @@ class Cycle:
                             option.card_type == reserved and now + option.runtime_s > start) for option in options])
         return (task.priority_class, task.gpus, task.heavy, task.checkpoint_interval_s is not None, cards)
 
+    def _walk_shape(self, task: QueuedTask, shape_number: int) -> tuple:
+        """`_shape(task, task.options)` with the kept queue's shape number (GPUs, heavy, card types) in
+        place of those, and the per-option flags as the bits of one number: as telling, cheaper to make.
+        (Such keys are never equal to `_shape`'s, which have another length.)"""
+        grace, bits = self.policy.preempt_after_s, 1
+        for option in task.options:
+            bits = bits + bits + (option.runtime_s <= grace)
+        guard = self.guard
+        if guard is not None:
+            reserved, now, start = guard.card_type, self.now, guard.start_at
+            for option in task.options:
+                if option.card_type == reserved:
+                    bits = bits + bits + (now + option.runtime_s > start)
+        return (task.priority_class, task.checkpoint_interval_s is not None, shape_number, bits)
+
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         """Defer the task as the last one of its shape if nothing changed since (True if so)."""
         known = self._repeats.get(shape)
@@ -275,12 +307,17 @@ class Cycle:
             return False
         _, reason, detail, index = known
         if detail is None:
-            guard = self.guard
-            assert guard is not None
-            detail = reasons.behind_reservation(guard.holder, guard.card_type, guard.start_at - self.now,
-                                                options[index].runtime_s)
+            detail = self._behind_reservation_start() + reasons.format_duration(options[index].runtime_s)
         self.defer(task.task_id, reason, detail)
         return True
+
+    def _behind_reservation_start(self) -> str:
+        """`reasons.behind_reservation_start` for the cycle's reservation (made once: the guard is set once)."""
+        if self._behind_start is None:
+            guard = self.guard
+            assert guard is not None
+            self._behind_start = reasons.behind_reservation_start(guard.holder, guard.card_type, guard.start_at - self.now)
+        return self._behind_start
 
     def _remember_failure(self, shape: tuple, options: Sequence[CardOption], miss: Miss) -> None:
         last_reason, last_detail = self.deferred_reasons[-1], self.deferred_details[-1]

@@ -36,7 +36,9 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         #    4. Once nothing can start any more, the rest is deferred cheaply.
         cycle.walk(ordered, columns)
         # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
-        return cycle.to_plan()
+        decided = cycle.to_plan()
+        del cycle, ordered, columns  # freed before the collector runs again (`_cyclic_gc_paused`)
+    return decided
 
 
 @contextmanager
@@ -46,7 +48,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
     A plan allocates one object per queued task; with a large snapshot and queue alive, the
     collector would otherwise traverse the whole heap several times per call (measured: +50-70% on
     the scale benchmark). plan() creates no reference cycles, so reference counting frees all of
-    its garbage anyway; the collector is re-enabled (if it was on) before returning.
+    its garbage anyway; the collector is re-enabled (if it was on) before returning. The caller frees
+    the cycle's working state first: re-enabled, the collector soon traverses every container allocated
+    since it last ran, and the cycle's (its index, lease scan, victim index) would be among them.
     """
     was_enabled = gc.isenabled()
     gc.disable()

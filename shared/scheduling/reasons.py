@@ -135,10 +135,12 @@ def reserved(gpus: int, card_type: str, start_in_s: float, node_ids: Sequence[st
 
 
 def behind_reservation(holder: str, card_type: str, start_in_s: float, runtime_s: float) -> str:
-    return (
-        f"would delay task {holder}, which holds the reservation on {card_type} in "
-        f"{format_duration(start_in_s)}; this task runs about {format_duration(runtime_s)}"
-    )
+    return behind_reservation_start(holder, card_type, start_in_s) + format_duration(runtime_s)
+
+
+def behind_reservation_start(holder: str, card_type: str, start_in_s: float) -> str:
+    """`behind_reservation` up to the task's own runtime: the same for every task behind the reservation."""
+    return f"would delay task {holder}, which holds the reservation on {card_type} in {format_duration(start_in_s)}; this task runs about "
 
 
 def behind_blocked_head(holder: str, policy_name: str) -> str:

@@ -6,7 +6,8 @@
   and reuses a capacity sentence while its card types keep their free GPUs, `Explainer`) against
   `consider` called for every task in a plain loop, attempting each in full and working every sentence
   out afresh: the same grants, preemptions, reservations, deferral reasons and sentences for every task,
-  on generated snapshots whose queues repeat a few shapes (so the shortcuts are taken often).
+  on generated snapshots whose queues repeat a few shapes (so the shortcuts are taken often) — over a
+  list and over a kept queue (`OrderedQueue`, whose walk keys remembered failures by its shape numbers).
 - `QuotaBook` (which keeps each rule's standing per project and card type until a charge) against one
   that works the standing out for every task, in the same comparison.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +36,7 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.quota import QuotaBook
 from shared.scheduling.plan import plan
@@ -186,6 +189,19 @@ def test_repeating_a_failure_decides_exactly_as_attempting_every_task(scenario) 
         [(d.task_id, d.reason, d.detail) for d in straight.deferrals]
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=repetitive_scenarios())
+def test_the_settled_walk_over_a_kept_queue_decides_exactly_as_attempting_every_task(scenario) -> None:
+    """The walk over a kept queue (`Cycle._walk_settled`: failures remembered by the queue's shape
+    numbers, `_walk_shape`) against the straight plan, not only against the walk over a list."""
+    snapshot, queue, policy = scenario
+    fast = plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW)
+    straight = straight_plan(snapshot, queue, policy, NOW)
+    assert (fast.grants, fast.preemptions, fast.reservations, fast.revisit_at) == \
+        (straight.grants, straight.preemptions, straight.reservations, straight.revisit_at)
+    assert fast.deferrals == straight.deferrals
+
+
 def _behind_a_reservation(priority_class: PriorityClass, submitted: float) -> tuple[Snapshot, QueuedTask, list[QueuedTask]]:
     """Two half-busy H100 nodes, a 16-GPU head task that must wait for both, and 20 small tasks of one
     shape behind its reservation, each with its own runtime."""
@@ -237,3 +253,70 @@ def test_core_tasks_past_their_grace_repeat_a_failure_too() -> None:
     assert sum(repeated) == 19
     assert {d.reason for d in fast.deferrals[1:]} == {DeferralReason.BEHIND_RESERVATION}
     assert fast == straight_plan(snapshot, [head, *tail], policy, NOW)
+
+
+def _a_later_task_like_a_failed_one(differs_in: str) -> tuple[Snapshot, list[QueuedTask], Policy]:
+    """A head task holding the reservation on two half-busy H100 nodes, a 2-GPU task that fails behind
+    it, then one of the same GPUs, heaviness and card types that differs only in `differs_in` and starts."""
+    nodes = (*(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2)), Node("a0", "A10", 8, frozenset(range(3))))
+    leases = (*(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
+                             NOW - HOUR, NOW + HOUR) for i in range(2)),
+              RunningLease("LA", "runA", "p", PriorityClass.CORE, "a0", "A10", (3, 4, 5, 6, 7), NOW - HOUR, NOW + HOUR))
+    head = QueuedTask("head", "p", PriorityClass.STANDARD, 9, 16, NOW - 2 * HOUR, (CardOption("H100", HOUR, 1.0),))
+    policy = replace(POLICIES["cardflow"], headroom=0.25)  # A10: 2 of 8 GPUs kept for core work
+
+    def task(task_id: str, klass: PriorityClass, card: str, runtime_s: float, checkpoint: float | None = None):
+        return QueuedTask(task_id, "p", klass, 1, 2, NOW, (CardOption(card, runtime_s, 1.0),),
+                          checkpoint_interval_s=checkpoint)
+
+    pairs = {  # (the failing task, the one like it that starts)
+        "its end before the reservation's start": (task("x1", PriorityClass.STANDARD, "H100", 5 * HOUR),
+                                                   task("x2", PriorityClass.STANDARD, "H100", 0.5 * HOUR)),
+        "its return within the preemption grace": (task("x1", PriorityClass.STANDARD, "A10", 5 * HOUR),
+                                                   task("x2", PriorityClass.STANDARD, "A10", 300.0)),
+        "its class": (task("x1", PriorityClass.STANDARD, "A10", 5 * HOUR),
+                      task("x2", PriorityClass.OPPORTUNISTIC, "A10", 5 * HOUR)),
+        "its checkpoints": (task("x1", PriorityClass.OPPORTUNISTIC, "H100", 5 * HOUR),
+                            task("x2", PriorityClass.OPPORTUNISTIC, "H100", 5 * HOUR, checkpoint=1800.0)),
+    }
+    return Snapshot(nodes, leases), [head, *pairs[differs_in]], policy
+
+
+@pytest.mark.parametrize("differs_in", ["its end before the reservation's start", "its return within the preemption grace",
+                                        "its class", "its checkpoints"])
+def test_over_a_kept_queue_a_task_unlike_a_failed_one_of_its_shape_is_attempted(differs_in: str) -> None:
+    """The settled walk over a kept queue remembers a failure by more than the queue's shape number
+    (`Cycle._walk_shape`): a later task that differs in what its attempt reads is attempted, and starts."""
+    snapshot, queue, policy = _a_later_task_like_a_failed_one(differs_in)
+    fast = plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW)
+    assert [grant.task_id for grant in fast.grants] == ["x2"]
+    assert fast.deferrals.task_ids == ("head", "x1")
+    assert fast == straight_plan(snapshot, queue, policy, NOW)
+
+
+def test_a_preemption_changes_what_a_remembered_failure_on_its_card_type_said() -> None:
+    """fifo: a standard task fails for the headroom on A10 (an opportunistic lease there covers part of
+    it), then a core task preempts that lease, then a task of the first one's shape fails for the headroom
+    too — with fewer GPUs covered: the preemption counts as a change on A10 (`Cycle._changed_on`), so the
+    first failure is not repeated, over a list as over a kept queue."""
+    nodes = (*(Node(f"n{i}", "H100", 8, frozenset(range(4))) for i in range(2)),
+             Node("a0", "A10", 8, frozenset(range(3))), Node("a1", "A10", 8, frozenset(range(2))))
+    leases = (*(RunningLease(f"L{i}", f"run{i}", "p", PriorityClass.STANDARD, f"n{i}", "H100", (4, 5, 6, 7),
+                             NOW - HOUR, NOW + HOUR) for i in range(2)),
+              RunningLease("opp", "run-opp", "p", PriorityClass.OPPORTUNISTIC, "a0", "A10", (3, 4), NOW - HOUR,
+                           NOW + HOUR, last_checkpoint_at=NOW - 60.0),
+              RunningLease("core", "run-core", "p", PriorityClass.CORE, "a0", "A10", (5, 6, 7), NOW - HOUR, NOW + HOUR),
+              RunningLease("std", "run-std", "p", PriorityClass.STANDARD, "a1", "A10", (2, 3, 4, 5, 6, 7), NOW - HOUR,
+                           NOW + HOUR))
+    policy = replace(POLICIES["cardflow"], order="fifo", head_of_line_blocking=False, headroom=0.375)  # A10: 6 GPUs
+    a10 = (CardOption("A10", 5 * HOUR, 1.0),)
+    queue = [QueuedTask("head", "p", PriorityClass.STANDARD, 0, 16, NOW - 4 * HOUR, (CardOption("H100", HOUR, 1.0),)),
+             QueuedTask("x1", "p", PriorityClass.STANDARD, 0, 2, NOW - 3 * HOUR, a10),
+             QueuedTask("c", "p", PriorityClass.CORE, 0, 5, NOW - 2 * HOUR, a10),
+             QueuedTask("x2", "p", PriorityClass.STANDARD, 0, 2, NOW - HOUR, a10)]
+    listed, kept = plan(Snapshot(nodes, leases), queue, policy, NOW), plan(Snapshot(nodes, leases), OrderedQueue.of(queue, policy), policy, NOW)
+    assert [preemption.lease_id for preemption in listed.preemptions] == ["opp"]
+    by_id = {deferral.task_id: deferral for deferral in listed.deferrals}
+    assert by_id["x1"].reason == by_id["x2"].reason == DeferralReason.HEADROOM
+    assert by_id["x1"].detail != by_id["x2"].detail
+    assert listed == kept == straight_plan(Snapshot(nodes, leases), queue, policy, NOW)
