@@ -151,9 +151,9 @@ class Cycle:
                 return
             task, task_flags = ordered[position], flags[position]
             failure = failures[task_flags]
-            if failure is None and projects[position] in limited:
+            if failure is None and projects[position] in limited and not quota.allows_every_option(task):
                 options, failure = quota.usable_options(task)
-                if failure is None and len(options) < len(task.options):
+                if failure is None:  # some of its options
                     self._consider_usable(task, options)
                     continue
             if failure is not None:

@@ -11,6 +11,7 @@ Work no account applies to is unlimited.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from math import inf
 
 from shared.scheduling import reasons
 from shared.scheduling.model import CardOption, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
@@ -42,7 +43,7 @@ class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
     __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
-                 "_standings")
+                 "_standings", "_limits")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -60,6 +61,8 @@ class QuotaBook:
         self._names: dict[str, str] = {}  # account id -> how deferral sentences name it
         # project -> card type -> its rule's standing with the hours left now (dropped when they change)
         self._standings: dict[str, dict[str, RuleStanding]] = {}
+        # project -> card type -> `_limit` of its standing (dropped with the standings)
+        self._limits: dict[str, dict[str, tuple[float, float]]] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
         """The task's card options its quota allows (matcher order kept), or if none, why not: the
@@ -75,8 +78,7 @@ class QuotaBook:
         for option in task.options:
             standing = standings.get(option.card_type)
             if standing is None:
-                rule = rules.get(option.card_type) or self._rule(task.project, option.card_type)
-                standing = standings[option.card_type] = rule.standing(self._remaining)
+                standing = self._standing(task.project, option.card_type)
             runtime_s = option.runtime_s
             failure = failure_under(standing, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
             if failure is None:
@@ -87,6 +89,44 @@ class QuotaBook:
             return tuple(usable), None
         assert first_failure is not None
         return (), self._problem(task, task.options[0], *first_failure)
+
+    def allows_every_option(self, task: QueuedTask) -> bool:
+        """True if the quota allows each of the task's card options (`usable_options` would return them
+        all): `failure_under` of each option's standing, reduced to two bounds per card type (`_limit`),
+        with the same float operations. The walk asks this first; most tasks pass."""
+        limits = self._limits.get(task.project)
+        if limits is None:
+            if task.project not in self._rules:
+                return True  # no account: unlimited
+            limits = self._limits[task.project] = {}
+        margin, gpus = self._margin_s, task.gpus
+        for option in task.options:
+            limit = limits.get(option.card_type)
+            if limit is None:
+                limit = limits[option.card_type] = self._limit(task.project, option.card_type)
+            runtime_s = option.runtime_s
+            if limit[0] < runtime_s + margin or limit[1] < gpus * runtime_s / _SECONDS_PER_HOUR:
+                return False
+        return True
+
+    def _standing(self, project: str, card_type: str) -> RuleStanding:
+        """The standing of the project's rule on the card type with the hours left now (kept until a charge)."""
+        standings = self._standings.get(project)
+        if standings is None:
+            standings = self._standings[project] = {}
+        standing = standings.get(card_type)
+        if standing is None:
+            standing = standings[card_type] = self._rule(project, card_type).standing(self._remaining)
+        return standing
+
+    def _limit(self, project: str, card_type: str) -> tuple[float, float]:
+        """(seconds left that a task's runtime plus the margin must not exceed, GPU-hours left that its need
+        must not exceed) on the card type: `failure_under` is None exactly when neither is exceeded
+        (-inf for a rule that fails every task, inf for a bound that does not apply)."""
+        settled, failure, soonest_left_s, _, poorest_left, _ = self._standing(project, card_type)
+        if settled:
+            return (-inf, -inf) if failure is not None else (inf, inf)
+        return (soonest_left_s if self._expiry_gate else inf, poorest_left)
 
     def verdict(self, task: QueuedTask, option: CardOption) -> CoverageVerdict:
         """`quota_balance.coverage` of the task on this card option, with what is left this cycle."""
@@ -112,6 +152,7 @@ class QuotaBook:
         for account in self.verdict(task, option).paying:
             self._remaining[account.account_id] -= need
         self._standings.pop(task.project, None)  # the project's hours left changed
+        self._limits.pop(task.project, None)
 
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage,
                  account: QuotaTerms | None) -> tuple[DeferralReason, str]:

@@ -320,3 +320,31 @@ def test_a_preemption_changes_what_a_remembered_failure_on_its_card_type_said() 
     assert by_id["x1"].reason == by_id["x2"].reason == DeferralReason.HEADROOM
     assert by_id["x1"].detail != by_id["x2"].detail
     assert listed == kept == straight_plan(Snapshot(nodes, leases), queue, policy, NOW)
+
+
+quota_accounts = st.dictionaries(st.sampled_from(("a1", "a2", "a3", "p0")), st.builds(
+    lambda project, hours, start, length, card: QuotaAccount(project, hours, NOW + start, NOW + start + length, card),
+    st.sampled_from(("p0", "p1")), st.sampled_from((0.0, 1.0, 5.0, 50.0)), st.sampled_from((-10 * HOUR, 0.0, 60.0)),
+    st.sampled_from((30.0, HOUR, 3 * HOUR, 30 * HOUR)), st.none() | st.sampled_from(CARDS)), max_size=3)
+quota_tasks = st.builds(
+    lambda index, project, gpus, runtimes: QueuedTask(
+        f"t{index}", project, PriorityClass.STANDARD, 0, gpus, NOW,
+        tuple(CardOption(card, runtime, 1.0) for card, runtime in runtimes.items())),
+    st.integers(0, 99), st.sampled_from(("p0", "p1", "p2")), st.sampled_from((1, 2, 8)),
+    st.dictionaries(st.sampled_from(CARDS), st.sampled_from((60.0, 0.5 * HOUR, 2 * HOUR, 20 * HOUR)), max_size=3))
+
+
+@settings(max_examples=300)
+@given(accounts=quota_accounts, tasks=st.lists(st.tuples(quota_tasks, st.booleans()), max_size=12),
+       margin=st.sampled_from((0.0, HOUR)), gate=st.booleans())
+def test_allowing_every_option_is_what_the_usable_options_say(accounts, tasks, margin, gate) -> None:
+    """`QuotaBook.allows_every_option` (two bounds per card type, kept until a charge) is True exactly when
+    `usable_options` returns every option, between charges of granted tasks."""
+    policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=margin, quota_expiry_gate=gate)
+    book, fresh = QuotaBook(accounts, policy, NOW), FreshQuotaBook(accounts, policy, NOW)
+    for task, granted in tasks:
+        usable, failure = fresh.usable_options(task)
+        assert book.allows_every_option(task) == (failure is None and len(usable) == len(task.options))
+        if granted and usable:
+            book.charge(task, usable[0])
+            fresh.charge(task, usable[0])
