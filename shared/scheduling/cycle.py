@@ -99,7 +99,7 @@ class Cycle:
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
         self._gate = policy.readiness_gate
         self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
-        self._repeats: dict[tuple, tuple] = {}  # shape -> how its last failure went (`_repeat_failure`)
+        self._repeats: dict[tuple, list] = {}  # shape -> how its last failure went (`_remember_failure`)
         self._card_changes: dict[str, int] = {}  # card type -> grants and preemptions on it (`_changes_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
         self._behind_start: str | None = None  # `_behind_reservation_start`
@@ -131,16 +131,17 @@ class Cycle:
     def _walk_settled(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> None:
         """The walk from `start` on, the reservation settled, as `walk` does it — but the readiness failure
         of a task is read from its flags (`columns.flags`), and a task whose shape (GPUs, heavy, card types:
-        `columns.shapes`) already found no room since the last grant or preemption, and whose quota allows
-        all its card options, is deferred with that shape's NO_CAPACITY sentence (a core task unless it
-        may preempt). Exact: it is `_consider_usable`'s cheap case — a shape's room check (`_may_start`
-        without preemption), once failed, fails for the rest of the cycle (free capacity only shrinks and
-        the failure caches only tighten), and its sentence depends only on the shape and the fleet, which
-        only grants and preemptions change."""
+        `columns.shapes`) already found no room since the last grant or preemption on one of its card types,
+        and whose quota allows all its card options, is deferred with that shape's NO_CAPACITY sentence (a
+        core task unless it may preempt). Exact: it is `_consider_usable`'s cheap case — a shape's room check
+        (`_may_start` without preemption), once failed, fails for the rest of the cycle (free capacity only
+        shrinks and the failure caches only tighten), and it and its sentence read only the pools of the
+        shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
+        go through `_consider_with_room` (their failures remembered by `_walk_shape`)."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
         flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
         failures = readiness_failures(self.policy)  # by flags
-        no_room: dict[int, tuple[int, str]] = {}  # shape -> (`_changes` then, the sentence)
+        no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
@@ -163,9 +164,9 @@ class Cycle:
                 continue
             changes = len(self.grants) + len(self.preemptions)  # self._changes()
             known = no_room.get(shapes[position])
-            if known is not None and known[0] == changes:
+            if known is not None and (known[0] == changes or self._still_no_room(known, task.options, changes)):
                 if task_flags & CORE and self._may_preempt(task) and self._shape_may_preempt(task, shapes[position], helps):
-                    self._consider_usable(task, task.options)
+                    self._consider_with_room(task, shapes[position])  # `_may_start` holds: preemption may help
                 else:
                     add_id(task_ids[position])
                     add_reason(no_capacity)
@@ -173,9 +174,18 @@ class Cycle:
             elif not self._may_start(task, task.options):
                 text = explain.no_capacity(task, task.options)
                 self.defer(task.task_id, no_capacity, text)
-                no_room[shapes[position]] = (changes, text)
+                no_room[shapes[position]] = [changes, text, self._changes_on(task.options)]
             else:
                 self._consider_with_room(task, shapes[position])
+
+    def _still_no_room(self, known: list, options: Sequence[CardOption], changes: int) -> bool:
+        """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`
+        its options then]) and no grant or preemption touched its card types since: it fails alike and its
+        sentence holds (it reads only those card types' pools). Marks it checked at `changes`."""
+        if known[2] != self._changes_on(options):
+            return False
+        known[0] = changes
+        return True
 
     def consider(self, task: QueuedTask) -> None:
         """Grant the task, or defer it with a reason (maybe reserving or preempting for it)."""
@@ -303,9 +313,14 @@ class Cycle:
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         """Defer the task as the last one of its shape if nothing changed since (True if so)."""
         known = self._repeats.get(shape)
-        if known is None or known[0] != self._changes_on(options):
+        if known is None:
             return False
-        _, reason, detail, index = known
+        changes = len(self.grants) + len(self.preemptions)  # self._changes()
+        if known[4] != changes:  # a change somewhere since: was it on one of the shape's card types?
+            if known[0] != self._changes_on(options):
+                return False
+            known[4] = changes
+        _, reason, detail, index, _ = known
         if detail is None:
             detail = self._behind_reservation_start() + reasons.format_duration(options[index].runtime_s)
         self.defer(task.task_id, reason, detail)
@@ -320,14 +335,17 @@ class Cycle:
         return self._behind_start
 
     def _remember_failure(self, shape: tuple, options: Sequence[CardOption], miss: Miss) -> None:
+        """Remember how the shape's attempt went: [`_changes_on` its options, the reason, the sentence (None:
+        "behind the reservation", said with each task's runtime on the option at the index that follows),
+        `_changes()` when the first value was last found unchanged]."""
         last_reason, last_detail = self.deferred_reasons[-1], self.deferred_details[-1]
-        stamp = self._changes_on(options)
+        stamp, changes = self._changes_on(options), self._changes()
         if last_reason == R.BEHIND_RESERVATION:
             if miss.reason != R.BEHIND_RESERVATION:
                 return
-            self._repeats[shape] = (stamp, last_reason, None, options.index(miss.option))
+            self._repeats[shape] = [stamp, last_reason, None, options.index(miss.option), changes]
         else:
-            self._repeats[shape] = (stamp, last_reason, last_detail, 0)
+            self._repeats[shape] = [stamp, last_reason, last_detail, 0, changes]
 
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
