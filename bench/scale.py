@@ -3,6 +3,8 @@
 Run: `.venv/bin/python bench/scale.py` (or `make bench`). Prints a rich table and rewrites the
 section between `<!-- scale:start -->` and `<!-- scale:end -->` of docs/BENCHMARKS.md (other
 sections of that file belong to other benchmarks and are kept).
+`bench/scale.py --digest` prints a sha256 of every decision of the headline's cold plan and its steady
+cycles (kept and list queue): two checkouts that print the same digest decide those cycles alike.
 `bench/scale.py --headline [--json OUT] [--repeats N] [--breakdown]` times only the headline case (best
 of N, default 5), prints it with the machine's load average, and writes `{"ms": ..., "nodes": ...,
 "queued": ...}` to OUT; `--breakdown` also prints where the time goes (phases, the floor of the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import hashlib
 import io
 import json
 import os
@@ -220,6 +223,32 @@ def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str 
     return rows
 
 
+def plans_digest(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str = "cardflow",
+                 cycles: int = WARM_CYCLES + TIMED_CYCLES) -> str:
+    """A sha256 of every decision of the cold plan and of `cycles` steady cycles (as `steady_cycles` makes
+    them), each planned over the kept queue and over the same tasks in a list: grants, preemptions,
+    reservations, revisit time and every deferral's id, reason and sentence. Equal digests from two
+    checkouts: they decide these cycles alike (the check behind "same plans" in docs/scheduling.md)."""
+    policy, rng, now = POLICIES[policy_name], random.Random("steady"), NOW
+    digest = hashlib.sha256()
+
+    def add(decided: Plan) -> None:
+        deferrals = decided.deferrals
+        for part in (decided.grants, decided.preemptions, decided.reservations, decided.revisit_at,
+                     deferrals.task_ids, tuple(map(str, deferrals.reasons)), deferrals.details):
+            digest.update(repr(part).encode())
+
+    add(plan(snapshot, queue, policy, now))
+    kept = OrderedQueue.of(queue, policy)
+    decided = plan(snapshot, kept, policy, now)
+    for cycle in range(cycles):
+        snapshot, kept, now, _ = next_cycle(snapshot, kept, decided, now, cycle, rng)
+        decided = plan(snapshot, kept, policy, now)
+        add(decided)
+        add(plan(snapshot, list(kept), policy, now))
+    return digest.hexdigest()
+
+
 def _walked_everything(snapshot: Snapshot, queue, policy, now: float) -> bool:
     ordered = order_queue(queue, policy, now)
     cycle = Cycle(snapshot, policy, now, ordered)
@@ -411,7 +440,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="with --headline: best of this many timed plans")
     parser.add_argument("--breakdown", action="store_true",
                         help="with --headline: also print phases, the contract's floor and a sampling profile")
+    parser.add_argument("--digest", action="store_true",
+                        help="print a sha256 of the headline's cold plan and steady cycles' plans (kept and list), nothing else")
     args = parser.parse_args()
+    if args.digest:
+        print(plans_digest(*headline_inputs()))
+        return
     if (args.json_out is not None or args.breakdown) and not args.headline:
         parser.error("--json and --breakdown need --headline")
     if args.headline:

@@ -1,4 +1,5 @@
-"""bench/scale.py's breakdown: the walk's split at the last grant, and the contract's floor, on a small case."""
+"""bench/scale.py's breakdown (the walk's split at the last grant, the contract's floor), its steady cycles and
+its plans digest, on a small case."""
 
 from __future__ import annotations
 
@@ -50,3 +51,11 @@ def test_a_steady_cycle_starts_the_grants_ends_leases_and_adds_arrivals() -> Non
     for node in following.nodes:  # every GPU is free or leased once
         leased = [gpu for lease in following.leases if lease.node_id == node.node_id for gpu in lease.gpu_indices]
         assert sorted(leased + sorted(node.free)) == list(range(node.gpus))
+
+
+def test_the_plans_digest_is_reproducible_and_tells_policies_apart() -> None:
+    snapshot = scale.build_snapshot(30, random.Random("fleet"))
+    queue = scale.build_queue(300, random.Random("queue"))
+    digest = scale.plans_digest(snapshot, queue, cycles=2)
+    assert digest == scale.plans_digest(snapshot, queue, cycles=2)
+    assert digest != scale.plans_digest(snapshot, queue, "easy-backfill", cycles=2)
