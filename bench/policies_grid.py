@@ -67,7 +67,8 @@ OPENB = "openb"
 # Policy fields added after runs were first cached, with the value that leaves the rules as they were:
 # at that value a field stays out of the cache key, so earlier runs (and baselines) still count.
 KEY_NEUTRAL = {"headroom_counts_reclaimable_only": False, "headroom_core_demand": "present",
-               "preemption_spares_ending": False}
+               "preemption_spares_ending": False, "preemption_budget_share": 0.0,
+               "preemption_budget_basis": "wait"}
 RESAMPLES = 1000
 GOAL_RATIO_CHECKPOINTING, GOAL_RATIO_NONE, GOAL_BUSY_WHEN_QUEUED = 0.5, 0.8, 0.95
 

@@ -93,6 +93,10 @@ class ReservationGuard:
             return self.heavy_limit
         return self.node_room
 
+    def free_now(self, fleet: Fleet) -> int:
+        """The reserved GPUs free already (this cycle's grants taken): idle until the start unless backfilled."""
+        return sum(min(count, fleet.free_count[rank]) for rank, count in self.allocation)
+
     def room(self, covers_headroom: bool) -> int:
         """GPUs of the type a long backfill task may still take in total. `covers_headroom`: the task
         borrows (opportunistic work whose GPUs still count as headroom: `Cycle.covers_headroom`)."""

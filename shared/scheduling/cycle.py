@@ -46,6 +46,7 @@ from shared.scheduling.model import (
     Plan,
     Policy,
     Preemption,
+    PreemptionBudget,
     PriorityClass,
     QueuedTask,
     Reservation,
@@ -58,6 +59,7 @@ from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
     VictimChoice,
     VictimIndex,
+    budget_gpu_hours,
     ends_within_grace,
     grant_reclaimable_within_grace,
     reclaimable_within_grace,
@@ -598,11 +600,13 @@ class Cycle:
         wide = miss.reason == R.HEADROOM and self.wide(task, [item.option for item in misses])
         return self.explain.deferral(task, miss, misses, self.guard, wide)
 
-    def _preempt(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
+    def _preempt(self, task: QueuedTask, options: Sequence[CardOption], budget: float | None = None) -> bool:
         """Preempt the cheapest victims that let the task start on one of its card options. Under the
         cycle's reservation (the task would still run at its start), only where the guard lets the
-        task use the freed GPUs: otherwise they would idle and the victims' work be wasted."""
-        index = self._victim_index()
+        task use the freed GPUs: otherwise they would idle and the victims' work be wasted. With a
+        `budget` (GPU-hours): any opportunistic lease not yet taken may be a victim, whatever the loss
+        cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
+        index = self._victim_index() if budget is None else self._budget_victim_index(budget)
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -612,7 +616,7 @@ class Cycle:
             if guard is not None and task.gpus > guard.room(False):  # core work borrows nothing
                 continue
             choice = index.choose(self.fleet, pool, task.gpus, task.heavy, guard.limit(task.heavy) if guard else None)
-            if choice is None:
+            if choice is None or (budget is not None and choice.lost_gpu_hours > budget + 1e-12):
                 continue
             if guard is not None:
                 guard.charge([(rank, task.gpus) for rank, _ in choice.holds], False)
@@ -622,6 +626,8 @@ class Cycle:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
+            if index is not self._victims and self._victims is not None:
+                self._victims.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
             for victim in choice.victims:
                 lease = victim.lease
@@ -659,6 +665,9 @@ class Cycle:
         if guard is not None and yield_at is not None:
             if self._reclaim_from_fillers(task, options, cards, guard):
                 return
+        if guard is not None and self._preempt_within_budget(task, options, guard):
+            return
+        if guard is not None and yield_at is not None:
             fillers_yield_then = guard.start_at == yield_at > self.now
             if fillers_yield_then:
                 self._revisit(yield_at)
@@ -676,6 +685,21 @@ class Cycle:
         if not self.policy.backfill:
             detail = reasons.behind_blocked_head(task.task_id, self.policy.name)
             self.blocked = Deferral("", R.BEHIND_RESERVATION, detail)
+
+    def _preempt_within_budget(self, task: QueuedTask, options: Sequence[CardOption], guard: ReservationGuard) -> bool:
+        """Preemption that pays (`policy.preemption_budget_share`): the reservation's holder, a core task
+        past its grace, would otherwise wait until the guard's start; it preempts now if the cheapest
+        victims lose in total no more than the budget that wait sets (`budget_gpu_hours`, over the holder's
+        GPUs or — basis "drain" — the reservation's GPUs free now, which its drain holds). True if it did."""
+        policy = self.policy
+        share = policy.preemption_budget_share
+        if share <= 0 or guard.start_at <= self.now or not self._may_preempt(task):
+            return False
+        gpus = task.gpus
+        if PreemptionBudget(policy.preemption_budget_basis) is PreemptionBudget.DRAIN:
+            gpus = guard.free_now(self.fleet)
+        budget = budget_gpu_hours(share, gpus, guard.start_at - self.now)
+        return budget > 0 and self._preempt(task, options, budget)
 
     def _fillers_yield_at(self, task: QueuedTask) -> float | None:
         """When opportunistic work filling the reservation yields its GPUs to this task, should it
@@ -711,6 +735,12 @@ class Cycle:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
             self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims
+
+    def _budget_victim_index(self, budget: float) -> VictimIndex:
+        """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
+        spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+        leases = [lease for lease in self.leases if lease.lease_id not in self._preempted]
+        return VictimIndex(leases, self.fleet, self.now, budget, spared)
 
     def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> list[tuple[str, Release]]:
         """When the running leases on nodes of these card types are expected to free their GPUs

@@ -45,6 +45,14 @@ class HeadroomCoreDemand(StrEnum):
     QUEUED_OR_RECENT = "queued-or-recent"  # every queued core task and the core leases started within the grace
 
 
+class PreemptionBudget(StrEnum):
+    """What sets the budget of preemption that pays (`Policy.preemption_budget_basis`), per hour of the
+    reservation holder's wait until its start."""
+
+    WAIT = "wait"  # the holder's GPUs: the GPU-time its waiting costs it
+    DRAIN = "drain"  # the reservation's GPUs free now: what its drain keeps idle if nothing backfills them
+
+
 class Profile(StrEnum):
     """What bounds a task's speed, used to scale its estimate from the reference card."""
 
@@ -175,6 +183,12 @@ class Policy:
     # A lease whose estimate ends within the preemption grace is never a victim: it gives its GPUs
     # back by itself about as soon, and preempting it would only cost its write and a requeue.
     preemption_spares_ending: bool = False
+    # Preemption that pays for its loss: the core task holding the cycle's reservation, once past its
+    # grace, may preempt opportunistic leases that lose in total up to this share of a budget — the
+    # wait until the reservation's start times the GPUs of `preemption_budget_basis` — whatever each
+    # one's own cap (`preempt_max_lost_gpu_hours`); the cheapest such set. 0: off.
+    preemption_budget_share: float = 0.0
+    preemption_budget_basis: PreemptionBudget = PreemptionBudget.WAIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,11 @@ nodes for a task that must span. The free GPUs the task will also need on those 
 for the rest of the cycle, and the core task itself waits (AWAITING_PREEMPTION) until the victims have
 checkpointed and released their GPUs — GPUs are never granted and preempted in the same plan.
 
+Preemption that pays (`policy.preemption_budget_share`, off in every preset): the reservation's core
+holder may instead take victims that lose more than their own cap, as long as all of them together lose
+no more than a budget set by its wait until the reservation's start (`budget_gpu_hours`); cycle.py
+builds a second index for it, capped by the budget, and `discard`s its victims from the first.
+
 Finding the cheapest node is a lazy-greedy search: per (card type, GPU count, heavy) a heap of nodes by
 their cost. Costs only grow during a cycle (free GPUs shrink, victims get used up), so a popped node
 whose recomputed cost still equals its stored cost is the cheapest — no scan of the fleet per task.
@@ -43,6 +48,11 @@ class Victim:
 class VictimChoice:
     victims: tuple[Victim, ...]
     holds: tuple[tuple[int, int], ...]  # (rank, free GPUs to hold back for the preempting task)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        """What preempting every victim throws away in total."""
+        return sum(victim.lost_gpu_hours for victim in self.victims)
 
 
 def checkpoint_write_gpu_hours(gpus: int) -> float:
@@ -91,6 +101,13 @@ def grant_reclaimable_within_grace(task: QueuedTask, runtime_s: float, policy: P
         return True
     lost = _lost_gpu_hours(task.gpus, policy.preempt_after_s, task.checkpoint_interval_s is not None)
     return policy.preemption and lost <= loss_cap_gpu_hours(task.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
+
+
+def budget_gpu_hours(share: float, gpus: int, wait_s: float) -> float:
+    """What preemption may throw away in total for a reservation's holder (`policy.preemption_budget_share`):
+    `share` of `gpus` GPUs (`policy.preemption_budget_basis`: its own, or those its drain holds idle) over
+    its wait of `wait_s` until the reservation's start."""
+    return share * gpus * max(0.0, wait_s) / _SECONDS_PER_HOUR
 
 
 def ends_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
@@ -158,6 +175,14 @@ class VictimIndex:
             self._failed_at[key] = gpus
             self.version += 1
         return choice
+
+    def discard(self, lease_ids: Iterable[str], fleet: Fleet) -> None:
+        """These leases were taken by another index of the cycle: they are no victims here any more."""
+        wanted = set(lease_ids)
+        taken = tuple(victim for nodes in self._by_card.values() for victims in nodes.values()
+                      for victim in victims if victim.lease.lease_id in wanted)
+        if taken:
+            self.commit(VictimChoice(taken, ()), fleet)
 
     def commit(self, choice: VictimChoice, fleet: Fleet) -> None:
         """The victims are taken (and the held GPUs booked): no later task may count on them again.

@@ -170,7 +170,9 @@ def repetitive_scenarios(draw):
                      fill_reservations=draw(st.booleans()), max_heavy_per_node=draw(st.integers(1, 2)),
                      headroom_counts_reclaimable_only=draw(st.booleans()),
                      headroom_core_demand=draw(st.sampled_from(tuple(HeadroomCoreDemand))),
-                     preemption_spares_ending=draw(st.booleans()))
+                     preemption_spares_ending=draw(st.booleans()),
+                     preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
+                     preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy

@@ -223,3 +223,77 @@ def test_with_spares_ending_the_cheapest_victim_that_does_not_end_soon_is_chosen
     task = a_task("c").core().gpus(4).submitted(NOW - 600)
     result = builders.run(FULL, [task], leases=leases, preempt_after_s=600, preemption_spares_ending=True)
     assert [p.lease_id for p in result.preemptions] == ["long"]
+
+
+# -- Preemption that pays for its loss (opt-in): the reservation's holder within a budget -------------
+
+def _budget_run(tasks, leases, share: float, nodes=FULL):
+    """The cardflow defaults (grace 600 s, loss cap = the victim's own write) with a budget share."""
+    return builders.run(nodes, tasks, leases=leases, preempt_after_s=600, preemption_budget_share=share)
+
+
+@pytest.mark.parametrize(
+    ("share", "standard_ends_in", "submitted_ago", "preempted"),
+    [
+        (0.0, 2 * HOUR, 600, False),  # off (every preset): the victim would lose more than its write
+        (1.0, 2 * HOUR, 600, True),  # loses 4 GPU-h; the 4-GPU holder would wait 2 h: budget 8 GPU-h
+        (0.5, 2 * HOUR, 600, True),  # budget 4 GPU-h: exactly the loss
+        (0.5, 1.9 * HOUR, 600, False),  # budget 3.8 GPU-h < 4
+        (1.0, 2 * HOUR, 599, False),  # still inside its grace
+    ],
+)
+def test_with_a_budget_the_holder_preempts_work_losing_at_most_a_share_of_its_wait(
+        share, standard_ends_in, submitted_ago, preempted):
+    leases = [opp("o", 0, 1, 2, 3, started=NOW - HOUR).ends(NOW + 10 * HOUR),  # no checkpoints: loses 4 GPU-h
+              a_lease("s").on("a").gpus(4, 5, 6, 7).ends(NOW + standard_ends_in)]
+    result = _budget_run([a_task("c").core().gpus(4).submitted(NOW - submitted_ago)], leases, share)
+    assert [p.lease_id for p in result.preemptions] == (["o"] if preempted else [])
+    assert reason_of(result, "c") == (R.AWAITING_PREEMPTION if preempted else R.RESERVED)
+
+
+def test_with_a_budget_the_cheapest_victims_are_chosen_whole_nodes_for_a_wide_task():
+    nodes = [a_node("a").free(0), a_node("b").free(0), a_node("c").free(0)]
+    leases = [opp("young1", 0, 1, 2, 3, started=NOW - HOUR / 2, node="a").ends(NOW + 10 * HOUR),  # 2 GPU-h
+              opp("young2", 4, 5, 6, 7, started=NOW - HOUR / 2, node="a").ends(NOW + 10 * HOUR),  # 2 GPU-h
+              opp("old", *range(8), started=NOW - 2 * HOUR, node="b").ends(NOW + 10 * HOUR),  # 16 GPU-h
+              a_lease("s").on("c").gpus(*range(8)).ends(NOW + 3 * HOUR)]
+    result = _budget_run([a_task("c").core().gpus(8).submitted(NOW - 600)], leases, 1.0, nodes)
+    assert sorted(p.lease_id for p in result.preemptions) == ["young1", "young2"]  # 4 GPU-h of a budget of 24
+
+
+def test_with_a_budget_only_a_core_holder_preempts():
+    leases = [opp("o", 0, 1, 2, 3, started=NOW - HOUR).ends(NOW + 10 * HOUR),
+              a_lease("s").on("a").gpus(4, 5, 6, 7).ends(NOW + 5 * HOUR)]
+    result = _budget_run([a_task("std").gpus(4).submitted(NOW - HOUR)], leases, 1.0)
+    assert not result.preemptions
+    assert reason_of(result, "std") == R.RESERVED
+
+
+def test_a_victim_the_budget_took_is_not_taken_again_in_the_same_cycle():
+    leases = [opp("fresh", 0, 1, 2, 3, started=NOW - 30).ends(NOW + 10 * HOUR),  # within its write: any core task's
+              opp("old", 4, 5, 6, 7, started=NOW - HOUR).ends(NOW + 10 * HOUR)]  # only the budget's
+    nodes = [a_node("a").free(0), a_node("b").free(0)]
+    leases.append(a_lease("s").on("b").gpus(*range(8)).ends(NOW + 3 * HOUR))
+    tasks = [a_task("c1").core().gpus(8).priority(9).submitted(NOW - 600),
+             a_task("c2").core().gpus(4).submitted(NOW - 600)]
+    result = _budget_run(tasks, leases, 1.0, nodes)
+    assert sorted((p.lease_id, p.for_task_id) for p in result.preemptions) == [("fresh", "c1"), ("old", "c1")]
+    assert reason_of(result, "c2") != R.AWAITING_PREEMPTION
+
+
+@pytest.mark.parametrize(
+    ("free_on_a", "basis", "preempted"),
+    [
+        (2, "drain", True),  # 2 reserved GPUs idle for 2 h: budget 4 GPU-h, the victim loses 4
+        (1, "drain", False),  # 1 idle GPU: budget 2 GPU-h
+        (1, "wait", True),  # the holder's 4 GPUs for 2 h: budget 8 GPU-h
+    ],
+)
+def test_with_the_drain_basis_the_budget_is_what_the_reservation_holds_idle(free_on_a, basis, preempted):
+    nodes = [a_node("a").free(free_on_a)]
+    leases = [opp("o", 0, 1, 2, 3, started=NOW - HOUR).ends(NOW + 10 * HOUR),  # no checkpoints: loses 4 GPU-h
+              a_lease("s").on("a").gpus(*range(4, 8 - free_on_a)).ends(NOW + 2 * HOUR)]
+    task = a_task("c").core().gpus(4).submitted(NOW - 600)
+    result = builders.run(nodes, [task], leases=leases, preempt_after_s=600, preemption_budget_share=1.0,
+                          preemption_budget_basis=basis)
+    assert [p.lease_id for p in result.preemptions] == (["o"] if preempted else [])

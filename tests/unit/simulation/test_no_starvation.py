@@ -42,6 +42,8 @@ def policies(draw: st.DrawFn) -> Policy:
         headroom_counts_reclaimable_only=draw(st.booleans()),
         headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
         preemption_spares_ending=draw(st.booleans()),
+        preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0, 4.0))),
+        preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),
