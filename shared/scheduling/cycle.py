@@ -6,7 +6,8 @@ was given. For each task: eligibility (data, match, approval), quota per card op
 card option in matcher order — headroom, the reservation (if the task would still run at its start),
 best-fit placement. A task that fits nowhere is, in this order: the blocked head of a strict-order
 baseline, a core task that preempts opportunistic work, the holder of the cycle's one reservation (which
-preempts the opportunistic work filling its GPUs once it is due), or simply deferred with the most
+preempts the opportunistic work filling its GPUs once it is due, or — with a preemption budget — any
+opportunistic work whose loss its wait pays for), or simply deferred with the most
 telling reason. Standard work counts GPUs held by opportunistic work as
 headroom (`Borrowed`), so this cycle's opportunistic grants and preemptions update that count.
 """
