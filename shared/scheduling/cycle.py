@@ -104,6 +104,7 @@ class Cycle:
         self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
         self._repeats: dict[tuple, list] = {}  # shape -> how its last failure went (`_remember_failure`)
         self._card_changes: dict[str, int] = {}  # card type -> grants and preemptions on it (`_changes_on`)
+        self.changes = 0  # grows with every grant and preemption (`_changed_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
         self._behind_start: str | None = None  # `_behind_reservation_start`
 
@@ -165,7 +166,7 @@ class Cycle:
                 add_reason(failure[0])
                 add_detail(failure[1])
                 continue
-            changes = len(self.grants) + len(self.preemptions)  # self._changes()
+            changes = self.changes
             known = no_room.get(shapes[position])
             if known is not None and (known[0] == changes or self._still_no_room(known, task.options, changes)):
                 if task_flags & CORE and self._may_preempt(task) and self._shape_may_preempt(task, shapes[position], helps):
@@ -269,8 +270,8 @@ class Cycle:
     # on a failed attempt, but they only remember what would fail anyway.
 
     def _changes(self) -> int:
-        """Grows with every grant and preemption."""
-        return len(self.grants) + len(self.preemptions)
+        """Grows with every grant and preemption (`_changed_on`)."""
+        return self.changes
 
     def _past_grace(self, task: QueuedTask) -> bool:
         """True for a core task that may preempt now if anything (or preemption is off): its failure is a
@@ -286,7 +287,9 @@ class Cycle:
         return sum([changed.get(option.card_type, 0) for option in options])
 
     def _changed_on(self, card_type: str) -> None:
+        """A grant or preemption touched the card type (each calls this for every card type it touches)."""
         self._card_changes[card_type] = self._card_changes.get(card_type, 0) + 1
+        self.changes += 1
 
     def _shape(self, task: QueuedTask, options: Sequence[CardOption]) -> tuple:
         grace, now, guard = self.policy.preempt_after_s, self.now, self.guard
@@ -318,7 +321,7 @@ class Cycle:
         known = self._repeats.get(shape)
         if known is None:
             return False
-        changes = len(self.grants) + len(self.preemptions)  # self._changes()
+        changes = self.changes
         if known[4] != changes:  # a change somewhere since: was it on one of the shape's card types?
             if known[0] != self._changes_on(options):
                 return False
