@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.pipeline_pgcpu import ServerCpu, cpu_by_client, snapshot
 from bench.pipeline_pgstats import PG_STATS_SETTINGS, PgStats, PgStatsResult
 from bench.pipeline_report import PhaseResult, RawResult, percentiles, print_results, stage_lags
 from bench.profile_shares import profile_report
@@ -209,12 +210,16 @@ class PipelineBench:
             first_id = await _last_entry_id(redis)
             if stats is not None:
                 await stats.start()
+            server_before = self.postgres_cpu() if stats is not None else None
             cpu_before, window_start = self.cpu(), time.monotonic()
             sent = await self._submit_and_wait(redis, pool, project, rate, duration)
             cpu = {name: self.cpu().get(name, 0.0) - used for name, used in cpu_before.items()}
             window = time.monotonic() - window_start
-            if stats is not None:
-                self.pg_stats_results.append(await stats.finish(len(sent)))
+            if stats is not None and server_before is not None:
+                by_client = cpu_by_client(server_before, self.postgres_cpu())
+                result = await stats.finish(len(sent))
+                per_task = {name: s * 1000 / max(len(sent), 1) for name, s in by_client.items()}
+                self.pg_stats_results.append(replace(result, cpu_ms_per_task_by_client=per_task))
             times = await _read_phase_events(redis, first_id, project)
         finally:
             await pool.close()
@@ -245,6 +250,12 @@ class PipelineBench:
         pids = {status.name: status.pid for status in self.supervisor.status() if status.pid} if self.supervisor else {}
         pids |= {process.name: process.record.pid for process in self.backends.processes}
         return cpu_by_process(pids)
+
+    def postgres_cpu(self) -> ServerCpu:
+        """The embedded PostgreSQL's processes' CPU so far, each backend named by the service it serves."""
+        clients = {status.name: status.pid for status in self.supervisor.status() if status.pid} if self.supervisor else {}
+        [postgres] = [process for process in self.backends.processes if process.name == "postgres"]
+        return snapshot(postgres.record.pid, clients | {"bench": os.getpid()})
 
     def stop_and_profile(self) -> str | None:
         """Stop every process (a profiled one writes its profile on exit); per profiled process, where its

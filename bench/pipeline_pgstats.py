@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 from rich.console import Console
@@ -57,6 +57,7 @@ class PgStatsResult:
     commits_per_task: float
     rollbacks_per_task: float
     writes_per_task: dict[str, tuple[float, ...]]  # schema.table -> `Counts` per task
+    cpu_ms_per_task_by_client: dict[str, float] = field(default_factory=dict)  # `bench.pipeline_pgcpu`
 
     def by_schema(self) -> dict[str, tuple[float, float, float]]:
         totals: dict[str, tuple[float, float, float]] = {}
@@ -152,6 +153,11 @@ def print_pg_stats(console: Console, result: PgStatsResult, top: int = 30) -> No
     for role, (c, ms, share) in _by_role(result).items():
         calls.add_row(role, f"{c:.2f}", f"{ms:.3f}", f"{share:.1%}")
     console.print(calls)
+    if result.cpu_ms_per_task_by_client:
+        cpu = Table("client (or server process)", "CPU ms/task", title="PostgreSQL's CPU by the process it served")
+        for name, ms in result.cpu_ms_per_task_by_client.items():
+            cpu.add_row(name, f"{ms:.3f}")
+        console.print(cpu)
     writes = Table("schema", "inserted/task", "updated/task", "deleted/task", title="rows written per schema")
     for schema, (ins, upd, dele) in result.by_schema().items():
         writes.add_row(schema, f"{ins:.2f}", f"{upd:.2f}", f"{dele:.2f}")
@@ -181,4 +187,5 @@ def pg_stats_json(result: PgStatsResult, top: int = 40) -> dict[str, object]:
                         "share": round(s.share, 4)} for s in result.statements[:top]],  # fmt: skip
         "writes_per_schema": {k: [round(x, 3) for x in v] for k, v in result.by_schema().items()},
         "writes_per_table": {k: [round(x, 3) for x in v] for k, v in result.writes_per_task.items()},
+        "cpu_ms_per_task_by_client": {k: round(v, 4) for k, v in result.cpu_ms_per_task_by_client.items()},
     }
