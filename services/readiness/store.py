@@ -203,15 +203,26 @@ async def save_checks(
 
 
 async def probe_targets(conn: asyncpg.Connection | asyncpg.Pool, schema: str, task_ids: Sequence[str]) -> list[str]:
-    """The distinct S3 keys (`s3://bucket/key`) still to probe for the open tasks among `task_ids`."""
+    """The distinct S3 keys (`s3://bucket/key`) still to probe for the open tasks among `task_ids`.
+
+    Two lookups by primary key, not one join: on tables not analysed yet (a new installation, every
+    benchmark) the join was planned as a scan of every open task, 0.6-15 ms a call, ~0.3 ms of
+    PostgreSQL's CPU per task at 250 tasks/s (docs/BENCHMARKS.md, Pipeline session 10); and a batch
+    whose tasks have no S3 input left to probe needs only the first."""
     q = quote_schema(schema)
-    rows = await conn.fetch(
-        f"SELECT DISTINCT i.key FROM {q}.inputs i JOIN {q}.tasks t USING (task_id)"
-        " WHERE i.task_id = ANY($1::text[]) AND i.kind <> 'dataset' AND i.available IS NOT TRUE"
-        " AND t.closed_at IS NULL",
+    waiting = await conn.fetch(
+        f"SELECT task_id, key FROM {q}.inputs WHERE task_id = ANY($1::text[]) AND kind <> 'dataset'"
+        " AND available IS NOT TRUE",
         list(task_ids),
     )
-    return [row["key"] for row in rows]
+    if not waiting:
+        return []
+    open_rows = await conn.fetch(
+        f"SELECT task_id FROM {q}.tasks WHERE task_id = ANY($1::text[]) AND closed_at IS NULL",
+        list({row["task_id"] for row in waiting}),
+    )
+    open_ids = {row["task_id"] for row in open_rows}
+    return list(dict.fromkeys(row["key"] for row in waiting if row["task_id"] in open_ids))
 
 
 async def waiting_tasks(conn: asyncpg.Connection | asyncpg.Pool, schema: str, limit: int) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from services.common.runtime import Emitter, prepare_schema
 from services.readiness.recheck import Checker
 from services.readiness.service import SPEC as READINESS
-from services.readiness.store import insert_submitted
+from services.readiness.store import insert_submitted, probe_targets
 from shared.delivery import create_pool
 from shared.events import TaskSubmitted, make_event, parse_event
 from shared.events.subjects import task_subject
@@ -74,3 +74,21 @@ async def test_errors_neither_mark_ready_nor_unready(pool: asyncpg.Pool) -> None
     await checker.recheck(["T1"])
     assert await reported(pool) == [False, True]
     assert sorted(set(store.heads)) == [("bkt", "a.bin"), ("bkt", "b/_READY")]
+
+
+async def test_probe_targets_are_the_unknown_s3_inputs_of_open_tasks_each_key_once(pool: asyncpg.Pool) -> None:
+    """What a re-check probes: inputs not known to exist, of tasks still open; a key two tasks share once;
+    nothing for a closed task, a task without such inputs, or one not tracked at all."""
+    shared, own, closed_only = "s3://bkt/shared.bin", "s3://bkt/own.bin", "s3://bkt/closed.bin"
+    inputs = {"T1": [shared, own], "T2": [shared], "T3": [closed_only], "T4": []}
+    events = [make_event(
+        TaskSubmitted, subject=task_subject(task), subject_seq=1, producer="intake/test", actor="user:a",
+        data={"task_id": task, "idempotency_key": f"k-{task}", "submission": a_submission(inputs=refs)},
+    ) for task, refs in inputs.items()]  # fmt: skip
+    async with pool.acquire() as conn, conn.transaction():
+        await insert_submitted(conn, "readiness", events)
+        await conn.execute("UPDATE readiness.tasks SET closed_at = now(), closed_by = 'test' WHERE task_id = 'T3'")
+
+    keys = await probe_targets(pool, "readiness", ["T1", "T2", "T3", "T4", "T-unknown"])
+
+    assert sorted(keys) == sorted([shared, own])
