@@ -126,9 +126,12 @@ class VictimIndex:
                  max_lost_gpu_hours: float | None = float("inf"),
                  spared: Callable[[RunningLease], bool] | None = None) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
+        opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
         for lease in leases:
-            rank = fleet.rank_of.get(lease.node_id)
-            if lease.priority_class != PriorityClass.OPPORTUNISTIC or rank is None:
+            if lease.priority_class != opportunistic:
+                continue
+            rank = rank_of.get(lease.node_id)
+            if rank is None:
                 continue
             if spared is not None and spared(lease):
                 continue  # the policy spares it (`ends_within_grace`)
