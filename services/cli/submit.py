@@ -15,7 +15,9 @@ was refused (401/403: nothing submitted); 4 none failed but some are stuck (the 
 
 `--lang zh` (or `CARDFLOW_LANG=zh`) prints the tables and answers in Chinese: states and reasons by
 their Chinese names (services/console/labels.py); a problem's field name stays, and its English
-expectation (the API's) is shown as it is, marked 原文.
+expectation (the API's) is shown as it is, marked 原文. Once `--wait` stops, each task still waiting
+is told by its story's Chinese sentence (`GET /v1/tasks/{id}/story?lang=zh`, as `cardflow status`
+tells it), the English detail beside it marked 原文 only where the sentence says less.
 """
 
 from __future__ import annotations
@@ -141,7 +143,8 @@ def _explained(item: Sent, outcome: str, words: dict[str, str]) -> str:
 
 def stuck_because(view: dict[str, Any], lang: CliLang = CliLang.EN) -> str | None:
     """Why an unfinished task cannot go on until a person acts (module docstring), or None. In English
-    the API's sentence; in Chinese the reason's Chinese name (the API's English sentence is in `status`)."""
+    the API's sentence; in Chinese the reason's Chinese name and its story's sentence once fetched
+    (`with_story_sentences`; before that, the API's English sentence marked 原文)."""
     from shared.scheduling.model import DeferralReason, WaitKind
 
     if view.get("state") == "unmatchable":
@@ -157,14 +160,39 @@ def stuck_because(view: dict[str, Any], lang: CliLang = CliLang.EN) -> str | Non
     return _reason(view, reason.value, lang)
 
 
+STORY_SENTENCE = "story_sentence"
+"""Key `with_story_sentences` adds to a view: its story's sentence in Chinese, and whether the English
+detail must stand beside it (`STORY_ORIGINAL_NEEDED`)."""
+STORY_ORIGINAL_NEEDED = "story_original_needed"
+
+
 def _reason(view: dict[str, Any], fallback: str, lang: CliLang) -> str:
     """The view's reason as said in `lang`: the API's English detail; in Chinese the reason's Chinese
-    name, then that detail marked 原文 (as `cardflow status` and the demo's live view show it)."""
-    from services.console.labels import reason_in_chinese
+    name, then its story's Chinese sentence if fetched (`with_story_sentences`), else that detail
+    marked 原文 (as `cardflow status` and the demo's live view show it)."""
+    from services.console.labels import reason_in_chinese, reason_label
 
-    if lang is CliLang.ZH:
-        return reason_in_chinese(view["reason"], view.get("reason_detail")) if view.get("reason") else fallback
-    return view.get("reason_detail") or fallback
+    if lang is not CliLang.ZH:
+        return view.get("reason_detail") or fallback
+    if not view.get("reason"):
+        return fallback
+    if not view.get(STORY_SENTENCE):
+        return reason_in_chinese(view["reason"], view.get("reason_detail"))
+    original = view.get("reason_detail") if view.get(STORY_ORIGINAL_NEEDED) else None
+    return f"{reason_label(view['reason'], 'zh')}：{view[STORY_SENTENCE]}" + (f"（原文：{original}）" if original else "")
+
+
+def with_story_sentences(api: ApiClient, views: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each unfinished view with a reason, with its story's Chinese sentence added (the others as they are)."""
+    told = dict(views)
+    for index, view in views.items():
+        if view.get("state") in TERMINAL_STATES or not view.get("reason") or not view.get("id"):
+            continue
+        found = api.call("GET", f"/v1/tasks/{view['id']}/story", expect=(404,), params={"lang": CliLang.ZH.value})
+        if found.status_code == 200:
+            story = found.json()
+            told[index] = view | {STORY_SENTENCE: story.get("sentence"), STORY_ORIGINAL_NEEDED: story.get("original_needed")}
+    return told
 
 
 def _cell(value: Any) -> str:
@@ -187,6 +215,8 @@ def wait_for_tasks(api: ApiClient, sent: Sequence[Sent], timeout: float, lang: C
                 _show(progress, rows[index], views.get(index), lang)
             if not _all_settled(views, sent):
                 time.sleep(POLL_SECONDS)
+    if lang is CliLang.ZH:
+        views = with_story_sentences(api, views)
     console.print(_result_table(sent, views, lang))
     return wait_outcome(views, len(sent), timeout, lang)
 

@@ -8,7 +8,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import typer
 
-from services.cli.submit import EXIT_NOT_ALL_SUCCEEDED, EXIT_STUCK, EXIT_TIMED_OUT, derive_key, stuck_because, wait_outcome, with_key
+from services.cli.submit import (
+    EXIT_NOT_ALL_SUCCEEDED,
+    EXIT_STUCK,
+    EXIT_TIMED_OUT,
+    STORY_ORIGINAL_NEEDED,
+    STORY_SENTENCE,
+    derive_key,
+    stuck_because,
+    wait_outcome,
+    with_key,
+)
 from services.cli.times import format_elapsed, parse_when
 from services.cli.lang import CliLang
 from services.cli.views import elapsed_seconds, parse_state, tasks_table
@@ -104,6 +114,16 @@ def test_a_stuck_task_in_chinese_names_its_reason_and_keeps_the_apis_sentence() 
     view = {"state": "held", "reason": "quota_exhausted", "reason_detail": "quota of nlp used up"}
     assert stuck_because(view, CliLang.ZH) == "配额不足 (quota_exhausted)（原文：quota of nlp used up）"
     assert stuck_because({"state": "held", "reason": "not_approved"}, CliLang.ZH) == "等待审批 (not_approved)"
+
+
+def test_a_stuck_task_in_chinese_is_told_by_its_storys_sentence_once_fetched() -> None:
+    view = {"state": "held", "reason": "quota_exhausted", "reason_detail": "quota of nlp used up (40 of 40 GPU-h)",
+            STORY_SENTENCE: "项目 nlp 的配额不足以支付此任务的预估用量（约 8 GPU 小时）", STORY_ORIGINAL_NEEDED: True}
+    assert stuck_because(view, CliLang.ZH) == ("配额不足 (quota_exhausted)：项目 nlp 的配额不足以支付此任务的预估用量（约 8 GPU 小时）"
+                                               "（原文：quota of nlp used up (40 of 40 GPU-h)）")
+    exact = view | {STORY_ORIGINAL_NEEDED: False}
+    assert stuck_because(exact, CliLang.ZH) == "配额不足 (quota_exhausted)：项目 nlp 的配额不足以支付此任务的预估用量（约 8 GPU 小时）"
+    assert stuck_because(view) == "quota of nlp used up (40 of 40 GPU-h)"  # English: the API's sentence as it is
 
 
 def test_wait_exit_codes() -> None:

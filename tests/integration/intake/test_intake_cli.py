@@ -100,6 +100,7 @@ async def test_wait_stops_with_exit_4_when_no_card_type_fits(fresh_settings: Set
     assert code == 4, output  # not the timeout (2): it says at once that a person must act
     assert "unmatchable (stuck)" in output and "cannot go on until a person acts" in output
     assert zh_code == 4 and "无可用卡型（需人工处理）" in zh_output and "需要有人处理才能继续" in zh_output, zh_output
+    assert "没有任何允许的卡型有足够的单卡显存" in zh_output, zh_output  # the story's Chinese sentence, not only the name
 
 
 async def test_cancel_and_a_refusal_naming_the_missing_role(fresh_settings: Settings, redis: Redis, tmp_path: Path) -> None:
