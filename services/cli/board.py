@@ -8,7 +8,6 @@ touches a backend itself.
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -16,19 +15,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from services.cli.lang import CliLang, LangOption
+
 console = Console()
 
-
-class BoardLang(StrEnum):
-    EN = "en"
-    ZH = "zh"
-
+SNAPSHOT_WORDS: dict[CliLang, dict[str, str]] = {
+    CliLang.EN: {"written": "board of {day} ({tasks} open tasks) written to s3://{bucket}/:",
+                 "object": "  {key}  version {version}  {size} bytes"},
+    CliLang.ZH: {"written": "{day} 的就绪看板（{tasks} 个未结束任务）已写入 s3://{bucket}/：",
+                 "object": "  {key}  版本 {version}  {size} 字节"},
+}
 
 def register(app: typer.Typer) -> None:
     @app.command("board")
     def board(
         as_json: Annotated[bool, typer.Option("--json", help="print the board as JSON")] = False,
-        lang: Annotated[BoardLang, typer.Option("--lang", envvar="CARDFLOW_LANG", help="en or zh")] = BoardLang.EN,
+        lang: LangOption = CliLang.EN,
         snapshot: Annotated[bool, typer.Option("--snapshot", help="write the board to the reports bucket now")] = False,
         reason: Annotated[str, typer.Option("--reason", help="why (kept with the snapshot)")] = "on demand",
     ) -> None:
@@ -41,7 +43,7 @@ def register(app: typer.Typer) -> None:
             else:
                 groups = api.get("/v1/board/groups", lang=lang.value)
         if snapshot:
-            _print_snapshot(written, as_json)
+            _print_snapshot(written, as_json, lang)
         elif as_json:
             print(json.dumps(groups, ensure_ascii=False, indent=2))
         else:
@@ -49,13 +51,14 @@ def register(app: typer.Typer) -> None:
                 console.print(table)
 
 
-def _print_snapshot(written: dict[str, Any], as_json: bool) -> None:
+def _print_snapshot(written: dict[str, Any], as_json: bool, lang: CliLang = CliLang.EN) -> None:
     if as_json:
         print(json.dumps(written, ensure_ascii=False, indent=2))
         return
-    console.print(f"board of {written['day']} ({written['tasks']} open tasks) written to s3://{written['bucket']}/:")
+    words = SNAPSHOT_WORDS[lang]
+    console.print(words["written"].format(day=written["day"], tasks=written["tasks"], bucket=written["bucket"]))
     for obj in written["objects"]:
-        console.print(f"  {obj['key']}  version {obj['version_id']}  {obj['size']} bytes")
+        console.print(words["object"].format(key=obj["key"], version=obj["version_id"], size=obj["size"]))
 
 
 def board_tables(groups: dict[str, Any], lang: str) -> list[Table]:

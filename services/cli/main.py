@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from services.cli.usage_errors import LocalisedGroup
+
 app = typer.Typer(
     name="cardflow",
+    cls=LocalisedGroup,  # usage errors in Chinese with --lang zh / CARDFLOW_LANG=zh
     help="cardflow — keep every GPU busy with the right work; make every GPU-hour accountable.",
     no_args_is_help=True,
     add_completion=True,  # `cardflow --install-completion` (bash, zsh, fish, PowerShell)

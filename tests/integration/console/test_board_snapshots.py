@@ -89,5 +89,7 @@ async def test_snapshots_are_versioned_html_and_csv_and_the_cli_prints_the_board
         assert task["sentence"] == f"等待 1 个输入（已就绪 0%）：{MISSING}"
         code, out, err = await cardflow(fresh_settings, url, token, "board", "--snapshot", "--reason", "cli check")
         assert code == 0 and "board.csv" in out and "version" in out, err
+        code, out, err = await cardflow(fresh_settings, url, token, "board", "--snapshot", "--reason", "cli check", "--lang", "zh")
+        assert code == 0 and "就绪看板" in out and "已写入" in out and "版本" in out and "written" not in out, err
         code, out, err = await cardflow(fresh_settings, url, "not-a-token", "board", "--snapshot")
         assert code == 3 and "token" in err, err
