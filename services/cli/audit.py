@@ -51,6 +51,23 @@ LABELS: dict[str, dict[str, str]] = {
         "runs": "runs", "steps": "steps", "original": "original: ",
         "by_card": "card", "by_project": "project", "by_profile": "profile",
         "note_saved": "round {round}: note version {version}", "until_zone": "give --until a time zone (Z, +08:00, ...)",
+        "audit verify": "audit verify", "leases in force": "leases in force", "quotas": "quotas",
+        "spend by project": "spend by project", "spend by card": "spend by card", "audit log": "audit log",
+        "rounds": "rounds", "totals": "totals", "by project": "by project", "by scenario": "by scenario", "by card": "by card",
+        "chain": "chain", "segments": "segments", "completeness": "completeness", "models": "models",
+        "chain_holds": "{events} events, holds", "chain_broken": "{events} events, BROKEN at {seq}: {detail}",
+        "segments_unchecked": "{count}, not checked (no object storage)", "segments_hold": "{count}, hold",
+        "segments_problems": "{count}, {problems} problem(s)", "complete": "every published event is archived",
+        "incomplete": "{lost} published event(s) not in the archive", "models_equal": "replay equals the live state",
+        "models_differ": "{n} difference(s)",
+        "segment_problem": "[red]segment {segment_no}:[/red] {detail}",
+        "not_archived": "[red]not archived:[/red] {type} {event_id} ({subject}), published by {schema} at {at}",
+        "not_running": "not compared (service never ran): {names}",
+        "first_break": "[bold red]first breaking event:[/bold red] #{seq} {event_id} {type} {subject} at {at} — {what}",
+        "history_holds": "[green]the history holds[/green]", "history_broken": "[red]the history does NOT hold[/red]",
+        "as_of": "as of {at}: {events} events",
+        "round_headline": "[bold]round {round}[/bold] {starts} – {ends}, closed by {by}: {note}",
+        "report_at": "report: {uri}report.html (.json, .csv)", "note_version": "note v{version} by {actor}: {note}",
     },
     "zh": {
         "check": "检查项", "result": "结果", "time": "时间", "actor": "操作者", "event": "事件", "run": "运行",
@@ -75,6 +92,23 @@ LABELS: dict[str, dict[str, str]] = {
                         "成本 {cost:.4f}，产出 {output}",
         "runs": "各次运行", "steps": "经过", "original": "原文：",
         "note_saved": "周期 {round}：复盘备注已存为第 {version} 版", "until_zone": "请给 --until 加上时区（Z、+08:00 等）",
+        "audit verify": "审计校验", "leases in force": "生效中的租约", "quotas": "配额",
+        "spend by project": "按项目的花费", "spend by card": "按卡型的花费", "audit log": "审计日志",
+        "rounds": "结算周期", "totals": "合计", "by project": "按项目", "by scenario": "按场景", "by card": "按卡型",
+        "chain": "哈希链", "segments": "归档分段", "completeness": "完整性", "models": "重放对比",
+        "chain_holds": "{events} 个事件，完好", "chain_broken": "{events} 个事件，在 #{seq} 处断裂（原文：{detail}）",
+        "segments_unchecked": "{count} 个，未检查（没有对象存储）", "segments_hold": "{count} 个，完好",
+        "segments_problems": "{count} 个，{problems} 个问题", "complete": "每个已发布的事件都已归档",
+        "incomplete": "{lost} 个已发布的事件不在归档中", "models_equal": "重放结果与实时状态一致",
+        "models_differ": "{n} 处差异",
+        "segment_problem": "[red]分段 {segment_no}：[/red]（原文：{detail}）",
+        "not_archived": "[red]未归档：[/red]{type} {event_id}（{subject}），由 {schema} 于 {at} 发布",
+        "not_running": "未对比（服务从未运行）：{names}",
+        "first_break": "[bold red]最早破坏一致性的事件：[/bold red]#{seq} {event_id} {type} {subject}，时间 {at} —— {what}",
+        "history_holds": "[green]历史记录完好[/green]", "history_broken": "[red]历史记录不完好[/red]",
+        "as_of": "截至 {at}：共 {events} 个事件",
+        "round_headline": "[bold]周期 {round}[/bold] {starts} – {ends}，由 {by} 结算：{note}",
+        "report_at": "报告：{uri}report.html（另有 .json、.csv）", "note_version": "复盘备注第 {version} 版（{actor}）：{note}",
     },
 }
 
@@ -134,33 +168,43 @@ def verify(
 
 
 def print_verify(report: dict[str, Any], lang: CliLang) -> None:
-    chain = report["chain"]
-    segments, models = report["segments"], report["models"]
-    rows = [
-        ["chain", f"{report['events']} events, " + ("holds" if chain is None else f"BROKEN at {chain['seq']}: {chain['detail']}")],
-        ["segments", f"{segments['count']}, " + ("not checked (no object storage)" if not segments["checked"] and segments["count"]
-                     else "hold" if not segments["problems"] else f"{len(segments['problems'])} problem(s)")],
-        ["completeness", "every published event is archived" if not report["lost"]
-                         else f"{len(report['lost'])} published event(s) not in the archive"],
-        ["models", ("replay equals the live state" if not models["mismatches"] else f"{len(models['mismatches'])} difference(s)")
-                   + f" ({', '.join(f'{k} {v}' for k, v in models['compared'].items())})"],
-    ]  # fmt: skip
-    console.print(table(lang, "audit verify", ["check", "result"], rows))
-    for problem in segments["problems"]:
-        console.print(f"[red]segment {problem['segment_no']}:[/red] {problem['detail']}")
+    said = LABELS[lang.value]
+    console.print(table(lang, "audit verify", ["check", "result"], _verify_rows(report, said)))
+    for problem in report["segments"]["problems"]:
+        console.print(said["segment_problem"].format(segment_no=problem["segment_no"], detail=problem["detail"]))
     for lost in report["lost"]:
-        console.print(f"[red]not archived:[/red] {lost['type']} {lost['event_id']} ({lost['subject']}), published by"
-                      f" {lost['schema']} at {_at(lost['published_at'])}")  # fmt: skip
+        console.print(said["not_archived"].format(type=lost["type"], event_id=lost["event_id"], subject=lost["subject"],
+                                                  schema=lost["schema"], at=_at(lost["published_at"])))  # fmt: skip
+    models = report["models"]
     if models["mismatches"]:
         console.print(table(lang, "", ["model", "key", "difference", "event"],
                             [[m["model"], m["key"], m["detail"], m["event_id"]] for m in models["mismatches"][:50]]))  # fmt: skip
     if models["not_running"]:
-        console.print(f"not compared (service never ran): {', '.join(models['not_running'])}")
+        console.print(said["not_running"].format(names=", ".join(models["not_running"])))
     first = report["first_break"]
     if first:
-        console.print(f"[bold red]first breaking event:[/bold red] #{first['seq']} {first['event_id']} {first.get('type', '')}"
-                      f" {first.get('subject', '')} at {_at(first.get('occurred_at'))} — {first['what']}")  # fmt: skip
-    console.print("[green]the history holds[/green]" if report["ok"] else "[red]the history does NOT hold[/red]")
+        console.print(said["first_break"].format(seq=first["seq"], event_id=first["event_id"], type=first.get("type", ""),
+                                                 subject=first.get("subject", ""), at=_at(first.get("occurred_at")),
+                                                 what=first["what"]))  # fmt: skip
+    console.print(said["history_holds"] if report["ok"] else said["history_broken"])
+
+
+def _verify_rows(report: dict[str, Any], said: dict[str, str]) -> list[list[Any]]:
+    """One row per check: the chain, the segments, completeness, the replayed models."""
+    chain, segments, models = report["chain"], report["segments"], report["models"]
+    chained = (said["chain_holds"].format(events=report["events"]) if chain is None
+               else said["chain_broken"].format(events=report["events"], seq=chain["seq"], detail=chain["detail"]))  # fmt: skip
+    if not segments["checked"] and segments["count"]:
+        segmented = said["segments_unchecked"].format(count=segments["count"])
+    elif not segments["problems"]:
+        segmented = said["segments_hold"].format(count=segments["count"])
+    else:
+        segmented = said["segments_problems"].format(count=segments["count"], problems=len(segments["problems"]))
+    complete = said["complete"] if not report["lost"] else said["incomplete"].format(lost=len(report["lost"]))
+    compared = ", ".join(f"{k} {v}" for k, v in models["compared"].items())
+    replayed = said["models_equal"] if not models["mismatches"] else said["models_differ"].format(n=len(models["mismatches"]))
+    return [[said["chain"], chained], [said["segments"], segmented], [said["completeness"], complete],
+            [said["models"], f"{replayed} ({compared})"]]  # fmt: skip
 
 
 def replay(
@@ -175,7 +219,7 @@ def replay(
     if as_json:
         emit_json(state)
         return
-    console.print(f"as of {_at(state['as_of'])}: {state['events']} events")
+    console.print(LABELS[lang.value]["as_of"].format(at=_at(state["as_of"]), events=state["events"]))
     console.print(table(lang, "tasks", ["state", "tasks"], [[k, v] for k, v in sorted(state["task_states"].items())]))
     console.print(table(lang, "leases in force", ["lease", "task", "node", "card", "gpus", "granted"],
                         [[x["lease_id"], x["task_id"], x["node_id"], x["card_type"], ",".join(map(str, x["gpu_indices"])),
@@ -292,10 +336,11 @@ def show(round_id: Annotated[str, typer.Argument(help="e.g. R0003")], as_json: J
 
 def print_round(found: dict[str, Any], lang: CliLang) -> None:
     report = found["report"]
-    console.print(f"[bold]round {found['round_id']}[/bold] {_at(found['starts_at'])} – {_at(found['ends_at'])},"
-                  f" closed by {found['closed_by']}: {found['note']}")  # fmt: skip
+    said = LABELS[lang.value]
+    console.print(said["round_headline"].format(round=found["round_id"], starts=_at(found["starts_at"]), ends=_at(found["ends_at"]),
+                                                by=found["closed_by"], note=found["note"]))  # fmt: skip
     if found.get("report_uri"):
-        console.print(f"report: {found['report_uri']}report.html (.json, .csv)")
+        console.print(said["report_at"].format(uri=found["report_uri"]))
     console.print(table(lang, "totals", ["key", "result"], [[k, v] for k, v in report["totals"].items()]))
     for grouping in ("project", "scenario", "card"):
         console.print(table(lang, f"by {grouping}", ["key", "tasks", "gpu_hours", "cost", "output", "cost_per_unit"],
@@ -306,7 +351,7 @@ def print_round(found: dict[str, Any], lang: CliLang) -> None:
                   + ", ".join(f"{verdict_label(k, lang)} {v}" for k, v in counts.items()))  # fmt: skip
     print_flagged(report.get("flagged", []), lang)
     for version in found.get("notes", [])[1:]:
-        console.print(f"note v{version['version']} by {version['actor']}: {version['note']}")
+        console.print(said["note_version"].format(version=version["version"], actor=version["actor"], note=version["note"]))
 
 
 def clear_flag(task: TaskArgument, reason: ReasonOption, as_json: JsonOption = False, lang: LangOption = CliLang.EN) -> None:

@@ -113,6 +113,9 @@ async def test_the_cli_commands_are_clients_of_the_api(fresh_settings: Settings)
             verify = runner.invoke(cli, ["audit", "verify", "--settle", "0"], env=env)
             assert verify.exit_code == 0, verify.output
             assert "the history holds" in verify.output
+            verify_zh = runner.invoke(cli, ["audit", "verify", "--settle", "0", "--lang", "zh"], env=env | {"COLUMNS": "200"})
+            assert verify_zh.exit_code == 0 and "历史记录完好" in verify_zh.output and "哈希链" in verify_zh.output, verify_zh.output
+            assert "holds" not in verify_zh.output and "events" not in verify_zh.output, verify_zh.output
             why = runner.invoke(cli, ["audit", "why", "T1", "--lang", "zh"], env=env)
             assert why.exit_code == 0 and "运行成功" in why.output and "已提交" in why.output, why.output
             assert "submitted" not in why.output.replace("task.submitted", ""), why.output  # no English left but the type
@@ -124,6 +127,9 @@ async def test_the_cli_commands_are_clients_of_the_api(fresh_settings: Settings)
             noted_zh = runner.invoke(cli, ["round", "note", "R0001", "--note", "再改一次", "--lang", "zh"], env=env)
             assert noted_zh.exit_code == 0 and "周期 R0001：复盘备注已存为第 3 版" in noted_zh.output, noted_zh.output
             assert "amended" in runner.invoke(cli, ["round", "show", "R0001"], env=env).output
+            shown_zh = runner.invoke(cli, ["round", "show", "R0001", "--lang", "zh"], env=env | {"COLUMNS": "200"}).output
+            assert "周期 R0001" in shown_zh and "结算：再改一次" in shown_zh and "复盘备注第 2 版（user:root）：amended" in shown_zh, shown_zh
+            assert "closed by" not in shown_zh and "note v" not in shown_zh, shown_zh
             compared = runner.invoke(cli, ["round", "compare", "R0001", "R0001"], env=env)
             assert compared.exit_code == 0 and "R0001 → R0001" in compared.output
             matches = runner.invoke(cli, ["matches", "T1"], env=env)
