@@ -500,3 +500,13 @@ async def test_a_reviewer_clears_a_flagged_success_on_the_review_page_and_others
         restored = await client.post("/v1/config/set", json={"name": "policy", "assignments": [
             "reports.max_output_units_per_gpu_hour_by_unit={tokens: 1000000000}"], "reason": "checked; back to default"})
         assert restored.status_code == 201, restored.text
+
+
+@pytest.mark.parametrize(("lang", "legend"), [("en", "standard"), ("zh", "标准")])
+async def test_the_queue_plot_names_the_classes_in_the_pages_language(world: ConsoleWorld, page: Page, lang: str,
+                                                                     legend: str) -> None:  # fmt: skip
+    await page.goto(f"{world.base_url}/queue?lang={lang}")
+    plot = page.locator("svg").filter(has_text=legend)
+    await expect(plot).to_have_count(1)
+    if lang == "zh":
+        await expect(page.locator("svg").filter(has_text="standard")).to_have_count(0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -22,7 +22,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from services.console.auth import SESSION_COOKIE, principal_from_token
-from services.console.labels import LANGUAGES, Language
+from services.console.labels import GPU_STATUS_LABELS, LANGUAGES, Language
 from services.console.pages.charts import line_chart, stacked_bars
 from services.console.pages.templating import Unavailable, environment, labels_for, parse_time
 
@@ -148,7 +148,7 @@ async def queue_page(request: Request) -> HTMLResponse:
     lang = choose_lang(request)
     queue = await call_api(request, "GET", "/v1/queue", params={"lang": lang})
     series = await call_api(request, "GET", "/v1/series/queue")
-    plot = _line_plot(series, y_label=labels_for(lang)["L"]["tasks_axis"])
+    plot = _line_plot(series, y_label=labels_for(lang)["L"]["tasks_axis"], names=GPU_STATUS_LABELS[lang])  # class names
     return await render(request, "queue.html", title="nav_queue", page="queue", queue=queue, plot=plot)
 
 
@@ -354,9 +354,11 @@ async def logout() -> Response:
     return response
 
 
-def _line_plot(series: Any, *, y_label: str, percent: bool = False) -> str | None:
+def _line_plot(series: Any, *, y_label: str, percent: bool = False, names: Mapping[str, str] | None = None) -> str | None:
+    """The series as a line chart; `names` tells a series' key in the page's language (a key it lacks stays as it is)."""
     if isinstance(series, Unavailable) or not series.get("times") or not any(any(v) for v in series["series"].values()):
         return None
     times = [parse_time(t) for t in series["times"]]
-    values = {name: [math.nan if v is None else v for v in points] for name, points in series["series"].items()}
+    names = names or {}
+    values = {names.get(name, name): [math.nan if v is None else v for v in points] for name, points in series["series"].items()}
     return line_chart(times, values, y_label=y_label, percent=percent)
