@@ -30,6 +30,12 @@ _FONTS = [name for name in ("Noto Sans CJK SC", "DejaVu Sans")
           if any(font.name == name for font in font_manager.fontManager.ttflist)] or ["sans-serif"]  # fmt: skip
 """Fonts matplotlib measures text with (a CJK one when installed); the browser draws the text itself."""
 
+NUMERIC_TICKS = ["%Y", "%Y-%m", "%d", "%H:%M", "%H:%M", "%S.%f"]
+NUMERIC_ZEROS = ["", "%Y", "%Y-%m", "%m-%d", "%H:%M", "%H:%M"]
+NUMERIC_OFFSETS = ["", "%Y", "%Y-%m", "%Y-%m-%d", "%Y-%m-%d", "%Y-%m-%d %H:%M"]
+"""Time axis labels in digits only (matplotlib's default names months in English: `2026-Dec-03`),
+so they read the same on the Chinese and the English page."""
+
 MIN_BAR_SLOTS = 8
 """A bar chart is laid out for at least this many bars, so a lone bar is not a wall."""
 
@@ -63,7 +69,8 @@ def line_chart(times: Sequence[datetime], series: Mapping[str, Sequence[float]],
         axes.set_ylim(bottom=0)
     locator = mdates.AutoDateLocator(maxticks=8)
     axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, formats=NUMERIC_TICKS,
+                                                                 zero_formats=NUMERIC_ZEROS, offset_formats=NUMERIC_OFFSETS))
     return _finish(figure, axes, y_label, title, bool(series))
 
 
