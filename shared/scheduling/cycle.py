@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
+from operator import attrgetter
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import (
@@ -68,6 +69,7 @@ from shared.scheduling.preemption import (
 from shared.scheduling.quota import QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
+_CARD_TYPE = attrgetter("card_type")
 P = enum_members(PriorityClass)
 
 
@@ -141,11 +143,15 @@ class Cycle:
         (`_may_start` without preemption), once failed, fails for the rest of the cycle (free capacity only
         shrinks and the failure caches only tighten), and it and its sentence read only the pools of the
         shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
-        go through `_consider_with_room` (their failures remembered by `_walk_shape`)."""
+        go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
+        when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
+        from its longest runtime), its shape may have room, or it is a core task whose preemption may help."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
         flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
+        submitted, longest, shape_table = columns.submitted, columns.longest, columns.shape_table
         failures = readiness_failures(self.policy)  # by flags
         no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
+        rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
@@ -154,39 +160,49 @@ class Cycle:
             if self.blocked is not None or fleet.free_total == 0:  # self.closed (the reservation is settled)
                 self._defer_rest_from(ordered, position, columns)
                 return
-            task, task_flags = ordered[position], flags[position]
+            task_flags, shape = flags[position], shapes[position]
             failure = failures[task_flags]
-            if failure is None and projects[position] in limited and not quota.allows_every_option(task):
-                options, failure = quota.usable_options(task)
-                if failure is None:  # some of its options
-                    self._consider_usable(task, options)
-                    continue
+            if failure is None and projects[position] in limited:
+                gpus, _, card_types = shape_table[shape]
+                if (not quota.allows_longest(projects[position], shape, card_types, gpus, longest[position])
+                        and not quota.allows_every_option(task := ordered[position])):
+                    options, failure = quota.usable_options(task)
+                    if failure is None:  # some of its options
+                        self._consider_usable(task, options)
+                        continue
             if failure is not None:
                 add_id(task_ids[position])
                 add_reason(failure[0])
                 add_detail(failure[1])
                 continue
             changes = self.changes
-            known = no_room.get(shapes[position])
-            if known is not None and (known[0] == changes or self._still_no_room(known, task.options, changes)):
-                if task_flags & CORE and self._may_preempt(task) and self._shape_may_preempt(task, shapes[position], helps):
-                    self._consider_with_room(task, shapes[position])  # `_may_start` holds: preemption may help
+            known = no_room.get(shape)
+            if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
+                if (task_flags & CORE and self._may_preempt_since(submitted[position])
+                        and self._shape_may_preempt(shape, shape_table[shape], helps)):
+                    self._consider_with_room(ordered[position], shape)  # `_may_start` holds: preemption may help
                 else:
                     add_id(task_ids[position])
                     add_reason(no_capacity)
                     add_detail(known[1])
-            elif not self._may_start(task, task.options):
+                continue
+            room = rooms.get(shape)
+            if room is None or room[0] != fleet.version:
+                room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
+            task = ordered[position]
+            if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
+                           and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
+                self._consider_with_room(task, shape)
+            else:
                 text = explain.no_capacity(task, task.options)
                 self.defer(task.task_id, no_capacity, text)
-                no_room[shapes[position]] = [changes, text, self._changes_on(task.options)]
-            else:
-                self._consider_with_room(task, shapes[position])
+                no_room[shape] = [changes, text, self._changes_on(task.options)]
 
-    def _still_no_room(self, known: list, options: Sequence[CardOption], changes: int) -> bool:
+    def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`
         its options then]) and no grant or preemption touched its card types since: it fails alike and its
         sentence holds (it reads only those card types' pools). Marks it checked at `changes`."""
-        if known[2] != self._changes_on(options):
+        if known[2] != self._changes_on_types(card_types):
             return False
         known[0] = changes
         return True
@@ -246,13 +262,8 @@ class Cycle:
         pointless and, the reservation being settled, nothing else would happen to the task. Per card
         option: not more GPUs than are free, and below the smallest count that already found no node (as
         the task is, or as a light task: placement's failure caches)."""
-        pools, gpus, heavy = self.fleet.pools, task.gpus, task.heavy
-        for option in options:
-            pool = pools.get(option.card_type)
-            if pool is not None and gpus <= pool.free_total:
-                failed_at = pool.single_failed_at if gpus <= pool.max_node_gpus else pool.span_failed_at
-                if gpus < failed_at[heavy] or gpus < failed_at[0]:
-                    return True
+        if self.fleet.may_have_room(task.gpus, task.heavy, map(_CARD_TYPE, options)):
+            return True
         return self._may_preempt(task) and self._preemption_may_help(task)
 
     # -- repeated failures ---------------------------------------------------------------------
@@ -285,6 +296,11 @@ class Cycle:
         that only grow: the same sum means none of them moved) — what a remembered failure depends on."""
         changed = self._card_changes
         return sum([changed.get(option.card_type, 0) for option in options])
+
+    def _changes_on_types(self, card_types: Sequence[str]) -> int:
+        """`_changes_on` options of these card types."""
+        changed = self._card_changes
+        return sum([changed.get(card_type, 0) for card_type in card_types])
 
     def _changed_on(self, card_type: str) -> None:
         """A grant or preemption touched the card type (each calls this for every card type it touches)."""
@@ -428,9 +444,13 @@ class Cycle:
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
         themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
         be revisited when the earliest grace ends (`Plan.revisit_at`)."""
-        if task.priority_class != P.CORE or not self.policy.preemption:
+        return task.priority_class == P.CORE and self._may_preempt_since(task.submitted_at)
+
+    def _may_preempt_since(self, submitted_at: float) -> bool:
+        """`_may_preempt` of a core task submitted at `submitted_at`."""
+        if not self.policy.preemption:
             return False
-        grace_ends = self._grace_ends(task)
+        grace_ends = submitted_at + self.policy.preempt_after_s  # `_grace_ends`
         if self.now >= grace_ends:
             return True
         self._revisit(grace_ends)
@@ -444,21 +464,24 @@ class Cycle:
     def _grace_ends(self, task: QueuedTask) -> float:
         return task.submitted_at + self.policy.preempt_after_s
 
-    def _shape_may_preempt(self, task: QueuedTask, shape: int, helps: dict[int, tuple[int, bool]]) -> bool:
-        """`_preemption_may_help(task)`, remembered per shape (GPUs, heavy, card types: all it reads of the
-        task) while the victim index answers alike (`VictimIndex.version`)."""
+    def _shape_may_preempt(self, shape: int, described: tuple[int, bool, tuple[str, ...]],
+                           helps: dict[int, tuple[int, bool]]) -> bool:
+        """`_preemption_may_help` a task of this shape number and (GPUs, heavy, card types) — all it reads of
+        the task — remembered per shape while the victim index answers alike (`VictimIndex.version`)."""
         version = self._victim_index().version
         known = helps.get(shape)
         if known is not None and known[0] == version:
             return known[1]
-        helps[shape] = (version, answer := self._preemption_may_help(task))
+        helps[shape] = (version, answer := self._preemption_may_help_shape(*described))
         return answer
 
     def _preemption_may_help(self, task: QueuedTask) -> bool:
+        return self._preemption_may_help_shape(task.gpus, task.heavy, [option.card_type for option in task.options])
+
+    def _preemption_may_help_shape(self, gpus: int, heavy: bool, card_types: Sequence[str]) -> bool:
         pools = self.fleet.pools
         index = self._victim_index()
-        return any(index.may_help(pools[option.card_type], task.gpus, task.heavy)
-                   for option in task.options if option.card_type in pools)
+        return any(index.may_help(pools[card_type], gpus, heavy) for card_type in card_types if card_type in pools)
 
     def defer(self, task_id: str, reason: DeferralReason, detail: str) -> None:
         """Record that the task waits, why and the sentence saying so (after the deferrals so far)."""

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from functools import partial
+from math import inf
 from typing import overload
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
@@ -57,10 +58,24 @@ def flags_of(task: QueuedTask) -> int:
             | (CORE * (task.priority_class == PriorityClass.CORE)))
 
 
+def longest_runtime(task: QueuedTask) -> float:
+    """The task's longest runtime over its card options (0 without options; inf if one is not a number,
+    so that a check against it never passes where one against each option would not)."""
+    longest = 0.0
+    for option in task.options:
+        runtime_s = option.runtime_s
+        if runtime_s != runtime_s:
+            return inf
+        if runtime_s > longest:
+            longest = runtime_s
+    return longest
+
+
 @dataclass(frozen=True, slots=True)
 class WalkColumns:
     """Per task of a walk, in its order: `flags_of` it, its project, the number of its (GPUs, heavy, card
-    types), its id. Two tasks with the same shape number have the same GPUs, heaviness and card types.
+    types), its id, its submit time and its `longest_runtime`. Two tasks with the same shape number have
+    the same GPUs, heaviness and card types: `shape_table[number]` is that (GPUs, heavy, card types).
     And for the whole queue: `core_gpus`, the GPUs its core tasks ask for per card type (each task on
     every card type it accepts: `headroom.core_demand`'s queued part)."""
 
@@ -69,24 +84,29 @@ class WalkColumns:
     shapes: Sequence[int]
     task_ids: Sequence[str]
     core_gpus: Mapping[str, int]
+    submitted: Sequence[float]
+    longest: Sequence[float]
+    shape_table: Sequence[tuple[int, bool, tuple[str, ...]]]
 
 
 class OrderedQueue(Sequence[QueuedTask]):
     """Queued tasks in their `now`-free order (`kept_key`), for one queue order and aging rate.
 
     Besides the tasks, two float columns in the same order give the cycle's float keys without reading
-    the tasks: `offsets` (the class offset of `ordering`) and `aged`. `submitted_bounds` and `priorities`
+    the tasks: `offsets` (the class offset of `ordering`) and `aged`; `submitted` and `longest` (each task's
+    submit time and `longest_runtime`) let the walk decide most tasks without reading them. `submitted_bounds` and `priorities`
     (a count per priority) let `ordering` check that its float key is exact; `with_deadline` counts the
     tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
-    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`), `projects`, and
-    `shapes` — the number of the task's (GPUs, heavy, card types), in a table shared by the queues made
-    from this one — and `task_ids`; `core_gpus` sums what its core tasks ask for per card type (the
+    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`), `projects` (one string object
+    per project name), and `shapes` — the number of the task's (GPUs, heavy, card types),
+    in a table shared by the queues made from this one (`shape_table`) — and `task_ids`; `core_gpus` sums what its core tasks ask for per card type (the
     queued part of the headroom's core demand, kept instead of counted every cycle). Never mutated (the
     shape table only grows): `changed` makes a new one.
     """
 
     __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline",
-                 "flags", "projects", "shapes", "task_ids", "core_gpus", "_shape_ids")
+                 "flags", "projects", "shapes", "task_ids", "core_gpus", "submitted", "longest", "_shape_ids",
+                 "shape_table", "_project_names")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
                  submitted_bounds: tuple[float, float] | None = None) -> None:
@@ -96,10 +116,14 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.submitted_bounds = submitted_bounds if submitted_bounds is not None or not tasks else _span(tasks)
         self.with_deadline = sum(task.deadline is not None for task in tasks)
         self._shape_ids: dict[tuple, int] = {}
+        self._project_names: dict[str, str] = {}  # one string object per project name (`_project`)
+        self.shape_table: list[tuple[int, bool, tuple[str, ...]]] = []  # shape number -> (GPUs, heavy, card types)
         self.flags = array("b", map(flags_of, tasks))
-        self.projects = [task.project for task in tasks]
+        self.projects = [self._project(task) for task in tasks]
         self.shapes = array("i", [self._shape_id(task) for task in tasks])
         self.task_ids = [task.task_id for task in tasks]
+        self.submitted = array("d", [task.submitted_at for task in tasks])
+        self.longest = array("d", map(longest_runtime, tasks))
         self.core_gpus: dict[str, int] = {}
         for task in tasks:
             self._count_core(task, 1)
@@ -123,6 +147,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         queue.priorities = Counter(self.priorities)
         queue.flags, queue.projects, queue.shapes = array("b", self.flags), list(self.projects), array("i", self.shapes)
         queue.task_ids, queue.core_gpus = list(self.task_ids), dict(self.core_gpus)
+        queue.submitted, queue.longest = array("d", self.submitted), array("d", self.longest)
         narrowed = False
         for task in removed:
             queue._take_out(task)
@@ -150,6 +175,7 @@ class OrderedQueue(Sequence[QueuedTask]):
             raise ValueError(f"task {task.task_id} is not queued as given")
         del self.tasks[index], self.offsets[index], self.aged[index]
         del self.flags[index], self.projects[index], self.shapes[index], self.task_ids[index]
+        del self.submitted[index], self.longest[index]
         self._count_core(task, -1)
         self.priorities[task.priority] -= 1
         if not self.priorities[task.priority]:
@@ -164,9 +190,11 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.offsets.insert(index, _CLASS_OFFSETS[task.priority_class])
         self.aged.insert(index, self.rate * task.submitted_at - task.priority)
         self.flags.insert(index, flags_of(task))
-        self.projects.insert(index, task.project)
+        self.projects.insert(index, self._project(task))
         self.shapes.insert(index, self._shape_id(task))
         self.task_ids.insert(index, task.task_id)
+        self.submitted.insert(index, task.submitted_at)
+        self.longest.insert(index, longest_runtime(task))
         self._count_core(task, 1)
         self.priorities[task.priority] += 1
         self.with_deadline += task.deadline is not None
@@ -178,7 +206,13 @@ class OrderedQueue(Sequence[QueuedTask]):
         known = self._shape_ids.get(shape)
         if known is None:
             known = self._shape_ids[shape] = len(self._shape_ids)
+            self.shape_table.append(shape)
         return known
+
+    def _project(self, task: QueuedTask) -> str:
+        """The task's project as the one string object this queue (and the queues made from it) keeps for the
+        name: the walk's `project in limited` then compares identities, without reading each task's string."""
+        return self._project_names.setdefault(task.project, task.project)
 
     def _count_core(self, task: QueuedTask, sign: int) -> None:
         """Add (1) or take out (-1) a core task's GPUs on each card type it accepts (`core_gpus`)."""
@@ -195,9 +229,11 @@ class OrderedQueue(Sequence[QueuedTask]):
     def walk_columns(self, positions: list[int] | None) -> WalkColumns:
         """The columns of the tasks at these positions (None: all, in the kept order)."""
         if positions is None:
-            return WalkColumns(self.flags, self.projects, self.shapes, self.task_ids, self.core_gpus)
+            return WalkColumns(self.flags, self.projects, self.shapes, self.task_ids, self.core_gpus, self.submitted,
+                               self.longest, self.shape_table)
         return WalkColumns([self.flags[i] for i in positions], [self.projects[i] for i in positions],
-                           [self.shapes[i] for i in positions], [self.task_ids[i] for i in positions], self.core_gpus)
+                           [self.shapes[i] for i in positions], [self.task_ids[i] for i in positions], self.core_gpus,
+                           [self.submitted[i] for i in positions], [self.longest[i] for i in positions], self.shape_table)
 
     def _key(self, task: QueuedTask) -> tuple:
         return kept_key(task, self.order, self.rate)

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import islice, repeat
-from operator import add, attrgetter, eq, le, sub
+from operator import add, attrgetter, eq, le, lt, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
 from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns
@@ -118,9 +118,12 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
         return None
     # The cycle's key of each task from its kept columns: offset + (aged - rate * now), as in _fast_keys.
     keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
-    if not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
+    if all(map(lt, keys, islice(keys, 1, None))):  # one pass for the usual case: in order, no equal keys
+        moved = False
+    elif not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
         return None
-    moved = _sort_equal_runs(tasks, keys, _tie_key(policy))
+    else:
+        moved = _sort_equal_runs(tasks, keys, _tie_key(policy))
     if policy.order == "cardflow" and queue.with_deadline:
         _deadlines_first(tasks)
         moved = True

@@ -20,10 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from heapq import heappop, heappush
 from math import inf
+from operator import attrgetter
 
 from shared.scheduling.model import Node, Placement
 
 Allocation = list[tuple[int, int]]  # (node rank, GPU count) pairs
+_NODE_ID, _CARD_TYPE, _FREE = attrgetter("node_id"), attrgetter("card_type"), attrgetter("free")
+_GPUS, _HEAVY_RUNNING = attrgetter("gpus"), attrgetter("heavy_running")
 gpus_unlimited = 1 << 30
 
 
@@ -50,17 +53,17 @@ class Fleet:
     """Free GPUs per node and per card type for one cycle, indexed for best fit."""
 
     def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int]) -> None:
-        ordered = sorted(nodes, key=lambda node: node.node_id)
-        self.node_ids = [node.node_id for node in ordered]
-        self.rank_of = {node_id: rank for rank, node_id in enumerate(self.node_ids)}
-        self.card_of = [node.card_type for node in ordered]
-        self.free_gpus: list[Iterable[int]] = [node.free for node in ordered]
-        self.free_count = [len(node.free) for node in ordered]
-        self.heavy = [node.heavy_running for node in ordered]
+        ordered = sorted(nodes, key=_NODE_ID)
+        self.node_ids = list(map(_NODE_ID, ordered))
+        self.rank_of = dict(zip(self.node_ids, range(len(ordered))))
+        self.card_of = list(map(_CARD_TYPE, ordered))
+        self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered))
+        self.free_count = list(map(len, self.free_gpus))
+        self.heavy = list(map(_HEAVY_RUNNING, ordered))
         self.max_heavy = max_heavy
+        self.version = 0  # grows whenever free GPUs or a pool's failure caches change (`may_have_room`)
         self.pools: dict[str, Pool] = {}
-        for rank, node in enumerate(ordered):
-            self._add_to_pool(rank, node)
+        self._add_to_pools(list(map(max, map(_GPUS, ordered), self.free_count)))
         for pool in self.pools.values():
             self._build_buckets(pool)
             pool.headroom = headroom_of(pool.card_type, pool.total_gpus)
@@ -80,13 +83,28 @@ class Fleet:
                 return [(rank, gpus)]
             if limit is None:
                 pool.single_failed_at[heavy] = gpus
+                self.version += 1
             return None
         if gpus >= pool.span_failed_at[heavy]:
             return None
         allocation = self._span(pool, gpus, heavy, limit)
         if allocation is None and limit is None:
             pool.span_failed_at[heavy] = gpus
+            self.version += 1
         return allocation
+
+    def may_have_room(self, gpus: int, heavy: bool, card_types: Iterable[str]) -> bool:
+        """False only if no pool of these card types can place `gpus` GPUs (heavy or not) now: not as many
+        free, or not below the smallest count that already found no node (as asked, or as a light task:
+        the failure caches). Reads only what changes `version`."""
+        pools = self.pools
+        for card_type in card_types:
+            pool = pools.get(card_type)
+            if pool is not None and gpus <= pool.free_total:
+                failed_at = pool.single_failed_at if gpus <= pool.max_node_gpus else pool.span_failed_at
+                if gpus < failed_at[heavy] or gpus < failed_at[0]:
+                    return True
+        return False
 
     def largest_free(self, pool: Pool, heavy: bool = False) -> int:
         """The most free GPUs on any one node of the pool (usable by a heavy task if `heavy`)."""
@@ -129,15 +147,22 @@ class Fleet:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_to_pool(self, rank: int, node: Node) -> None:
-        pool = self.pools.get(node.card_type)
-        if pool is None:
-            pool = self.pools[node.card_type] = Pool(node.card_type)
-        size = max(node.gpus, self.free_count[rank])
-        pool.ranks.append(rank)
-        pool.total_gpus += size
-        pool.free_total += self.free_count[rank]
-        pool.max_node_gpus = max(pool.max_node_gpus, size)
+    def _add_to_pools(self, sizes: list[int]) -> None:
+        """Each node (by rank) to its card type's pool: its rank, its size (`sizes`), its free GPUs."""
+        pools, free_count = self.pools, self.free_count
+        ranks: dict[str, list[int]] = {}
+        for rank, card_type in enumerate(self.card_of):
+            known = ranks.get(card_type)
+            if known is None:
+                known = ranks[card_type] = []
+            known.append(rank)
+        for card_type, pool_ranks in ranks.items():
+            pool = pools[card_type] = Pool(card_type)
+            pool.ranks = pool_ranks
+            pool_sizes = list(map(sizes.__getitem__, pool_ranks))
+            pool.total_gpus = sum(pool_sizes)
+            pool.free_total = sum(map(free_count.__getitem__, pool_ranks))
+            pool.max_node_gpus = max(pool_sizes)
 
     def _build_buckets(self, pool: Pool) -> None:
         pool.buckets = [[] for _ in range(pool.max_node_gpus + 1)]
@@ -253,6 +278,7 @@ class Fleet:
         return tuple(free[:count])
 
     def _set_free(self, rank: int, count: int) -> None:
+        self.version += 1
         pool = self.pools[self.card_of[rank]]
         pool.free_total -= self.free_count[rank] - count
         self.free_total -= self.free_count[rank] - count

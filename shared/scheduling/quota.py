@@ -10,7 +10,7 @@ Work no account applies to is unlimited.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from math import inf
 
 from shared.scheduling import reasons
@@ -43,7 +43,7 @@ class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
     __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
-                 "_standings", "_limits")
+                 "_standings", "_limits", "_bounds")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -63,6 +63,8 @@ class QuotaBook:
         self._standings: dict[str, dict[str, RuleStanding]] = {}
         # project -> card type -> `_limit` of its standing (dropped with the standings)
         self._limits: dict[str, dict[str, tuple[float, float]]] = {}
+        # project -> shape key -> the tightest `_limit` over the shape's card types (dropped with the standings)
+        self._bounds: dict[str, dict[int, tuple[float, float]]] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
         """The task's card options its quota allows (matcher order kept), or if none, why not: the
@@ -109,6 +111,36 @@ class QuotaBook:
                 return False
         return True
 
+    def allows_longest(self, project: str, shape_key: int, card_types: Sequence[str], gpus: int,
+                       longest_s: float) -> bool:
+        """True only if the quota allows every card option of a task of the project with these GPUs and
+        card types whose longest runtime is `longest_s` (`ordered_queue.longest_runtime`) — without reading
+        the task: the longest runtime against the tightest bounds of `_limit` over the card types (kept per
+        `shape_key`, which the caller gives the same card types). Each option's test is monotone in its
+        runtime and its bounds (float addition and multiplication round monotonically), so passing it
+        passes `allows_every_option`; False says nothing: ask `allows_every_option`."""
+        bounds = self._bounds.get(project)
+        if bounds is None:
+            bounds = self._bounds[project] = {}
+        bound = bounds.get(shape_key)
+        if bound is None:
+            if not card_types:
+                return False
+            limits = [self._limits_of(project).get(card_type) or self._new_limit(project, card_type)
+                      for card_type in card_types]
+            bound = bounds[shape_key] = (min([limit[0] for limit in limits]), min([limit[1] for limit in limits]))
+        return not (bound[0] < longest_s + self._margin_s or bound[1] < gpus * longest_s / _SECONDS_PER_HOUR)
+
+    def _limits_of(self, project: str) -> dict[str, tuple[float, float]]:
+        limits = self._limits.get(project)
+        if limits is None:
+            limits = self._limits[project] = {}
+        return limits
+
+    def _new_limit(self, project: str, card_type: str) -> tuple[float, float]:
+        limit = self._limits_of(project)[card_type] = self._limit(project, card_type)
+        return limit
+
     def _standing(self, project: str, card_type: str) -> RuleStanding:
         """The standing of the project's rule on the card type with the hours left now (kept until a charge)."""
         standings = self._standings.get(project)
@@ -153,6 +185,7 @@ class QuotaBook:
             self._remaining[account.account_id] -= need
         self._standings.pop(task.project, None)  # the project's hours left changed
         self._limits.pop(task.project, None)
+        self._bounds.pop(task.project, None)
 
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage,
                  account: QuotaTerms | None) -> tuple[DeferralReason, str]:

@@ -36,7 +36,7 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
 )
-from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.ordered_queue import OrderedQueue, longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.quota import QuotaBook
 from shared.scheduling.plan import plan
@@ -341,12 +341,32 @@ quota_tasks = st.builds(
        margin=st.sampled_from((0.0, HOUR)), gate=st.booleans())
 def test_allowing_every_option_is_what_the_usable_options_say(accounts, tasks, margin, gate) -> None:
     """`QuotaBook.allows_every_option` (two bounds per card type, kept until a charge) is True exactly when
-    `usable_options` returns every option, between charges of granted tasks."""
+    `usable_options` returns every option, between charges of granted tasks; `allows_longest` (the task's
+    longest runtime against the tightest bounds of its card types, kept per shape) only when it is."""
     policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=margin, quota_expiry_gate=gate)
     book, fresh = QuotaBook(accounts, policy, NOW), FreshQuotaBook(accounts, policy, NOW)
+    shape_keys: dict[tuple, int] = {}
     for task, granted in tasks:
         usable, failure = fresh.usable_options(task)
-        assert book.allows_every_option(task) == (failure is None and len(usable) == len(task.options))
+        allowed = failure is None and len(usable) == len(task.options)
+        assert book.allows_every_option(task) == allowed
+        cards = tuple(option.card_type for option in task.options)
+        key = shape_keys.setdefault(cards, len(shape_keys))
+        if book.allows_longest(task.project, key, cards, task.gpus, longest_runtime(task)):  # only if allowed
+            assert allowed
         if granted and usable:
             book.charge(task, usable[0])
             fresh.charge(task, usable[0])
+
+
+def test_the_longest_runtime_decides_for_a_project_whose_bounds_are_alike_on_every_card_type() -> None:
+    """One account for every card type: the quota allows all options exactly when it allows the longest
+    runtime, so `allows_longest` says True then (and False once a charge leaves too little), without the task."""
+    policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=0.0)
+    book = QuotaBook({"p0": QuotaAccount("p0", 10.0, NOW - HOUR, NOW + 100 * HOUR)}, policy, NOW)
+    task = QueuedTask("t", "p0", PriorityClass.STANDARD, 0, 2, NOW, (CardOption("H100", HOUR, 1.0), CardOption("A10", 4 * HOUR, 1.0)))
+    assert book.allows_longest("p0", 0, ("H100", "A10"), 2, 4 * HOUR) and book.allows_every_option(task)
+    book.charge(task, task.options[0])  # 2 GPU-hours: 8 left, the A10 option needs 8
+    assert book.allows_longest("p0", 0, ("H100", "A10"), 2, 4 * HOUR)
+    book.charge(task, task.options[0])  # 6 left
+    assert not book.allows_longest("p0", 0, ("H100", "A10"), 2, 4 * HOUR) and not book.allows_every_option(task)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
-from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.ordered_queue import OrderedQueue, longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
@@ -145,12 +145,15 @@ def test_a_filtered_or_partly_replaced_copy_becomes_a_kept_queue_of_exactly_thos
 @given(history=histories(), core_options=st.lists(st.sampled_from(("H100", "A100", "L40S")), unique=True,
                                                   min_size=1, max_size=3))
 def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(history, core_options) -> None:
-    """Ids, flags, projects and the core tasks' GPUs per card type (the headroom's queued core demand) are
-    updated with each change, not recounted: after every change they equal a fresh queue's."""
+    """Ids, flags, projects, submit times, longest runtimes, shapes and the core tasks' GPUs per card type
+    (the headroom's queued core demand) are updated with each change, not recounted: after every change
+    they equal a fresh queue's, and its tasks'."""
     first, steps, policy = history
 
     def widened(tasks):  # core tasks ask for several card types and GPUs, so the counts can cancel out
-        return [replace(task, gpus=1 + len(task.task_id) % 3, options=tuple(CardOption(card, 600.0, 1.0) for card in core_options))
+        return [replace(task, gpus=1 + len(task.task_id) % 3, project=f"p{len(task.task_id) % 2}",
+                        options=tuple(CardOption(card, 600.0 * (1 + (index + len(task.task_id)) % 3), 1.0)
+                                      for index, card in enumerate(core_options)))
                 if task.priority_class == PriorityClass.CORE else task for task in tasks]
 
     kept = OrderedQueue.of(widened(first), policy)
@@ -160,6 +163,11 @@ def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(hi
         assert (kept.task_ids, kept.projects) == (fresh.task_ids, fresh.projects) == (ids(kept), [t.project for t in kept])
         assert list(kept.flags) == list(fresh.flags)
         assert kept.core_gpus == fresh.core_gpus == _core_gpus(kept)
+        assert list(kept.submitted) == [task.submitted_at for task in kept]
+        assert list(kept.longest) == [max(option.runtime_s for option in task.options) for task in kept]
+        assert [kept.shape_table[shape] for shape in kept.shapes] == [
+            (task.gpus, task.heavy, tuple(option.card_type for option in task.options)) for task in kept]
+        assert len({id(project) for project in kept.projects}) == len(set(kept.projects))  # one object per name
 
 
 def _core_gpus(tasks) -> dict[str, int]:
@@ -191,3 +199,11 @@ def test_once_nothing_is_free_a_core_task_later_in_the_kept_queue_still_preempts
     assert [(d.task_id, d.reason) for d in listed.deferrals] == [
         ("a", DeferralReason.RESERVED), ("b", DeferralReason.AWAITING_PREEMPTION), ("c", DeferralReason.NO_CAPACITY)]
     assert plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW) == listed
+
+
+def test_the_longest_runtime_of_a_task_is_of_its_options() -> None:
+    task = QueuedTask("t", "p0", STANDARD, 0, 1, NOW, (CardOption("H100", 600.0, 1.0), CardOption("A10", 2400.0, 1.0),
+                                                       CardOption("T4", 900.0, 1.0)))
+    assert longest_runtime(task) == 2400.0
+    assert longest_runtime(replace(task, options=())) == 0.0
+    assert longest_runtime(replace(task, options=(CardOption("H100", float("nan"), 1.0),))) == float("inf")

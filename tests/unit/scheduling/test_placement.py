@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.scheduling.model import DeferralReason as R
+from shared.scheduling.model import Node
+from shared.scheduling.placement import Fleet
 
 from .builders import a_node, a_task, deferrals, grants, nodes_of, reason_of, run
 
@@ -92,3 +94,23 @@ def test_card_types_absent_from_the_fleet():
     assert reason_of(result, "t") == R.NO_CAPACITY
     assert deferrals(result)["t"].detail == "none of its card types (T4) is in the fleet"
     assert not result.reservations
+
+
+def test_the_fleet_version_moves_with_free_gpus_and_failure_caches() -> None:
+    """`Fleet.version` (which lets the walk keep a shape's `may_have_room` answer) grows on every change of
+    what that answer reads: GPUs taken or held, a failure cache tightened by a request that found no node."""
+    fleet = Fleet([Node("n0", "H100", 8, frozenset(range(4))), Node("n1", "H100", 8, frozenset(range(2)))], 2,
+                  lambda card_type, total: 0)
+    pool = fleet.pools["H100"]
+    assert fleet.may_have_room(3, False, ["H100"]) and not fleet.may_have_room(7, False, ["H100"])
+    version = fleet.version
+    fleet.take(fleet.place(pool, 1, False), False)
+    assert fleet.version > version
+    version = fleet.version
+    assert fleet.place(pool, 5, False) is None  # 5 of 5 free, but not on one node: remembered
+    assert fleet.version > version and not fleet.may_have_room(5, False, ["H100"])
+    version = fleet.version
+    fleet.hold(0, 1)
+    assert fleet.version > version
+    version = fleet.version
+    assert fleet.place(pool, 2, False) is not None and fleet.version == version  # a query changes nothing
