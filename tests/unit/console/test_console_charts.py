@@ -19,7 +19,7 @@ MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", 
 ])  # fmt: skip
 def test_time_axis_labels_name_no_month_in_english(step: timedelta, points: int, expected: str) -> None:
     times = [datetime(2026, 11, 3, 6, 0, tzinfo=UTC) + step * i for i in range(points)]
-    svg = line_chart(times, {"H100": [i % 5 for i in range(points)]}, y_label="任务数")
+    svg = line_chart(times, {"H100": [i % 5 for i in range(points)]}, y_label="tasks")
     labels = re.findall(r">([^<]{1,24})</text>", svg)
     assert expected in labels, labels
     assert not [label for label in labels if any(month in label for month in MONTHS)], labels
