@@ -26,6 +26,10 @@ functions to the output.
 and calls of each normalised statement (by the role, i.e. service, that ran it), commits, and rows
 written per schema and table (`bench.pipeline_pgstats`); `--json` then holds them too (`pg_stats`).
 The extension costs PostgreSQL some CPU itself: compare CPU per task only between runs without it.
+
+`--deliveries` counts, per task, the phase's events by type, deliveries by stream and consumer group,
+and outbox/inbox rows by schema (`bench.pipeline_deliveries`; read 5 s after the last task ended, after
+the CPU window); `--json` then holds them too (`deliveries`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pipeline_parts import Fleet, PipelineBench, measure_raw_round_trip, run_fleet_worker  # noqa: E402
+from bench.pipeline_deliveries import delivery_counts_json, print_delivery_counts  # noqa: E402
 from bench.pipeline_pgstats import pg_stats_json, print_pg_stats  # noqa: E402
 from bench.pipeline_report import summary, write_doc  # noqa: E402
 
@@ -77,6 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         f"comma-separated, of {', '.join(PROFILABLE)}, or all")
     parser.add_argument("--pg-stats", action="store_true", help="run PostgreSQL with pg_stat_statements and print "
                         "where its time goes per task (statements, commits, rows written)")
+    parser.add_argument("--deliveries", action="store_true", help="count, per task, events by type, deliveries by "
+                        "stream and consumer group, and outbox/inbox rows by schema (bench.pipeline_deliveries)")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="also write the numbers per offered rate to this JSON file")
     parser.add_argument("--keep", type=Path, help="use (and keep) this data dir: logs of every process stay there")
@@ -110,7 +117,7 @@ def main(argv: list[str]) -> None:
     command = "python " + " ".join(shlex.quote(a) for a in ["bench/pipeline.py", *argv])
     with _data_dir(args.keep) as data_dir, PipelineBench(
         data_dir, Fleet(args.agents, args.sim), args.task_seconds, TASK, console, profile=args.profile,
-        pg_stats=args.pg_stats,
+        pg_stats=args.pg_stats, deliveries=args.deliveries,
     ) as bench:  # fmt: skip
         raw = asyncio.run(measure_raw_round_trip(bench.redis_url, args.raw_messages, console))
         bench.start_system()
@@ -119,10 +126,14 @@ def main(argv: list[str]) -> None:
     bench.print_results(raw, phases, profile)
     for result in bench.pg_stats_results:
         print_pg_stats(console, result)
+    for counts in bench.delivery_results:
+        print_delivery_counts(console, counts)
     if args.json is not None:
         numbers = summary(raw, phases, bench.describe())
         if bench.pg_stats_results:
             numbers["pg_stats"] = [pg_stats_json(result) for result in bench.pg_stats_results]
+        if bench.delivery_results:
+            numbers["deliveries"] = [delivery_counts_json(counts) for counts in bench.delivery_results]
         args.json.write_text(json.dumps(numbers, indent=2) + "\n")
         console.print(f"wrote {args.json}")
     if not args.no_doc:

@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.pipeline_deliveries import DeliveryCounts, phase_counts, take_snapshot
 from bench.pipeline_pgcpu import ServerCpu, cpu_by_client, snapshot
 from bench.pipeline_pgstats import PG_STATS_SETTINGS, PgStats, PgStatsResult
 from bench.pipeline_report import PhaseResult, RawResult, percentiles, print_results, stage_lags
@@ -45,6 +46,9 @@ from shared.names import EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inb
 from shared.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
+SETTLE_BEFORE_COUNTING_S = 5.0
+"""`--deliveries`: how long after the last task ended the counters are read (the ledger, audit and views
+consume the last events after the dispatcher stored the end)."""
 TRACKED = ("task.submitted", "task.readiness_changed", "task.matched", "task.queued", "lease.granted",
            "task.started", "task.succeeded", "lease.released", "usage.recorded")  # fmt: skip
 
@@ -138,10 +142,12 @@ class PipelineBench:
     """Backends + services + fleet for the benchmark (a context manager), and its phases."""
 
     def __init__(self, data_dir: Path, fleet: Fleet, task_seconds: float, task: Mapping[str, Any], console: Console,
-                 *, profile: tuple[str, ...] = (), pg_stats: bool = False) -> None:  # fmt: skip
+                 *, profile: tuple[str, ...] = (), pg_stats: bool = False, deliveries: bool = False) -> None:  # fmt: skip
         self.data_dir, self.fleet, self.task, self.console, self.profile = data_dir, fleet, dict(task), console, profile
         self.pg_stats = pg_stats
         self.pg_stats_results: list[PgStatsResult] = []
+        self.deliveries = deliveries
+        self.delivery_results: list[DeliveryCounts] = []
         self.time_scale = _runtime_on(fleet.card_type, self.task) / task_seconds
         self.task_seconds = task_seconds
         self.backends = Backends(Settings(), data_dir / "backends", durable=False,
@@ -208,6 +214,7 @@ class PipelineBench:
         stats = PgStats(self.endpoints.database_url) if self.pg_stats else None  # type: ignore[union-attr]
         try:
             first_id = await _last_entry_id(redis)
+            counted = await take_snapshot(redis, pool) if self.deliveries else None
             if stats is not None:
                 await stats.start()
             server_before = self.postgres_cpu() if stats is not None else None
@@ -220,6 +227,10 @@ class PipelineBench:
                 result = await stats.finish(len(sent))
                 per_task = {name: s * 1000 / max(len(sent), 1) for name, s in by_client.items()}
                 self.pg_stats_results.append(replace(result, cpu_ms_per_task_by_client=per_task))
+            if counted is not None:
+                await asyncio.sleep(SETTLE_BEFORE_COUNTING_S)
+                after = await take_snapshot(redis, pool)
+                self.delivery_results.append(await phase_counts(redis, counted, after, len(sent)))
             times = await _read_phase_events(redis, first_id, project)
         finally:
             await pool.close()
