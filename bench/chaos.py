@@ -235,13 +235,16 @@ async def forge_success(redis: Redis, forger: Redis, decoy: str, producer: str, 
     `producer` onto `stream`; its id (None: it never ran) and what Redis answered."""
     from shared.delivery.wire import wire_fields
     from shared.events import make_event
+    from shared.events.carried import carried_events
 
     deadline = time.monotonic() + 120
     task_id = None
     while task_id is None and time.monotonic() < deadline:
         events = await read_events(redis)
         ids = {e.data.task_id for e in events if e.type == "task.submitted" and e.data.submission.name == decoy}
-        task_id = next((e.data.task_id for e in events if e.type == "task.started" and e.data.task_id in ids), None)
+        told = [t for event in events for t in (*carried_events(event), event)]  # a start may ride on the success
+        started = [e for e in told if e.type == "task.started"]
+        task_id = next((e.data.task_id for e in started if e.data.task_id in ids), None)
         await asyncio.sleep(1)
     if task_id is None:
         return None, "the decoy never ran"

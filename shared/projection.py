@@ -350,12 +350,16 @@ def _status_update(state: TaskState, reason: str, detail: str, **changes: Any) -
 
 def _queued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     detail = f"in the queue for GPUs ({data.priority_class.value}, priority {data.priority})"
-    return _status_update(
-        TaskState.QUEUED, ViewReason.QUEUED.value, detail,
-        project=view.project or data.project,
-        priority_class=view.priority_class or data.priority_class,
-        priority=data.priority if view.priority is None else view.priority,
-    )
+    return _status_update(TaskState.QUEUED, ViewReason.QUEUED.value, detail, **_queue_entry(view, data))
+
+
+def _queue_entry(view: TaskView, entry: Any) -> dict[str, Any]:
+    """What entering the queue records (`task.queued`, or the entry a `lease.granted` carries)."""
+    return {
+        "project": view.project or entry.project,
+        "priority_class": view.priority_class or entry.priority_class,
+        "priority": entry.priority if view.priority is None else view.priority,
+    }
 
 
 def _held(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
@@ -371,22 +375,34 @@ def _lease_granted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]
     gpus = ",".join(str(index) for index in data.gpu_indices)
     detail = f"GPUs {gpus} of node {data.node_id} ({data.card_type}) leased; waiting for the agent to start it"
     already_leased = view.dispatch is not None and view.dispatch.state in _ACTIVE_RUN
+    queued = _queue_entry(view, data.queued) if data.queued is not None else {}  # carried: queued, then leased
     return _status_update(
         TaskState.LEASED, ViewReason.LEASED.value, detail,
         lease_id=data.lease_id, node_id=data.node_id, leased_card_type=data.card_type,
         gpu_indices=data.gpu_indices, attempts=view.attempts + (0 if already_leased else 1),
-        start_reason=data.start_reason.value if data.start_reason else None, passed=data.passed,
+        start_reason=data.start_reason.value if data.start_reason else None, passed=data.passed, **queued,
     )
 
 
 def _started(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     resumed = f", resumed from {data.resumed_from}" if data.resumed_from else ""
     detail = f"running on node {data.node_id}{resumed}"
-    return _status_update(
-        TaskState.RUNNING, ViewReason.RUNNING.value, detail,
-        lease_id=data.lease_id, node_id=data.node_id, started_at=event.occurred_at,
-        attempts=max(view.attempts, 1),
-    )
+    return _status_update(TaskState.RUNNING, ViewReason.RUNNING.value, detail, **_run_start(view, data, event))
+
+
+def _run_start(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    """What a run's start records (`task.started`, or the start a `task.succeeded` carries)."""
+    node_id = data.started.node_id if event.type == "task.succeeded" else data.node_id
+    return {"lease_id": data.lease_id, "node_id": node_id, "started_at": event.occurred_at,
+            "attempts": max(view.attempts, 1)}
+
+
+def _carried_start(data: Any) -> str:
+    """The words a success that carries its run's start begins with ("" when a `task.started` came first)."""
+    if data.started is None:
+        return ""
+    resumed = f", resumed from {data.started.resumed_from}" if data.started.resumed_from else ""
+    return f"started on node {data.started.node_id}{resumed} and "
 
 
 def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
@@ -396,17 +412,19 @@ def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     output = "" if data.output_units is None else f"; output {data.output_units:g} units"
+    started = _run_start(view, data, event) if data.started is not None else {}  # carried: started, then ended
+    finished = f"{_carried_start(data)}finished successfully{output}"
     if data.flags:
         flags = tuple(flag.value for flag in data.flags)
         return _status_update(
             TaskState.SUCCEEDED, ViewReason.SUCCEEDED_FLAGGED.value,
-            f"finished successfully{output}, but flagged for review ({', '.join(flags)}): {data.flag_detail};"
+            f"{finished}, but flagged for review ({', '.join(flags)}): {data.flag_detail};"
             " its output is not counted", finished_at=event.occurred_at, progress=1.0, output_units=data.output_units,
-            flags=flags,
+            flags=flags, **started,
         )  # fmt: skip
     return _status_update(
-        TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value, f"finished successfully{output}",
-        finished_at=event.occurred_at, progress=1.0, output_units=data.output_units,
+        TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value, finished,
+        finished_at=event.occurred_at, progress=1.0, output_units=data.output_units, **started,
     )
 
 

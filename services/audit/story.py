@@ -2,7 +2,9 @@
 
     story = tell(task_id, archived)    # archived: the task's events in archive order
 
-Each step is one archived event told as a sentence, with its time, actor and run: submission
+Each step is one archived event told as a sentence, with its time, actor and run (a transition an
+event carries for another — a queue entry on a grant, a run's start on its success — is a step of
+its own just before it, `shared.events.carried`): submission
 (project, template, resolved fields), readiness (which inputs were missing, when they came),
 match (chosen card, every alternative with its runtime and cost, catalog version), every deferral
 with the dispatcher's own sentence, grants (node, GPUs, policy version when recorded),
@@ -21,6 +23,7 @@ from typing import Any
 
 from services.audit.reading import ArchivedEvent
 from shared.events import Envelope
+from shared.events.carried import carried_events
 from shared.projection import TaskView, evolve
 from shared.replay import exact
 
@@ -111,9 +114,14 @@ class _Teller:
         told = _TELL.get(event.type)
         if told is None:
             return
-        sentence, reason = told(self, event)
+        for carried in carried_events(event):  # a transition that rode on this event, told first
+            self._step(item.seq, carried)
+        self._step(item.seq, event)
+
+    def _step(self, seq: int, event: Envelope) -> None:
+        sentence, reason = _TELL[event.type](self, event)
         run = self.run_of_lease.get(getattr(event.data, "lease_id", None) or "")
-        self.story.steps.append(StoryStep(item.seq, event.event_id, event.occurred_at, event.actor, event.type,
+        self.story.steps.append(StoryStep(seq, event.event_id, event.occurred_at, event.actor, event.type,
                                      run.number if run else None, sentence, reason, event))  # fmt: skip
 
     def _run(self, event: Envelope) -> StoryRun:

@@ -1,4 +1,17 @@
-"""Task events the dispatcher writes: queueing, holds, approval, and a run's start and end."""
+"""Task events the dispatcher writes: queueing, holds, approval, and a run's start and end.
+
+Two transitions are sometimes carried by the event of the next one instead of an event of their own
+(one outbox row, stream entry, archive row and history row fewer per task), never dropped:
+
+- a task granted GPUs in the cycle that first finds it eligible enters the queue and leaves it at
+  once: its `lease.granted` carries the entry (`QueueEntry`, `LeaseGrantedData.queued`) and no
+  `task.queued` is written;
+- a run whose first report is its end starts and ends at once: its `task.succeeded` carries the
+  start (`RunStart`, `TaskSucceededData.started`) and no `task.started` is written.
+
+Readers (the projection, the audit story, the console's history) tell a carried transition as if
+its own event had come just before its carrier, at the same time.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +23,14 @@ from shared.events.envelope import Envelope, Payload
 from shared.events.reasons import RequeueReason, SuccessFlag
 from shared.events.values import Detail, EntityId, Fraction, NonNegative
 from shared.scheduling.model import DeferralReason, PriorityClass
+
+
+class QueueEntry(Payload):
+    """What a task entered the queue with (`task.queued`'s facts beside its id)."""
+
+    project: EntityId
+    priority_class: PriorityClass
+    priority: int
 
 
 class TaskQueuedData(Payload):
@@ -110,6 +131,13 @@ class TaskApprovalDelayed(Envelope):
     data: TaskApprovalDelayedData
 
 
+class RunStart(Payload):
+    """Where a run started (`task.started`'s facts beside its task and lease)."""
+
+    node_id: EntityId
+    resumed_from: str | None = Field(None, description="checkpoint the run resumed from, if any")
+
+
 class TaskStartedData(Payload):
     task_id: EntityId
     lease_id: EntityId
@@ -153,6 +181,9 @@ class TaskSucceededData(Payload):
     flag_detail: Detail = Field("", description="the flags' sentences")
     claimed_output_units: NonNegative | None = Field(
         None, description="the output the agent claimed when it was refused as out of bounds")
+    started: RunStart | None = Field(
+        None, description="the run's start, carried here when the agent's first report about the lease was its"
+        " end: the run started at this event's time and no `task.started` was written (None: one was)")
 
 
 class TaskSucceeded(Envelope):

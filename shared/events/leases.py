@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
+from shared.events.dispatch import QueueEntry
 from shared.events.envelope import Envelope, Payload
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason, StartReason
 from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, NonNegative, Positive
@@ -35,6 +36,11 @@ class LeaseGrantedData(Payload):
     time_scale: float = Field(
         1.0, gt=0, description="the node's clock speed as its agent registered it: a simulated agent runs this many"
         " times faster than the wall clock (1: a real agent)",
+    )
+    queued: QueueEntry | None = Field(
+        None, description="the task's entry into the queue, carried here when it was granted GPUs in the cycle that"
+        " first found it eligible: it entered the queue at this event's time and no `task.queued` was written (None:"
+        " one was; of a grant spanning several nodes only the first lease's event carries it)",
     )
 
 

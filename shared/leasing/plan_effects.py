@@ -5,8 +5,9 @@ grant whose task is no longer waiting (cancelled, or granted meanwhile) or whose
 drained is dropped; a preemption of a lease that ended or is already being stopped is dropped. Then:
 
 - each grant: the task is `leased` (its `run` counts the grant), one lease per node with a fresh
-  id and fencing token, `task.queued` if the task was never announced, and per lease
-  `lease.granted` plus a `LeaseGrantCommand` to the agent's inbox;
+  id and fencing token, and per lease `lease.granted` plus a `LeaseGrantCommand` to the agent's
+  inbox; a task never announced as queued enters and leaves the queue in this cycle, so the first
+  lease's `lease.granted` carries its entry (`queued`) instead of a `task.queued` of its own;
 - each deferral: the task's state and reason as `waiting.update_waiting` decides, with
   `task.queued` / `task.held`;
 - each preemption: `LeaseWork.preempt` (`lease.revoked(preempted)` + `PreemptCommand`), naming the
@@ -78,8 +79,7 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
     nodes = [work.node(p.node_id) for p in grant.placements]
     if task is None or not task.in_queue or any(node is None or not node.takes_leases for node in nodes):
         return 0
-    if not task.queued_announced:
-        work.emit(TaskQueued, task_subject(task.task_id), queued_data(task))
+    queued = None if task.queued_announced else queue_entry(task)  # first found eligible: the grant carries it
     task = replace(task, state=TaskState.LEASED, run=task.run + 1, deferral_reason=None, deferral_detail=None,
                    queued_announced=True, updated_at=work.now, flags=task.flags - {RESERVED_FLAG, PREEMPTED_FOR_FLAG})
     start_reason, passed = reason or (None, 0)
@@ -98,7 +98,8 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
         )
         work.grant(lease)
         _announce_lease(work, lease, task, runtime_s, {"start_reason": start_reason, "passed": passed,
-                                                       "time_scale": node.time_scale})
+                                                       "time_scale": node.time_scale, "queued": queued})
+        queued = None  # one entry into the queue: on the first lease's event only
     return len(grant.placements)
 
 
@@ -164,5 +165,9 @@ def _preempt(work: LeaseWork, preemption: Preemption) -> int:
 
 def queued_data(task: TaskRecord) -> dict[str, Any]:
     """`task.queued`'s payload."""
-    return {"task_id": task.task_id, "project": task.project, "priority_class": task.priority_class,
-            "priority": task.priority}
+    return {"task_id": task.task_id} | queue_entry(task)
+
+
+def queue_entry(task: TaskRecord) -> dict[str, Any]:
+    """What the task enters the queue with (`task.queued`'s facts; `lease.granted.queued` when carried)."""
+    return {"project": task.project, "priority_class": task.priority_class, "priority": task.priority}

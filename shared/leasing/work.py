@@ -367,9 +367,10 @@ class LeaseWork:
         effect, task_id, lease_id = decision.effect, task.task_id, lease.lease_id
         subject = task_subject(task_id)
         if effect is TaskEffect.SUCCEED:
-            if task.state is TaskState.LEASED:
-                self.emit(TaskStarted, subject, started_data(lease), cause=cause)
-            self.emit(TaskSucceeded, subject, outcome.succeeded_data(task_id, lease_id), cause=cause)
+            data = outcome.succeeded_data(task_id, lease_id)
+            if task.state is TaskState.LEASED:  # no report before the end: the start rides on the success
+                data["started"] = run_start(lease)
+            self.emit(TaskSucceeded, subject, data, cause=cause)
         elif effect is TaskEffect.FAIL:
             error = outcome.error or f"the task exited with code {outcome.exit_code}"
             self.emit(TaskFailed, subject, {"task_id": task_id, "lease_id": lease_id, "error": error,
@@ -399,8 +400,12 @@ def _order(lease: LeaseRecord) -> dict[str, Any]:
 
 def started_data(lease: LeaseRecord) -> dict[str, Any]:
     """`task.started`'s payload for a run under `lease`."""
-    return {"task_id": lease.task_id, "lease_id": lease.lease_id, "node_id": lease.node_id,
-            "resumed_from": lease.resume_from}
+    return {"task_id": lease.task_id, "lease_id": lease.lease_id} | run_start(lease)
+
+
+def run_start(lease: LeaseRecord) -> dict[str, Any]:
+    """Where the run under `lease` started (`task.started`'s facts; `task.succeeded.started` when carried)."""
+    return {"node_id": lease.node_id, "resumed_from": lease.resume_from}
 
 
 def _commands_first(emissions: list[Emission]) -> tuple[Emission, ...]:

@@ -110,13 +110,17 @@ class TaskStory:
     def approved(self) -> Envelope:
         return self.emit("dispatcher", "task.approved", {"task_id": self.task_id, "note": "ok"})
 
-    def granted(self, node: str = "n1", card: str = "A100", gpus: tuple[int, ...] = (0, 1)) -> Envelope:
+    def granted(self, node: str = "n1", card: str = "A100", gpus: tuple[int, ...] = (0, 1), *,
+                queued: bool = False) -> Envelope:
+        """`queued`: the grant carries the task's entry into the queue (no `task.queued` of its own)."""
         self._leases += 1
         data = {
             "lease_id": self.lease_id, "task_id": self.task_id, "agent_id": f"agent-{node}", "node_id": node,
             "card_type": card, "gpu_indices": gpus, "fencing_token": self._leases, "ttl_s": 30.0,
             "expires_at": self.clock + timedelta(seconds=31),
         }
+        if queued:
+            data["queued"] = {"project": "proj-a", "priority_class": "standard", "priority": 5}
         return self.emit("dispatcher", "lease.granted", data, subject=lease_subject(self.lease_id))
 
     def started(self, node: str = "n1", resumed_from: str | None = None) -> Envelope:
@@ -129,8 +133,12 @@ class TaskStory:
         return self.emit("dispatcher", "task.checkpointed", data)
 
     def succeeded(self, output_units: float | None = 1000.0, flags: tuple[str, ...] = (), detail: str = "",
-                  claimed: float | None = None) -> Envelope:
+                  claimed: float | None = None, *, started_on: str | None = None,
+                  resumed_from: str | None = None) -> Envelope:
+        """`started_on`: the success carries its run's start on that node (no `task.started` of its own)."""
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "output_units": output_units}
+        if started_on is not None:
+            data["started"] = {"node_id": started_on, "resumed_from": resumed_from}
         if flags:
             data |= {"flags": flags, "flag_detail": detail, "claimed_output_units": claimed}
         return self.emit("dispatcher", "task.succeeded", data)

@@ -222,3 +222,34 @@ def test_replay_order_restores_each_owners_order_from_a_shuffled_archive() -> No
     shuffled = events[:]
     random.Random(7).shuffle(shuffled)
     assert fold(replay_order(shuffled)) == fold(events)
+
+
+KEPT_BY_A_CARRIED_TRANSITION = ("state", "reason", "project", "priority_class", "priority", "lease_id", "node_id",
+                                "leased_card_type", "gpu_indices", "attempts", "output_units")
+
+
+def test_a_transition_carried_by_the_next_event_leaves_the_view_its_own_event_would() -> None:
+    def separate(s: TaskStory) -> list:
+        return [s.submitted(), s.readiness(True), s.matched(), s.queued(), s.granted(), s.started(), s.succeeded()]
+
+    def carried(s: TaskStory) -> list:
+        return [s.submitted(), s.readiness(True), s.matched(), s.granted(queued=True), s.succeeded(started_on="n1")]
+
+    alone, carried_view = view_after(separate), view_after(carried)
+    assert [getattr(carried_view, f) for f in KEPT_BY_A_CARRIED_TRANSITION] == [
+        getattr(alone, f) for f in KEPT_BY_A_CARRIED_TRANSITION]  # fmt: skip
+    assert carried_view.started_at == carried_view.finished_at  # it started when its end was reported
+    assert carried_view.reason_detail == "started on node n1 and finished successfully; output 1000 units"
+    assert alone.reason_detail == "finished successfully; output 1000 units"
+
+
+def test_a_grant_that_carries_the_queue_entry_records_it_like_task_queued() -> None:
+    def carried(s: TaskStory) -> list:  # the dispatcher's facet alone: the entry is all it says of the project
+        return [s.readiness(True), s.matched(), s.granted(queued=True)]
+
+    def without(s: TaskStory) -> list:
+        return [s.readiness(True), s.matched(), s.granted()]
+
+    assert (view_after(carried).project, view_after(carried).priority) == ("proj-a", 5)
+    assert (view_after(without).project, view_after(without).priority) == (None, None)
+    assert view_after(carried).state is S.LEASED

@@ -10,6 +10,7 @@ from services.audit.reading import ArchivedEvent
 from services.audit.story import story_json, tell
 from shared.events import LeaseGranted, make_event
 from shared.events.subjects import lease_subject
+from tests.helpers.task_events import TaskStory
 from tests.unit.audit.builders import T0, released, renewed, submitted, usage
 
 H = timedelta(hours=1)
@@ -61,3 +62,17 @@ def test_change_sentences() -> None:
         "agent gpu-7: Redis user agent.gpu-7 deleted: its password is refused")
     assert describe_change("agent.enrolled", {"agent_id": "gpu-7", "redis_user": "agent.gpu-7"}) == (
         "agent gpu-7: Redis user agent.gpu-7 may now log in")
+
+
+def test_a_transition_carried_by_the_next_event_is_told_as_a_step_of_its_own() -> None:
+    def told(events: list) -> list[tuple[str, int | None, str]]:
+        story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+        return [(step.type, step.run, step.sentence) for step in story.steps]
+
+    alone, carried = TaskStory("T1"), TaskStory("T1")
+    separate = told([alone.submitted(), alone.queued(), alone.granted(), alone.started(), alone.succeeded()])
+    events = [carried.submitted(), carried.granted(queued=True), carried.succeeded(started_on="n1")]
+    assert told(events) == separate
+    story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+    assert [step.event_id for step in story.steps[1:]] == [events[1].event_id] * 2 + [events[2].event_id] * 2
+    assert story.runs[0].started_at == events[2].occurred_at

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+from shared.events import LeaseGranted
 from shared.events.states import TaskState
 from shared.leasing.plan_effects import apply_plan, leases_needed
 from shared.leasing.records import LeaseBook
@@ -36,9 +38,24 @@ def test_a_grant_leases_the_task_and_tells_the_agent_first() -> None:
     assert (lease.fencing_token, lease.agent_id, lease.gpu_indices, lease.run, lease.resume_from) == (
         101, "a1", (1,), 1, "s3://ckpt/1")
     assert lease.expires_at == NOW + timedelta(seconds=30) and effects.changes.granted == {"L1"}
-    assert kinds(effects) == [("command.lease_grant", "cf:agent:a1"), ("task.queued", "cf:events"),
-                              ("lease.granted", "cf:events")]
+    assert kinds(effects) == [("command.lease_grant", "cf:agent:a1"), ("lease.granted", "cf:events")]
     assert effects.changes.emissions[0].data["estimated_runtime_s"] == 600.0 and effects.leases == 1
+
+
+def test_a_grant_carries_the_queue_entry_of_a_task_never_announced_as_queued() -> None:
+    never_announced = apply(a_book(a_node_record(), WAITING), Plan(grants=(grant(),)))
+    [granted] = [e for e in never_announced.changes.emissions if e.event_type is LeaseGranted]
+    assert granted.data["queued"] == {"project": "proj-a", "priority_class": PriorityClass.STANDARD, "priority": 0}
+    announced = apply(a_book(a_node_record(), replace(WAITING, queued_announced=True)), Plan(grants=(grant(),)))
+    [granted] = [e for e in announced.changes.emissions if e.event_type is LeaseGranted]
+    assert granted.data["queued"] is None and kinds(announced) == kinds(never_announced)
+
+
+def test_a_grant_spanning_nodes_carries_the_queue_entry_once() -> None:
+    book = a_book(a_node_record("n1"), a_node_record("n2", "a2"), WAITING)
+    effects = apply(book, Plan(grants=(grant("T1", Placement("n1", (0, 1)), Placement("n2", (0,))),)))
+    entries = [e.data["queued"] for e in effects.changes.emissions if e.event_type is LeaseGranted]
+    assert len(entries) == 2 and entries[0] is not None and entries[1] is None
 
 
 def test_a_grant_spanning_nodes_makes_one_lease_per_node() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shared.events import TaskSucceeded
 from shared.events.reasons import ReleaseReason, RevokeReason
 from shared.events.states import TaskState
 from shared.leasing import screening
@@ -62,7 +63,7 @@ def fold(book: LeaseBook, *reports: Any) -> ReportEffects:
 
 CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
     ("the holder reports success", a_running_lease_book(), [finished("a1", "L1", "T1", 7, exit_code=0)],
-     Outcome(["lease.released", "task.started", "task.succeeded"], [], "succeeded", "succeeded")),
+     Outcome(["lease.released", "task.succeeded"], [], "succeeded", "succeeded")),
     ("a failure of the task itself", a_running_lease_book(state=TaskState.RUNNING),
      [finished("a1", "L1", "T1", 7, exit_code=3, error="Traceback ...")],
      Outcome(["lease.released", "task.failed"], [], "failed", "failed")),
@@ -95,7 +96,7 @@ CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
      [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "expired")),
     ("a duplicate finish (another report id) in the same batch", a_running_lease_book(),
      [finished("a1", "L1", "T1", 7, exit_code=0), finished("a1", "L1", "T1", 7, exit_code=0)],
-     Outcome(["lease.released", "task.started", "task.succeeded"], ["lease_ended"], "succeeded", "succeeded")),
+     Outcome(["lease.released", "task.succeeded"], ["lease_ended"], "succeeded", "succeeded")),
     ("checkpoint, then the agent restarts without the lease: requeued from the checkpoint", a_running_lease_book(),
      [checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"), registered("a1", "n1", started_at=NOW)],
      Outcome(["task.started", "task.checkpointed", "lease.released", "task.requeued"], [], "queued", "revoked")),
@@ -132,6 +133,15 @@ CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
 @pytest.mark.parametrize(("book", "reports", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_what_a_batch_of_reports_does(book: LeaseBook, reports: list[Any], expected: Outcome) -> None:
     assert outcome(book, fold(book, *reports)) == expected
+
+
+def test_a_run_whose_first_report_is_its_end_carries_its_start_on_the_success() -> None:
+    leased = fold(a_running_lease_book(), finished("a1", "L1", "T1", 7, exit_code=0))
+    [succeeded] = [e for e in leased.changes.emissions if e.event_type is TaskSucceeded]
+    assert succeeded.data["started"] == {"node_id": "n1", "resumed_from": None}
+    running = fold(a_running_lease_book(state=TaskState.RUNNING), finished("a1", "L1", "T1", 7, exit_code=0))
+    [succeeded] = [e for e in running.changes.emissions if e.event_type is TaskSucceeded]
+    assert "started" not in succeeded.data  # its `task.started` was written when its first report came
 
 
 def test_a_late_clean_finish_supersedes_the_rerun_already_granted() -> None:
