@@ -7,12 +7,13 @@ through `shared.projection.evolve` into `views.tasks` + `views.events`, and keep
 (`views.nodes`, `views.leases`). It emits nothing. Readers: the HTTP API and the CLI, through
 `services.console.views`.
 
-Task events (those about a task, lease events included) need no inbox row: `evolve` itself
-ignores an event whose owner and subject it has already seen at that sequence number or later,
-the history insert skips a known event id, and the lease rows are written by idempotent upserts
-(the first end wins). Only node events, whose upserts are not idempotent (a repeated
-`node.registered` after `node.lost` would revive the node), are recorded — an inbox row per task
-event was about an eighth of PostgreSQL's inserts per task.
+Task and lease events need no inbox row: `evolve` itself ignores an event whose owner and subject
+it has already seen at that sequence number or later, the history insert skips a known event id,
+and the lease rows are written by idempotent upserts (the first end wins). Only node events
+(`NODE_TYPES`), whose upserts are not idempotent (a repeated `node.registered` after `node.lost`
+would revive the node), are recorded — an inbox row per task event was about an eighth of
+PostgreSQL's inserts per task, and one per lease end (`lease.released`, `lease.expired`,
+`lease.revoked`) one more row per task.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec
-from services.console.store import FLEET_TYPES, SCHEMA, ViewCache, apply_events
+from services.console.store import FLEET_TYPES, NODE_TYPES, SCHEMA, ViewCache, apply_events
 from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event
 from shared.names import CONSOLE_GROUP, EVENTS_STREAM
-from shared.projection import TASK_EVENT_TYPES, task_id_of
+from shared.projection import TASK_EVENT_TYPES
 
 MIGRATIONS = Path(__file__).parent / "sql"
 BATCH_SIZE = 500
@@ -65,10 +66,10 @@ async def setup(ctx: ServiceContext) -> None:
         events = [e for e in batch if not isinstance(e, Ignored)]
         if not events:
             return
-        nodes = [e.event_id for e in events if task_id_of(e) is None]
+        nodes = [e.event_id for e in events if e.type in NODE_TYPES]
         async with ctx.transaction() as conn:
             fresh = await record_consumed_many(conn, ctx.schema, CONSOLE_GROUP, nodes) if nodes else set()
-            await apply_events(conn, [e for e in events if task_id_of(e) is not None or e.event_id in fresh], cache)
+            await apply_events(conn, [e for e in events if e.type not in NODE_TYPES or e.event_id in fresh], cache)
 
     async def forget_old_inbox(ctx: ServiceContext) -> None:
         await prune_inbox(ctx.pool, ctx.schema, INBOX_RETENTION)

@@ -31,7 +31,11 @@ from shared.projection import TaskView, evolve, task_id_of
 SCHEMA = "views"
 LEASE_END_TYPES = {"lease.released", "lease.expired", "lease.revoked"}
 DRAIN_TYPES = {"node.drained", "node.undrained"}
-FLEET_TYPES = {"node.registered", "node.lost", "lease.granted"} | LEASE_END_TYPES | DRAIN_TYPES
+NODE_TYPES = {"node.registered", "node.lost"} | DRAIN_TYPES
+"""Fleet events whose writes are not idempotent (a repeated `node.registered` after `node.lost` would revive
+the node): the only ones the views record in their inbox. A lease's grant and end are upserts (the first end
+recorded wins), safe to apply again."""
+FLEET_TYPES = NODE_TYPES | {"lease.granted"} | LEASE_END_TYPES
 
 log = get_logger(__name__)
 

@@ -203,6 +203,40 @@ async def test_only_node_events_take_inbox_rows_and_a_redelivered_registration_d
         assert len(await task_history(pool, story.task_id)) == len(task_events) + 1
 
 
+async def test_a_lease_end_takes_no_inbox_row_and_its_redelivery_keeps_the_first_end(fresh_settings: Settings) -> None:
+    story = TaskStory(new_event_id())
+    registered = node_registered(story, "n7")
+    granted = story.granted(node="n7")
+    released = lease_released(story, node="n7", reason="succeeded")
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        await services.publish(registered, granted, released)
+        query = "SELECT ended_at, end_reason FROM views.leases WHERE lease_id = $1"
+
+        async def ended() -> bool:
+            row = await pool.fetchrow(query, story.lease_id)
+            return row is not None and row["ended_at"] is not None
+
+        assert await services.wait_until(ended)
+        first = dict(await pool.fetchrow(query, story.lease_id))
+        inbox = {row["event_id"] for row in await pool.fetch("SELECT event_id FROM views.inbox")}
+        assert inbox == {registered.event_id}  # the node's registration only: the lease's rows are upserts
+        expired = make_event(
+            "lease.expired", subject=lease_subject(story.lease_id), subject_seq=3, producer="dispatcher/test",
+            actor="service:dispatcher", data={"lease_id": story.lease_id, "task_id": story.task_id},
+        )
+        await services.publish(released, expired, registered)  # a redelivery, and a later end of the same lease
+        marker = node_registered(TaskStory(new_event_id()), "n8")
+        await services.publish(marker)
+
+        async def marker_seen() -> bool:
+            return any(node.node_id == "n8" for node in (await load_fleet(pool)).nodes)
+
+        assert await services.wait_until(marker_seen)
+        assert dict(await pool.fetchrow(query, story.lease_id)) == first  # the first end recorded stays
+        assert len(await pool.fetch("SELECT event_id FROM views.inbox")) == 2  # n7's and n8's registrations
+
+
 async def test_a_view_written_by_another_process_is_read_again_not_taken_from_the_cache(
     fresh_settings: Settings,
 ) -> None:
