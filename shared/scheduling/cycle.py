@@ -56,7 +56,7 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
-from shared.scheduling.ordered_queue import CORE, WalkColumns
+from shared.scheduling.ordered_queue import CHECKPOINTS, CORE, FLAG_VALUES, OPPORTUNISTIC, WalkColumns
 from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
     VictimChoice,
@@ -70,6 +70,7 @@ from shared.scheduling.quota import QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _CARD_TYPE = attrgetter("card_type")
+_KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class and whether it checkpoints
 P = enum_members(PriorityClass)
 
 
@@ -109,6 +110,7 @@ class Cycle:
         self.changes = 0  # grows with every grant and preemption (`_changed_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
         self._behind_start: str | None = None  # `_behind_reservation_start`
+        self._reserved_options: dict[int, list[int]] = {}  # `_walk_shape`: shape -> its options on the guard's type
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -145,10 +147,11 @@ class Cycle:
         shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
         go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
         when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
-        from its longest runtime), its shape may have room, or it is a core task whose preemption may help."""
+        from its longest runtime), its shape may have room, or it is a core task whose preemption may help.
+        Only those calls can close the cycle (`closed`), so it is checked after them, not before each task."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
         flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
-        submitted, longest, shape_table = columns.submitted, columns.longest, columns.shape_table
+        submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
         failures = readiness_failures(self.policy)  # by flags
         no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
         rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
@@ -156,19 +159,19 @@ class Cycle:
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
         no_capacity = R.NO_CAPACITY
-        for position in range(start, len(ordered)):
-            if self.blocked is not None or fleet.free_total == 0:  # self.closed (the reservation is settled)
-                self._defer_rest_from(ordered, position, columns)
-                return
+        for position in range(start, len(ordered)):  # not closed at `start` (`walk` checked)
             task_flags, shape = flags[position], shapes[position]
             failure = failures[task_flags]
             if failure is None and projects[position] in limited:
                 gpus, _, card_types = shape_table[shape]
-                if (not quota.allows_longest(projects[position], shape, card_types, gpus, longest[position])
-                        and not quota.allows_every_option(task := ordered[position])):
-                    options, failure = quota.usable_options(task)
-                    if failure is None:  # some of its options
-                        self._consider_usable(task, options)
+                if not quota.allows_longest(projects[position], shape, card_types, gpus, longest[position]):
+                    usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position])
+                    if failure is None and len(usable) < len(card_types):  # some of its options
+                        task = ordered[position]
+                        self._consider_usable(task, tuple([task.options[index] for index in usable]))
+                        if self.closed:
+                            self._defer_rest_from(ordered, position + 1, columns)
+                            return
                         continue
             if failure is not None:
                 add_id(task_ids[position])
@@ -180,7 +183,10 @@ class Cycle:
             if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
                 if (task_flags & CORE and self._may_preempt_since(submitted[position])
                         and self._shape_may_preempt(shape, shape_table[shape], helps)):
-                    self._consider_with_room(ordered[position], shape)  # `_may_start` holds: preemption may help
+                    self._consider_with_room(ordered, position, columns)  # `_may_start` holds: preemption may help
+                    if self.closed:
+                        self._defer_rest_from(ordered, position + 1, columns)
+                        return
                 else:
                     add_id(task_ids[position])
                     add_reason(no_capacity)
@@ -189,11 +195,14 @@ class Cycle:
             room = rooms.get(shape)
             if room is None or room[0] != fleet.version:
                 room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
-            task = ordered[position]
             if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
                            and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
-                self._consider_with_room(task, shape)
+                self._consider_with_room(ordered, position, columns)
+                if self.closed:
+                    self._defer_rest_from(ordered, position + 1, columns)
+                    return
             else:
+                task = ordered[position]
                 text = explain.no_capacity(task, task.options)
                 self.defer(task.task_id, no_capacity, text)
                 no_room[shape] = [changes, text, self._changes_on(task.options)]
@@ -236,16 +245,19 @@ class Cycle:
                     return
         self._attempt(task, options, shape)
 
-    def _consider_with_room(self, task: QueuedTask, shape_number: int) -> None:
-        """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`), for a task whose
-        quota allows all its card options and which `_may_start` (not asked again). Its shape is
-        `_walk_shape`, keyed by the kept queue's shape number instead of its card types."""
-        options, shape = task.options, None
-        if task.priority_class != P.CORE or self._past_grace(task):
-            shape = self._walk_shape(task, shape_number)
-            if self._repeat_failure(task, options, shape):
+    def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns) -> None:
+        """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
+        position, whose quota allows all its card options and which `_may_start` (not asked again). Its shape
+        is `_walk_shape`, made from the columns (the kept queue's shape number instead of its card types), and
+        a repeated failure is said from them too (`_repeat_walk_failure`): the task is read only to attempt it."""
+        task_flags, shape_number, runtimes = columns.flags[position], columns.shapes[position], columns.runtimes[position]
+        card_types, shape = columns.shape_table[shape_number][2], None
+        if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
+            shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
+            if self._repeat_walk_failure(shape, card_types, runtimes, columns.task_ids[position]):
                 return
-        self._attempt(task, options, shape)
+        task = ordered[position]
+        self._attempt(task, task.options, shape)
 
     def _attempt(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple | None) -> None:
         """Try to start the task on these options, else handle it as blocked; remember how a shape's
@@ -291,6 +303,9 @@ class Cycle:
         what would fail anyway. Unlike `_may_preempt`, asks for no revisit."""
         return not self.policy.preemption or self.now >= self._grace_ends(task)
 
+    def _past_grace_since(self, submitted_at: float) -> bool:
+        """`_past_grace` of a core task submitted at `submitted_at`."""
+        return not self.policy.preemption or self.now >= submitted_at + self.policy.preempt_after_s
     def _changes_on(self, options: Sequence[CardOption]) -> int:
         """Grows with every grant and preemption on one of these options' card types (a sum of counters
         that only grow: the same sum means none of them moved) — what a remembered failure depends on."""
@@ -317,20 +332,27 @@ class Cycle:
                             option.card_type == reserved and now + option.runtime_s > start) for option in options])
         return (task.priority_class, task.gpus, task.heavy, task.checkpoint_interval_s is not None, cards)
 
-    def _walk_shape(self, task: QueuedTask, shape_number: int) -> tuple:
-        """`_shape(task, task.options)` with the kept queue's shape number (GPUs, heavy, card types) in
-        place of those, and the per-option flags as the bits of one number: as telling, cheaper to make.
-        (Such keys are never equal to `_shape`'s, which have another length.)"""
-        grace, bits = self.policy.preempt_after_s, 1
-        for option in task.options:
-            bits = bits + bits + (option.runtime_s <= grace)
+    def _walk_shape(self, task_flags: int, shape_number: int, card_types: Sequence[str], runtimes: Sequence[float],
+                    bits: int) -> tuple:
+        """`_shape(task, task.options)` from a kept queue's columns: the class and whether the task checkpoints
+        (its flags), the shape number (GPUs, heavy, card types) in place of those, and the per-option flags
+        as the bits of one number — its `grace_bits`, then whether it would still run at the reservation's
+        start on each option of the reserved card type: as telling, cheaper to make. (Such keys are never
+        equal to `_shape`'s, which have another length.)"""
+        if bits < 0:  # more options than the column holds
+            bits = 1
+            for runtime_s in runtimes:
+                bits = bits + bits + (runtime_s <= self.policy.preempt_after_s)
         guard = self.guard
         if guard is not None:
-            reserved, now, start = guard.card_type, self.now, guard.start_at
-            for option in task.options:
-                if option.card_type == reserved:
-                    bits = bits + bits + (now + option.runtime_s > start)
-        return (task.priority_class, task.checkpoint_interval_s is not None, shape_number, bits)
+            reserved = self._reserved_options.get(shape_number)
+            if reserved is None:  # the guard is set once per cycle: its card type's options per shape hold
+                reserved = self._reserved_options[shape_number] = [
+                    index for index, card_type in enumerate(card_types) if card_type == guard.card_type]
+            now, start = self.now, guard.start_at
+            for index in reserved:
+                bits = bits + bits + (now + runtimes[index] > start)
+        return (task_flags & _KIND, shape_number, bits)
 
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         """Defer the task as the last one of its shape if nothing changed since (True if so)."""
@@ -346,6 +368,24 @@ class Cycle:
         if detail is None:
             detail = self._behind_reservation_start() + reasons.format_duration(options[index].runtime_s)
         self.defer(task.task_id, reason, detail)
+        return True
+
+    def _repeat_walk_failure(self, shape: tuple, card_types: Sequence[str], runtimes: Sequence[float],
+                             task_id: str) -> bool:
+        """`_repeat_failure` of a task in the settled walk, from its columns: its card types (in option order)
+        and its runtimes on them."""
+        known = self._repeats.get(shape)
+        if known is None:
+            return False
+        changes = self.changes
+        if known[4] != changes:  # a change somewhere since: was it on one of the shape's card types?
+            if known[0] != self._changes_on_types(card_types):
+                return False
+            known[4] = changes
+        _, reason, detail, index, _ = known
+        if detail is None:
+            detail = self._behind_reservation_start() + reasons.format_duration(runtimes[index])
+        self.defer(task_id, reason, detail)
         return True
 
     def _behind_reservation_start(self) -> str:
@@ -419,7 +459,7 @@ class Cycle:
         by_flags = ([reason if failure is None else failure[0] for failure in failures],
                     [detail if failure is None else failure[1] for failure in failures])
         may_preempt, end = self.blocked is None and self.policy.preemption, len(ordered)
-        ready_core = bytes([bool(flags & CORE) and failures[flags] is None for flags in range(16)]).ljust(256, b"\0")
+        ready_core = bytes([bool(flags & CORE) and failures[flags] is None for flags in FLAG_VALUES]).ljust(256, b"\0")
         marks = bytes(columns.flags[start:]).translate(ready_core) if may_preempt else b""
         position = start
         while position < end:

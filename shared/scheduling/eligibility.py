@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from shared.scheduling import reasons
 from shared.scheduling.model import DeferralReason, Policy, QueuedTask, enum_members
-from shared.scheduling.ordered_queue import APPROVED, MATCHED, READY
+from shared.scheduling.ordered_queue import APPROVED, FLAG_VALUES, MATCHED, READY
 
 R = enum_members(DeferralReason)  # the members, read faster
 
@@ -38,4 +38,4 @@ def readiness_failures(policy: Policy) -> list[tuple[DeferralReason, str] | None
         if not flags & MATCHED:
             return UNMATCHED
         return None if flags & APPROVED else NOT_APPROVED
-    return [failure(flags) for flags in range(16)]
+    return [failure(flags) for flags in FLAG_VALUES]

@@ -50,12 +50,35 @@ def kept_key(task: QueuedTask, order: str, rate: float) -> tuple:
     return (_CLASS_RANK[task.priority_class], rate * task.submitted_at - task.priority, task.submitted_at, task.task_id)
 
 
-READY, MATCHED, APPROVED, CORE = 1, 2, 4, 8  # `flags_of`: data ready; has card options; approved; core class
+# `flags_of`: data ready; has card options; approved; core class; opportunistic class; checkpoints
+READY, MATCHED, APPROVED, CORE, OPPORTUNISTIC, CHECKPOINTS = 1, 2, 4, 8, 16, 32
+FLAG_VALUES = range(64)  # every value `flags_of` can take
 
 
 def flags_of(task: QueuedTask) -> int:
     return ((READY * task.data_ready) | (MATCHED * bool(task.options)) | (APPROVED * task.approved)
-            | (CORE * (task.priority_class == PriorityClass.CORE)))
+            | (CORE * (task.priority_class == PriorityClass.CORE))
+            | (OPPORTUNISTIC * (task.priority_class == PriorityClass.OPPORTUNISTIC))
+            | (CHECKPOINTS * (task.checkpoint_interval_s is not None)))
+
+
+def grace_bits(runtimes: Sequence[float], grace_s: float) -> int:
+    """1 followed by one bit per card option in matcher order: its runtime is within `grace_s` (the
+    preemption grace). -1 for more options than a 64-bit column holds (the walk works them out itself)."""
+    if len(runtimes) > _MOST_BITS:
+        return -1
+    bits = 1
+    for runtime_s in runtimes:
+        bits = bits + bits + (runtime_s <= grace_s)
+    return bits
+
+
+_MOST_BITS = 62
+
+
+def runtimes_of(task: QueuedTask) -> array:
+    """The task's runtime per card option, in matcher order, as one small array (read without the options)."""
+    return array("d", [option.runtime_s for option in task.options])
 
 
 def longest_runtime(task: QueuedTask) -> float:
@@ -74,7 +97,7 @@ def longest_runtime(task: QueuedTask) -> float:
 @dataclass(frozen=True, slots=True)
 class WalkColumns:
     """Per task of a walk, in its order: `flags_of` it, its project, the number of its (GPUs, heavy, card
-    types), its id, its submit time and its `longest_runtime`. Two tasks with the same shape number have
+    types), its id, its submit time, its `longest_runtime`, its `runtimes_of` and their `grace_bits`. Two tasks with the same shape number have
     the same GPUs, heaviness and card types: `shape_table[number]` is that (GPUs, heavy, card types).
     And for the whole queue: `core_gpus`, the GPUs its core tasks ask for per card type (each task on
     every card type it accepts: `headroom.core_demand`'s queued part)."""
@@ -87,6 +110,8 @@ class WalkColumns:
     submitted: Sequence[float]
     longest: Sequence[float]
     shape_table: Sequence[tuple[int, bool, tuple[str, ...]]]
+    runtimes: Sequence[Sequence[float]]
+    grace_bits: Sequence[int]
 
 
 class OrderedQueue(Sequence[QueuedTask]):
@@ -94,10 +119,12 @@ class OrderedQueue(Sequence[QueuedTask]):
 
     Besides the tasks, two float columns in the same order give the cycle's float keys without reading
     the tasks: `offsets` (the class offset of `ordering`) and `aged`; `submitted` and `longest` (each task's
-    submit time and `longest_runtime`) let the walk decide most tasks without reading them. `submitted_bounds` and `priorities`
+    submit time and `longest_runtime`), `runtimes` (`runtimes_of` each) and `grace_bits` (for the preemption
+    grace `grace_s` of the policy it was made for) let the walk decide most tasks without reading them. `submitted_bounds` and `priorities`
     (a count per priority) let `ordering` check that its float key is exact; `with_deadline` counts the
     tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
-    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`), `projects` (one string object
+    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`, `OPPORTUNISTIC`,
+    `CHECKPOINTS`), `projects` (one string object
     per project name), and `shapes` — the number of the task's (GPUs, heavy, card types),
     in a table shared by the queues made from this one (`shape_table`) — and `task_ids`; `core_gpus` sums what its core tasks ask for per card type (the
     queued part of the headroom's core demand, kept instead of counted every cycle). Never mutated (the
@@ -106,11 +133,12 @@ class OrderedQueue(Sequence[QueuedTask]):
 
     __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline",
                  "flags", "projects", "shapes", "task_ids", "core_gpus", "submitted", "longest", "_shape_ids",
-                 "shape_table", "_project_names")
+                 "shape_table", "_project_names", "runtimes", "grace_s",
+                 "grace_bits")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
-                 submitted_bounds: tuple[float, float] | None = None) -> None:
-        self.order, self.rate, self.tasks, self.priorities = order, rate, tasks, priorities
+                 submitted_bounds: tuple[float, float] | None = None, grace_s: float = 0.0) -> None:
+        self.order, self.rate, self.tasks, self.priorities, self.grace_s = order, rate, tasks, priorities, grace_s
         self.offsets = array("d", [_CLASS_OFFSETS[task.priority_class] for task in tasks])
         self.aged = array("d", [rate * task.submitted_at - task.priority for task in tasks])
         self.submitted_bounds = submitted_bounds if submitted_bounds is not None or not tasks else _span(tasks)
@@ -124,6 +152,8 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.task_ids = [task.task_id for task in tasks]
         self.submitted = array("d", [task.submitted_at for task in tasks])
         self.longest = array("d", map(longest_runtime, tasks))
+        self.runtimes = list(map(runtimes_of, tasks))
+        self.grace_bits = array("q", [grace_bits(runtimes, grace_s) for runtimes in self.runtimes])
         self.core_gpus: dict[str, int] = {}
         for task in tasks:
             self._count_core(task, 1)
@@ -133,7 +163,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         """These tasks (unique ids) sorted for the policy's queue order."""
         order, rate = policy.order, aging_rate(policy)
         ordered = sorted(tasks, key=partial(kept_key, order=order, rate=rate))
-        return cls(order, rate, ordered, Counter(task.priority for task in ordered))
+        return cls(order, rate, ordered, Counter(task.priority for task in ordered), grace_s=policy.preempt_after_s)
 
     def orders_like(self, policy: Policy) -> bool:
         """True if this queue was kept for the policy's order and aging rate."""
@@ -148,6 +178,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         queue.flags, queue.projects, queue.shapes = array("b", self.flags), list(self.projects), array("i", self.shapes)
         queue.task_ids, queue.core_gpus = list(self.task_ids), dict(self.core_gpus)
         queue.submitted, queue.longest = array("d", self.submitted), array("d", self.longest)
+        queue.runtimes, queue.grace_bits = list(self.runtimes), array("q", self.grace_bits)  # each task's array is never changed: shared
         narrowed = False
         for task in removed:
             queue._take_out(task)
@@ -175,7 +206,7 @@ class OrderedQueue(Sequence[QueuedTask]):
             raise ValueError(f"task {task.task_id} is not queued as given")
         del self.tasks[index], self.offsets[index], self.aged[index]
         del self.flags[index], self.projects[index], self.shapes[index], self.task_ids[index]
-        del self.submitted[index], self.longest[index]
+        del self.submitted[index], self.longest[index], self.runtimes[index], self.grace_bits[index]
         self._count_core(task, -1)
         self.priorities[task.priority] -= 1
         if not self.priorities[task.priority]:
@@ -195,6 +226,9 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.task_ids.insert(index, task.task_id)
         self.submitted.insert(index, task.submitted_at)
         self.longest.insert(index, longest_runtime(task))
+        runtimes = runtimes_of(task)
+        self.runtimes.insert(index, runtimes)
+        self.grace_bits.insert(index, grace_bits(runtimes, self.grace_s))
         self._count_core(task, 1)
         self.priorities[task.priority] += 1
         self.with_deadline += task.deadline is not None
@@ -226,14 +260,19 @@ class OrderedQueue(Sequence[QueuedTask]):
             else:
                 core_gpus.pop(option.card_type, None)
 
-    def walk_columns(self, positions: list[int] | None) -> WalkColumns:
-        """The columns of the tasks at these positions (None: all, in the kept order)."""
+    def walk_columns(self, positions: list[int] | None, grace_s: float) -> WalkColumns:
+        """The columns of the tasks at these positions (None: all, in the kept order), their `grace_bits` for
+        this preemption grace (worked out afresh if the queue was made for another)."""
+        bits = self.grace_bits
+        if grace_s != self.grace_s:
+            bits = array("q", [grace_bits(runtimes, grace_s) for runtimes in self.runtimes])
         if positions is None:
             return WalkColumns(self.flags, self.projects, self.shapes, self.task_ids, self.core_gpus, self.submitted,
-                               self.longest, self.shape_table)
+                               self.longest, self.shape_table, self.runtimes, bits)
         return WalkColumns([self.flags[i] for i in positions], [self.projects[i] for i in positions],
                            [self.shapes[i] for i in positions], [self.task_ids[i] for i in positions], self.core_gpus,
-                           [self.submitted[i] for i in positions], [self.longest[i] for i in positions], self.shape_table)
+                           [self.submitted[i] for i in positions], [self.longest[i] for i in positions], self.shape_table,
+                           [self.runtimes[i] for i in positions], [bits[i] for i in positions])
 
     def _key(self, task: QueuedTask) -> tuple:
         return kept_key(task, self.order, self.rate)

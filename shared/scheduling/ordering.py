@@ -109,7 +109,7 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
     decides then)."""
     tasks = list(queue.tasks)
     if policy.order == "fifo" or not tasks:
-        return tasks, queue.walk_columns(None)  # kept by (submitted, task id): the fifo order itself
+        return tasks, queue.walk_columns(None, policy.preempt_after_s)  # kept by (submitted, task id): the fifo order
     rate, shift = _aging(policy, now)
     priorities = (min(queue.priorities), max(queue.priorities))
     largest = (max(abs(rate * (at - now)) for at in queue.submitted_bounds)
@@ -128,9 +128,9 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
         _deadlines_first(tasks)
         moved = True
     if not moved:
-        return tasks, queue.walk_columns(None)
+        return tasks, queue.walk_columns(None, policy.preempt_after_s)
     kept_at = {id(task): index for index, task in enumerate(queue.tasks)}
-    return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks])
+    return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks], policy.preempt_after_s)
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:

@@ -92,6 +92,33 @@ class QuotaBook:
         assert first_failure is not None
         return (), self._problem(task, task.options[0], *first_failure)
 
+    def usable_indexes(self, project: str, card_types: Sequence[str], gpus: int,
+                       runtimes: Sequence[float]) -> tuple[list[int], tuple[DeferralReason, str] | None]:
+        """`usable_options` of a task given by its project, GPUs and per option (matcher order) card type and
+        runtime: the indexes of the options its quota allows, or if none, why not (the same rule and
+        sentence, without reading the task)."""
+        if project not in self._rules:
+            return list(range(len(card_types))), None
+        margin, gate = self._margin_s, self._expiry_gate
+        standings = self._standings.get(project)
+        if standings is None:
+            standings = self._standings[project] = {}
+        usable, first_failure = [], None
+        for index, card_type in enumerate(card_types):
+            standing = standings.get(card_type)
+            if standing is None:
+                standing = self._standing(project, card_type)
+            runtime_s = runtimes[index]
+            failure = failure_under(standing, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
+            if failure is None:
+                usable.append(index)
+            elif first_failure is None:
+                first_failure = failure
+        if usable or not card_types:
+            return usable, None
+        assert first_failure is not None
+        return [], self._problem_on(project, gpus, card_types[0], runtimes[0], *first_failure)
+
     def allows_every_option(self, task: QueuedTask) -> bool:
         """True if the quota allows each of the task's card options (`usable_options` would return them
         all): `failure_under` of each option's standing, reduced to two bounds per card type (`_limit`),
@@ -191,18 +218,23 @@ class QuotaBook:
                  account: QuotaTerms | None) -> tuple[DeferralReason, str]:
         """The deferral reason and sentence for the task's first option (the matcher's choice) the
         quota does not allow."""
+        return self._problem_on(task.project, task.gpus, option.card_type, option.runtime_s, kind, account)
+
+    def _problem_on(self, project: str, gpus: int, card_type: str, runtime_s: float, kind: Coverage,
+                    account: QuotaTerms | None) -> tuple[DeferralReason, str]:
+        """`_problem` of a task of the project asking for `gpus` GPUs, on an option of this card type and runtime."""
         assert account is not None
         name = self._names.get(account.account_id)
         if name is None:
             name = self._names[account.account_id] = reasons.quota_account_name(
-                task.project, account.card_type, len(self._by_project[task.project]), account.account_id)
+                project, account.card_type, len(self._by_project[project]), account.account_id)
         if kind is C.NOT_YET_VALID:
             detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
             return R.QUOTA_NOT_YET_VALID, detail
         if kind in (C.EXPIRED, C.EXPIRES_FIRST):
             left_s = account.valid_to - self._now
-            detail = reasons.quota_expires(name, option.card_type, option.runtime_s, left_s, self._margin_s)
+            detail = reasons.quota_expires(name, card_type, runtime_s, left_s, self._margin_s)
             return R.QUOTA_EXPIRES, detail
-        detail = reasons.quota_exhausted(name, option.card_type, gpu_hours(task, option),
+        detail = reasons.quota_exhausted(name, card_type, gpus * runtime_s / _SECONDS_PER_HOUR,
                                          self._remaining[account.account_id])
         return R.QUOTA_EXHAUSTED, detail

@@ -296,6 +296,15 @@ def test_over_a_kept_queue_a_task_unlike_a_failed_one_of_its_shape_is_attempted(
     assert fast == straight_plan(snapshot, queue, policy, NOW)
 
 
+def test_a_queue_kept_for_another_grace_tells_returns_within_the_grace_of_the_policy_planned_with() -> None:
+    """The kept queue's `grace_bits` are for the grace it was made with; planned with another policy's,
+    they are worked out afresh: here both tasks return within the queue's grace, only x2 within the plan's."""
+    snapshot, queue, policy = _a_later_task_like_a_failed_one("its return within the preemption grace")
+    fast = plan(snapshot, OrderedQueue.of(queue, replace(policy, preempt_after_s=10 * HOUR)), policy, NOW)
+    assert [grant.task_id for grant in fast.grants] == ["x2"]
+    assert fast == straight_plan(snapshot, queue, policy, NOW)
+
+
 def test_a_preemption_changes_what_a_remembered_failure_on_its_card_type_said() -> None:
     """fifo: a standard task fails for the headroom on A10 (an opportunistic lease there covers part of
     it), then a core task preempts that lease, then a task of the first one's shape fails for the headroom
@@ -342,7 +351,8 @@ quota_tasks = st.builds(
 def test_allowing_every_option_is_what_the_usable_options_say(accounts, tasks, margin, gate) -> None:
     """`QuotaBook.allows_every_option` (two bounds per card type, kept until a charge) is True exactly when
     `usable_options` returns every option, between charges of granted tasks; `allows_longest` (the task's
-    longest runtime against the tightest bounds of its card types, kept per shape) only when it is."""
+    longest runtime against the tightest bounds of its card types, kept per shape) only when it is; and
+    `usable_indexes` (from the task's columns) says what `usable_options` says."""
     policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=margin, quota_expiry_gate=gate)
     book, fresh = QuotaBook(accounts, policy, NOW), FreshQuotaBook(accounts, policy, NOW)
     shape_keys: dict[tuple, int] = {}
@@ -354,6 +364,8 @@ def test_allowing_every_option_is_what_the_usable_options_say(accounts, tasks, m
         key = shape_keys.setdefault(cards, len(shape_keys))
         if book.allows_longest(task.project, key, cards, task.gpus, longest_runtime(task)):  # only if allowed
             assert allowed
+        indexes, said = book.usable_indexes(task.project, cards, task.gpus, [option.runtime_s for option in task.options])
+        assert ([task.options[index] for index in indexes], said) == (list(usable), failure)
         if granted and usable:
             book.charge(task, usable[0])
             fresh.charge(task, usable[0])

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
-from shared.scheduling.ordered_queue import OrderedQueue, longest_runtime
+from shared.scheduling.ordered_queue import OrderedQueue, grace_bits, longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
@@ -95,13 +95,15 @@ def test_plan_of_a_kept_queue_is_the_plan_of_the_same_tasks(scenario, later) -> 
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(scenario=repetitive_scenarios(), gate=st.booleans())
-def test_the_walk_over_a_kept_queue_defers_repeated_shapes_exactly_as_the_full_walk(scenario, gate) -> None:
+@given(scenario=repetitive_scenarios(), gate=st.booleans(), kept_for_grace=st.sampled_from((None, 0.0, 1800.0, 7200.0)))
+def test_the_walk_over_a_kept_queue_defers_repeated_shapes_exactly_as_the_full_walk(scenario, gate, kept_for_grace) -> None:
     """Queues cut from a few shapes: once the reservation is settled, most tasks take the kept queue's
-    shortcut (deferred like an earlier task of their shape, or by their flags)."""
+    shortcut (deferred like an earlier task of their shape, or by their flags) — also when the queue was
+    kept for another preemption grace (its `grace_bits` are then worked out afresh)."""
     snapshot, queue, policy = scenario
     policy = replace(policy, readiness_gate=gate)
-    assert plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW) == plan(snapshot, queue, policy, NOW)
+    kept_for = policy if kept_for_grace is None else replace(policy, preempt_after_s=kept_for_grace)
+    assert plan(snapshot, OrderedQueue.of(queue, kept_for), policy, NOW) == plan(snapshot, queue, policy, NOW)
 
 
 def test_keys_that_round_together_now_are_ordered_by_submit_time_as_in_a_fresh_sort() -> None:
@@ -168,6 +170,9 @@ def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(hi
         assert [kept.shape_table[shape] for shape in kept.shapes] == [
             (task.gpus, task.heavy, tuple(option.card_type for option in task.options)) for task in kept]
         assert len({id(project) for project in kept.projects}) == len(set(kept.projects))  # one object per name
+        assert [list(runtimes) for runtimes in kept.runtimes] == [[option.runtime_s for option in task.options] for task in kept]
+        assert list(kept.grace_bits) == list(fresh.grace_bits) == [
+            grace_bits([option.runtime_s for option in task.options], policy.preempt_after_s) for task in kept]
 
 
 def _core_gpus(tasks) -> dict[str, int]:
@@ -207,3 +212,9 @@ def test_the_longest_runtime_of_a_task_is_of_its_options() -> None:
     assert longest_runtime(task) == 2400.0
     assert longest_runtime(replace(task, options=())) == 0.0
     assert longest_runtime(replace(task, options=(CardOption("H100", float("nan"), 1.0),))) == float("inf")
+
+
+def test_grace_bits_say_which_options_return_within_the_grace() -> None:
+    assert grace_bits([600.0, 2400.0, 900.0], 1800.0) == 0b1101  # a leading 1, then per option in order
+    assert grace_bits([], 1800.0) == 1
+    assert grace_bits([1.0] * 63, 1800.0) == -1  # more than a 64-bit column holds
