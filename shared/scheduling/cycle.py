@@ -69,7 +69,7 @@ from shared.scheduling.preemption import (
 from shared.scheduling.quota import QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
-_CARD_TYPE = attrgetter("card_type")
+_CARD_TYPE, _NODE_ID = attrgetter("card_type"), attrgetter("node_id")
 _KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class and whether it checkpoints
 P = enum_members(PriorityClass)
 
@@ -111,6 +111,7 @@ class Cycle:
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
         self._behind_start: str | None = None  # `_behind_reservation_start`
         self._reserved_options: dict[int, list[int]] = {}  # `_walk_shape`: shape -> its options on the guard's type
+        self._behind_texts: dict[int, str] = {}  # `_behind_reservation`: whole minutes of runtime -> sentence
 
     # -- the walk ------------------------------------------------------------------------------
 
@@ -366,7 +367,7 @@ class Cycle:
             known[4] = changes
         _, reason, detail, index, _ = known
         if detail is None:
-            detail = self._behind_reservation_start() + reasons.format_duration(options[index].runtime_s)
+            detail = self._behind_reservation(options[index].runtime_s)
         self.defer(task.task_id, reason, detail)
         return True
 
@@ -384,9 +385,20 @@ class Cycle:
             known[4] = changes
         _, reason, detail, index, _ = known
         if detail is None:
-            detail = self._behind_reservation_start() + reasons.format_duration(runtimes[index])
+            detail = self._behind_reservation(runtimes[index])
         self.defer(task_id, reason, detail)
         return True
+
+    def _behind_reservation(self, runtime_s: float) -> str:
+        """The "behind the reservation" sentence of a task running `runtime_s` on the option it names, kept per
+        whole minute of runtime (`reasons.format_duration` says no more than whole minutes from a minute on)."""
+        if not runtime_s >= 60.0:
+            return self._behind_reservation_start() + reasons.format_duration(runtime_s)
+        minutes = int(runtime_s // 60)
+        text = self._behind_texts.get(minutes)
+        if text is None:
+            text = self._behind_texts[minutes] = self._behind_reservation_start() + reasons.format_duration(runtime_s)
+        return text
 
     def _behind_reservation_start(self) -> str:
         """`reasons.behind_reservation_start` for the cycle's reservation (made once: the guard is set once)."""
@@ -857,7 +869,7 @@ def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy
     type, if a kept queue counted them (`WalkColumns.core_gpus`)."""
     if not policy.headroom_tracks_core or not policy.headroom:
         return partial(headroom_gpus, policy)
-    card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
+    card_of_node = dict(zip(map(_NODE_ID, snapshot.nodes), map(_CARD_TYPE, snapshot.nodes)))
     demand = _core_demand_of(snapshot, queue, policy, card_of_node, now, queued_core)
     return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))
 

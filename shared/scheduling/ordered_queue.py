@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from math import inf
 from typing import overload
 
@@ -171,23 +172,69 @@ class OrderedQueue(Sequence[QueuedTask]):
 
     def changed(self, added: Iterable[QueuedTask] = (), removed: Iterable[QueuedTask] = ()) -> OrderedQueue:
         """A new queue without the `removed` tasks (each must be queued, as it is here: a changed task is
-        removed as it was and added as it is) and with the `added` ones. This queue is unchanged."""
+        removed as it was and added as it is) and with the `added` ones. This queue is unchanged.
+        Each column is copied once, merged with the changes (`_merged`): a binary search per change and one
+        pass per column, however many tasks change."""
         queue = copy(self)
-        queue.tasks, queue.offsets, queue.aged = list(self.tasks), array("d", self.offsets), array("d", self.aged)
-        queue.priorities = Counter(self.priorities)
-        queue.flags, queue.projects, queue.shapes = array("b", self.flags), list(self.projects), array("i", self.shapes)
-        queue.task_ids, queue.core_gpus = list(self.task_ids), dict(self.core_gpus)
-        queue.submitted, queue.longest = array("d", self.submitted), array("d", self.longest)
-        queue.runtimes, queue.grace_bits = list(self.runtimes), array("q", self.grace_bits)  # each task's array is never changed: shared
+        queue.priorities, queue.core_gpus = Counter(self.priorities), dict(self.core_gpus)
+        events: list[tuple[int, int, tuple | None]] = []  # (index here, _INSERT before it | _DROP it, new row)
+        dropped: set[int] = set()
         narrowed = False
         for task in removed:
-            queue._take_out(task)
-            narrowed = narrowed or task.submitted_at in (queue.submitted_bounds or ())
-        for task in added:
-            queue._put_in(task)
+            index = self._index_of(task)
+            if index in dropped:
+                raise ValueError(f"task {task.task_id} is not queued as given")
+            dropped.add(index)
+            events.append((index, _DROP, None))
+            queue._count(task, -1)
+            narrowed = narrowed or task.submitted_at in (self.submitted_bounds or ())
+        for task in sorted(added, key=self._key):
+            events.append((bisect_left(self.tasks, self._key(task), key=self._key), _INSERT, queue._row(task)))
+            queue._count(task, 1)
+        events.sort(key=_EVENT_ORDER)  # stable: insertions at one index stay in key order, before a drop there
+        for slot, name in enumerate(_COLUMNS):
+            setattr(queue, name, _merged(getattr(self, name), events, slot))
+        queue._refuse_duplicates(events)
         if narrowed:
             queue.submitted_bounds = _span(queue.tasks)
         return queue
+
+    def _index_of(self, task: QueuedTask) -> int:
+        index = bisect_left(self.tasks, kept_key(task, self.order, self.rate), key=self._key)
+        if index == len(self.tasks) or self.tasks[index] != task:
+            raise ValueError(f"task {task.task_id} is not queued as given")
+        return index
+
+    def _row(self, task: QueuedTask) -> tuple:
+        """A new task's entry in each column (`_COLUMNS`' order)."""
+        runtimes = runtimes_of(task)
+        return (task, _CLASS_OFFSETS[task.priority_class], self.rate * task.submitted_at - task.priority,
+                flags_of(task), self._project(task), self._shape_id(task), task.task_id, task.submitted_at,
+                longest_runtime(task), runtimes, grace_bits(runtimes, self.grace_s))
+
+    def _count(self, task: QueuedTask, sign: int) -> None:
+        """The counts kept over the whole queue, with the task added (1) or taken out (-1)."""
+        self._count_core(task, sign)
+        self.priorities[task.priority] += sign
+        if not self.priorities[task.priority]:
+            del self.priorities[task.priority]
+        self.with_deadline += sign * (task.deadline is not None)
+        if sign > 0:
+            low, high = self.submitted_bounds or (task.submitted_at, task.submitted_at)
+            self.submitted_bounds = (min(low, task.submitted_at), max(high, task.submitted_at))
+
+    def _refuse_duplicates(self, events: list[tuple[int, int, tuple | None]]) -> None:
+        """An added task whose id the next task in the new order has (an equal key: the same id) was queued
+        already — or added twice."""
+        tasks, position = self.tasks, 0
+        for index, kind, row in events:  # the new position of each added task, in the same pass as `_merged`
+            if kind == _INSERT:
+                at = index + position
+                position += 1
+                if at + 1 < len(tasks) and tasks[at + 1].task_id == row[0].task_id:
+                    raise ValueError(f"task {row[0].task_id} is queued already")
+            else:
+                position -= 1
 
     def with_tasks(self, tasks: Sequence[QueuedTask]) -> OrderedQueue:
         """These tasks — mostly this queue's own task objects (a filtered or partly replaced copy of it) —
@@ -199,41 +246,6 @@ class OrderedQueue(Sequence[QueuedTask]):
         removed = [task for task in self.tasks if id(task) not in given]
         added = [task for task in tasks if id(task) not in mine]
         return self.changed(added, removed) if removed or added else self
-
-    def _take_out(self, task: QueuedTask) -> None:
-        index = bisect_left(self.tasks, kept_key(task, self.order, self.rate), key=self._key)
-        if index == len(self.tasks) or self.tasks[index] != task:
-            raise ValueError(f"task {task.task_id} is not queued as given")
-        del self.tasks[index], self.offsets[index], self.aged[index]
-        del self.flags[index], self.projects[index], self.shapes[index], self.task_ids[index]
-        del self.submitted[index], self.longest[index], self.runtimes[index], self.grace_bits[index]
-        self._count_core(task, -1)
-        self.priorities[task.priority] -= 1
-        if not self.priorities[task.priority]:
-            del self.priorities[task.priority]
-        self.with_deadline -= task.deadline is not None
-
-    def _put_in(self, task: QueuedTask) -> None:
-        index = bisect_left(self.tasks, kept_key(task, self.order, self.rate), key=self._key)
-        if index < len(self.tasks) and self.tasks[index].task_id == task.task_id:
-            raise ValueError(f"task {task.task_id} is queued already")
-        self.tasks.insert(index, task)
-        self.offsets.insert(index, _CLASS_OFFSETS[task.priority_class])
-        self.aged.insert(index, self.rate * task.submitted_at - task.priority)
-        self.flags.insert(index, flags_of(task))
-        self.projects.insert(index, self._project(task))
-        self.shapes.insert(index, self._shape_id(task))
-        self.task_ids.insert(index, task.task_id)
-        self.submitted.insert(index, task.submitted_at)
-        self.longest.insert(index, longest_runtime(task))
-        runtimes = runtimes_of(task)
-        self.runtimes.insert(index, runtimes)
-        self.grace_bits.insert(index, grace_bits(runtimes, self.grace_s))
-        self._count_core(task, 1)
-        self.priorities[task.priority] += 1
-        self.with_deadline += task.deadline is not None
-        low, high = self.submitted_bounds or (task.submitted_at, task.submitted_at)
-        self.submitted_bounds = (min(low, task.submitted_at), max(high, task.submitted_at))
 
     def _shape_id(self, task: QueuedTask) -> int:
         shape = (task.gpus, task.heavy, tuple([option.card_type for option in task.options]))
@@ -294,6 +306,28 @@ class OrderedQueue(Sequence[QueuedTask]):
 
     def __repr__(self) -> str:
         return f"OrderedQueue({self.order!r}, {len(self.tasks)} tasks)"
+
+
+_INSERT, _DROP = 0, 1  # `changed`'s events at one index: insertions go before the task there, which may be dropped
+_EVENT_ORDER = itemgetter(0, 1)
+# The per-task columns, in `OrderedQueue._row`'s order.
+_COLUMNS = ("tasks", "offsets", "aged", "flags", "projects", "shapes", "task_ids", "submitted", "longest", "runtimes",
+            "grace_bits")
+
+
+def _merged(column, events: list[tuple[int, int, tuple | None]], slot: int):
+    """A copy of the column (a list or an array) with the events applied: each insertion's row value at `slot`
+    before the task at its index, each dropped task left out."""
+    merged, last = column[:0], 0
+    for index, kind, row in events:
+        merged += column[last:index]
+        if kind == _INSERT:
+            merged.append(row[slot])
+            last = index
+        else:
+            last = index + 1
+    merged += column[last:]
+    return merged
 
 
 def _span(tasks: list[QueuedTask]) -> tuple[float, float] | None:
