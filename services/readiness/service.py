@@ -92,13 +92,15 @@ SPEC = make_spec()
 
 async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[Envelope | SkippedEntry]) -> None:
     """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns (events of
-    other types are never recorded in the inbox: nothing to apply twice)."""
+    other types are never recorded in the inbox: nothing to apply twice; nor are closing events,
+    whose update only closes a task still open — applying one again changes nothing)."""
     relevant = [event for event in events if isinstance(event, Envelope) and event.type in HANDLED_TYPES]
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, [e.event_id for e in relevant])
-        applied = [event for event in relevant if event.event_id in fresh]
+        once = [e.event_id for e in relevant if e.type not in CLOSING_TYPES]
+        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, once) if once else set()
+        applied = [event for event in relevant if event.type in CLOSING_TYPES or event.event_id in fresh]
         submitted = [e for e in applied if isinstance(e, TaskSubmitted)]
         signals = [e for e in applied if isinstance(e, DataReadySignalled)]
         new_tasks = await insert_submitted(conn, ctx.schema, submitted) if submitted else []

@@ -16,7 +16,7 @@ from services.readiness.recheck import Checker
 from services.readiness.service import ReadinessSettings, make_spec
 from services.readiness.store import record_signals
 from shared.delivery import create_pool, wire_fields
-from shared.events import DataReadySignalled, TaskReadinessChanged, TaskSubmitted, make_event, parse_event
+from shared.events import DataReadySignalled, Envelope, TaskReadinessChanged, TaskSubmitted, make_event, parse_event
 from shared.events.subjects import task_subject
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -210,6 +210,35 @@ async def test_a_cancelled_task_is_no_longer_checked(
 
     assert await committed_reports(pool, doomed.data.task_id) == [False]
     assert [row.task_id for row in await load_board(pool)] == [witness.data.task_id]
+
+
+async def test_a_closing_event_takes_no_inbox_row_and_its_redelivery_keeps_the_first_close(
+    fresh_settings: Settings, redis: Redis, pool: asyncpg.Pool, bucket: str
+) -> None:
+    await xadd_ingest(redis, "task.submit", a_submission("ends", inputs=[f"s3://{bucket}/a.bin"]))
+    await xadd_ingest(redis, "task.submit", a_submission("marker", inputs=[f"s3://{bucket}/b.bin"]))
+    async with RunningServices(fresh_settings, INTAKE, READINESS) as services:
+        ends = await submitted_task(services, redis, "ends")
+        marker = await submitted_task(services, redis, "marker")
+        cancelled = a_closing(ends, "task.cancelled", 9, reason="not needed")
+        await redis.xadd(EVENTS_STREAM, wire_fields(cancelled))
+        assert await services.wait_until(lambda: closed_as(pool, ends, "task.cancelled"))
+        inbox = {row["event_id"] for row in await pool.fetch("SELECT event_id FROM readiness.inbox")}
+        assert cancelled.event_id not in inbox and {ends.event_id, marker.event_id} <= inbox
+        failed = a_closing(ends, "task.failed", 10, lease_id=None, error="late", exit_code=1)
+        for event in (cancelled, failed, a_closing(marker, "task.cancelled", 9)):  # a redelivery, a later close
+            await redis.xadd(EVENTS_STREAM, wire_fields(event))
+        assert await services.wait_until(lambda: closed_as(pool, marker, "task.cancelled"))
+        assert await closed_as(pool, ends, "task.cancelled")  # the first close stays
+
+
+def a_closing(task: TaskSubmitted, kind: str, seq: int, **data: object) -> Envelope:
+    return make_event(kind, subject=task.subject, subject_seq=seq, producer="dispatcher/test",
+                      actor="service:dispatcher", data={"task_id": task.data.task_id, **data})  # fmt: skip
+
+
+async def closed_as(pool: asyncpg.Pool, task: TaskSubmitted, kind: str) -> bool:
+    return await pool.fetchval("SELECT closed_by FROM readiness.tasks WHERE task_id = $1", task.data.task_id) == kind
 
 
 async def test_a_sweep_that_sees_a_signal_before_its_handler_names_the_signal_as_the_cause(
