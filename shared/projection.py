@@ -387,14 +387,13 @@ def _lease_granted(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]
 def _started(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     resumed = f", resumed from {data.resumed_from}" if data.resumed_from else ""
     detail = f"running on node {data.node_id}{resumed}"
-    return _status_update(TaskState.RUNNING, ViewReason.RUNNING.value, detail, **_run_start(view, data, event))
+    started = _run_start(view, data.lease_id, data.node_id, event)
+    return _status_update(TaskState.RUNNING, ViewReason.RUNNING.value, detail, **started)
 
 
-def _run_start(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+def _run_start(view: TaskView, lease_id: str, node_id: str, event: Envelope) -> dict[str, Any]:
     """What a run's start records (`task.started`, or the start a `task.succeeded` carries)."""
-    node_id = data.started.node_id if event.type == "task.succeeded" else data.node_id
-    return {"lease_id": data.lease_id, "node_id": node_id, "started_at": event.occurred_at,
-            "attempts": max(view.attempts, 1)}
+    return {"lease_id": lease_id, "node_id": node_id, "started_at": event.occurred_at, "attempts": max(view.attempts, 1)}
 
 
 def _carried_start(data: Any) -> str:
@@ -412,7 +411,8 @@ def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     output = "" if data.output_units is None else f"; output {data.output_units:g} units"
-    started = _run_start(view, data, event) if data.started is not None else {}  # carried: started, then ended
+    carried = data.started  # the run's start, when it rode on its end: started, then ended
+    started = _run_start(view, data.lease_id, carried.node_id, event) if carried is not None else {}
     finished = f"{_carried_start(data)}finished successfully{output}"
     if data.flags:
         flags = tuple(flag.value for flag in data.flags)
