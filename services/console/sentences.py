@@ -33,7 +33,7 @@ ZH_TEMPLATES: Mapping[str, str] = {
     ViewReason.LEASED: "已分配节点 {node_id}（{card_type}）的 GPU {gpu_indices}，等待节点代理启动",
     ViewReason.RUNNING: "正在节点 {node_id} 上运行（{card_type}，GPU {gpu_indices}）",
     ViewReason.CANCEL_REQUESTED: "已请求取消（{cancel_reason}），等待调度器结束任务",
-    ViewReason.SUCCEEDED: "已成功完成，产出 {output_units} 单位",
+    ViewReason.SUCCEEDED: "已在节点 {node_id} 上成功完成，产出 {output_units} 单位",
     ViewReason.SUCCEEDED_FLAGGED: "已完成，但成功报告被标记待复核（{flags}），产出不计入统计",
     ViewReason.FAILED: "运行失败（错误信息见原文）",
     ViewReason.CANCELLED: "已按请求取消",

@@ -56,6 +56,15 @@ def test_running_and_capacity_sentences_use_the_lease_and_the_request() -> None:
     assert reason_sentence(full, "zh").startswith("当前没有足够的空闲 A100 GPU")
 
 
+@pytest.mark.parametrize("steps", [("granted", "started", "succeeded"), ("granted", "succeeded")], ids=["started", "carried"])
+def test_a_success_names_the_node_it_ran_on_whether_its_start_was_told_or_carried(steps: tuple[str, ...]) -> None:
+    carried = "started" not in steps
+    view = view_after("submitted", "readiness", "matched", *steps, readiness={"ready": True}, granted={"node": "h100-a"},
+                      started={"node": "h100-a"}, succeeded={"output_units": 5.0, **({"started_on": "h100-a"} if carried else {})})  # fmt: skip
+    assert reason_sentence(view, "zh") == "已在节点 h100-a 上成功完成，产出 5 单位"
+    assert ("started on node h100-a" in reason_sentence(view, "en")) is carried
+
+
 def test_a_reason_added_later_falls_back_to_the_english_sentence() -> None:
     view = TaskView(id="T", reason="brand_new_reason", reason_detail="something new happened")
     assert reason_sentence(view, "zh") == "something new happened"
