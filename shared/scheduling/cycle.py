@@ -850,7 +850,8 @@ class Cycle:
         releases, yielding = [], []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
-            if rank is not None and card_of[rank] in card_types and lease.lease_id not in preempted:
+            # `not preempted` first: usually nothing is, and asking the set would read every lease id's string
+            if rank is not None and card_of[rank] in card_types and (not preempted or lease.lease_id not in preempted):
                 borrows = False
                 if lease.priority_class == opportunistic:  # `_borrows`, inlined
                     borrows = counts is None or counts(lease)
