@@ -59,3 +59,10 @@ def test_the_plans_digest_is_reproducible_and_tells_policies_apart() -> None:
     digest = scale.plans_digest(snapshot, queue, cycles=2)
     assert digest == scale.plans_digest(snapshot, queue, cycles=2)
     assert digest != scale.plans_digest(snapshot, queue, "easy-backfill", cycles=2)
+
+
+def test_the_headline_record_keeps_the_cold_plan_as_ms_and_names_the_slowest_steady_cycle() -> None:
+    steady = [scale.SteadyCycle(kept, 0.0, 3 * kept, 100, full) for kept, full in ((180.0, True), (90.0, False), (70.0, False))]
+    record = scale.headline_record(650.0, steady)
+    assert (record["ms"], record["steady_max_ms"], record["steady_ms"], record["steady_cycles"]) == (650.0, 180.0, 90.0, 3)
+    assert (record["nodes"], record["queued"]) == scale.HEADLINE
