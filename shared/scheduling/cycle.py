@@ -66,7 +66,7 @@ from shared.scheduling.preemption import (
     grant_reclaimable_within_grace,
     reclaimable_within_grace,
 )
-from shared.scheduling.quota import QuotaBook
+from shared.scheduling.quota import SECONDS_PER_HOUR, QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _CARD_TYPE, _NODE_ID = attrgetter("card_type"), attrgetter("node_id")
@@ -154,6 +154,7 @@ class Cycle:
         flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
         submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
         failures = readiness_failures(self.policy)  # by flags
+        longest_bounds, no_bounds, margin = quota.longest_bounds, {}, self.policy.quota_expiry_margin_s
         no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
         rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
@@ -165,7 +166,12 @@ class Cycle:
             failure = failures[task_flags]
             if failure is None and projects[position] in limited:
                 gpus, _, card_types = shape_table[shape]
-                if not quota.allows_longest(projects[position], shape, card_types, gpus, longest[position]):
+                longest_s, bound = longest[position], longest_bounds.get(projects[position], no_bounds).get(shape)
+                if bound is None:  # not yet asked since the project's last charge
+                    allowed = quota.allows_longest(projects[position], shape, card_types, gpus, longest_s)
+                else:  # `allows_longest` with its kept bound, inlined: this runs for every task with a quota
+                    allowed = not (bound[0] < longest_s + margin or bound[1] < gpus * longest_s / SECONDS_PER_HOUR)
+                if not allowed:
                     usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position])
                     if failure is None and len(usable) < len(card_types):  # some of its options
                         task = ordered[position]
@@ -386,7 +392,9 @@ class Cycle:
         _, reason, detail, index, _ = known
         if detail is None:
             detail = self._behind_reservation(runtimes[index])
-        self.defer(task_id, reason, detail)
+        self.deferred_ids.append(task_id)  # `defer`, inlined: this runs for most tasks with room
+        self.deferred_reasons.append(reason)
+        self.deferred_details.append(detail)
         return True
 
     def _behind_reservation(self, runtime_s: float) -> str:

@@ -24,13 +24,13 @@ from shared.scheduling.quota_balance import (
     failure_under,
 )
 
-_SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_HOUR = 3600.0
 C, R = enum_members(Coverage), enum_members(DeferralReason)  # the members, read faster
 
 
 def gpu_hours(task: QueuedTask, option: CardOption) -> float:
     """The task's estimate on this card type, in GPU-hours."""
-    return task.gpus * option.runtime_s / _SECONDS_PER_HOUR
+    return task.gpus * option.runtime_s / SECONDS_PER_HOUR
 
 
 def quota_terms(account_id: str, account: QuotaAccount) -> QuotaTerms:
@@ -43,7 +43,7 @@ class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
     __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
-                 "_standings", "_limits", "_bounds")
+                 "_standings", "_limits", "longest_bounds", "_left_texts")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -63,8 +63,11 @@ class QuotaBook:
         self._standings: dict[str, dict[str, RuleStanding]] = {}
         # project -> card type -> `_limit` of its standing (dropped with the standings)
         self._limits: dict[str, dict[str, tuple[float, float]]] = {}
-        # project -> shape key -> the tightest `_limit` over the shape's card types (dropped with the standings)
-        self._bounds: dict[str, dict[int, tuple[float, float]]] = {}
+        # project -> shape key -> the tightest `_limit` over the shape's card types (`allows_longest`; a project's
+        # are dropped with its standings, on a charge)
+        self.longest_bounds: dict[str, dict[int, tuple[float, float]]] = {}
+        # account id -> (its GPU-hours left, `reasons.quota_left` of them): the account's half of the sentence
+        self._left_texts: dict[str, tuple[float, str]] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
         """The task's card options its quota allows (matcher order kept), or if none, why not: the
@@ -82,7 +85,7 @@ class QuotaBook:
             if standing is None:
                 standing = self._standing(task.project, option.card_type)
             runtime_s = option.runtime_s
-            failure = failure_under(standing, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
+            failure = failure_under(standing, gpus * runtime_s / SECONDS_PER_HOUR, runtime_s, margin, gate)
             if failure is None:
                 usable.append(option)
             elif first_failure is None:
@@ -96,28 +99,27 @@ class QuotaBook:
                        runtimes: Sequence[float]) -> tuple[list[int], tuple[DeferralReason, str] | None]:
         """`usable_options` of a task given by its project, GPUs and per option (matcher order) card type and
         runtime: the indexes of the options its quota allows, or if none, why not (the same rule and
-        sentence, without reading the task)."""
+        sentence, without reading the task). Each option is tested against its card type's two bounds
+        (`_limit`, the test of `allows_every_option`: `failure_under` is None exactly when it passes); only
+        when none passes is `failure_under` asked, for the first option, whose failure the sentence names."""
         if project not in self._rules:
             return list(range(len(card_types))), None
-        margin, gate = self._margin_s, self._expiry_gate
-        standings = self._standings.get(project)
-        if standings is None:
-            standings = self._standings[project] = {}
-        usable, first_failure = [], None
+        limits, margin = self._limits_of(project), self._margin_s
+        usable = []
         for index, card_type in enumerate(card_types):
-            standing = standings.get(card_type)
-            if standing is None:
-                standing = self._standing(project, card_type)
+            limit = limits.get(card_type)
+            if limit is None:
+                limit = self._new_limit(project, card_type)
             runtime_s = runtimes[index]
-            failure = failure_under(standing, gpus * runtime_s / _SECONDS_PER_HOUR, runtime_s, margin, gate)
-            if failure is None:
+            if not (limit[0] < runtime_s + margin or limit[1] < gpus * runtime_s / SECONDS_PER_HOUR):
                 usable.append(index)
-            elif first_failure is None:
-                first_failure = failure
         if usable or not card_types:
             return usable, None
-        assert first_failure is not None
-        return [], self._problem_on(project, gpus, card_types[0], runtimes[0], *first_failure)
+        runtime_s = runtimes[0]
+        failure = failure_under(self._standing(project, card_types[0]), gpus * runtime_s / SECONDS_PER_HOUR,
+                                runtime_s, margin, self._expiry_gate)
+        assert failure is not None
+        return [], self._problem_on(project, gpus, card_types[0], runtime_s, *failure)
 
     def allows_every_option(self, task: QueuedTask) -> bool:
         """True if the quota allows each of the task's card options (`usable_options` would return them
@@ -134,7 +136,7 @@ class QuotaBook:
             if limit is None:
                 limit = limits[option.card_type] = self._limit(task.project, option.card_type)
             runtime_s = option.runtime_s
-            if limit[0] < runtime_s + margin or limit[1] < gpus * runtime_s / _SECONDS_PER_HOUR:
+            if limit[0] < runtime_s + margin or limit[1] < gpus * runtime_s / SECONDS_PER_HOUR:
                 return False
         return True
 
@@ -146,9 +148,9 @@ class QuotaBook:
         `shape_key`, which the caller gives the same card types). Each option's test is monotone in its
         runtime and its bounds (float addition and multiplication round monotonically), so passing it
         passes `allows_every_option`; False says nothing: ask `allows_every_option`."""
-        bounds = self._bounds.get(project)
+        bounds = self.longest_bounds.get(project)
         if bounds is None:
-            bounds = self._bounds[project] = {}
+            bounds = self.longest_bounds[project] = {}
         bound = bounds.get(shape_key)
         if bound is None:
             if not card_types:
@@ -156,7 +158,7 @@ class QuotaBook:
             limits = [self._limits_of(project).get(card_type) or self._new_limit(project, card_type)
                       for card_type in card_types]
             bound = bounds[shape_key] = (min([limit[0] for limit in limits]), min([limit[1] for limit in limits]))
-        return not (bound[0] < longest_s + self._margin_s or bound[1] < gpus * longest_s / _SECONDS_PER_HOUR)
+        return not (bound[0] < longest_s + self._margin_s or bound[1] < gpus * longest_s / SECONDS_PER_HOUR)
 
     def _limits_of(self, project: str) -> dict[str, tuple[float, float]]:
         limits = self._limits.get(project)
@@ -212,7 +214,7 @@ class QuotaBook:
             self._remaining[account.account_id] -= need
         self._standings.pop(task.project, None)  # the project's hours left changed
         self._limits.pop(task.project, None)
-        self._bounds.pop(task.project, None)
+        self.longest_bounds.pop(task.project, None)
 
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage,
                  account: QuotaTerms | None) -> tuple[DeferralReason, str]:
@@ -235,6 +237,8 @@ class QuotaBook:
             left_s = account.valid_to - self._now
             detail = reasons.quota_expires(name, card_type, runtime_s, left_s, self._margin_s)
             return R.QUOTA_EXPIRES, detail
-        detail = reasons.quota_exhausted(name, card_type, gpus * runtime_s / _SECONDS_PER_HOUR,
-                                         self._remaining[account.account_id])
-        return R.QUOTA_EXHAUSTED, detail
+        left = self._remaining[account.account_id]
+        said = self._left_texts.get(account.account_id)
+        if said is None or said[0] != left:  # first asked, or charged since
+            said = self._left_texts[account.account_id] = (left, reasons.quota_left(name, left))
+        return R.QUOTA_EXHAUSTED, reasons.quota_need(card_type, gpus * runtime_s / SECONDS_PER_HOUR) + said[1]

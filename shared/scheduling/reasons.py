@@ -75,10 +75,17 @@ def quota_expires(account: str, card_type: str, runtime_s: float, left_s: float,
 
 
 def quota_exhausted(account: str, card_type: str, need_gpu_hours: float, left_gpu_hours: float) -> str:
-    return (
-        f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}; {account} has "
-        f"{max(0.0, left_gpu_hours):.1f} GPU-hours of quota left"
-    )
+    return quota_need(card_type, need_gpu_hours) + quota_left(account, left_gpu_hours)
+
+
+def quota_need(card_type: str, need_gpu_hours: float) -> str:
+    """The task's half of `quota_exhausted`."""
+    return f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}"
+
+
+def quota_left(account: str, left_gpu_hours: float) -> str:
+    """The account's half of `quota_exhausted` (the same for every task until the account is charged)."""
+    return f"; {account} has {max(0.0, left_gpu_hours):.1f} GPU-hours of quota left"
 
 
 # -- capacity ----------------------------------------------------------------------------------

@@ -382,3 +382,16 @@ def test_the_longest_runtime_decides_for_a_project_whose_bounds_are_alike_on_eve
     assert book.allows_longest("p0", 0, ("H100", "A10"), 2, 4 * HOUR)
     book.charge(task, task.options[0])  # 6 left
     assert not book.allows_longest("p0", 0, ("H100", "A10"), 2, 4 * HOUR) and not book.allows_every_option(task)
+
+
+def test_a_refusal_after_a_charge_says_the_hours_left_after_it() -> None:
+    """The account's half of an "exhausted" sentence is kept (`QuotaBook._left_texts`) only while its hours left
+    stand: after a charge, a refused task is told the new amount."""
+    policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=0.0)
+    book = QuotaBook({"p0": QuotaAccount("p0", 10.0, NOW - HOUR, NOW + 100 * HOUR)}, policy, NOW)
+    small = QueuedTask("small", "p0", PriorityClass.STANDARD, 0, 2, NOW, (CardOption("H100", HOUR, 1.0),))
+    assert book.usable_indexes("p0", ("A10",), 4, [4 * HOUR])[1] == (
+        DeferralReason.QUOTA_EXHAUSTED, "needs 16.0 GPU-hours on A10; project p0 has 10.0 GPU-hours of quota left")
+    book.charge(small, small.options[0])  # 2 GPU-hours
+    assert book.usable_indexes("p0", ("A10",), 4, [4 * HOUR])[1] == (
+        DeferralReason.QUOTA_EXHAUSTED, "needs 16.0 GPU-hours on A10; project p0 has 8.0 GPU-hours of quota left")
