@@ -392,12 +392,12 @@ def _started(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 
 def _run_start(view: TaskView, lease_id: str, node_id: str, event: Envelope) -> dict[str, Any]:
-    """What a run's start records (`task.started`, or the start a `task.succeeded` carries)."""
+    """What a run's start records (`task.started`, or the start a `task.succeeded` / `task.failed` carries)."""
     return {"lease_id": lease_id, "node_id": node_id, "started_at": event.occurred_at, "attempts": max(view.attempts, 1)}
 
 
 def _carried_start(data: Any) -> str:
-    """The words a success that carries its run's start begins with ("" when a `task.started` came first)."""
+    """The words a run's end that carries its start begins with ("" when a `task.started` came first)."""
     if data.started is None:
         return ""
     resumed = f", resumed from {data.started.resumed_from}" if data.started.resumed_from else ""
@@ -442,9 +442,10 @@ def _flag_cleared(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _failed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     code = "" if data.exit_code is None else f" (exit code {data.exit_code})"
-    return _status_update(
-        TaskState.FAILED, ViewReason.FAILED.value, f"{data.error}{code}", finished_at=event.occurred_at
-    )
+    carried = data.started  # the run's start, when it rode on its end: started, then failed
+    started = _run_start(view, data.lease_id, carried.node_id, event) if carried is not None else {}
+    failed = f"{_carried_start(data)}failed: {data.error}{code}" if carried is not None else f"{data.error}{code}"
+    return _status_update(TaskState.FAILED, ViewReason.FAILED.value, failed, finished_at=event.occurred_at, **started)
 
 
 def _requeued(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:

@@ -6,8 +6,9 @@ Two transitions are sometimes carried by the event of the next one instead of an
 - a task granted GPUs in the cycle that first finds it eligible enters the queue and leaves it at
   once: its `lease.granted` carries the entry (`QueueEntry`, `LeaseGrantedData.queued`) and no
   `task.queued` is written;
-- a run whose first report is its end starts and ends at once: its `task.succeeded` carries the
-  start (`RunStart`, `TaskSucceededData.started`) and no `task.started` is written.
+- a run whose first report is its end starts and ends at once: its `task.succeeded` or `task.failed`
+  carries the start (`RunStart`, `TaskSucceededData.started`, `TaskFailedData.started`) and no
+  `task.started` is written.
 
 Readers (the projection, the audit story, the console's history) tell a carried transition as if
 its own event had come just before its carrier, at the same time.
@@ -198,6 +199,10 @@ class TaskFailedData(Payload):
     lease_id: EntityId | None = Field(None, description="the lease it failed under; None if it never ran")
     error: Detail
     exit_code: int | None = Field(None, description="process exit code; None if it had none (killed)")
+    started: RunStart | None = Field(
+        None, description="the run's start, carried here when the agent's first report about the lease was its"
+        " end: the run started at this event's time and no `task.started` was written (None: one was, or the"
+        " task never ran)")
 
 
 class TaskFailed(Envelope):

@@ -373,8 +373,10 @@ class LeaseWork:
             self.emit(TaskSucceeded, subject, data, cause=cause)
         elif effect is TaskEffect.FAIL:
             error = outcome.error or f"the task exited with code {outcome.exit_code}"
-            self.emit(TaskFailed, subject, {"task_id": task_id, "lease_id": lease_id, "error": error,
-                                             "exit_code": outcome.exit_code}, cause=cause)
+            data = {"task_id": task_id, "lease_id": lease_id, "error": error, "exit_code": outcome.exit_code}
+            if task.state is TaskState.LEASED:  # it exited before any report: the start rides on the failure
+                data["started"] = run_start(lease)
+            self.emit(TaskFailed, subject, data, cause=cause)
         elif effect is TaskEffect.CANCEL:
             self.emit(TaskCancelled, subject, {"task_id": task_id, "lease_id": lease_id,
                                                 "reason": task.cancel_reason}, cause=cause)
@@ -404,7 +406,8 @@ def started_data(lease: LeaseRecord) -> dict[str, Any]:
 
 
 def run_start(lease: LeaseRecord) -> dict[str, Any]:
-    """Where the run under `lease` started (`task.started`'s facts; `task.succeeded.started` when carried)."""
+    """Where the run under `lease` started (`task.started`'s facts; `started` of `task.succeeded` or `task.failed`
+    when carried)."""
     return {"node_id": lease.node_id, "resumed_from": lease.resume_from}
 
 

@@ -143,8 +143,12 @@ class TaskStory:
             data |= {"flags": flags, "flag_detail": detail, "claimed_output_units": claimed}
         return self.emit("dispatcher", "task.succeeded", data)
 
-    def failed(self, error: str = "CUDA out of memory", exit_code: int | None = 1) -> Envelope:
+    def failed(self, error: str = "CUDA out of memory", exit_code: int | None = 1, *,
+               started_on: str | None = None) -> Envelope:
+        """`started_on`: the failure carries its run's start on that node (no `task.started` of its own)."""
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "error": error, "exit_code": exit_code}
+        if started_on is not None:
+            data["started"] = {"node_id": started_on, "resumed_from": None}
         return self.emit("dispatcher", "task.failed", data)
 
     def requeued(self, reason: str = "preempted", resume_from: str | None = "s3://ckpt/T1/0.5") -> Envelope:

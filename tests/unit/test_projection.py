@@ -243,6 +243,16 @@ def test_a_transition_carried_by_the_next_event_leaves_the_view_its_own_event_wo
     assert alone.reason_detail == "finished successfully; output 1000 units"
 
 
+def test_a_failure_that_carries_its_start_leaves_the_view_a_started_run_would() -> None:
+    alone = view_after(lambda s: [s.submitted(), s.granted(), s.started(), s.failed("boom", 3)])
+    carried = view_after(lambda s: [s.submitted(), s.granted(), s.failed("boom", 3, started_on="n1")])
+    kept = ("state", "reason", "lease_id", "node_id", "attempts")
+    assert [getattr(carried, f) for f in kept] == [getattr(alone, f) for f in kept]
+    assert carried.started_at == carried.finished_at  # it started when its end was reported
+    assert carried.reason_detail == "started on node n1 and failed: boom (exit code 3)"
+    assert alone.reason_detail == "boom (exit code 3)"
+
+
 def test_a_grant_that_carries_the_queue_entry_records_it_like_task_queued() -> None:
     def carried(s: TaskStory) -> list:  # the dispatcher's facet alone: the entry is all it says of the project
         return [s.readiness(True), s.matched(), s.granted(queued=True)]

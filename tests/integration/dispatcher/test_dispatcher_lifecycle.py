@@ -121,6 +121,7 @@ async def test_a_task_spanning_nodes_succeeds_with_its_last_part_and_fails_with_
 
     assert {p.parts for p in parts} == {2} and {p.node_id for p in parts} == {"n1", "n2"}
     assert [(e.data.task_id, e.data.exit_code) for e in failed] == [("T2", 2)]
+    assert failed[0].data.started is not None and failed[0].data.started.node_id == parts[0].node_id  # no report came first
     assert [(c.data.lease_id, c.data.reason) for c in revoke] == [(parts[1].lease_id, "superseded")]
 
 

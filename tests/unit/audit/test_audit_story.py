@@ -76,3 +76,13 @@ def test_a_transition_carried_by_the_next_event_is_told_as_a_step_of_its_own() -
     story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
     assert [step.event_id for step in story.steps[1:]] == [events[1].event_id] * 2 + [events[2].event_id] * 2
     assert story.runs[0].started_at == events[2].occurred_at
+
+
+def test_a_failure_that_carries_its_start_is_told_with_the_start_first() -> None:
+    def told(events: list) -> list[tuple[str, int | None, str]]:
+        story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+        return [(step.type, step.run, step.sentence) for step in story.steps]
+
+    alone, carried = TaskStory("T1"), TaskStory("T1")
+    separate = told([alone.submitted(), alone.granted(), alone.started(), alone.failed("boom", 3)])
+    assert told([carried.submitted(), carried.granted(), carried.failed("boom", 3, started_on="n1")]) == separate

@@ -80,6 +80,17 @@ def test_a_submission_step_names_its_profile_and_class_in_chinese() -> None:
     assert f"负载类型 {PROFILE_LABELS['zh'][profile.value]}" in sentence and profile.value not in sentence
 
 
+def test_a_failure_that_carries_its_start_is_told_in_chinese_with_the_start_first() -> None:
+    def in_chinese(events: list) -> list[tuple[str, str]]:
+        story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+        return [(step.type, step_told_in(step, "zh")["sentence"]) for step in story.steps]
+
+    alone, carried = TaskStory("T1"), TaskStory("T1")
+    separate = in_chinese([alone.submitted(), alone.granted(), alone.started(), alone.failed("boom", 3)])
+    assert in_chinese([carried.submitted(), carried.granted(), carried.failed("boom", 3, started_on="n1")]) == separate
+    assert ("task.started", "在节点 n1 上开始运行") in separate
+
+
 def test_a_transition_carried_by_the_next_event_is_told_in_chinese_as_its_own_event_would_be() -> None:
     def in_chinese(events: list) -> list[tuple[str, str]]:
         story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])

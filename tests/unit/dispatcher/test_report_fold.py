@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.events import TaskSucceeded
+from shared.events import TaskFailed, TaskStarted, TaskSucceeded
 from shared.events.reasons import ReleaseReason, RevokeReason
 from shared.events.states import TaskState
 from shared.leasing import screening
@@ -142,6 +142,16 @@ def test_a_run_whose_first_report_is_its_end_carries_its_start_on_the_success() 
     running = fold(a_running_lease_book(state=TaskState.RUNNING), finished("a1", "L1", "T1", 7, exit_code=0))
     [succeeded] = [e for e in running.changes.emissions if e.event_type is TaskSucceeded]
     assert "started" not in succeeded.data  # its `task.started` was written when its first report came
+
+
+def test_a_run_that_fails_at_its_first_report_carries_its_start_on_the_failure() -> None:
+    leased = fold(a_running_lease_book(), finished("a1", "L1", "T1", 7, exit_code=3, error="boom"))
+    [failed] = [e for e in leased.changes.emissions if e.event_type is TaskFailed]
+    assert failed.data["started"] == {"node_id": "n1", "resumed_from": None}
+    assert not [e for e in leased.changes.emissions if e.event_type is TaskStarted]
+    running = fold(a_running_lease_book(state=TaskState.RUNNING), finished("a1", "L1", "T1", 7, exit_code=3))
+    [failed] = [e for e in running.changes.emissions if e.event_type is TaskFailed]
+    assert "started" not in failed.data  # its `task.started` was written when its first report came
 
 
 def test_a_late_clean_finish_supersedes_the_rerun_already_granted() -> None:
