@@ -4,8 +4,8 @@
   other types are skipped unparsed (`parse_events_of`);
 - `once_per_id`: the events of the wanted types, each event id once (a batch may hold a redelivery);
 - `not_yet_handled`: record events in the service's inbox, in the caller's transaction; the ones
-  seen for the first time (the others were handled already), plus those of idempotent types that
-  skip the inbox.
+  seen for the first time (the others were handled already), plus those of idempotent types (or
+  events a predicate calls repeatable) that skip the inbox.
 """
 
 from __future__ import annotations
@@ -42,9 +42,12 @@ def once_per_id(events: Sequence[Envelope | SkippedEntry], types: tuple[type[Env
 
 
 async def not_yet_handled(
-    conn: asyncpg.Connection, ctx: ServiceContext, events: Sequence[Any], *, always: tuple[type[Envelope], ...] = ()
+    conn: asyncpg.Connection, ctx: ServiceContext, events: Sequence[Any], *, always: tuple[type[Envelope], ...] = (),
+    repeatable: Callable[[Any], bool] = lambda _event: False,
 ) -> list[Any]:
-    """`events` (in order) this service has not consumed before; events of `always` skip the inbox."""
-    recorded = [e.event_id for e in events if not isinstance(e, always)]
+    """`events` (in order) this service has not consumed before; events of `always`, and those `repeatable`
+    says are safe to fold again, skip the inbox."""
+    skips = [isinstance(e, always) or repeatable(e) for e in events]
+    recorded = [e.event_id for e, skip in zip(events, skips, strict=True) if not skip]
     fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, recorded) if recorded else set()
-    return [e for e in events if isinstance(e, always) or e.event_id in fresh]
+    return [e for e, skip in zip(events, skips, strict=True) if skip or e.event_id in fresh]

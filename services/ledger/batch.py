@@ -19,6 +19,9 @@
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
 of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`.
+
+Which events need an inbox row: `is_repeatable` (below) says, per type, why folding an event again
+over the state its first delivery left changes nothing; only the others are recorded in the inbox.
 """
 
 from __future__ import annotations
@@ -130,9 +133,41 @@ class ClearedFlag:
     event_id: str
 
 
+def is_repeatable(event: Envelope) -> bool:
+    """Whether folding `event` again, over the stored state its first delivery left (and whatever
+    later events did to it), changes nothing — so it needs no inbox row. Per type:
+
+    - `task.submitted`: the task row is inserted `ON CONFLICT DO NOTHING`; the project it gives leases
+      of an unknown task was already given (no lease of that task has `UNKNOWN_PROJECT` any more).
+    - `lease.granted`: opens the account only if no row of the lease exists; the first delivery left one,
+      and no ledger row is ever deleted.
+    - `lease.renewed`: accounts up to its `occurred_at` only if that is after `accounted_until`, which
+      the first delivery moved to at least `occurred_at` (it only grows) or the lease was closed; no
+      increment means no idle or utilisation share either (`accounting.advance`, `with_idle`). (If the
+      lease had no row at the first delivery, that delivery changed nothing: applying it later is its
+      first effect, and a lease's increments add up to its whole cost however they are split.)
+    - `lease.released`: closes the account; a closed account is never changed (`accounting.close`).
+    - `task.succeeded` without flags: the run's output is merged with `GREATEST` / `OR`, which repeat
+      to the same row; no flagged success exists for that run (a lease ends with one success).
+
+    Not repeatable, so recorded in the inbox: `task.checkpointed` (after its run's success was flagged,
+    a second delivery would count output again), a flagged `task.succeeded` (after its flag was cleared,
+    a second delivery would move the counted output back out), `task.flag_cleared` (after a later
+    flagged run, a second delivery would clear that one too), `task.matched` (a redelivered match with
+    the same `matched_at` as a later one would replace it).
+
+    Two deliveries at once (a handler slower than the claimer's idle time) are serialised by the lease
+    rows' locks, and a lease opened by both is refused to the second (`store.save_effects`)."""
+    if isinstance(event, TaskSucceeded):
+        return not event.data.flags
+    return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased))
+
+
 @dataclass
 class BatchEffects:
     leases: dict[str, LeaseAccount] = field(default_factory=dict)
+    opened: set[str] = field(default_factory=set)
+    """Ids of the leases this batch opened (no row was loaded): written only if still absent."""
     increments: list[tuple[Increment, LeaseAccount]] = field(default_factory=list)
     emissions: list[Emission] = field(default_factory=list)
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
@@ -235,6 +270,7 @@ class _Fold:
         project = self.projects.get(task_id, UNKNOWN_PROJECT)
         self.keep(LeaseAccount(lease_id, task_id, project, card_type, gpus, price, opened_at, opened_at,
                                time_scale=time_scale))
+        self.effects.opened.add(lease_id)
 
     def step(self, lease_id: str, cause: Envelope, move: Callable[[LeaseAccount], Step]) -> None:
         lease = self.leases.get(lease_id)

@@ -2,7 +2,8 @@
 
 One batch subscriber on `cf:events` (group `ledger`); each batch is one transaction:
 
-1. record the relevant events as consumed (duplicates drop out);
+1. record the relevant events as consumed (duplicates drop out), all but those safe to fold again
+   (`batch.is_repeatable`: most of them, which need no inbox row);
 2. load (and lock) the batch's lease accounts and its tasks' projects;
 3. fold the events in order (`services.ledger.batch.fold_batch`, pure);
 4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
@@ -35,7 +36,7 @@ from services.common.event_batches import not_yet_handled, once_per_id, subscrib
 from shared.delivery.consumer import OFF_PATH_LINGER_MS
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events, send_digest_if_due
-from services.ledger.batch import RELEVANT_TYPES, fold_batch, lease_ids_of, task_ids_of
+from services.ledger.batch import RELEVANT_TYPES, fold_batch, is_repeatable, lease_ids_of, task_ids_of
 from services.ledger.quotas import check_quotas
 from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
 from shared.alerts import ALERTING_TYPES
@@ -68,7 +69,7 @@ async def handle_batch(
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        todo = await not_yet_handled(conn, ctx, relevant)
+        todo = await not_yet_handled(conn, ctx, relevant, repeatable=is_repeatable)
         if not todo:
             return
         leases = await load_leases(conn, lease_ids_of(todo))

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from services.common.bulk import execute_bulk
+from services.common.bulk import column_arrays, execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
 from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, ClearedFlag, FlaggedOutput, RunOutput, TaskInfo, TaskMatch
@@ -45,7 +45,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     if effects.increments:
         await lock_usage(conn)
     await _save_tasks(conn, list(effects.tasks.values()))
-    await _save_leases(conn, list(effects.leases.values()))
+    await _save_leases(conn, list(effects.leases.values()), effects.opened)
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_increments(conn, effects, [event.event_id for event in events])
     await _save_outputs(conn, list(effects.outputs.values()))
@@ -73,18 +73,39 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
         )
 
 
-async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount]) -> None:
+_LEASE_ROWS = (
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
+    " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[],"
+    " $13::numeric[], $14::numeric[], $15::numeric[], $16::float8[])"
+)
+
+
+class LeaseOpenedConcurrentlyError(RuntimeError):
+    """A lease this batch opened was written by another transaction meanwhile (two deliveries at once):
+    the batch rolls back, its entries stay pending, and redelivered it loads the row the other wrote."""
+
+
+async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount], opened: set[str]) -> None:
+    """Leases the batch opened are inserted only where no row exists (else the batch fails, see the
+    error); the loaded ones, locked since `load_leases`, are updated."""
+    fresh = [lease for lease in leases if lease.lease_id in opened]
+    if fresh:
+        written = await conn.fetch(
+            f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS}) {_LEASE_ROWS}"
+            " ON CONFLICT (lease_id) DO NOTHING RETURNING lease_id",
+            *column_arrays(fresh, _LEASE_FIELDS),
+        )
+        if len(written) != len(fresh):
+            missed = sorted({lease.lease_id for lease in fresh} - {row["lease_id"] for row in written})
+            raise LeaseOpenedConcurrentlyError(f"leases opened by another transaction meanwhile: {missed}")
     await execute_bulk(
         conn,
-        f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS})"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
-        " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[],"
-        " $13::numeric[], $14::numeric[], $15::numeric[], $16::float8[])"
+        f"INSERT INTO {SCHEMA}.lease_usage ({_LEASE_COLUMNS}) {_LEASE_ROWS}"
         " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
         " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
         " close_reason = EXCLUDED.close_reason, idle_gpu_seconds = EXCLUDED.idle_gpu_seconds,"
         " util_gpu_seconds = EXCLUDED.util_gpu_seconds, busy_gpu_seconds = EXCLUDED.busy_gpu_seconds",
-        leases, _LEASE_FIELDS,
+        [lease for lease in leases if lease.lease_id not in opened], _LEASE_FIELDS,
     )  # fmt: skip
 
 

@@ -14,15 +14,17 @@ from typing import Any
 import pytest
 
 from services.common.runtime import Emitter
+from services.ledger.batch import fold_batch
 from services.ledger.quotas import raise_due_alerts
 from services.ledger.service import build_spec
+from services.ledger.store import LeaseOpenedConcurrentlyError, save_effects
 from shared.cards import load_catalog
 from shared.events import UsageRecorded
 from shared.settings import Settings
 from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.delivery_support import REPO_ROOT
 from tests.helpers.running_services import RunningServices
-from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
+from tests.unit.ledger.builders import T0, checkpointed, granted, released, renewed, submitted, succeeded
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +94,74 @@ async def test_granted_renewed_released_costs_duration_times_price_once(fresh_se
     assert sum(row["gpu_seconds"] for row in increments) == gpu_seconds and sum(row["cost"] for row in increments) == cost
     assert usage[0].data.gpu_seconds == pytest.approx(float(expected_cost(2, T0, renewed_at, "H100")[0]))
     assert [e.event_id for e in usage] == [row["event_id"] for row in increments]
+
+
+LEDGER_STATE = {
+    "lease_usage": "SELECT * FROM ledger.lease_usage ORDER BY lease_id",
+    "usage_increments": "SELECT * FROM ledger.usage_increments ORDER BY lease_id, from_at",
+    "task_output": "SELECT * FROM ledger.task_output ORDER BY task_id, lease_id",
+    "flagged_output": "SELECT * FROM ledger.flagged_output ORDER BY task_id, lease_id",
+    "tasks": "SELECT * FROM ledger.tasks ORDER BY task_id",
+}
+
+
+async def ledger_state(running: RunningServices) -> dict[str, list[dict[str, Any]]]:
+    return {table: [dict(row) for row in await running.fetch(sql)] for table, sql in LEDGER_STATE.items()}
+
+
+async def test_only_events_unsafe_to_fold_twice_take_an_inbox_row_and_a_redelivery_of_all_changes_nothing(
+    fresh_settings: Settings,
+) -> None:
+    ended = T0 + timedelta(seconds=95)
+    run = [submitted("T1"), granted("L1", "T1"), checkpointed("T1", "L1", 3), renewed("L1", "T1", at=T0 + timedelta(seconds=30)),
+           released("L1", "T1", ended_at=ended), succeeded("T1", "L1", 7)]  # fmt: skip
+    flagged = [submitted("T2"), granted("L2", "T2", gpus=1), checkpointed("T2", "L2", 4),
+               released("L2", "T2", ended_at=ended, gpus=1), succeeded("T2", "L2", 5, flags=("implausibly_early_success",))]  # fmt: skip
+    async with RunningServices(fresh_settings, build_spec()) as running:
+        await running.publish(*run, *flagged)
+        await wait_closed(running, "L1")
+        await wait_closed(running, "L2")
+        assert await running.wait_until(lambda: running.fetch("SELECT 1 FROM ledger.flagged_output"))
+        inbox = {row["event_id"] for row in await running.fetch("SELECT event_id FROM ledger.inbox WHERE consumer = 'ledger'")}
+        before = await ledger_state(running)
+        await running.publish(*run, *flagged)  # redelivered, as after a consumer crash before its ack
+        await running.publish(granted("L3", "T1", gpus=1), released("L3", "T1", ended_at=T0 + timedelta(seconds=9), gpus=1))
+        await wait_closed(running, "L3")  # the ledger has folded the redelivery too
+        after = await ledger_state(running)
+        usage = await running.events("usage.recorded")
+
+    assert inbox == {run[2].event_id, flagged[2].event_id, flagged[4].event_id}  # the checkpoints and the flagged success
+    assert [row for row in after["lease_usage"] if row["lease_id"] != "L3"] == before["lease_usage"]
+    assert [row for row in after["usage_increments"] if row["lease_id"] != "L3"] == before["usage_increments"]
+    assert [row for row in after["task_output"] if row["lease_id"] != "L3"] == before["task_output"]
+    assert (after["flagged_output"], after["tasks"]) == (before["flagged_output"], before["tasks"])
+    assert [len(usage_of(usage, lease_id)) for lease_id in ("L1", "L2", "L3")] == [2, 1, 1]
+    assert [(row["task_id"], row["output_units"]) for row in before["task_output"]] == [("T1", Decimal(7))]
+
+
+async def test_a_lease_opened_by_two_deliveries_at_once_is_written_by_the_first_and_the_second_fails(
+    fresh_settings: Settings,
+) -> None:
+    catalog, emitter = load_catalog(), Emitter("ledger", "ledger/test", "service:ledger")
+    first = fold_batch([granted("L5", "T5")], catalog, {}, {"T5": "proj-a"})
+    second = fold_batch([granted("L5", "T5"), renewed("L5", "T5", at=T0 + timedelta(seconds=30))], catalog, {}, {"T5": "proj-a"})
+    async with RunningServices(fresh_settings, build_spec()) as running:
+        await running.publish(submitted("T5"))
+        assert await running.wait_until(lambda: running.fetch("SELECT 1 FROM ledger.tasks WHERE task_id = 'T5'"))
+        assert running.pool is not None
+        async with running.pool.acquire() as one, running.pool.acquire() as other:
+            committed, racing = one.transaction(), other.transaction()
+            await committed.start()
+            await save_effects(one, emitter, first)
+            await racing.start()
+            late = asyncio.create_task(save_effects(other, emitter, second))
+            await committed.commit()
+            with pytest.raises(LeaseOpenedConcurrentlyError, match="L5"):
+                await late
+            await racing.rollback()
+        row = await lease_row(running, "L5")
+
+    assert row is not None and (row["accounted_until"], row["gpu_seconds"]) == (T0, 0)
 
 
 async def test_quota_grant_lists_every_problem_with_its_field(fresh_settings: Settings) -> None:

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from services.ledger.accounting import cost_of, gpu_seconds_between
-from services.ledger.batch import UNKNOWN_PROJECT, UnpricedCardError, fold_batch
+from services.ledger.batch import UNKNOWN_PROJECT, UnpricedCardError, fold_batch, is_repeatable
 from shared.cards import load_catalog
 from shared.events import UsageRecordedData
 
@@ -102,3 +102,38 @@ def test_a_flagged_success_keeps_its_runs_output_apart() -> None:
 def test_a_card_without_a_price_is_an_error() -> None:
     with pytest.raises(UnpricedCardError, match="ZZ9"):
         fold_batch([granted("L1", "T1", card_type="ZZ9")], CATALOG, {}, {})
+
+
+def test_which_events_skip_the_inbox_because_folding_them_again_is_harmless() -> None:
+    ended = T0 + timedelta(seconds=60)
+    repeatable = [submitted("T1"), granted("L1", "T1"), renewed("L1", "T1", at=ended), released("L1", "T1", ended_at=ended),
+                  succeeded("T1", "L1", 7), succeeded("T1", "L1", None)]  # fmt: skip
+    recorded = [checkpointed("T1", "L1", 3), succeeded("T1", "L1", 7, flags=("implausibly_early_success",))]
+    assert [is_repeatable(e) for e in repeatable] == [True] * len(repeatable)
+    assert [is_repeatable(e) for e in recorded] == [False] * len(recorded)
+
+
+def test_repeatable_events_folded_again_over_the_state_they_left_change_nothing() -> None:
+    t1, t2, later = (T0 + timedelta(seconds=s) for s in (30, 95, 300))
+    history = [submitted("T1"), granted("L1", "T1"), renewed("L1", "T1", at=t1, util=50.0),
+               released("L1", "T1", ended_at=t2, util=20.0), succeeded("T1", "L1", 7)]  # fmt: skip
+    first = fold_batch(history, CATALOG, {}, {})
+    stored = first.leases
+    for upto in range(1, len(history)):  # a redelivery of an early event, after some of the later ones
+        partial = fold_batch(history[:upto], CATALOG, {}, {})
+        again = fold_batch(history[upto - 1:upto], CATALOG, partial.leases, {"T1": "proj-a"})
+        assert again.emissions == [] and again.increments == [] and again.opened == set(), history[upto - 1].type
+        assert all(again.leases[lease_id] == lease for lease_id, lease in partial.leases.items() if lease_id in again.leases)
+    redelivered = fold_batch([e for e in history if is_repeatable(e)], CATALOG, stored, {"T1": "proj-a"})
+    assert redelivered.emissions == [] and redelivered.opened == set() and redelivered.leases == stored
+    assert redelivered.outputs == first.outputs  # merged by GREATEST / OR: the stored row stays as it is
+    assert redelivered.tasks == first.tasks  # inserted ON CONFLICT DO NOTHING
+    renewal_after_end = fold_batch([renewed("L1", "T1", at=later, util=90.0)], CATALOG, stored, {"T1": "proj-a"})
+    assert renewal_after_end.emissions == [] and renewal_after_end.leases == stored
+
+
+def test_only_leases_without_a_loaded_row_count_as_opened() -> None:
+    opened = fold_batch([granted("L1", "T1"), released("L2", "T2", ended_at=T0 + timedelta(seconds=5))], CATALOG, {}, {})
+    assert opened.opened == {"L1", "L2"}
+    loaded = fold_batch([granted("L1", "T1"), renewed("L1", "T1", at=T0 + timedelta(seconds=5))], CATALOG, opened.leases, {})
+    assert loaded.opened == set()
