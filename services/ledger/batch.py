@@ -95,6 +95,13 @@ class TaskMatch:
     catalog_version: str | None
     matched_at: datetime
     event_id: str
+    subject_seq: int = 0
+    """The matcher's number of this event of the task: orders two matches of the same instant."""
+
+    @property
+    def order(self) -> tuple[datetime, int]:
+        """Which match is the latest: the greatest `matched_at`, then `subject_seq`."""
+        return self.matched_at, self.subject_seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,18 +156,20 @@ def is_repeatable(event: Envelope) -> bool:
     - `lease.released`: closes the account; a closed account is never changed (`accounting.close`).
     - `task.succeeded` without flags: the run's output is merged with `GREATEST` / `OR`, which repeat
       to the same row; no flagged success exists for that run (a lease ends with one success).
+    - `task.matched`: the stored match is replaced only by a later one, by (`matched_at`, the matcher's
+      `subject_seq`) — a total order of one task's matches; the first delivery left this match or a
+      later one, so a second writes nothing (`store._save_matches`).
 
     Not repeatable, so recorded in the inbox: `task.checkpointed` (after its run's success was flagged,
     a second delivery would count output again), a flagged `task.succeeded` (after its flag was cleared,
     a second delivery would move the counted output back out), `task.flag_cleared` (after a later
-    flagged run, a second delivery would clear that one too), `task.matched` (a redelivered match with
-    the same `matched_at` as a later one would replace it).
+    flagged run, a second delivery would clear that one too).
 
     Two deliveries at once (a handler slower than the claimer's idle time) are serialised by the lease
     rows' locks, and a lease opened by both is refused to the second (`store.save_effects`)."""
     if isinstance(event, TaskSucceeded):
         return not event.data.flags
-    return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased))
+    return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskMatched))
 
 
 @dataclass
@@ -254,12 +263,12 @@ class _Fold:
     def matched(self, event: TaskMatched) -> None:
         data = event.data
         before = self.effects.matches.get(data.task_id)
-        if before is not None and before.matched_at > event.occurred_at:
+        if before is not None and before.order > (event.occurred_at, event.subject_seq):
             return
         ranking = [option.model_dump(mode="json") for option in data.ranking]
         self.effects.matches[data.task_id] = TaskMatch(
             data.task_id, data.chosen, ranking, data.oversized, data.reason, data.catalog_version,
-            event.occurred_at, event.event_id,
+            event.occurred_at, event.event_id, event.subject_seq,
         )  # fmt: skip
 
     def open(self, lease_id: str, task_id: str, card_type: str, gpus: int, opened_at: datetime,

@@ -175,17 +175,21 @@ async def _save_cleared(conn: asyncpg.Connection, cleared: list[ClearedFlag]) ->
 
 
 async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> None:
-    """Each task's latest match (a redelivered older one never replaces a newer); one statement for the
-    batch (`matches` holds one per task, so the upsert touches each row once)."""
+    """Each task's latest match, by (`matched_at`, `subject_seq`): an older or the same match, redelivered,
+    writes nothing. One statement for the batch (`matches` holds one per task, so the upsert touches each
+    row once)."""
     await execute_bulk(
         conn,
         f"INSERT INTO {SCHEMA}.task_matches AS m (task_id, chosen, ranking, oversized, reason, catalog_version,"
-        " matched_at, event_id) SELECT t, c, r::jsonb, o, rs, cv, at, e FROM unnest($1::text[], $2::text[], $3::text[],"
-        " $4::bool[], $5::text[], $6::text[], $7::timestamptz[], $8::text[]) AS u(t, c, r, o, rs, cv, at, e)"
+        " matched_at, event_id, subject_seq) SELECT t, c, r::jsonb, o, rs, cv, at, e, sq FROM unnest($1::text[],"
+        " $2::text[], $3::text[], $4::bool[], $5::text[], $6::text[], $7::timestamptz[], $8::text[], $9::bigint[])"
+        " AS u(t, c, r, o, rs, cv, at, e, sq)"
         " ON CONFLICT (task_id) DO UPDATE SET chosen = EXCLUDED.chosen, ranking = EXCLUDED.ranking,"
         " oversized = EXCLUDED.oversized, reason = EXCLUDED.reason, catalog_version = EXCLUDED.catalog_version,"
-        " matched_at = EXCLUDED.matched_at, event_id = EXCLUDED.event_id WHERE m.matched_at <= EXCLUDED.matched_at",
-        matches, ("task_id", "chosen", _ranking_json, "oversized", "reason", "catalog_version", "matched_at", "event_id"),
+        " matched_at = EXCLUDED.matched_at, event_id = EXCLUDED.event_id, subject_seq = EXCLUDED.subject_seq"
+        " WHERE (m.matched_at, m.subject_seq) < (EXCLUDED.matched_at, EXCLUDED.subject_seq)",
+        matches, ("task_id", "chosen", _ranking_json, "oversized", "reason", "catalog_version", "matched_at", "event_id",
+                  "subject_seq"),
     )  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from shared.settings import Settings
 from tests.helpers.console_server import first_admin, issue_token, serving_console
 from tests.helpers.delivery_support import REPO_ROOT
 from tests.helpers.running_services import RunningServices
-from tests.unit.ledger.builders import T0, checkpointed, granted, released, renewed, submitted, succeeded
+from tests.unit.ledger.builders import T0, checkpointed, granted, matched, released, renewed, submitted, succeeded
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +102,7 @@ LEDGER_STATE = {
     "task_output": "SELECT * FROM ledger.task_output ORDER BY task_id, lease_id",
     "flagged_output": "SELECT * FROM ledger.flagged_output ORDER BY task_id, lease_id",
     "tasks": "SELECT * FROM ledger.tasks ORDER BY task_id",
+    "task_matches": "SELECT * FROM ledger.task_matches ORDER BY task_id",
 }
 
 
@@ -113,7 +114,9 @@ async def test_only_events_unsafe_to_fold_twice_take_an_inbox_row_and_a_redelive
     fresh_settings: Settings,
 ) -> None:
     ended = T0 + timedelta(seconds=95)
-    run = [submitted("T1"), granted("L1", "T1"), checkpointed("T1", "L1", 3), renewed("L1", "T1", at=T0 + timedelta(seconds=30)),
+    # T1 is matched twice at the same instant (a rematch): the matcher's second match is the one to keep
+    run = [submitted("T1"), matched("T1", "H100", seq=1), matched("T1", "A100", seq=2), granted("L1", "T1"),
+           checkpointed("T1", "L1", 3), renewed("L1", "T1", at=T0 + timedelta(seconds=30)),
            released("L1", "T1", ended_at=ended), succeeded("T1", "L1", 7)]  # fmt: skip
     flagged = [submitted("T2"), granted("L2", "T2", gpus=1), checkpointed("T2", "L2", 4),
                released("L2", "T2", ended_at=ended, gpus=1), succeeded("T2", "L2", 5, flags=("implausibly_early_success",))]  # fmt: skip
@@ -127,14 +130,19 @@ async def test_only_events_unsafe_to_fold_twice_take_an_inbox_row_and_a_redelive
         await running.publish(*run, *flagged)  # redelivered, as after a consumer crash before its ack
         await running.publish(granted("L3", "T1", gpus=1), released("L3", "T1", ended_at=T0 + timedelta(seconds=9), gpus=1))
         await wait_closed(running, "L3")  # the ledger has folded the redelivery too
+        await running.publish(run[1])  # the older match alone, after the newer one was stored
+        await running.publish(granted("L4", "T1", gpus=1), released("L4", "T1", ended_at=T0 + timedelta(seconds=9), gpus=1))
+        await wait_closed(running, "L4")
         after = await ledger_state(running)
         usage = await running.events("usage.recorded")
 
-    assert inbox == {run[2].event_id, flagged[2].event_id, flagged[4].event_id}  # the checkpoints and the flagged success
-    assert [row for row in after["lease_usage"] if row["lease_id"] != "L3"] == before["lease_usage"]
-    assert [row for row in after["usage_increments"] if row["lease_id"] != "L3"] == before["usage_increments"]
-    assert [row for row in after["task_output"] if row["lease_id"] != "L3"] == before["task_output"]
+    assert inbox == {run[4].event_id, flagged[2].event_id, flagged[4].event_id}  # the checkpoints and the flagged success
+    markers = ("L3", "L4")
+    assert [row for row in after["lease_usage"] if row["lease_id"] not in markers] == before["lease_usage"]
+    assert [row for row in after["usage_increments"] if row["lease_id"] not in markers] == before["usage_increments"]
+    assert [row for row in after["task_output"] if row["lease_id"] not in markers] == before["task_output"]
     assert (after["flagged_output"], after["tasks"]) == (before["flagged_output"], before["tasks"])
+    assert after["task_matches"] == before["task_matches"] and before["task_matches"][0]["chosen"] == "A100"
     assert [len(usage_of(usage, lease_id)) for lease_id in ("L1", "L2", "L3")] == [2, 1, 1]
     assert [(row["task_id"], row["output_units"]) for row in before["task_output"]] == [("T1", Decimal(7))]
 

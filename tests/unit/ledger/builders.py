@@ -10,13 +10,14 @@ from shared.events import (
     LeaseReleased,
     LeaseRenewed,
     TaskCheckpointed,
+    TaskMatched,
     TaskSucceeded,
     make_event,
 )
 from shared.events.subjects import lease_subject, task_subject
 from tests.unit.matcher.builders import T0, submitted
 
-__all__ = ["T0", "checkpointed", "granted", "released", "renewed", "submitted", "succeeded"]
+__all__ = ["T0", "checkpointed", "granted", "matched", "released", "renewed", "submitted", "succeeded"]
 
 
 def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str, Any]) -> Any:
@@ -66,4 +67,13 @@ def succeeded(task_id: str, lease_id: str, output_units: float | None, *, at: da
         TaskSucceeded, subject=task_subject(task_id), subject_seq=6, producer="dispatcher/t",
         actor="service:dispatcher", occurred_at=at,
         data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units, **flagged},
+    )  # fmt: skip
+
+
+def matched(task_id: str, card_type: str, *, seq: int, at: datetime = T0) -> TaskMatched:
+    """The matcher's `seq`-th event about `task_id`: a match choosing `card_type`."""
+    ranking = [{"card_type": card_type, "est_runtime_s": 600.0, "est_cost": 1.0}]
+    return make_event(
+        TaskMatched, subject=task_subject(task_id), subject_seq=seq, producer="matcher/t", actor="service:matcher",
+        occurred_at=at, data={"task_id": task_id, "ranking": ranking, "chosen": card_type, "reason": "cheapest"},
     )  # fmt: skip

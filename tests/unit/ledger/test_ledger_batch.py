@@ -12,7 +12,7 @@ from services.ledger.batch import UNKNOWN_PROJECT, UnpricedCardError, fold_batch
 from shared.cards import load_catalog
 from shared.events import UsageRecordedData
 
-from .builders import T0, checkpointed, granted, released, renewed, submitted, succeeded
+from .builders import T0, checkpointed, granted, matched, released, renewed, submitted, succeeded
 
 CATALOG = load_catalog()
 H100 = Decimal(str(CATALOG.card("H100").price_per_gpu_hour))
@@ -107,7 +107,7 @@ def test_a_card_without_a_price_is_an_error() -> None:
 def test_which_events_skip_the_inbox_because_folding_them_again_is_harmless() -> None:
     ended = T0 + timedelta(seconds=60)
     repeatable = [submitted("T1"), granted("L1", "T1"), renewed("L1", "T1", at=ended), released("L1", "T1", ended_at=ended),
-                  succeeded("T1", "L1", 7), succeeded("T1", "L1", None)]  # fmt: skip
+                  succeeded("T1", "L1", 7), succeeded("T1", "L1", None), matched("T1", "H100", seq=1)]  # fmt: skip
     recorded = [checkpointed("T1", "L1", 3), succeeded("T1", "L1", 7, flags=("implausibly_early_success",))]
     assert [is_repeatable(e) for e in repeatable] == [True] * len(repeatable)
     assert [is_repeatable(e) for e in recorded] == [False] * len(recorded)
@@ -137,3 +137,10 @@ def test_only_leases_without_a_loaded_row_count_as_opened() -> None:
     assert opened.opened == {"L1", "L2"}
     loaded = fold_batch([granted("L1", "T1"), renewed("L1", "T1", at=T0 + timedelta(seconds=5))], CATALOG, opened.leases, {})
     assert loaded.opened == set()
+
+
+def test_of_two_matches_at_the_same_instant_the_matchers_later_one_is_kept_in_any_order() -> None:
+    first, rematch = matched("T1", "H100", seq=1), matched("T1", "A100", seq=2)
+    for events in ([first, rematch], [rematch, first]):
+        kept = fold_batch(events, CATALOG, {}, {}).matches["T1"]
+        assert (kept.chosen, kept.subject_seq, kept.order) == ("A100", 2, (T0, 2))
