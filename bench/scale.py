@@ -61,6 +61,7 @@ from shared.scheduling.model import (  # noqa: E402
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.kept_snapshot import KeptSnapshot  # noqa: E402
 from shared.scheduling.ordered_queue import OrderedQueue  # noqa: E402
 from shared.scheduling.ordering import order_queue  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
@@ -161,9 +162,11 @@ def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float
                rng: random.Random) -> tuple[Snapshot, OrderedQueue, float, float]:
     """The inputs of the cycle after `decided`: its grants run (their tasks leave the queue, their GPUs
     are leased), its preemption victims and CHURN other running leases end, CHURN tasks arrive, CYCLE_S
-    seconds later. The kept queue is updated from these changes alone (`OrderedQueue.changed`; the last
-    value returned is how many ms that took)."""
+    seconds later. The kept queue is updated from these changes alone (`OrderedQueue.changed`), and so is a
+    kept snapshot (`KeptSnapshot.changed`; a plain one is made anew); the last value returned is how many ms
+    the updates of the kept inputs took."""
     nodes = {node.node_id: node for node in snapshot.nodes}
+    touched: set[str] = set()
     queued = {grant.task_id for grant in decided.grants}
     granted = [task for task in kept if task.task_id in queued]
     victims = {preemption.lease_id for preemption in decided.preemptions}
@@ -175,6 +178,7 @@ def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float
             node = nodes[lease.node_id]
             nodes[lease.node_id] = replace(node, free=node.free | set(lease.gpu_indices),
                                            heavy_running=node.heavy_running - lease.heavy)
+            touched.add(lease.node_id)
         else:
             kept_leases.append(lease)
     by_id = {task.task_id: task for task in granted}
@@ -184,42 +188,47 @@ def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float
             node = nodes[placement.node_id]
             nodes[placement.node_id] = replace(node, free=node.free - set(placement.gpu_indices),
                                                heavy_running=node.heavy_running + task.heavy)
+            touched.add(placement.node_id)
             kept_leases.append(RunningLease(
                 f"lease-{task.task_id}-{placement.node_id}", task.task_id, task.project, task.priority_class,
                 placement.node_id, grant.card_type, placement.gpu_indices, now, grant.estimated_end, heavy=task.heavy))
     later = now + CYCLE_S
     arrivals = build_queue(CHURN, rng, later, prefix=f"arrival-{cycle}", waited_s=CYCLE_S)
-    fleet = Snapshot(tuple(nodes[node.node_id] for node in snapshot.nodes), tuple(kept_leases), snapshot.quotas)
     started = CLOCK()
+    if isinstance(snapshot, KeptSnapshot):
+        started_leases = kept_leases[len(kept_leases) - sum(len(grant.placements) for grant in decided.grants):]
+        fleet = snapshot.changed([nodes[node_id] for node_id in sorted(touched)], started_leases, sorted(ending))
+    else:
+        fleet = Snapshot(tuple(nodes[node.node_id] for node in snapshot.nodes), tuple(kept_leases), snapshot.quotas)
     updated = kept.changed(arrivals, granted)
     return fleet, updated, later, (CLOCK() - started) * 1000
 
 
 @dataclass(frozen=True)
 class SteadyCycle:
-    kept_ms: float  # plan() of the kept queue (`OrderedQueue`)
-    update_ms: float  # updating the kept queue before it (`OrderedQueue.changed`)
-    fresh_ms: float  # plan() of the same tasks in a list (sorted afresh)
+    kept_ms: float  # plan() of the kept queue (`OrderedQueue`) and snapshot (`KeptSnapshot`)
+    update_ms: float  # updating them before it (`OrderedQueue.changed`, `KeptSnapshot.changed`)
+    fresh_ms: float  # plan() of the same tasks in a list (sorted afresh) and of a plain `Snapshot`
     granted: int
     full_walk: bool  # a GPU was still free after the walk: every task took the per-task path
 
 
 def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str = "cardflow",
                   warm: int = WARM_CYCLES, timed: int = TIMED_CYCLES, repeats: int = 3) -> list[SteadyCycle]:
-    """Plan cycle after cycle with the queue kept sorted (`next_cycle` makes each cycle's inputs) and
-    time the `timed` cycles after `warm` ones, each as best of `repeats`, with the kept queue and with
-    the same tasks in a list."""
+    """Plan cycle after cycle with the queue kept sorted and the snapshot kept (`next_cycle` makes each cycle's
+    inputs) and time the `timed` cycles after `warm` ones, each as best of `repeats`, with the kept inputs and
+    with the same tasks in a list and a plain snapshot."""
     policy, rng, now = POLICIES[policy_name], random.Random("steady"), NOW
-    kept = OrderedQueue.of(queue, policy)
+    kept, snapshot = OrderedQueue.of(queue, policy), KeptSnapshot.of(snapshot)
     decided = plan(snapshot, kept, policy, now)
     rows = []
     for cycle in range(warm + timed):
         snapshot, kept, now, update_ms = next_cycle(snapshot, kept, decided, now, cycle, rng)
         decided = plan(snapshot, kept, policy, now)
         if cycle >= warm:
-            listed = list(kept)
+            listed, plain = list(kept), _plain(snapshot)
             kept_ms = min(_timed_at(snapshot, kept, policy, now) for _ in range(repeats))
-            fresh_ms = min(_timed_at(snapshot, listed, policy, now) for _ in range(repeats))
+            fresh_ms = min(_timed_at(plain, listed, policy, now) for _ in range(repeats))
             rows.append(SteadyCycle(kept_ms, update_ms, fresh_ms, len(decided.grants), _walked_everything(snapshot, kept, policy, now)))
     return rows
 
@@ -227,7 +236,8 @@ def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str 
 def plans_digest(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str = "cardflow",
                  cycles: int = WARM_CYCLES + TIMED_CYCLES) -> str:
     """A sha256 of every decision of the cold plan and of `cycles` steady cycles (as `steady_cycles` makes
-    them), each planned over the kept queue and over the same tasks in a list: grants, preemptions,
+    them), each planned over the kept queue and snapshot and over the same tasks in a list and a plain snapshot:
+    grants, preemptions,
     reservations, revisit time and every deferral's id, reason and sentence. Equal digests from two
     checkouts: they decide these cycles alike (the check behind "same plans" in docs/scheduling.md)."""
     policy, rng, now = POLICIES[policy_name], random.Random("steady"), NOW
@@ -240,14 +250,19 @@ def plans_digest(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str =
             digest.update(repr(part).encode())
 
     add(plan(snapshot, queue, policy, now))
-    kept = OrderedQueue.of(queue, policy)
+    kept, snapshot = OrderedQueue.of(queue, policy), KeptSnapshot.of(snapshot)
     decided = plan(snapshot, kept, policy, now)
     for cycle in range(cycles):
         snapshot, kept, now, _ = next_cycle(snapshot, kept, decided, now, cycle, rng)
         decided = plan(snapshot, kept, policy, now)
         add(decided)
-        add(plan(snapshot, list(kept), policy, now))
+        add(plan(_plain(snapshot), list(kept), policy, now))
     return digest.hexdigest()
+
+
+def _plain(snapshot: Snapshot) -> Snapshot:
+    """The same nodes, leases and quotas as a plain `Snapshot` (nothing kept beside)."""
+    return Snapshot(tuple(snapshot.nodes), tuple(snapshot.leases), snapshot.quotas)
 
 
 def _walked_everything(snapshot: Snapshot, queue, policy, now: float) -> bool:

@@ -3,7 +3,8 @@
 Run: `.venv/bin/python bench/scale_ab.py BEFORE_CHECKOUT AFTER_CHECKOUT [ROUNDS]`. Each checkout's own
 `bench/scale.py` builds its own inputs (so each plans over objects laid out as its bench lays them out):
 the headline fleet and queue, the cold plan over a kept queue, then 6 steady cycles (`next_cycle`); the
-5th (index 4: a GPU stays free to the end, every task walked) and the 6th (no GPU left free) are kept.
+5th (index 4: a GPU stays free to the end, every task walked) and the 6th (no GPU left free) are kept
+(over a kept snapshot, `KeptSnapshot`, where the checkout's bench has one).
 Then ROUNDS rounds (default 9) time one `plan()` of each checkout on each of the two cycles, alternating
 which checkout goes first; it prints the load, and per checkout and cycle the best, the median and every
 time (CPU time of the process). Load shifts hit both checkouts alike, unlike runs made one after the other.
@@ -33,6 +34,8 @@ def load(checkout: str) -> tuple:
     snapshot, queue = scale.headline_inputs()
     policy, rng, now = scale.POLICIES["cardflow"], random.Random("steady"), scale.NOW
     kept = ordered_queue.OrderedQueue.of(queue, policy)
+    if hasattr(scale, "KeptSnapshot"):  # a checkout that keeps the snapshot between cycles plans over a kept one
+        snapshot = scale.KeptSnapshot.of(snapshot)
     decided = scale.plan(snapshot, kept, policy, now)
     cycles = {}
     for cycle in range(NO_FREE + 1):

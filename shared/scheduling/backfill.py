@@ -220,11 +220,3 @@ def _guard_at(task: QueuedTask, pool: Pool, state: _Availability, at: float, nee
         heavy_limit={rank: 0 for rank, _ in allocation},
         wide=wide,
     )
-
-
-def releases_by_card(items: Iterable[tuple[str, Release]]) -> dict[str, list[Release]]:
-    """Group (card type, release) pairs by card type."""
-    grouped: dict[str, list[Release]] = {}
-    for card_type, release in items:
-        grouped.setdefault(card_type, []).append(release)
-    return grouped

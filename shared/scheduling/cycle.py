@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from shared.scheduling import reasons
 from shared.scheduling.backfill import (
@@ -24,7 +24,6 @@ from shared.scheduling.backfill import (
     ReservationGuard,
     fills_reservation,
     find_reservation,
-    releases_by_card,
     yields_to_reservation,
 )
 from shared.scheduling.eligibility import readiness_failure, readiness_failures
@@ -38,6 +37,7 @@ from shared.scheduling.headroom import (
     recent_core_demand,
     wider_than_headroom_allows,
 )
+from shared.scheduling.kept_snapshot import KeptSnapshot
 from shared.scheduling.model import (
     CardOption,
     Deferral,
@@ -69,7 +69,7 @@ from shared.scheduling.preemption import (
 from shared.scheduling.quota import SECONDS_PER_HOUR, QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
-_CARD_TYPE, _NODE_ID = attrgetter("card_type"), attrgetter("node_id")
+_CARD_TYPE, _NODE_ID, _FIRST = attrgetter("card_type"), attrgetter("node_id"), itemgetter(0)
 _KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class and whether it checkpoints
 P = enum_members(PriorityClass)
 
@@ -82,11 +82,16 @@ class Cycle:
         self.policy = policy
         self.now = now
         queued_core = columns.core_gpus if columns is not None else None
-        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now, queued_core))
+        kept = snapshot if isinstance(snapshot, KeptSnapshot) else None  # its layout and lease index, kept between cycles
+        self._kept_index = kept.index if kept is not None else None
+        self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now, queued_core),
+                           kept.layout if kept is not None else None)
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
+        # What the victim indexes and `Borrowed` read: they look at opportunistic leases only.
+        self._opportunistic = kept.index.opportunistic_leases() if kept is not None else snapshot.leases
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
-        self.borrowed = Borrowed(snapshot.leases, self.fleet.card_of_node, counts)
+        self.borrowed = Borrowed(self._opportunistic, self.fleet.card_of_node, counts)
         self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
         # The deferrals so far, as the columns of `Deferrals` (no object per waiting task): `defer`.
@@ -807,8 +812,12 @@ class Cycle:
         return self._preempt(task, options)
 
     def _releases_for(self, card_types: set[str], yield_at: float | None) -> dict[str, list[Release]]:
-        own = [item for item in self._releases if item[0] in card_types]
-        return releases_by_card(self._lease_releases(card_types, yield_at) + own)
+        """Per card type, when the running leases and this cycle's grants and holds free their GPUs."""
+        grouped = self._lease_releases(card_types, yield_at)
+        for card_type, release in self._releases:
+            if card_type in card_types:
+                grouped.setdefault(card_type, []).append(release)
+        return grouped
 
     # -- lazily built indexes ------------------------------------------------------------------
 
@@ -820,53 +829,78 @@ class Cycle:
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            self._victims = VictimIndex(self.leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+            self._victims = VictimIndex(self._opportunistic, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims
 
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
         spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-        leases = [lease for lease in self.leases if lease.lease_id not in self._preempted]
+        leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
         return VictimIndex(leases, self.fleet, self.now, budget, spared)
 
-    def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> list[tuple[str, Release]]:
-        """When the running leases on nodes of these card types are expected to free their GPUs
-        (and whether they borrow headroom until then: opportunistic leases). Leases preempted this
-        cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases that
-        yield to the reservation free their GPUs by then at the latest. One pass over the leases serves
-        every `yield_at` for the same card types while no lease is preempted (`_reserve` asks with and
-        without it)."""
+    def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> dict[str, list[Release]]:
+        """Per card type, when the running leases on nodes of these card types are expected to free their GPUs
+        (and whether they borrow headroom until then: opportunistic leases) — a new list per card type. Leases
+        preempted this cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases
+        that yield to the reservation free their GPUs by then at the latest. One scan serves every `yield_at`
+        for the same card types while no lease is preempted (`_reserve` asks with and without it); over a kept
+        snapshot the scan reads only its opportunistic leases (`_scan_kept_leases`)."""
         key = (frozenset(card_types), len(self._preempted))  # the preempted set only grows
         if self._lease_scan is None or self._lease_scan[0] != key:
-            self._lease_scan = (key, *self._scan_leases(card_types))
+            scan = self._scan_leases if self._kept_index is None else self._scan_kept_leases
+            self._lease_scan = (key, *scan(key[0]))
         _, releases, yielding = self._lease_scan
-        if yield_at is None or not yielding:
-            return releases
-        releases = list(releases)
-        for index, estimated_end in yielding:
-            if yield_at < estimated_end:
-                card_type, release = releases[index]
-                releases[index] = (card_type, release._replace(at=yield_at))
-        return releases
+        grouped = {card_type: list(found) for card_type, found in releases.items()}
+        if yield_at is not None:
+            for card_type, index, estimated_end in yielding:
+                if yield_at < estimated_end:
+                    found = grouped[card_type]
+                    found[index] = found[index]._replace(at=yield_at)
+        return grouped
 
-    def _scan_leases(self, card_types: frozenset[str]) -> tuple[list[tuple[str, Release]], list[tuple[int, float]]]:
-        """`_lease_releases` without `yield_at`, and (position, estimated end) of the leases among them
-        that yield to the reservation (`yields_to_reservation`)."""
+    def _scan_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float]]]:
+        """`_lease_releases` without `yield_at`, and (card type, position, estimated end) of the leases among
+        them that yield to the reservation (`yields_to_reservation`)."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         opportunistic, preempted = P.OPPORTUNISTIC, self._preempted
         policy, now, counts, new_release = self.policy, self.now, self.borrowed.counts, tuple.__new__
-        releases, yielding = [], []
+        releases: dict[str, list[Release]] = {}
+        yielding = []
         for lease in self.leases:
             rank = rank_of.get(lease.node_id)
             # `not preempted` first: usually nothing is, and asking the set would read every lease id's string
-            if rank is not None and card_of[rank] in card_types and (not preempted or lease.lease_id not in preempted):
+            if rank is not None and (card_type := card_of[rank]) in card_types and (not preempted or lease.lease_id not in preempted):
+                found = releases.get(card_type)
+                if found is None:
+                    found = releases[card_type] = []
                 borrows = False
                 if lease.priority_class == opportunistic:  # `_borrows`, inlined
                     borrows = counts is None or counts(lease)
                     if yields_to_reservation(lease, policy, now):
-                        yielding.append((len(releases), lease.estimated_end))
-                release = new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows))
-                releases.append((card_of[rank], release))  # `Release(...)` without its Python-level __new__
+                        yielding.append((card_type, len(found), lease.estimated_end))
+                # `Release(...)` without its Python-level __new__
+                found.append(new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows)))
+        return releases, yielding
+
+    def _scan_kept_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float]]]:
+        """`_scan_leases` over a kept snapshot's lease index: the releases of the leases that are not opportunistic
+        are kept as they are (sorted); only the opportunistic ones — whose borrowing and yielding depend on the
+        policy and on `now` — are read (the same releases, in another order: the sweep sorts them)."""
+        index, preempted = self._kept_index, self._preempted
+        policy, now, counts, new_release = self.policy, self.now, self.borrowed.counts, tuple.__new__
+        releases: dict[str, list[Release]] = {}
+        yielding = []
+        for card_type in card_types:
+            found = list(map(_FIRST, index.releases.get(card_type, ())))
+            for rank, lease in index.opportunistic.get(card_type, {}).values():
+                if preempted and lease.lease_id in preempted:
+                    continue
+                borrows = counts is None or counts(lease)
+                if yields_to_reservation(lease, policy, now):
+                    yielding.append((card_type, len(found), lease.estimated_end))
+                found.append(new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows)))
+            if found:
+                releases[card_type] = found
         return releases, yielding
 
 
@@ -878,14 +912,18 @@ def _headroom_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy
     type, if a kept queue counted them (`WalkColumns.core_gpus`)."""
     if not policy.headroom_tracks_core or not policy.headroom:
         return partial(headroom_gpus, policy)
-    card_of_node = dict(zip(map(_NODE_ID, snapshot.nodes), map(_CARD_TYPE, snapshot.nodes)))
-    demand = _core_demand_of(snapshot, queue, policy, card_of_node, now, queued_core)
+    if isinstance(snapshot, KeptSnapshot):  # the same map and the core leases (the only ones counted), kept
+        card_of_node, leases = snapshot.layout.card_type_of, snapshot.index.core_leases()
+    else:
+        card_of_node, leases = dict(zip(map(_NODE_ID, snapshot.nodes), map(_CARD_TYPE, snapshot.nodes))), snapshot.leases
+    demand = _core_demand_of(leases, queue, policy, card_of_node, now, queued_core)
     return lambda card_type, total: headroom_gpus(policy, card_type, total, demand.get(card_type, 0))
 
 
-def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy,
-                    card_of_node: dict[str, str], now: float, queued_core: Mapping[str, int] | None) -> dict[str, int]:
-    """The core demand that caps the headroom (`policy.headroom_core_demand`)."""
+def _core_demand_of(leases: Sequence[RunningLease], queue: Sequence[QueuedTask], policy: Policy,
+                    card_of_node: Mapping[str, str], now: float, queued_core: Mapping[str, int] | None) -> dict[str, int]:
+    """The core demand that caps the headroom (`policy.headroom_core_demand`), from the running leases (only
+    the core ones count) and the queue."""
     # `plan()` passes the ordered queue: every order but fifo puts the core class first.
     core_first = policy.order != "fifo"
     try:
@@ -894,6 +932,6 @@ def _core_demand_of(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Pol
         raise ValueError(f"unknown headroom_core_demand {policy.headroom_core_demand!r}; known: "
                          f"{', '.join(HeadroomCoreDemand)}") from None
     if which is HeadroomCoreDemand.PRESENT:
-        return core_demand(snapshot.leases, queue, card_of_node, core_first=core_first, queued_gpus=queued_core)
-    return recent_core_demand(snapshot.leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
+        return core_demand(leases, queue, card_of_node, core_first=core_first, queued_gpus=queued_core)
+    return recent_core_demand(leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
                               every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT, queued_gpus=queued_core)

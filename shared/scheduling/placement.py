@@ -17,12 +17,17 @@ only uses nodes holding fewer than `max_heavy` heavy tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from heapq import heappop, heappush
 from math import inf
 from operator import attrgetter
 
+from typing import TYPE_CHECKING
+
 from shared.scheduling.model import Node, Placement
+
+if TYPE_CHECKING:
+    from shared.scheduling.kept_snapshot import NodeLayout
 
 Allocation = list[tuple[int, int]]  # (node rank, GPU count) pairs
 _NODE_ID, _CARD_TYPE, _FREE = attrgetter("node_id"), attrgetter("card_type"), attrgetter("free")
@@ -38,7 +43,7 @@ class Pool:
 
     def __init__(self, card_type: str) -> None:
         self.card_type = card_type
-        self.ranks: list[int] = []
+        self.ranks: Sequence[int] = []
         self.total_gpus = 0
         self.free_total = 0
         self.max_node_gpus = 0
@@ -52,18 +57,25 @@ class Pool:
 class Fleet:
     """Free GPUs per node and per card type for one cycle, indexed for best fit."""
 
-    def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int]) -> None:
-        ordered = sorted(nodes, key=_NODE_ID)
-        self.node_ids = list(map(_NODE_ID, ordered))
-        self.rank_of = dict(zip(self.node_ids, range(len(ordered))))
-        self.card_of = list(map(_CARD_TYPE, ordered))
+    def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int],
+                 layout: NodeLayout | None = None) -> None:
+        """`layout`: the nodes' `kept_snapshot.NodeLayout`, when they come in its rank order (a kept snapshot's
+        nodes): its ranks, ids and card types are used as they are (read only) instead of worked out again."""
+        if layout is None:
+            ordered = sorted(nodes, key=_NODE_ID)
+            self.node_ids: Sequence[str] = list(map(_NODE_ID, ordered))
+            self.rank_of: Mapping[str, int] = dict(zip(self.node_ids, range(len(ordered))))
+            self.card_of: Sequence[str] = list(map(_CARD_TYPE, ordered))
+        else:
+            ordered = nodes if isinstance(nodes, (list, tuple)) else list(nodes)
+            self.node_ids, self.rank_of, self.card_of = layout.node_ids, layout.rank_of, layout.card_of
         self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered))
         self.free_count = list(map(len, self.free_gpus))
         self.heavy = list(map(_HEAVY_RUNNING, ordered))
         self.max_heavy = max_heavy
         self.version = 0  # grows whenever free GPUs or a pool's failure caches change (`may_have_room`)
         self.pools: dict[str, Pool] = {}
-        self._add_to_pools(list(map(max, map(_GPUS, ordered), self.free_count)))
+        self._add_to_pools(list(map(max, map(_GPUS, ordered), self.free_count)), layout)
         for pool in self.pools.values():
             self._build_buckets(pool)
             pool.headroom = headroom_of(pool.card_type, pool.total_gpus)
@@ -147,15 +159,19 @@ class Fleet:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _add_to_pools(self, sizes: list[int]) -> None:
+    def _add_to_pools(self, sizes: list[int], layout: NodeLayout | None) -> None:
         """Each node (by rank) to its card type's pool: its rank, its size (`sizes`), its free GPUs."""
         pools, free_count = self.pools, self.free_count
-        ranks: dict[str, list[int]] = {}
-        for rank, card_type in enumerate(self.card_of):
-            known = ranks.get(card_type)
-            if known is None:
-                known = ranks[card_type] = []
-            known.append(rank)
+        ranks: Mapping[str, Sequence[int]]
+        if layout is not None:
+            ranks = layout.pool_ranks
+        else:
+            ranks = {}
+            for rank, card_type in enumerate(self.card_of):
+                known = ranks.get(card_type)
+                if known is None:
+                    known = ranks[card_type] = []
+                known.append(rank)
         for card_type, pool_ranks in ranks.items():
             pool = pools[card_type] = Pool(card_type)
             pool.ranks = pool_ranks

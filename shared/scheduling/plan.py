@@ -28,7 +28,8 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         #    columns that let it defer a task like an earlier one without reading the task.
         ordered, columns = walk_order(queue, policy, now)
         # 2. Index free GPUs by card type and free count (headroom where core work holds or waits for
-        #    GPUs); open the cycle's quota book.
+        #    GPUs); open the cycle's quota book. A snapshot kept between cycles (`KeptSnapshot`) gives the
+        #    nodes' ranks and its leases grouped by card type and class instead of every lease read again.
         cycle = Cycle(snapshot, policy, now, ordered, columns)
         # 3. Walk the queue: eligibility, quota, then per card option headroom, reservation and
         #    best-fit placement; a task that fits nowhere preempts (core), reserves (the first such

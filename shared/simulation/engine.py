@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 from shared.scheduling.model import (
     Plan, Policy, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot,
 )
+from shared.scheduling.kept_snapshot import KeptSnapshot
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.cardmodel import CardModel, FlatCardModel
@@ -76,7 +77,9 @@ class Simulation(Transitions):
         self._touched: dict[str, QueuedTask | None] = {}
         self._leases: dict[str, RunningLease] = {}
         self._lease_task: dict[str, str] = {}
-        self._lease_cache: tuple[RunningLease, ...] | None = ()
+        # The snapshot kept between plans (`KeptSnapshot`), updated from the nodes and leases touched since.
+        self._kept_fleet = KeptSnapshot(self.fleet.nodes())
+        self._leases_touched: dict[str, bool] = {}
         self._queued_by_class: Counter[PriorityClass] = Counter()
         self._ready_queued = 0  # queued tasks whose data is ready (the backlog a scheduler could serve)
         self._running_by_class: Counter[PriorityClass] = Counter()
@@ -164,11 +167,18 @@ class Simulation(Transitions):
         return self.policy.preemption and queued[PriorityClass.CORE] > 0
 
     def _decide(self, now: float) -> Plan:
-        if self._lease_cache is None:
-            self._lease_cache = tuple(self._leases.values())
-        snapshot = Snapshot(nodes=self.fleet.nodes(), leases=self._lease_cache, quotas=dict(self._quotas))
         self.recorder.plans += 1
-        return self.plan_fn(snapshot, self._kept_queue(), self.policy, now)
+        return self.plan_fn(self._kept_snapshot(), self._kept_queue(), self.policy, now)
+
+    def _kept_snapshot(self) -> KeptSnapshot:
+        """The fleet as a `KeptSnapshot`: the kept one with the nodes and leases touched since the last plan
+        as they are now (a lease that ended taken out, one that started or checkpointed put in as it is)."""
+        touched = self._leases_touched
+        removed = [lease_id for lease_id, kept in touched.items() if kept]
+        added = [self._leases[lease_id] for lease_id in touched if lease_id in self._leases]
+        self._kept_fleet = self._kept_fleet.changed(self.fleet.take_changed(), added, removed, quotas=self._quotas)
+        touched.clear()
+        return self._kept_fleet
 
     def _kept_queue(self) -> OrderedQueue:
         """The queue as an `OrderedQueue`: the kept one with the tasks touched since the last plan

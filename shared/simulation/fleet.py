@@ -1,7 +1,7 @@
 """Mutable occupancy of the simulated fleet, exposed to the scheduling core as immutable `Node`s.
 
 Only nodes whose occupancy changed are rebuilt, so a snapshot of a 1,000-node fleet costs a tuple
-copy, not 1,000 new objects.
+copy, not 1,000 new objects; `take_changed` hands the rebuilt ones to a kept snapshot.
 """
 
 from __future__ import annotations
@@ -20,12 +20,19 @@ class Fleet:
         self.capacity = cluster.capacity
         self.busy_gpus = 0
         self._nodes_cache: tuple[Node, ...] | None = None
+        self._changed: set[str] = set()  # nodes rebuilt since `take_changed`
 
     def nodes(self) -> tuple[Node, ...]:
         """Current view of every node (cached until something changes)."""
         if self._nodes_cache is None:
             self._nodes_cache = tuple(self._views.values())
         return self._nodes_cache
+
+    def take_changed(self) -> list[Node]:
+        """The nodes rebuilt since the last call (by node id), as they are now."""
+        changed = [self._views[node_id] for node_id in sorted(self._changed)]
+        self._changed.clear()
+        return changed
 
     def card_of(self, node_id: str) -> str:
         return self._views[node_id].card_type
@@ -55,3 +62,4 @@ class Fleet:
         free = frozenset(self._free[node_id])
         self._views[node_id] = Node(node_id, old.card_type, old.gpus, free, self._heavy[node_id])
         self._nodes_cache = None
+        self._changed.add(node_id)

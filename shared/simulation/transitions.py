@@ -61,7 +61,7 @@ class Transitions:
     _touched: dict[str, QueuedTask | None]  # task id -> as the kept queue holds it (None: not), until `_kept_queue`
     _leases: dict[str, RunningLease]
     _lease_task: dict[str, str]
-    _lease_cache: tuple[RunningLease, ...] | None
+    _leases_touched: dict[str, bool]  # lease id -> whether the kept snapshot holds it, until `_kept_snapshot`
     _queued_by_class: Counter[PriorityClass]
     _ready_queued: int
     _running_by_class: Counter[PriorityClass]
@@ -151,6 +151,7 @@ class Transitions:
         task, lease = run.task, run.lease
         assert lease is not None
         for lease_id, placement in zip(lease.lease_ids, lease.placements):
+            self._touch_lease(lease_id)
             self._leases[lease_id] = RunningLease(
                 lease_id=lease_id, task_id=task.task_id, project=task.project,
                 priority_class=task.priority_class, node_id=placement.node_id, card_type=lease.card_type,
@@ -159,13 +160,17 @@ class Transitions:
                 checkpoints_on_preempt=task.checkpoint_interval_s is not None,
             )
             self._lease_task[lease_id] = task.task_id
-        self._lease_cache = None
 
     def _remove_lease_views(self, lease: LeaseRun) -> None:
         for lease_id in lease.lease_ids:
+            self._touch_lease(lease_id)
             del self._leases[lease_id]
             del self._lease_task[lease_id]
-        self._lease_cache = None
+
+    def _touch_lease(self, lease_id: str) -> None:
+        """Note, before a lease view changes, whether the kept snapshot holds it (`_kept_snapshot`)."""
+        if lease_id not in self._leases_touched:
+            self._leases_touched[lease_id] = lease_id in self._leases
 
     def _current(self, lease_id: str) -> TaskRun | None:
         """The task still running under `lease_id` (None if that lease has ended)."""
@@ -178,8 +183,8 @@ class Transitions:
             return False
         run.lease.last_checkpoint_s = now
         for part in run.lease.lease_ids:
+            self._touch_lease(part)
             self._leases[part] = replace(self._leases[part], last_checkpoint_at=now)
-        self._lease_cache = None
         self._schedule_checkpoint(run, now)
         return False
 
