@@ -2,7 +2,7 @@
 
 Consumes `cf:events` (group `readiness`) in batches. Per batch:
 
-1. one transaction: inbox (each event applied once), then
+1. one transaction: inbox (each signal applied once; the other events are safe to apply again), then
    `task.submitted` -> track the task and its inputs; `data.ready_signalled` -> remember the
    dataset version, collect the open tasks waiting on it; terminal events (`task.cancelled`,
    `task.rejected`, `task.succeeded`, `task.failed`) -> stop checking the task;
@@ -42,6 +42,8 @@ MIGRATIONS = Path(__file__).parent / "sql"
 
 CLOSING_TYPES = frozenset({"task.cancelled", "task.rejected", "task.succeeded", "task.failed"})
 HANDLED_TYPES = CLOSING_TYPES | {"task.submitted", "data.ready_signalled"}
+REPEATABLE_TYPES = CLOSING_TYPES | {"task.submitted"}
+"""Types whose second application changes nothing (`handle_events` says why): no inbox row."""
 HANDLED_EVENTS = (TaskSubmitted, DataReadySignalled, TaskCancelled, TaskRejected, TaskSucceeded, TaskFailed)
 """Only these are parsed; every other entry of `cf:events` reaches the handler as a `SkippedEntry`."""
 BATCH_SIZE = 200
@@ -91,16 +93,18 @@ SPEC = make_spec()
 
 
 async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[Envelope | SkippedEntry]) -> None:
-    """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns (events of
-    other types are never recorded in the inbox: nothing to apply twice; nor are closing events,
-    whose update only closes a task still open — applying one again changes nothing)."""
+    """Apply a batch of `cf:events` exactly once, then re-check the tasks it concerns. Only `data.ready`
+    signals are recorded in the inbox: events of other types have nothing to apply; a closing event
+    only closes a task still open, and a submission only inserts a task not tracked yet (`ON CONFLICT
+    DO NOTHING`; its inputs and its re-check follow only that insert, and no task row is ever deleted)
+    — applying either again changes nothing."""
     relevant = [event for event in events if isinstance(event, Envelope) and event.type in HANDLED_TYPES]
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        once = [e.event_id for e in relevant if e.type not in CLOSING_TYPES]
+        once = [e.event_id for e in relevant if e.type not in REPEATABLE_TYPES]
         fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, once) if once else set()
-        applied = [event for event in relevant if event.type in CLOSING_TYPES or event.event_id in fresh]
+        applied = [event for event in relevant if event.type in REPEATABLE_TYPES or event.event_id in fresh]
         submitted = [e for e in applied if isinstance(e, TaskSubmitted)]
         signals = [e for e in applied if isinstance(e, DataReadySignalled)]
         new_tasks = await insert_submitted(conn, ctx.schema, submitted) if submitted else []
