@@ -32,15 +32,15 @@ from math import inf
 from typing import overload
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.quota import SECONDS_PER_HOUR
 
-_SECONDS_PER_HOUR = 3600.0
 _CLASS_RANK = {cls: cls.rank for cls in PriorityClass}
 _CLASS_OFFSETS = {cls: cls.rank * float(2**30) for cls in PriorityClass}  # = ordering._RANK
 
 
 def aging_rate(policy: Policy) -> float:
     """Aging in points per second: the policy's rate for the cardflow order, 0 for the others."""
-    return policy.aging_per_hour / _SECONDS_PER_HOUR if policy.order == "cardflow" else 0.0
+    return policy.aging_per_hour / SECONDS_PER_HOUR if policy.order == "cardflow" else 0.0
 
 
 def kept_key(task: QueuedTask, order: str, rate: float) -> tuple:

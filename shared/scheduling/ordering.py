@@ -29,13 +29,13 @@ from operator import add, attrgetter, eq, le, lt, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
 from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns
+from shared.scheduling.quota import SECONDS_PER_HOUR
 
 ORDERS = ("cardflow", "priority", "fifo")
 
 _CLASS_OFFSET = float(2**30)
 _SAFE_MAGNITUDE = float(2**29)
 _RANK = {cls: cls.rank * _CLASS_OFFSET for cls in PriorityClass}
-_SECONDS_PER_HOUR = 3600.0
 _SUBMITTED = attrgetter("submitted_at")
 _PRIORITY = attrgetter("priority")
 _DEADLINE = attrgetter("deadline")
@@ -45,7 +45,7 @@ def effective_priority(task: QueuedTask, policy: Policy, now: float) -> float:
     """The task's priority plus its aging bonus (points per hour waited). Higher runs first."""
     if policy.order != "cardflow":
         return float(task.priority)
-    waited_h = max(0.0, now - task.submitted_at) / _SECONDS_PER_HOUR
+    waited_h = max(0.0, now - task.submitted_at) / SECONDS_PER_HOUR
     return task.priority + policy.aging_per_hour * waited_h
 
 
@@ -72,7 +72,7 @@ def _exact_key(task: QueuedTask, policy: Policy, now: float) -> tuple:
 
 def _aging(policy: Policy, now: float) -> tuple[float, float]:
     """Aging rate in points per second and the constant that keeps keys small."""
-    rate = policy.aging_per_hour / _SECONDS_PER_HOUR if policy.order == "cardflow" else 0.0
+    rate = policy.aging_per_hour / SECONDS_PER_HOUR if policy.order == "cardflow" else 0.0
     return rate, rate * now
 
 

@@ -25,8 +25,8 @@ from heapq import heapify, heappop, heappush
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Fleet, Pool
+from shared.scheduling.quota import SECONDS_PER_HOUR
 
-_SECONDS_PER_HOUR = 3600.0
 # A victim that checkpoints writes a checkpoint on the PreemptCommand and loses only the write.
 PREEMPT_CHECKPOINT_COST_S = 60.0
 
@@ -57,7 +57,7 @@ class VictimChoice:
 
 def checkpoint_write_gpu_hours(gpus: int) -> float:
     """What preempting a task of `gpus` GPUs that checkpoints on preemption costs at most: the write."""
-    return gpus * PREEMPT_CHECKPOINT_COST_S / _SECONDS_PER_HOUR
+    return gpus * PREEMPT_CHECKPOINT_COST_S / SECONDS_PER_HOUR
 
 
 def loss_cap_gpu_hours(gpus: int, max_lost_gpu_hours: float | None) -> float:
@@ -83,7 +83,7 @@ def lost_gpu_hours(lease: RunningLease, now: float) -> float:
 def _lost_gpu_hours(gpus: int, at_risk_s: float, checkpoints: bool) -> float:
     if checkpoints:
         at_risk_s = min(at_risk_s, PREEMPT_CHECKPOINT_COST_S)
-    return gpus * at_risk_s / _SECONDS_PER_HOUR
+    return gpus * at_risk_s / SECONDS_PER_HOUR
 
 
 def reclaimable_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
@@ -107,7 +107,7 @@ def budget_gpu_hours(share: float, gpus: int, wait_s: float) -> float:
     """What preemption may throw away in total for a reservation's holder (`policy.preemption_budget_share`):
     `share` of `gpus` GPUs (`policy.preemption_budget_basis`: its own, or those its drain holds idle) over
     its wait of `wait_s` until the reservation's start."""
-    return share * gpus * max(0.0, wait_s) / _SECONDS_PER_HOUR
+    return share * gpus * max(0.0, wait_s) / SECONDS_PER_HOUR
 
 
 def ends_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
