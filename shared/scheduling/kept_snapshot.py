@@ -3,7 +3,8 @@
 Every cycle over 10,000 nodes and 30,000 running leases used to rank the nodes by id and read every lease
 several times before deciding anything: for the reservation's sweep (when each lease frees its GPUs), for
 the victim index and the headroom's borrowed GPUs (the opportunistic leases), and for the core demand (the
-core leases) — about 15 ms of a 190 ms cycle. Between two cycles only a few hundred leases start or end
+core leases) — about a tenth of the instructions of the headline's full-walk cycle (callgrind; BENCHMARKS.md,
+session 12). Between two cycles only a few hundred leases start or end
 and the nodes stay the same. So the dispatcher and the simulator keep one `KeptSnapshot` and update it
 from what changed (`changed`), and `plan()` reads what it keeps (`NodeLayout`, `LeaseIndex`) instead.
 
