@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# The suite runs in parallel (pytest-xdist), one worker per core up to four, each with its own embedded
+# servers; a test file stays on one worker (its module fixtures are built once). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: run test install install-dev lock browser bench clean
 
@@ -46,7 +49,7 @@ run: install
 	$(BIN)/cardflow up --demo
 
 test: install-dev browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 bench: install-dev
 	$(BIN)/python bench/policies.py

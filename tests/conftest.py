@@ -19,6 +19,7 @@ Tests that use `backends` or `backends_env` are marked `integration` automatical
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Generator, Iterator
@@ -33,6 +34,13 @@ from shared.settings import Settings, get_settings
 # Services run in-process here: without this they log with structlog's defaults, whose rich
 # tracebacks (every frame's locals) take seconds each and starve the event loop under retries.
 configure_logging("INFO", json=True)
+
+# pytest-xdist's workers (`make test` runs the suite in parallel) have COLUMNS=80 in their environment
+# (seen with xdist 3.8), serial runs none. A rich Console fixes its width from COLUMNS when it is made,
+# and the CLI makes its consoles at import, so in a worker every CLI test would print 80 columns although
+# it asks for its own width (`CliRunner.invoke(env={"COLUMNS": ...})`, read at print time by a console
+# made without it).
+os.environ.pop("COLUMNS", None)
 
 BACKEND_FIXTURES = frozenset({"backends", "backends_env"})
 
