@@ -63,6 +63,8 @@ from typing import Any, TypedDict, TypeVar, Unpack
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
 from shared.delivery.wire import BODY_FIELD, ensure_group, extract_body
@@ -393,7 +395,10 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
     faststream_start = reader.start
 
     async def start_after_group() -> None:
-        await ensure_group(await broker.connect(), sub.stream, sub.group, sub.start_id)
+        async def create_group() -> None:
+            await ensure_group(await broker.connect(), sub.stream, sub.group, sub.start_id)
+
+        await _until_redis_answers(create_group, "create the consumer group", _title(sub, role))
         await faststream_start()
 
     reader.start = start_after_group
@@ -413,20 +418,47 @@ def _survive_a_slow_start(subscriber: Any, sub: Subscription, role: str) -> None
     services share one event loop, and on a busy machine a synchronous stretch of one of them, or a
     process starved of CPU, can stall it past 3 s: the service died at start. Here the overrun is logged
     and the start goes on; a consume loop that truly cannot reach Redis logs and retries as it does
-    after any later outage.
+    after any later outage. A start whose own Redis calls (FastStream creates the group first) find
+    Redis unreachable or silent past redis-py's socket timeout is tried again (`_until_redis_answers`).
     """
     faststream_start = subscriber.start
 
     async def start_despite_a_stall() -> None:
         began = time.monotonic()
         try:
-            await faststream_start()
+            await _until_redis_answers(faststream_start, "start the consume loop", _title(sub, role))
         except TimeoutError:
             waited = round(time.monotonic() - began, 2)
             log.warning("subscriber's first ping overran FastStream's start limit; it starts anyway",
                         subscriber=_title(sub, role), limit_s=FASTSTREAM_START_LIMIT_S, waited_s=waited)  # fmt: skip
 
     subscriber.start = start_despite_a_stall
+
+
+REDIS_RETRY_MAX_S = 5.0
+"""The longest wait between two attempts of a subscriber's start while Redis does not answer."""
+
+REDIS_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
+"""What a redis-py call raises when Redis cannot be reached or does not answer within the socket
+timeout (5 s by default): a Redis stalled on a busy machine, restarting, or not up yet. (Not the
+builtin `TimeoutError` of FastStream's start limit: that start went through, see
+`_survive_a_slow_start`.)"""
+
+
+async def _until_redis_answers(attempt: Callable[[], Awaitable[None]], what: str, subscriber: str) -> None:
+    """Run `attempt` (a step of a subscriber's start), again after a growing pause for as long as Redis
+    does not answer. Without this, a service started while its Redis stalled died at start
+    (`tests/reliability/test_redis_stall_at_start.py`)."""
+    delay = 0.1
+    while True:
+        try:
+            await attempt()
+            return
+        except REDIS_UNREACHABLE as error:
+            log.warning("Redis does not answer; trying again shortly", step=what, subscriber=subscriber,
+                        retry_in_s=delay, error=repr(error))  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, REDIS_RETRY_MAX_S)
 
 
 def _title(sub: Subscription, role: str) -> str:
