@@ -9,26 +9,15 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import psutil
 import pytest
 
 from shared.embedded import Backends, Endpoints
 from shared.embedded.health import probe_postgres, probe_redis, probe_s3, run_sync
-from shared.settings import Settings
 
 RECOVERY_TIMEOUT_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def own_backends(data_dir_factory: Callable[[], Path]) -> Iterator[Backends]:
-    """An instance of its own (the session's servers are shared by every test: never kill those)."""
-    backends = Backends(Settings(), data_dir_factory(), durable=False)
-    backends.start()
-    yield backends
-    backends.stop()
 
 
 def answers(name: str, endpoints: Endpoints) -> bool:

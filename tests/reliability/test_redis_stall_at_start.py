@@ -15,29 +15,18 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
-import pytest
 from redis.asyncio import Redis
 
 from services.common.runtime import run_service
 from services.intake.service import SPEC as INTAKE
 from shared.embedded import Backends
-from shared.settings import Settings
 from tests.helpers.running_services import poll_until
 from tests.integration.conftest import fresh_database_settings
 from tests.integration.intake.harness import a_submission, xadd_ingest
 
 FROZEN_S = 7.0  # longer than redis-py's 5 s socket timeout
-
-
-@pytest.fixture(scope="module")
-def own_backends(data_dir_factory: Callable[[], Path]) -> Iterator[Backends]:
-    backends = Backends(Settings(), data_dir_factory(), durable=False)
-    backends.start()
-    yield backends
-    backends.stop()
 
 
 @contextlib.contextmanager
