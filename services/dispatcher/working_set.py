@@ -11,7 +11,10 @@ wrote, so memory and tables move together. It keeps:
 - every node, every quota account with the GPU-seconds it counted;
 - indexes: active leases per task and per node, the queue (`QueuedTask`s of tasks in the queue,
   built once per change; also kept sorted between cycles for `plan()`, `kept_queue`), the tasks whose preemption victims are still checkpointing, and the
-  queued tasks a reviewer approved.
+  queued tasks a reviewer approved;
+- the fleet as `plan()` sees it, kept between cycles (`snapshot`: a `KeptSnapshot` brought up to date
+  from the leases and nodes touched since, its quotas worked out afresh for `now`). A reload makes a new
+  working set, so the snapshot is then built from scratch.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
-from shared.leasing.snapshot import build_snapshot
+from shared.leasing.snapshot import build_snapshot, fleet_node, quota_accounts, running_lease, runs
 from shared.leasing.work import BookChanges
-from shared.scheduling.model import Policy, QueuedTask, Snapshot
+from shared.scheduling.kept_snapshot import KeptSnapshot
+from shared.scheduling.model import Node, Policy, QueuedTask, RunningLease
 from shared.scheduling.ordered_queue import OrderedQueue
 
 
@@ -42,6 +46,11 @@ class WorkingSet:
     # brought up to date: task id -> as the kept queue holds it (None: not in it).
     _kept: OrderedQueue | None = field(default=None, init=False, repr=False, compare=False)
     _touched: dict[str, QueuedTask | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The fleet kept between cycles (`snapshot`), and the leases and nodes touched since it was last
+    # brought up to date (ids; what the kept snapshot holds for them is looked up in it).
+    _fleet: KeptSnapshot | None = field(default=None, init=False, repr=False, compare=False)
+    _leases_touched: dict[str, None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _nodes_touched: dict[str, None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         leases, self.leases = self.leases, {}
@@ -62,8 +71,53 @@ class WorkingSet:
             active_by_task=self.by_task, active_by_node=self.by_node,
         )
 
-    def snapshot(self, now: float) -> Snapshot:
-        return build_snapshot(self.nodes.values(), self.leases.values(), self.tasks, self.accounts.values(), now)
+    def snapshot(self, now: float) -> KeptSnapshot:
+        """The fleet for `plan()` at `now`: equal to `build_snapshot` over the working set, kept between
+        cycles — the leases and nodes touched since the last call taken out as it held them and put back
+        as they are now; the quotas (they depend on `now`) worked out afresh."""
+        if self._fleet is None:
+            self._fleet = KeptSnapshot.of(build_snapshot(self.nodes.values(), self.leases.values(), self.tasks,
+                                                         self.accounts.values(), now))
+        else:
+            fleet = self._fleet
+            removed, added = self._leases_changed(fleet)
+            nodes, removed_nodes = self._nodes_changed(fleet)
+            quotas = quota_accounts(self.accounts.values(),
+                                    [(lease, self.tasks[lease.task_id]) for lease in self.leases.values()], now)
+            self._fleet = fleet.changed(nodes, added, removed, removed_nodes, quotas)
+        self._leases_touched.clear()
+        self._nodes_touched.clear()
+        return self._fleet
+
+    def _leases_changed(self, fleet: KeptSnapshot) -> tuple[list[str], list[RunningLease]]:
+        """The touched leases the kept snapshot holds otherwise than they run now (ids), and as they run now."""
+        removed, added = [], []
+        for lease_id in self._leases_touched:
+            lease = self.leases.get(lease_id)
+            now_running = running_lease(lease, self.tasks[lease.task_id]) if lease is not None and runs(lease) else None
+            held = fleet.running(lease_id)
+            if held == now_running:
+                continue
+            if held is not None:
+                removed.append(lease_id)
+            if now_running is not None:
+                added.append(now_running)
+        return removed, added
+
+    def _nodes_changed(self, fleet: KeptSnapshot) -> tuple[list[Node], list[str]]:
+        """The touched nodes as `plan()` sees them now where the kept snapshot holds them otherwise, and the
+        ids of those it holds that no longer take leases."""
+        nodes, removed = [], []
+        for node_id in self._nodes_touched:
+            record, held = self.nodes.get(node_id), fleet.node(node_id)
+            if record is None or not record.takes_leases:
+                if held is not None:
+                    removed.append(node_id)
+                continue
+            node = fleet_node(record, [self.leases[lease_id] for lease_id in self.by_node.get(node_id, ())], self.tasks)
+            if node != held:
+                nodes.append(node)
+        return nodes, removed
 
     def flags_of(self, task_id: str) -> frozenset[str]:
         task = self.tasks.get(task_id)
@@ -102,10 +156,13 @@ class WorkingSet:
             if not lease.active and lease.task_id in self.tasks:
                 self._keep_task(self.tasks[lease.task_id])  # its last lease ended: a final task may leave now
         self.nodes.update(changes.nodes)
+        self._nodes_touched.update(dict.fromkeys(changes.nodes))
         self.accounts.update(accounts or {})
 
     def _keep_lease(self, lease: LeaseRecord) -> None:
         lease_id = lease.lease_id
+        self._touch_lease(self.leases.get(lease_id))
+        self._touch_lease(lease)
         if lease.active:
             self.leases[lease_id] = lease
             self.by_task.setdefault(lease.task_id, set()).add(lease_id)
@@ -122,8 +179,16 @@ class WorkingSet:
                 if not ids:
                     del index[key]
 
+    def _touch_lease(self, lease: LeaseRecord | None) -> None:
+        """Note that the lease, and the node it is on, may look otherwise to `snapshot` now."""
+        if lease is not None:
+            self._leases_touched[lease.lease_id] = None
+            self._nodes_touched[lease.node_id] = None
+
     def _keep_task(self, task: TaskRecord) -> None:
         task_id = task.task_id
+        for lease_id in self.by_task.get(task_id, ()):
+            self._touch_lease(self.leases[lease_id])  # its running leases and their nodes carry its facets
         if task.state.is_terminal and task_id not in self.by_task:
             self.tasks.pop(task_id, None)
         else:

@@ -29,19 +29,30 @@ def build_snapshot(
     still holds its GPUs but is no longer a `RunningLease` (it cannot be preempted twice).
     """
     active = [(lease, tasks[lease.task_id]) for lease in leases]
-    used: dict[str, set[int]] = defaultdict(set)
-    heavy: dict[str, int] = defaultdict(int)
-    for lease, task in active:
-        used[lease.node_id].update(lease.gpu_indices)
-        heavy[lease.node_id] += bool(task.heavy)
-    fleet = tuple(
-        Node(node_id=node.node_id, card_type=node.card_type, gpus=node.gpus,
-             free=frozenset(range(node.gpus)) - used[node.node_id], heavy_running=heavy[node.node_id])
-        for node in sorted(nodes, key=lambda n: n.node_id) if node.takes_leases
-    )
-    running = tuple(running_lease(lease, task) for lease, task in active
-                    if not lease.preempting and lease.revoke_reason is None)
+    on_node: dict[str, list[LeaseRecord]] = defaultdict(list)
+    for lease, _ in active:
+        on_node[lease.node_id].append(lease)
+    fleet = tuple(fleet_node(node, on_node[node.node_id], tasks)
+                  for node in sorted(nodes, key=lambda n: n.node_id) if node.takes_leases)
+    running = tuple(running_lease(lease, task) for lease, task in active if runs(lease))
     return Snapshot(nodes=fleet, leases=running, quotas=quota_accounts(accounts, active, now))
+
+
+def fleet_node(node: NodeRecord, leases: Iterable[LeaseRecord], tasks: Mapping[str, TaskRecord]) -> Node:
+    """The node as `plan()` sees it, given the ACTIVE leases on it: the GPUs none of them holds free, and
+    how many of them are heavy (whether the node takes leases is the caller's to check)."""
+    used: set[int] = set()
+    heavy = 0
+    for lease in leases:
+        used.update(lease.gpu_indices)
+        heavy += bool(tasks[lease.task_id].heavy)
+    return Node(node_id=node.node_id, card_type=node.card_type, gpus=node.gpus,
+                free=frozenset(range(node.gpus)) - used, heavy_running=heavy)
+
+
+def runs(lease: LeaseRecord) -> bool:
+    """True if the ACTIVE lease is a `RunningLease` for `plan()`: neither being preempted nor revoked."""
+    return not lease.preempting and lease.revoke_reason is None
 
 
 def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:

@@ -199,6 +199,15 @@ class KeptSnapshot(Snapshot):
                             ("layout", layout), ("index", index), ("_by_id", by_id)):
             object.__setattr__(self, name, value)
 
+    def running(self, lease_id: str) -> RunningLease | None:
+        """The running lease of this id as the snapshot holds it (None: not running)."""
+        return self._by_id.get(lease_id)
+
+    def node(self, node_id: str) -> Node | None:
+        """The node of this id as the snapshot holds it (None: not in the snapshot)."""
+        rank = self.layout.rank_of.get(node_id)
+        return None if rank is None else self.nodes[rank]
+
     def changed(self, nodes: Iterable[Node] = (), added: Iterable[RunningLease] = (), removed: Iterable[str] = (),
                 removed_nodes: Iterable[str] = (), quotas: Mapping[str, QuotaAccount] | None = None) -> KeptSnapshot:
         """A new snapshot with these `nodes` replacing (or joining) the nodes of the same id, the nodes named in
