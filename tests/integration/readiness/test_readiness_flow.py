@@ -173,10 +173,10 @@ async def test_a_redelivered_event_is_applied_once(fresh_settings: Settings, red
         await redis.xadd(EVENTS_STREAM, wire_fields(submitted))  # a later batch too
         await redis.xadd(EVENTS_STREAM, wire_fields(marker))
 
-        async def marker_checked() -> bool:
-            return bool(await readiness_of(redis, "T-marker"))
+        async def both_checked() -> bool:  # each task's report is relayed by its own transaction: in any order
+            return bool(await readiness_of(redis, "T-marker")) and bool(await readiness_of(redis, "T-redelivered"))
 
-        assert await services.wait_until(marker_checked)
+        assert await services.wait_until(both_checked)
 
     assert [e.data.ready for e in await readiness_of(redis, "T-redelivered")] == [True]
     assert await pool.fetchval("SELECT count(*) FROM readiness.tasks WHERE task_id = 'T-redelivered'") == 1
