@@ -20,11 +20,11 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.common.event_batches import not_yet_handled
 from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
 from services.readiness.recheck import Checker
 from services.readiness.store import close_tasks, insert_submitted, record_signals
 from shared.delivery.consumer import reliable_batch_subscriber
-from shared.delivery.inbox import record_consumed_many
 from shared.events import (
     DataReadySignalled,
     Envelope,
@@ -102,9 +102,7 @@ async def handle_events(ctx: ServiceContext, checker: Checker, events: Sequence[
     if not relevant:
         return
     async with ctx.transaction() as conn:
-        once = [e.event_id for e in relevant if e.type not in REPEATABLE_TYPES]
-        fresh = await record_consumed_many(conn, ctx.schema, ctx.spec.name, once) if once else set()
-        applied = [event for event in relevant if event.type in REPEATABLE_TYPES or event.event_id in fresh]
+        applied = await not_yet_handled(conn, ctx, relevant, repeatable=lambda event: event.type in REPEATABLE_TYPES)
         submitted = [e for e in applied if isinstance(e, TaskSubmitted)]
         signals = [e for e in applied if isinstance(e, DataReadySignalled)]
         new_tasks = await insert_submitted(conn, ctx.schema, submitted) if submitted else []
