@@ -396,6 +396,12 @@ def _run_start(view: TaskView, lease_id: str, node_id: str, event: Envelope) -> 
     return {"lease_id": lease_id, "node_id": node_id, "started_at": event.occurred_at, "attempts": max(view.attempts, 1)}
 
 
+def _carried_run_start(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
+    """What the start a run's end carries records ({} when a `task.started` came first): started, then ended."""
+    carried = data.started
+    return _run_start(view, data.lease_id, carried.node_id, event) if carried is not None else {}
+
+
 def _carried_start(data: Any) -> str:
     """The words a run's end that carries its start begins with ("" when a `task.started` came first)."""
     if data.started is None:
@@ -411,8 +417,7 @@ def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     output = "" if data.output_units is None else f"; output {data.output_units:g} units"
-    carried = data.started  # the run's start, when it rode on its end: started, then ended
-    started = _run_start(view, data.lease_id, carried.node_id, event) if carried is not None else {}
+    started = _carried_run_start(view, data, event)
     finished = f"{_carried_start(data)}finished successfully{output}"
     if data.flags:
         flags = tuple(flag.value for flag in data.flags)
@@ -442,9 +447,8 @@ def _flag_cleared(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 def _failed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     code = "" if data.exit_code is None else f" (exit code {data.exit_code})"
-    carried = data.started  # the run's start, when it rode on its end: started, then failed
-    started = _run_start(view, data.lease_id, carried.node_id, event) if carried is not None else {}
-    failed = f"{_carried_start(data)}failed: {data.error}{code}" if carried is not None else f"{data.error}{code}"
+    started = _carried_run_start(view, data, event)
+    failed = f"{_carried_start(data)}failed: {data.error}{code}" if started else f"{data.error}{code}"
     return _status_update(TaskState.FAILED, ViewReason.FAILED.value, failed, finished_at=event.occurred_at, **started)
 
 
