@@ -4,7 +4,8 @@ One batch = one write step (the matcher's shape):
 
 1. inbox: record the reports as consumed; duplicates and those already applied drop out;
 2. load: the leases they name that are not in the working set (ended ones), with their tasks;
-3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim);
+3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim), given when each
+   report reached the stream (its entry id, `shared.delivery.arrival`), not only when it is applied;
 4. save (`store.save_report_effects`): changed records, events and commands, rejected reports,
    GPU utilisation; a rejected report is also logged with its reason. Memory takes the changes over after the commit.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import load_leases, load_tasks, save_report_effects
+from shared.delivery.arrival import Arrived
 from shared.delivery.inbox import record_consumed_many
 from shared.events.reports import AgentReport
 from shared.leasing.report_fold import ReportEffects, apply_reports, claims_of
@@ -25,9 +27,10 @@ log = get_logger(__name__)
 REPORTS_CONSUMER = "dispatcher:reports"
 
 
-async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None:
-    """Apply a batch of agent reports (see the module docstring)."""
-    unique = list({r.event_id: r for r in reports}.values())
+async def handle_reports(dc: Dispatcher, arrived: Sequence[Arrived[AgentReport]]) -> None:
+    """Apply a batch of agent reports, each with when it reached `cf:reports` (see the module docstring)."""
+    arrived_at = {a.envelope.event_id: a.arrived_at for a in reversed(arrived)}  # a duplicate: its first copy
+    unique = list({a.envelope.event_id: a.envelope for a in arrived}.values())
     async with dc.write_step() as step:
         fresh = await record_consumed_many(step.conn, dc.schema, REPORTS_CONSUMER, [r.event_id for r in unique])
         todo = [r for r in unique if r.event_id in fresh]
@@ -36,7 +39,7 @@ async def handle_reports(dc: Dispatcher, reports: Sequence[AgentReport]) -> None
         named = {claim.lease_id for report in todo for claim in claims_of(report)}
         ended = await load_leases(step.conn, dc.schema, named - step.state.leases.keys())
         tasks = await load_tasks(step.conn, dc.schema, {lease.task_id for lease in ended.values()} - step.state.tasks.keys())
-        effects: ReportEffects = apply_reports(step.state.book(tasks, ended), todo, step.now, dc.rules)
+        effects: ReportEffects = apply_reports(step.state.book(tasks, ended), todo, step.now, dc.rules, arrived_at)
         await save_report_effects(step.conn, dc.schema, dc.emitter, effects)
         step.commit(lambda state: state.apply(effects.changes))
     for rejected in effects.rejected:

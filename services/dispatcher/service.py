@@ -23,6 +23,7 @@ from services.dispatcher.dispatch_loop import cycle_loop
 from services.dispatcher.event_handler import handle_events
 from services.dispatcher.leader import LeaderLock, LeadershipLost
 from services.dispatcher.report_handler import handle_reports
+from shared.delivery.arrival import with_arrival
 from shared.delivery.consumer import default_consumer_name, reliable_batch_subscriber
 from shared.events import parse_report
 from shared.leasing.task_facets import RELEVANT
@@ -68,8 +69,8 @@ async def start_dispatcher(ctx: ServiceContext, config: DispatcherConfig) -> Non
     async def on_events(events: list[Any]) -> None:
         await _stop_if_deposed(ctx, handle_events(dc, events))
 
-    @reliable_batch_subscriber(ctx.broker, stream=REPORTS_STREAM, parse=parse_report, linger_ms=config.report_linger_ms,
-                               **options)
+    @reliable_batch_subscriber(ctx.broker, stream=REPORTS_STREAM, parse=with_arrival(parse_report), parse_entry=True,
+                               linger_ms=config.report_linger_ms, **options)
     async def on_reports(reports: list[Any]) -> None:
         await _stop_if_deposed(ctx, handle_reports(dc, reports))
 

@@ -84,6 +84,7 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("last_checkpoint", "text", lambda l: l.last_checkpoint),
     ("last_checkpoint_at", "timestamptz", lambda l: l.last_checkpoint_at),
     ("last_renewed_at", "timestamptz", lambda l: l.last_renewed_at),
+    ("last_heard_at", "timestamptz", lambda l: l.last_heard_at),
     ("renewals_unreported", "int", lambda l: l.renewals_unreported),
     ("renewal_reported_at", "timestamptz", lambda l: l.renewal_reported_at),
     ("ended_at", "timestamptz", lambda l: l.ended_at), ("end_reason", "text", lambda l: _enum(l.end_reason)),

@@ -22,7 +22,7 @@ Each entry then goes through the same steps:
    e.g. a `task.succeeded` not produced by the dispatcher);
    with `parse_entry=True` the parser gets the whole `Entry` (id and every field) instead of
    the body (for streams written by plain Redis clients, e.g. `cf:ingest`); what it returns
-   then need not be an `Envelope`;
+   then need not be an `Envelope` (an `arrival.Arrived` is checked as the envelope it carries);
 3. bind event_id, type, subject, correlation_id into the structlog context;
 4. run the handler -> ack. If it raises: on the last allowed delivery dead-letter `failed`,
    else leave the entry pending and re-raise (FastStream logs it; the claimer retries later).
@@ -66,6 +66,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.delivery.arrival import Arrived
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
 from shared.delivery.wire import BODY_FIELD, ensure_group, extract_body
 from shared.events.envelope import Envelope
@@ -222,7 +223,8 @@ class DeliveryPipeline:
                 event = self._parse(entry)
             else:
                 event = self._parse(extract_body(entry.fields, self.sub.body_field))
-            refused = refused_producer(event) if isinstance(event, Envelope) else None
+            envelope = event.envelope if isinstance(event, Arrived) else event
+            refused = refused_producer(envelope) if isinstance(envelope, Envelope) else None
             if refused is not None:
                 raise ForeignProducerError(refused)
             return event
@@ -258,6 +260,8 @@ class DeliveryPipeline:
 
 
 def bind_event_context(event: Envelope, sub: Subscription, entry: Entry, deliveries: int) -> None:
+    if isinstance(event, Arrived):
+        event = event.envelope
     bind_message_context(
         event_id=getattr(event, "event_id", None),
         type=getattr(event, "type", None),

@@ -138,7 +138,10 @@ class LeaseRecord:
     last_checkpoint_at: datetime | None = None
     checkpoint_due_at: datetime | None = None  # rate cap: when the next checkpoint is due (screening; not stored)
     progress_due_at: datetime | None = None  # rate cap: when the next progress report is due (not stored)
-    last_renewed_at: datetime | None = None
+    last_renewed_at: datetime | None = None  # when the dispatcher last renewed it (its own clock, as it applied a report)
+    # when the latest report it renewed on reached `cf:reports` (Redis's clock): the lease was held then,
+    # however late the report was applied (`work.run_end`); None before the first such report
+    last_heard_at: datetime | None = None
     renewals_unreported: int = 0  # heartbeats not yet coalesced into `lease.renewed`
     renewal_reported_at: datetime | None = None
     ended_at: datetime | None = None

@@ -15,8 +15,9 @@ applied, only counted, as the last one says more); `rate_limited` refusals are c
   and every other one is lost with the old agent process: it ends at once (`lease.released
   (revoked)`, task requeued `agent_failed` from its last checkpoint) instead of waiting for its TTL;
 - `report.heartbeat`: the node is seen (a lost node is back: `node.registered`), GPU utilisation is
-  kept, every listed lease is renewed (`LeaseWork.renew`) and its run counts as started; a listed
-  lease that already ended is a zombie run: the agent is told once to stop it; each lease's
+  kept, every listed lease is renewed (`LeaseWork.renew`: it was held when the heartbeat reached
+  `cf:reports`, `arrived`, which bounds what its finish is charged) and its run counts as started;
+  a listed lease that already ended is a zombie run: the agent is told once to stop it; each lease's
   utilisation is observed (`idle.observe`) and a lease idle for the policy's window is revoked
   `reclaimed_idle` (checkpoint first);
 - `report.progress` / `report.checkpointed`: the run has started (`task.started` once); progress
@@ -34,7 +35,7 @@ applied, only counted, as the last one says more); `rate_limited` refusals are c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -92,9 +93,11 @@ class ReportEffects:
     coalesced: int = 0  # checkpoint / progress reports a later one of the same batch superseded
 
 
-def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: datetime, config: LeaseRules) -> ReportEffects:
-    """Fold `reports` (in order) over `leases`; see the module docstring."""
-    fold = _ReportFold(LeaseWork(leases, now, config), superseded_in_batch(reports))
+def apply_reports(leases: LeaseBook, reports: Sequence[AgentReport], now: datetime, config: LeaseRules,
+                  arrived: Mapping[str, datetime] | None = None) -> ReportEffects:
+    """Fold `reports` (in order) over `leases`; see the module docstring. `arrived`: when each report
+    (by event id) reached `cf:reports`; a report not in it counts as heard `now`."""
+    fold = _ReportFold(LeaseWork(leases, now, config), superseded_in_batch(reports), arrived or {})
     for report in reports:
         fold.apply(report)
     return ReportEffects(fold.work.changes(), tuple(fold.rejected), tuple(fold.utilisation.values()),
@@ -123,9 +126,11 @@ def superseded_in_batch(reports: Sequence[AgentReport]) -> frozenset[str]:
 class _ReportFold:
     """The running state of one batch: the working copy, rejections, readings."""
 
-    def __init__(self, work: LeaseWork, superseded: frozenset[str] = frozenset()) -> None:
+    def __init__(self, work: LeaseWork, superseded: frozenset[str] = frozenset(),
+                 arrived: Mapping[str, datetime] | None = None) -> None:
         self.work = work
         self.superseded = superseded
+        self.arrived = arrived or {}
         self.rejected: list[RejectedReport] = []
         self._counted: dict[tuple[str | None, Rejection], int] = {}  # -> index in `rejected`
         self.coalesced = 0
@@ -261,7 +266,7 @@ class _ReportFold:
         for lease in leases:
             observed = observe(work.lease(lease.lease_id) or lease, lease_utilisation(lease, readings), work.now, work.rules.idle)
             work.put_quietly(observed)
-        work.renew(leases, report)
+        work.renew(leases, report, self.arrived.get(report.event_id))
         for lease in leases:
             work.mark_started(lease, report)
         self.reclaim_idle(leases, report)
@@ -297,7 +302,7 @@ class _ReportFold:
                 self.capacity_changed = True
         known = {lease.lease_id for lease in kept}
         self.accepted(report, [claim for lease_id, claim in claims.items() if lease_id not in known])
-        work.renew(kept, report)
+        work.renew(kept, report, self.arrived.get(report.event_id))
 
     def announce_node(self, node: NodeRecord, cause: AgentReport) -> None:
         """`node.registered`: a new or changed node, or a lost one that is back."""

@@ -97,12 +97,17 @@ class RunOutcome:
 def run_end(lease: LeaseRecord, outcome: RunOutcome, now: datetime) -> datetime:
     """When the lease's use of its GPUs ended, as charged (`lease.released`'s `ended_at`): when the
     agent saw the run end — not when its report got through (after an outage, much later) — but no
-    earlier than the dispatcher last heard the lease was held, and no later than now (an agent's
-    clock is not trusted beyond what the dispatcher saw itself). Without a finish time: now."""
+    earlier than the last report that showed the lease held reached `cf:reports`, and no later than
+    now (an agent's clock is not trusted beyond what Redis and the dispatcher saw themselves).
+    Without a finish time: now.
+
+    "Reached", not "was applied": a heartbeat sent before the run ended but applied after it (the
+    dispatcher behind on `cf:reports`, e.g. after an outage) proves the lease held only until it
+    reached the stream. A lease stored before `last_heard_at` existed falls back to its last renewal."""
     if outcome.finished_at is None:
         return now
-    heard = max(lease.granted_at, lease.last_renewed_at or lease.granted_at)
-    return min(now, max(heard, outcome.finished_at))
+    heard = lease.last_heard_at or lease.last_renewed_at or lease.granted_at
+    return min(now, max(lease.granted_at, heard, outcome.finished_at))
 
 
 @dataclass(frozen=True)
@@ -326,14 +331,17 @@ class LeaseWork:
             self.put(replace(task, state=TaskState.RUNNING, updated_at=self.now))
             self.emit(TaskStarted, task_subject(task.task_id), started_data(lease), cause=cause)
 
-    def renew(self, leases: Iterable[LeaseRecord], cause: Envelope) -> None:
+    def renew(self, leases: Iterable[LeaseRecord], cause: Envelope, heard_at: datetime | None = None) -> None:
         """Extend each lease by its TTL; at most one `lease.renewed` per lease per `renewal_event_every_s`,
-        counting the heartbeats it stands for. Renewals in between stay in the working state only."""
+        counting the heartbeats it stands for. Renewals in between stay in the working state only.
+        `heard_at`: when `cause` reached `cf:reports` (default: now); it moves `last_heard_at` forward only."""
         quiet_since = self.now - timedelta(seconds=self.rules.renewal_event_every_s)
+        heard = min(self.now, heard_at or self.now)
         for lease_id in sorted({lease.lease_id for lease in leases}):
             lease = self.lease(lease_id)
             assert lease is not None
             renewed = replace(lease, expires_at=self.now + timedelta(seconds=lease.ttl_s), last_renewed_at=self.now,
+                              last_heard_at=max(heard, lease.last_heard_at or heard),
                               renewals_unreported=lease.renewals_unreported + 1)
             if lease.renewal_reported_at is not None and lease.renewal_reported_at > quiet_since:
                 self.put_quietly(renewed)

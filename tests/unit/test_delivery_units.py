@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from faststream.redis.parser import BinaryMessageFormatV1
 
-from shared.delivery.consumer import Subscription, entries_of
+from shared.delivery.arrival import Arrived, appended_at, with_arrival
+from shared.delivery.consumer import Entry, Subscription, entries_of
 from shared.delivery.db import quote_schema
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields, parse_deadletter
 from shared.delivery.migrations import (
@@ -97,3 +98,17 @@ def test_entries_of_reads_single_and_batch_messages() -> None:
 def test_subscription_defaults_follow_the_conventions() -> None:
     sub = Subscription(stream="cf:events", group="ledger", consumer="c")
     assert (sub.max_deliveries, sub.start_id, sub.body_field, sub.deadletter_stream) == (5, "0", "event", "cf:deadletter")
+
+
+def test_an_entry_arrived_when_redis_appended_it_by_its_id() -> None:
+    assert appended_at("1700000000123-0") == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    assert appended_at("1700000000123-7") == appended_at("1700000000123-0")
+
+
+def test_with_arrival_parses_the_body_and_keeps_when_the_entry_arrived() -> None:
+    event = a_test_event(1)
+    as_read = {name.encode(): value if isinstance(value, bytes) else str(value).encode()
+               for name, value in wire_fields(event).items()}  # what XREADGROUP returns
+    entry = Entry("1700000000123-4", as_read)
+    arrived = with_arrival(parse_test_event)(entry)
+    assert arrived == Arrived(event, appended_at("1700000000123-4"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from collections import defaultdict
 
@@ -92,6 +93,35 @@ async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh
     assert grants[1].data.resume_from == "s3://ckpt/T1/step-100" and grants[1].data.fencing_token > token
     assert commands[-1].data.resume_from == "s3://ckpt/T1/step-100"
     assert [(c.data.lease_id, c.data.fencing_token, c.data.reason) for c in stops] == [(lease_id, token, "superseded")]
+
+
+async def test_a_run_whose_reports_are_read_late_is_charged_until_it_ended_not_until_they_were_read(
+    fresh_settings: Settings,
+) -> None:
+    # The run's last heartbeat and its finish wait in cf:reports while no dispatcher reads them (here:
+    # none runs; in production, one behind after an outage). The heartbeat is applied only after the run's
+    # end, yet it proves the lease held only until it reached the stream: charged until the finish.
+    async with DispatcherHarness(fresh_settings) as h:
+        h.start()
+        await h.report(registered("a1", "n1", gpus=1))
+        await h.publish(*a_ready_task("T1"))
+        lease_id, token = await granted_lease(h, "T1")
+        await h.report(heartbeat("a1", "n1", [(lease_id, "T1", token)]))
+        await h.wait_for_events("task.started")
+        await h.stop()
+
+        await h.report(heartbeat("a1", "n1", [(lease_id, "T1", token)]))
+        await asyncio.sleep(0.5)
+        finish = finished("a1", lease_id, "T1", token, exit_code=0)
+        await h.report(finish)
+        await asyncio.sleep(1.5)  # read well after the run ended
+        h.start("b")
+
+        [released] = await h.wait_for_events("lease.released")
+        assert released.data.ended_at == finish.occurred_at, "charged until the late heartbeat was applied"
+        assert released.occurred_at - finish.occurred_at >= timedelta(seconds=1.5)
+        [row] = await h.leases("T1")
+        assert row["ended_at"] == finish.occurred_at and row["last_heard_at"] < finish.occurred_at
 
 
 async def test_cancel_of_a_queued_task_and_of_a_leased_task(fresh_settings: Settings) -> None:

@@ -185,6 +185,55 @@ def test_a_finished_lease_is_charged_until_the_run_ended(finished_s_ago: int, re
     assert released.data["ended_at"] == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
 
 
+def released_at(effects: ReportEffects) -> Any:
+    [released] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
+    return released.data["ended_at"]
+
+
+@pytest.mark.parametrize(("heartbeat_arrived_s_ago", "finished_s_ago", "charged_until_s_ago"), [
+    (25, 20, 20),   # the heartbeat reached cf:reports before the run ended, but is applied only now
+    (15, 20, 15),   # it reached the stream after the end the agent claims: held at least until then
+    (None, 20, 0),  # no arrival known (called without one): heard as it is applied, as before
+])  # fmt: skip
+def test_a_heartbeat_applied_late_charges_from_when_it_reached_the_stream(
+        heartbeat_arrived_s_ago: int | None, finished_s_ago: int, charged_until_s_ago: int) -> None:
+    # The dispatcher behind on cf:reports (e.g. after a Redis outage) applies the run's last heartbeat
+    # and its finish in one batch: the heartbeat renews the lease *now*, but it proves the lease held
+    # only until it reached the stream.
+    s = timedelta(seconds=1)
+    book = a_book(a_node_record(), a_task_record(), a_lease_record(last_renewed_at=NOW - 40 * s))
+    beat = heartbeat("a1", "n1", HELD)
+    end = finished("a1", "L1", "T1", 7, exit_code=0).model_copy(update={"occurred_at": NOW - finished_s_ago * s})
+    arrived = {} if heartbeat_arrived_s_ago is None else {beat.event_id: NOW - heartbeat_arrived_s_ago * s,
+                                                          end.event_id: NOW - 12 * s}
+    effects = apply_reports(book, [beat, end], NOW, RULES, arrived)
+    assert released_at(effects) == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
+
+
+def test_what_a_late_heartbeat_proves_is_kept_across_batches_and_never_moves_back() -> None:
+    s = timedelta(seconds=1)
+    book = a_book(a_node_record(), a_task_record(), a_lease_record(last_renewed_at=NOW - 40 * s))
+    first, second = heartbeat("a1", "n1", HELD), heartbeat("a1", "n1", HELD)
+    effects = apply_reports(book, [first, second], NOW, RULES,
+                            {first.event_id: NOW - 30 * s, second.event_id: NOW - 35 * s})  # fmt: skip
+    lease = effects.changes.leases["L1"]
+    assert (lease.last_renewed_at, lease.last_heard_at) == (NOW, NOW - 30 * s)
+    later = a_book(a_node_record(), a_task_record(), lease)
+    end = finished("a1", "L1", "T1", 7, exit_code=0).model_copy(update={"occurred_at": NOW - 32 * s})
+    assert released_at(apply_reports(later, [end], NOW + 5 * s, RULES)) == NOW - 30 * s
+
+
+def test_an_agent_stamping_old_times_is_still_charged_until_its_heartbeat_reached_the_stream() -> None:
+    # The lower bound is Redis's clock, not the agent's: a heartbeat that claims to be old but reached
+    # the stream 2 s ago proves the lease held 2 s ago, whatever its `occurred_at` and the finish's say.
+    s = timedelta(seconds=1)
+    book = a_book(a_node_record(), a_task_record(), a_lease_record(granted_at=NOW - 3600 * s))
+    beat = heartbeat("a1", "n1", HELD).model_copy(update={"occurred_at": NOW - 3590 * s})
+    end = finished("a1", "L1", "T1", 7, exit_code=0).model_copy(update={"occurred_at": NOW - 3580 * s})
+    effects = apply_reports(book, [beat, end], NOW, RULES, {beat.event_id: NOW - 2 * s, end.event_id: NOW - 1 * s})
+    assert released_at(effects) == NOW - 2 * s
+
+
 def test_a_checkpoint_becomes_the_resume_point_of_the_requeued_task() -> None:
     effects = fold(a_running_lease_book(), checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"),
                    registered("a1", "n1", started_at=NOW))
