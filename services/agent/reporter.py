@@ -4,7 +4,9 @@ Reports are built into envelopes when queued (subject `agent/<id>`, producer `ag
 `agent:<id>`, `subject_seq` counting from 1 and restarting at every `report.registered`), and
 written by one background task in FIFO order with the events' wire format
 (`shared.delivery.wire.wire_fields`). While Redis is unreachable the queue waits and the writer
-retries with exponential back-off and jitter; a queue grown past `max_backlog` sheds the oldest
+retries with exponential back-off and jitter — except heartbeats: one a write failed to deliver
+is dropped (stale by the time Redis is back, it would claim its leases held when it arrived; the
+agent heartbeats again only once Redis answers); a queue grown past `max_backlog` sheds the oldest
 heartbeats and progress reports first (each is superseded by a later one). A write that failed
 half-way may be repeated: the dispatcher de-duplicates reports by event id.
 """
@@ -30,7 +32,8 @@ from services.agent.state import Outgoing
 
 log = get_logger(__name__)
 
-SHEDDABLE = frozenset({"report.heartbeat", "report.progress"})
+HEARTBEAT_TYPE = "report.heartbeat"
+SHEDDABLE = frozenset({HEARTBEAT_TYPE, "report.progress"})
 BATCH = 200
 
 
@@ -123,6 +126,7 @@ class ReportWriter:
             if self.healthy:
                 log.warning("cannot write reports; retrying with back-off", error=repr(exc), backlog=len(self._queue))
             self.healthy = False
+            self._drop_heartbeats_of(batch)
             return False
         for envelope in batch:  # normally the head of the queue, unless shed meanwhile
             if self._queue and self._queue[0] is envelope:
@@ -134,6 +138,15 @@ class ReportWriter:
             log.info("reports flowing again", backlog=len(self._queue))
         self.healthy = True
         return True
+
+    def _drop_heartbeats_of(self, failed: list[Envelope]) -> None:
+        """A heartbeat is written when built or never: one a write failed to deliver is dropped. It says
+        which leases were held when it was built; arriving after an outage it would tell the dispatcher
+        they were held when it ARRIVED (`shared.leasing.work.run_end`), so a run that ended meanwhile
+        would be charged until then. The next tick builds a fresh one once Redis answers."""
+        stale = {id(envelope) for envelope in failed if envelope.type == HEARTBEAT_TYPE}
+        if stale:
+            self._queue = deque(envelope for envelope in self._queue if id(envelope) not in stale)
 
     def _shed(self) -> None:
         while len(self._queue) > self._max_backlog:

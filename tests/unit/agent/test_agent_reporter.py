@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.asyncio import Redis
+
 from services.agent.reporter import ReportWriter
 from services.agent.state import Outgoing
 from shared.events.reports import (
@@ -56,3 +58,18 @@ def test_a_full_backlog_sheds_heartbeats_before_lease_reports() -> None:
     writer.send(a_finish("L4"))  # nothing sheddable left: the oldest goes
     kept = [envelope.data.lease_id for envelope in writer._queue]
     assert kept == ["L2", "L3", "L4"]
+
+
+async def test_a_heartbeat_a_write_failed_to_deliver_is_dropped_lease_reports_wait() -> None:
+    # A real client of a port nothing listens on: the write fails as it does while Redis is down.
+    redis = Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=1)
+    writer = ReportWriter(redis=redis, agent_id="a1")
+    writer.send(HEARTBEAT)
+    writer.send(a_finish("L1"))
+    writer.send(HEARTBEAT)
+    assert not await writer._write_batch()
+    late = writer.send(HEARTBEAT)  # built after the failure (the agent heartbeats once Redis answers)
+    assert [(e.type, getattr(e.data, "lease_id", None)) for e in writer._queue] == [
+        ("report.finished", "L1"), ("report.heartbeat", None)]
+    assert writer._queue[-1] is late and not writer.healthy
+    await redis.aclose()
