@@ -13,8 +13,9 @@ wrote, so memory and tables move together. It keeps:
   built once per change; also kept sorted between cycles for `plan()`, `kept_queue`), the tasks whose preemption victims are still checkpointing, and the
   queued tasks a reviewer approved;
 - the fleet as `plan()` sees it, kept between cycles (`snapshot`: a `KeptSnapshot` brought up to date
-  from the leases and nodes touched since, its quotas worked out afresh for `now`). A reload makes a new
-  working set, so the snapshot is then built from scratch.
+  from the leases and nodes touched since, its quotas from each account's promised GPU-seconds kept the
+  same way, `KeptPromises`, and worked out for `now`). A reload makes a new working set, so the snapshot
+  and the promises are then built from scratch.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shared.leasing.promises import KeptPromises, promise_of
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
-from shared.leasing.snapshot import build_snapshot, fleet_node, quota_accounts, running_lease, runs
+from shared.leasing.snapshot import build_snapshot, fleet_node, running_lease, runs
 from shared.leasing.work import BookChanges
 from shared.scheduling.kept_snapshot import KeptSnapshot
-from shared.scheduling.model import Node, Policy, QueuedTask, RunningLease
+from shared.scheduling.model import Node, Policy, QueuedTask, QuotaAccount, RunningLease
 from shared.scheduling.ordered_queue import OrderedQueue
 
 
@@ -49,6 +51,7 @@ class WorkingSet:
     # The fleet kept between cycles (`snapshot`), and the leases and nodes touched since it was last
     # brought up to date (ids; what the kept snapshot holds for them is looked up in it).
     _fleet: KeptSnapshot | None = field(default=None, init=False, repr=False, compare=False)
+    _promises: KeptPromises | None = field(default=None, init=False, repr=False, compare=False)
     _leases_touched: dict[str, None] = field(default_factory=dict, init=False, repr=False, compare=False)
     _nodes_touched: dict[str, None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -74,20 +77,28 @@ class WorkingSet:
     def snapshot(self, now: float) -> KeptSnapshot:
         """The fleet for `plan()` at `now`: equal to `build_snapshot` over the working set, kept between
         cycles — the leases and nodes touched since the last call taken out as it held them and put back
-        as they are now; the quotas (they depend on `now`) worked out afresh."""
-        if self._fleet is None:
+        as they are now; the quotas from each account's promised GPU-seconds, kept the same way
+        (`KeptPromises`: the touched leases' promises put anew, the sums worked out for `now`)."""
+        if self._fleet is None or self._promises is None:
             self._fleet = KeptSnapshot.of(build_snapshot(self.nodes.values(), self.leases.values(), self.tasks,
                                                          self.accounts.values(), now))
+            self._promises = KeptPromises.of((lease, self.tasks[lease.task_id]) for lease in self.leases.values())
+            self._promises.quotas(self.accounts.values(), now)  # counts each account once, for the next cycles
         else:
             fleet = self._fleet
             removed, added = self._leases_changed(fleet)
             nodes, removed_nodes = self._nodes_changed(fleet)
-            quotas = quota_accounts(self.accounts.values(),
-                                    [(lease, self.tasks[lease.task_id]) for lease in self.leases.values()], now)
-            self._fleet = fleet.changed(nodes, added, removed, removed_nodes, quotas)
+            self._fleet = fleet.changed(nodes, added, removed, removed_nodes, self._quotas(self._promises, now))
         self._leases_touched.clear()
         self._nodes_touched.clear()
         return self._fleet
+
+    def _quotas(self, promises: KeptPromises, now: float) -> dict[str, QuotaAccount]:
+        """The accounts at `now`, the touched leases' promises put in as they are now (None: ended)."""
+        for lease_id in self._leases_touched:
+            lease = self.leases.get(lease_id)
+            promises.put(lease_id, None if lease is None else promise_of(lease, self.tasks[lease.task_id]))
+        return promises.quotas(self.accounts.values(), now)
 
     def _leases_changed(self, fleet: KeptSnapshot) -> tuple[list[str], list[RunningLease]]:
         """The touched leases the kept snapshot holds otherwise than they run now (ids), and as they run now."""

@@ -1,4 +1,5 @@
-"""Pure builders of `plan()`'s inputs from the dispatcher's records: the `Snapshot` and the queue.
+"""Pure builders of `plan()`'s inputs from the dispatcher's records: the `Snapshot` and the queue (the
+quota accounts' promised GPU-seconds: `shared.leasing.promises`).
 
 Times are aware datetimes in the records and float epoch seconds in the core; they are converted
 at this boundary.
@@ -10,9 +11,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from shared.leasing.promises import quota_accounts
 from shared.leasing.records import LeaseRecord, NodeRecord, QuotaRecord, TaskRecord
-from shared.scheduling.model import Node, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot
-from shared.scheduling.quota_balance import UsageSlice, counted_gpu_seconds, remaining_gpu_hours
+from shared.scheduling.model import Node, PriorityClass, QueuedTask, RunningLease, Snapshot
+
 
 def epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
@@ -63,29 +65,6 @@ def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:
         estimated_end=lease.estimated_end.timestamp(), last_checkpoint_at=epoch(lease.last_checkpoint_at),
         heavy=bool(task.heavy), checkpoints_on_preempt=task.checkpoint_interval_s is not None,
     )
-
-
-def quota_accounts(
-    accounts: Iterable[QuotaRecord], leases: Iterable[tuple[LeaseRecord, TaskRecord]], now: float,
-) -> dict[str, QuotaAccount]:
-    """Every account by id, with what is left after the usage it counted AND after the rest of the
-    estimates of the running leases it applies to (already promised, not yet recorded), cut at its
-    window like recorded usage (`quota_balance.counted_gpu_seconds`)."""
-    promises = [
-        UsageSlice(task.project or "", lease.card_type, now, lease.estimated_end.timestamp(), len(lease.gpu_indices))
-        for lease, task in leases
-    ]
-    quotas = {}
-    for account in accounts:
-        terms = account.terms()
-        promised_s = sum(counted_gpu_seconds(terms, promise) for promise in promises if promise.project == terms.project)
-        quotas[account.account_id] = QuotaAccount(
-            project=account.project,
-            remaining_gpu_hours=remaining_gpu_hours(terms, account.used_gpu_seconds + promised_s),
-            valid_from=terms.valid_from, valid_to=terms.valid_to, card_type=account.card_type,
-            account_id=account.account_id,
-        )
-    return quotas
 
 
 def build_queue(tasks: Iterable[TaskRecord], awaiting_preemption: frozenset[str] = frozenset()) -> list[QueuedTask]:

@@ -1,6 +1,8 @@
 """The working set's snapshot is kept between cycles (`WorkingSet.snapshot`, a `KeptSnapshot`): after any
 sequence of committed changes it equals what `build_snapshot` and a fresh `KeptSnapshot` give for the same
-records — nodes, running leases, quotas, and the layout and lease index kept beside."""
+records — nodes, running leases, quotas (each account's promised GPU-seconds kept, `KeptPromises`, while leases
+start, end, move their estimated end, change project or card type, pass their estimated end or their
+account's window edges, and accounts are adjusted), and the layout and lease index kept beside."""
 
 from __future__ import annotations
 
@@ -24,12 +26,16 @@ from tests.unit.dispatcher.builders import NOW, a_lease_record, a_node_record, a
 TASKS = [f"T{i}" for i in range(4)]
 NODES = [f"n{i}" for i in range(4)]
 ACCOUNT = QuotaRecord("acct", "proj-a", 10.0, None, NOW - timedelta(days=1), NOW + timedelta(days=1))
+ACCOUNTS = {"acct": ACCOUNT,  # and two whose windows open and close while leases run
+            "acct-h100": QuotaRecord("acct-h100", "proj-a", 2.0, "H100", NOW + timedelta(minutes=2),
+                                     NOW + timedelta(minutes=12)),
+            "acct-b": QuotaRecord("acct-b", "proj-b", 1.0, None, NOW - timedelta(minutes=5), NOW + timedelta(minutes=7))}
 
 
 def a_working_set() -> WorkingSet:
     return WorkingSet(tasks={task_id: a_task_record(task_id) for task_id in TASKS},
                       leases={"L0": a_lease_record("L0", "T0", node_id="n0", gpus=(0, 1))},
-                      nodes={node_id: a_node_record(node_id, gpus=4) for node_id in NODES}, accounts={"acct": ACCOUNT})
+                      nodes={node_id: a_node_record(node_id, gpus=4) for node_id in NODES}, accounts=dict(ACCOUNTS))
 
 
 def assert_kept_as_fresh(state: WorkingSet, now: float) -> None:
@@ -54,7 +60,9 @@ def a_change(state: WorkingSet, draw, serial: int) -> BookChanges:
         task = replace(state.tasks.get(task_id) or a_task_record(task_id), heavy=draw(st.booleans()),
                        priority_class=draw(st.sampled_from(list(PriorityClass))))
         lease = a_lease_record(f"G{serial}", task_id, node_id=draw(st.sampled_from(NODES)),
-                               gpus=draw(st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True)))
+                               gpus=draw(st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True)),
+                               card_type=draw(st.sampled_from(["H100", "A10"])),
+                               estimated_end=NOW + timedelta(minutes=draw(st.integers(-2, 20))))
         return BookChanges(tasks={task_id: task}, leases={lease.lease_id: lease})
     if kind == "task":
         task_id = draw(st.sampled_from(TASKS))
@@ -82,6 +90,19 @@ def a_change(state: WorkingSet, draw, serial: int) -> BookChanges:
                                                        estimated_end=lease.estimated_end + timedelta(minutes=1))})
 
 
+def accounts_changed(state: WorkingSet, draw, serial: int) -> dict[str, QuotaRecord]:
+    """The usage an account counted grows; sometimes an account is adjusted (its window moved, or it covers
+    one card type more or less)."""
+    changed = {"acct": replace(state.accounts["acct"], used_gpu_seconds=serial)}
+    if draw(st.integers(0, 4)) == 0:
+        account = state.accounts[draw(st.sampled_from(sorted(state.accounts)))]
+        moved = timedelta(minutes=draw(st.sampled_from([0, -3, 4])))
+        changed[account.account_id] = replace(account, valid_from=account.valid_from + moved,
+                                              valid_to=account.valid_to + moved,
+                                              card_type=draw(st.sampled_from([account.card_type, None, "A10"])))
+    return changed
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_kept_snapshot_equals_a_fresh_one_after_any_changes(data) -> None:
@@ -91,9 +112,8 @@ def test_the_kept_snapshot_equals_a_fresh_one_after_any_changes(data) -> None:
     for _ in range(data.draw(st.integers(1, 25))):
         for _ in range(data.draw(st.integers(1, 3))):  # a few steps between cycles
             serial += 1  # lease ids are never reused
-            counted = {"acct": replace(ACCOUNT, used_gpu_seconds=serial)}
-            state.apply(a_change(state, data.draw, serial), accounts=counted)
-        now += data.draw(st.sampled_from([0.0, 30.0]))
+            state.apply(a_change(state, data.draw, serial), accounts=accounts_changed(state, data.draw, serial))
+        now += data.draw(st.sampled_from([0.0, 30.0, 30.0, 240.0, -30.0]))  # the clock may step back
         assert_kept_as_fresh(state, now)
 
 
