@@ -262,11 +262,12 @@ class _ReportFold:
             lease = work.lease(claim.lease_id)
             if lease is not None and _still_run_after_end(claim, lease):
                 work.stop_zombie(lease)
-        readings = [(gpu.index, gpu.util_pct) for gpu in d.gpus]
+        readings, heard_at = [(gpu.index, gpu.util_pct) for gpu in d.gpus], self.arrived.get(report.event_id)
         for lease in leases:
-            observed = observe(work.lease(lease.lease_id) or lease, lease_utilisation(lease, readings), work.now, work.rules.idle)
+            observed = observe(work.lease(lease.lease_id) or lease, lease_utilisation(lease, readings), work.now,
+                               work.rules.idle, heard_at)
             work.put_quietly(observed)
-        work.renew(leases, report, self.arrived.get(report.event_id))
+        work.renew(leases, report, heard_at)
         for lease in leases:
             work.mark_started(lease, report)
         self.reclaim_idle(leases, report)

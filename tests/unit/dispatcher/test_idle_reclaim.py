@@ -49,6 +49,19 @@ def test_observe(before, util, idle_s, idle_since) -> None:  # noqa: ANN001
     assert after.util_readings == (0 if util is None else 1)
 
 
+def test_heartbeats_applied_together_each_count_the_time_they_cover_on_redis_clock() -> None:
+    # Two heartbeats read in one batch (the dispatcher behind): the first busy, reaching the stream 8 s
+    # after the last one heard; the second idle, 2 s after it. The idle one stands for those 2 s, though
+    # both are applied at the same moment (before: 0 s, since the first renewal had just been applied).
+    busy, idle = (heartbeat("a1", "n1", HELD, utilisation=[u, u]) for u in (90.0, 1.0))
+    start = lease(last_heard_at=NOW - 10 * S)
+    effects = apply_reports(a_book(a_node_record(gpus=2), a_task_record("T1", state=TaskState.RUNNING), start),
+                            [busy, idle], NOW, RULES, {busy.event_id: NOW - 2 * S, idle.event_id: NOW})
+    [renewed] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.renewed"]
+    assert renewed.data["idle_gpu_seconds"] == 0.0  # the busy one's event; the idle one's 2 GPUs x 2 s wait for the next
+    assert effects.changes.leases["L1"].idle_gpu_seconds == 2 * 2.0
+
+
 def test_a_lease_idle_for_the_window_is_due_unless_reclaim_is_off() -> None:
     assert due_for_reclaim(lease(idle_since=NOW - 60 * S), NOW, RULE)
     assert not due_for_reclaim(lease(idle_since=NOW - 59 * S), NOW, RULE)
