@@ -27,7 +27,7 @@ and calls of each normalised statement (by the role, i.e. service, that ran it),
 written per schema and table (`bench.pipeline_pgstats`); `--json` then holds them too (`pg_stats`).
 The extension costs PostgreSQL some CPU itself: compare CPU per task only between runs without it.
 
-`--deliveries` counts, per task, the phase's events by type, deliveries by stream and consumer group,
+`--deliveries` counts, per task, the phase's events by type, deliveries by stream and consumer group, appends by stream,
 and outbox/inbox rows by schema (`bench.pipeline_deliveries`; read 5 s after the last task ended, after
 the CPU window); `--json` then holds them too (`deliveries`).
 """
