@@ -456,6 +456,8 @@ def markdown(figures: Figures, options: argparse.Namespace) -> str:
         "",
         *REPORT_PATH_NOTES,
         "",
+        *ROUTED_DELIVERY_NOTES,
+        "",
         *OPENAPI_FUZZ_NOTES,
         "",
         *PLAUSIBILITY_NOTES,
@@ -546,6 +548,13 @@ REPORT_PATH_NOTES = (
     "- Every entry a hypothesis fuzz pass puts on `cf:ingest` (the issue's hostile inputs first) becomes one"
     " `task.submitted` or one `task.rejected` naming its fields, with a live intake:"
     " `tests/reliability/test_fuzz_live_ingest.py`.",
+)
+
+
+ROUTED_DELIVERY_NOTES = (
+    '### Type-routed delivery (tested, not measured by this script)',
+    '',
+    "Readiness, the matcher and the ledger's alerter read their own streams `cf:routed:<group>`, which the gate fills in the same MULTI as `cf:events` with only the types each folds (docs/delivery.md#type-routed-streams). Against real Redis and PostgreSQL (`tests/integration/readiness/test_readiness_routed.py`): each event reaches `cf:events` and exactly the routed streams of its type, in the same order; readiness stopped while an event is forwarded applies it once restarted, from its routed stream (it has no group on `cf:events`); an entry a dead instance read from the routed stream and never acked is claimed and applied once. A service whose parsed types are not all routed to it refuses to start (`tests/unit/test_event_routing.py`); only the gate's Redis user may append a routed stream (`tests/reliability/test_trust_boundaries.py`).",
 )
 
 

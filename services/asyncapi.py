@@ -28,6 +28,7 @@ from shared import names
 from shared.delivery.deadletter import DeadReason
 from shared.events import AgentCommand, AgentReport
 from shared.events.catalog import Event
+from shared.events.routing import ROUTES, type_name
 from shared.submission import TaskSubmission
 
 PRODUCER_STREAM = names.producer_stream("{schema}")
@@ -103,6 +104,16 @@ APPENDERS: tuple[Appender, ...] = (
         "it committed them). " + EVENT_WIRE,
         Event,
     ),
+    *(
+        Appender(
+            names.routed_stream(group), f"{names.routed_stream(group)}:append",
+            f"The {group} group's copy of cf:events: the gate appends each event of these types ("
+            + ", ".join(type_name(cls) for cls in types) + ") here in the same MULTI as to cf:events, in the same "
+            "order; no other type (shared/events/routing.py, docs/delivery.md#type-routed-streams). " + EVENT_WIRE,
+            Union[types],
+        )
+        for group, types in ROUTES.items()
+    ),
     Appender(
         names.REPORTS_STREAM, f"{names.REPORTS_STREAM}:append",
         "GPU-host agents' registrations, heartbeats, progress, checkpoints and completions (the events' wire "
@@ -128,9 +139,9 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
                   "Forwards each service's own events to cf:events; dead-letters a type the service does not own."),
     ConsumerGroup(names.INGEST_STREAM, names.INTAKE_GROUP, "intake",
                   "Validates each entry; emits task.submitted / task.rejected, task.cancel_requested, data.ready."),
-    ConsumerGroup(names.EVENTS_STREAM, names.READINESS_GROUP, "readiness",
+    ConsumerGroup(names.routed_stream(names.READINESS_GROUP), names.READINESS_GROUP, "readiness",
                   "Checks each task's input data; emits task.readiness_changed."),
-    ConsumerGroup(names.EVENTS_STREAM, names.MATCHER_GROUP, "matcher",
+    ConsumerGroup(names.routed_stream(names.MATCHER_GROUP), names.MATCHER_GROUP, "matcher",
                   "Ranks the card types that fit each task; emits task.matched / task.unmatchable."),
     ConsumerGroup(names.EVENTS_STREAM, names.DISPATCHER_GROUP, "dispatcher",
                   "The leader's queue, leases and nodes; emits the dispatcher's task, lease and node events."),
@@ -138,7 +149,7 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
                   "Usage, cost and quotas; emits usage.recorded and the quota events."),
     ConsumerGroup(names.EVENTS_STREAM, names.AUDIT_GROUP, "ledger",
                   "The audit archiver: every event into audit.events with a hash chain, rolled to object storage."),
-    ConsumerGroup(names.EVENTS_STREAM, names.ALERTS_GROUP, "ledger",
+    ConsumerGroup(names.routed_stream(names.ALERTS_GROUP), names.ALERTS_GROUP, "ledger",
                   "The alerter: alerting events become alerts for the policy's sinks (webhook, log, console banner)."),
     ConsumerGroup(names.EVENTS_STREAM, names.CONSOLE_GROUP, "views",
                   "Projects tasks, nodes and leases into the console's read models; emits nothing."),
@@ -147,7 +158,8 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
     ConsumerGroup(AGENT_INBOX, names.AGENT_GROUP, "agent",
                   "The agent of that id runs, stops and revokes what it is told."),
 )
-"""Every consumer group; each reads only the types it handles and acks the others unparsed."""
+"""Every consumer group; each parses only the types it handles and acks the others unparsed (on a routed
+stream there are none)."""
 
 
 def contract_broker() -> RedisBroker:

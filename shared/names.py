@@ -34,6 +34,20 @@ def producer_stream(schema: str) -> str:
     return f"{EVENTS_STREAM}:{schema}"
 
 
+def routed_stream(group: str) -> str:
+    """The stream one consumer group reads instead of `cf:events` (`cf:routed:<group>`): the gate appends
+    there, in the same MULTI as to `cf:events`, the events of the types the group folds
+    (`shared.events.routing.ROUTES`)."""
+    return f"{ROUTED_PREFIX}{group}"
+
+
+ROUTED_PREFIX = "cf:routed:"
+
+
+def is_routed_stream(stream: str) -> bool:
+    return stream.startswith(ROUTED_PREFIX)
+
+
 def agent_inbox(agent_id: str) -> str:
     """The stream an agent reads its grants, preemptions and revocations from."""
     return f"cf:agent:{agent_id}"

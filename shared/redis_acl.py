@@ -8,7 +8,8 @@ One user per process kind, so a stolen or buggy credential reaches only what its
 |                     | read in groups (and trim) the streams it consumes, dead-letter            |
 | `service.dispatcher`| also append to and trim agent inboxes `cf:agent:*`                        |
 | `service.console`   | also read and delete dead letters, replay them onto `cf:ingest*` only     |
-| `gate`              | read `cf:events:*` in its group, append `cf:events` (the only writer)     |
+| `gate`              | read `cf:events:*` in its group, append `cf:events` and the routed        |
+|                     | streams `cf:routed:*` (the only writer of both)                           |
 | `agent.<id>`        | append `cf:reports`; read in its group only its own inbox `cf:agent:<id>` |
 | `upstream.<name>`   | append its own `cf:ingest:<name>` (intake: actor `upstream:<name>`), nothing else |
 | `default`           | everything: `cardflow up`, `cardflow doctor`, tests (never handed to a service) |
@@ -28,7 +29,19 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, INGEST_STREAM, REPORTS_STREAM, agent_inbox, ingest_stream, producer_stream
+from shared.names import (
+    ALERTS_GROUP,
+    DEADLETTER_STREAM,
+    EVENTS_STREAM,
+    INGEST_STREAM,
+    MATCHER_GROUP,
+    READINESS_GROUP,
+    REPORTS_STREAM,
+    agent_inbox,
+    ingest_stream,
+    producer_stream,
+    routed_stream,
+)
 
 ADMIN_USER = "default"
 GATE_USER = "gate"
@@ -76,16 +89,17 @@ class ServiceStreams:
 
 SERVICE_STREAMS: dict[str, ServiceStreams] = {
     "intake": ServiceStreams(consumes=(INGEST_STREAM, ingest_stream("*")), event_schemas=("intake",)),
-    "readiness": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("readiness",)),
-    "matcher": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("matcher",)),
+    "readiness": ServiceStreams(consumes=(routed_stream(READINESS_GROUP),), event_schemas=("readiness",)),
+    "matcher": ServiceStreams(consumes=(routed_stream(MATCHER_GROUP),), event_schemas=("matcher",)),
     "dispatcher": ServiceStreams(consumes=(EVENTS_STREAM, REPORTS_STREAM), event_schemas=("dispatcher",), writes_agent_inboxes=True),
-    "ledger": ServiceStreams(consumes=(EVENTS_STREAM,), event_schemas=("ledger",)),
+    "ledger": ServiceStreams(consumes=(EVENTS_STREAM, routed_stream(ALERTS_GROUP)), event_schemas=("ledger",)),
     "views": ServiceStreams(consumes=(EVENTS_STREAM,)),  # a read model: emits nothing
     "config": ServiceStreams(event_schemas=("config",)),
     "console": ServiceStreams(event_schemas=("identity",), appends=(INGEST_STREAM, ingest_stream("*")), handles_deadletters=True),
 }
 """Service process -> its Redis traffic. `console` is the HTTP API process (it relays the identity
-outbox; the intake commands it runs are published by intake's relay)."""
+outbox; the intake commands it runs are published by intake's relay). Readiness, the matcher and the
+ledger's alerter read their routed streams (`shared.events.routing.ROUTES`), not `cf:events`."""
 
 
 @dataclass(frozen=True)
@@ -152,9 +166,9 @@ def trimmed_streams(service: str) -> tuple[str, ...]:
 
 
 def gate_user() -> RedisUser:
-    """`gate`: reads every producer stream in its group and alone appends `cf:events`."""
+    """`gate`: reads every producer stream in its group and alone appends `cf:events` and the routed streams."""
     rules = (
-        *CONNECTION, *TRANSACTION, "+scan", "+xadd", f"~{EVENTS_STREAM}", f"~{DEADLETTER_STREAM}",
+        *CONNECTION, *TRANSACTION, "+scan", "+xadd", f"~{EVENTS_STREAM}", f"~{routed_stream('*')}", f"~{DEADLETTER_STREAM}",
         _selector((*GROUP_READ, *TRIM), producer_stream("*")),
         _selector(("+xrange", "+xlen", "+xinfo|groups", "+xpending", "+xtrim"), EVENTS_STREAM),
         _selector(("+set", "+get", "+pexpire", "+watch", "+unwatch", "+del"), GATE_LOCK_KEY),

@@ -14,9 +14,11 @@ service's Redis user may write (shared.redis_acl). One `forward_once` call:
 3. screen each entry (pure, `screen_entry`): its body's type must be owned by the stream's owner
    (shared.events.ownership.refusal) and equal the entry's `type` field; unreadable bodies fail;
 4. in ONE MULTI, guarded by WATCH on the lock: XADD the accepted entries to `cf:events` (fields
-   unchanged), XADD the refused ones to `cf:deadletter` with the reason, XACK them all, and renew
-   the lock. An instance that lost the lock meanwhile commits nothing (WatchError); an entry is
-   forwarded exactly once.
+   unchanged), each also to the routed stream of every group that folds its type
+   (shared.events.routing: those groups read only their own stream), XADD the refused ones to
+   `cf:deadletter` with the reason, XACK them all, and renew the lock. An instance that lost the
+   lock meanwhile commits nothing (WatchError); an entry is forwarded exactly once, to `cf:events`
+   and to each of its routed streams, in the same order everywhere.
 
 A gracefully stopped instance releases the lock (`release`, only if it is still its own), so a
 restart or another instance takes over at once; a killed one leaves it to expire after its TTL.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -36,8 +38,9 @@ from redis.exceptions import WatchError
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields
 from shared.delivery.wire import BODY_FIELD, ensure_group
 from shared.events.ownership import PRODUCERS, refusal
+from shared.events.routing import ROUTING_TABLE, forwarded_to
 from shared.logging import get_logger
-from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, GATE_GROUP, producer_stream
+from shared.names import DEADLETTER_STREAM, GATE_GROUP, producer_stream
 from shared.redis_acl import GATE_LOCK_KEY
 
 log = get_logger(__name__)
@@ -81,9 +84,11 @@ class Gate:
     """Forwards the producer streams to `cf:events` while it holds the gate lock (module docstring)."""
 
     def __init__(self, redis: Redis, *, producers: Sequence[str] = PRODUCERS, batch_size: int = 500,
-                 block_ms: int = 1000, lock_ttl_ms: int = 10_000) -> None:  # fmt: skip
+                 block_ms: int = 1000, lock_ttl_ms: int = 10_000,
+                 routes: Mapping[bytes, tuple[str, ...]] = ROUTING_TABLE) -> None:  # fmt: skip
         self.redis = redis
         self.streams = [producer_stream(owner) for owner in producers]
+        self.routes = routes  # wire type -> routed streams (step 4)
         self.batch_size = batch_size
         self.block_ms = block_ms
         self.lock_ttl_ms = lock_ttl_ms
@@ -180,7 +185,8 @@ class Gate:
             for entry in entries:
                 reason = screen_entry(entry)
                 if reason is None:
-                    pipe.xadd(EVENTS_STREAM, entry.fields)
+                    for stream in forwarded_to(entry.fields[b"type"], self.routes):
+                        pipe.xadd(stream, entry.fields)
                     continue
                 refused += 1
                 source = DeadLetterSource(entry.stream, GATE_GROUP, GATE_CONSUMER, entry.entry_id)

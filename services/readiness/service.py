@@ -1,6 +1,7 @@
 """The readiness service: is each task's data there yet? (README.md has the picture.)
 
-Consumes `cf:events` (group `readiness`) in batches. Per batch:
+Consumes its events (group `readiness`) in batches from `cf:routed:readiness`, where the gate appends only
+the types it handles (`shared.events.routing`). Per batch:
 
 1. one transaction: inbox (each signal applied once; the other events are safe to apply again), then
    `task.submitted` -> track the task and its inputs; `data.ready_signalled` -> remember the
@@ -20,7 +21,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.common.event_batches import not_yet_handled
+from services.common.event_batches import events_stream_for, not_yet_handled
 from services.common.runtime import ServiceContext, ServiceSpec, SkippedEntry, parse_events_of
 from services.readiness.recheck import Checker
 from services.readiness.store import close_tasks, insert_submitted, record_signals
@@ -35,7 +36,7 @@ from shared.events import (
     TaskSucceeded,
 )
 from shared.logging import get_logger
-from shared.names import EVENTS_STREAM, READINESS_GROUP
+from shared.names import READINESS_GROUP
 from shared.storage import open_data_store
 
 MIGRATIONS = Path(__file__).parent / "sql"
@@ -45,7 +46,8 @@ HANDLED_TYPES = CLOSING_TYPES | {"task.submitted", "data.ready_signalled"}
 REPEATABLE_TYPES = CLOSING_TYPES | {"task.submitted"}
 """Types whose second application changes nothing (`handle_events` says why): no inbox row."""
 HANDLED_EVENTS = (TaskSubmitted, DataReadySignalled, TaskCancelled, TaskRejected, TaskSucceeded, TaskFailed)
-"""Only these are parsed; every other entry of `cf:events` reaches the handler as a `SkippedEntry`."""
+"""Only these are parsed (and routed to readiness: `shared.events.routing.ROUTES`); any other entry
+reaches the handler as a `SkippedEntry`."""
 BATCH_SIZE = 200
 
 log = get_logger(__name__)
@@ -71,7 +73,7 @@ def make_spec(settings: ReadinessSettings | None = None) -> ServiceSpec:
 
         @reliable_batch_subscriber(
             ctx.broker,
-            stream=EVENTS_STREAM,
+            stream=events_stream_for(READINESS_GROUP, HANDLED_EVENTS),
             group=READINESS_GROUP,
             parse=parse_events_of(*HANDLED_EVENTS),
             parse_entry=True,

@@ -2,7 +2,7 @@
 pruned after a window — so nothing grows without bound and nothing unread is ever dropped.
 
 Streams (`trim_stream`): an entry may go once (1) it is older than `RetentionPolicy.stream_keep`
-and (2) EVERY consumer group of the stream is past it: delivered (`last-delivered-id`) and not
+(`routed_keep` on a routed stream, whose entries are copies of `cf:events` entries) and (2) EVERY consumer group of the stream is past it: delivered (`last-delivered-id`) and not
 pending (XPENDING's oldest id). The trim point is the smallest of those ids (`safe_trim_id`,
 pure); XTRIM MINID removes only entries strictly below it. A stream without consumer groups is
 never trimmed (nobody has read it), nor is `cf:deadletter` (operators read it by hand).
@@ -31,7 +31,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 from shared.delivery.db import quote_schema
 from shared.delivery.inbox import prune_inbox
 from shared.logging import get_logger
-from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, producer_stream
+from shared.names import DEADLETTER_STREAM, EVENTS_STREAM, is_routed_stream, producer_stream
 
 log = get_logger(__name__)
 
@@ -44,6 +44,9 @@ class RetentionPolicy:
     """How long what is read stays (the policy's `retention` section once config lands)."""
 
     stream_keep: timedelta = timedelta(hours=24)
+    routed_keep: timedelta = timedelta(hours=1)
+    """A routed stream's (`cf:routed:<group>`) entries are copies of `cf:events` entries, which keep
+    `stream_keep`: once its one group read them they need not stay long."""
     outbox_keep: timedelta = timedelta(days=7)
     inbox_keep: timedelta = timedelta(days=7)
     sweep_every: timedelta = timedelta(hours=1)
@@ -105,10 +108,15 @@ async def group_progress(redis: Redis, stream: str) -> list[GroupProgress]:
     return progress
 
 
+def kept_for(stream: str, policy: RetentionPolicy = DEFAULT_RETENTION) -> timedelta:
+    """How long `stream`'s entries stay after every group read them."""
+    return policy.routed_keep if is_routed_stream(stream) else policy.stream_keep
+
+
 async def trim_stream(redis: Redis, stream: str, policy: RetentionPolicy = DEFAULT_RETENTION) -> StreamRetention:
     """Trim `stream` up to its safe point (see the module docstring); what it holds afterwards."""
     groups = await group_progress(redis, stream)
-    point = None if stream == DEADLETTER_STREAM else safe_trim_id(groups, _now_ms(), _ms(policy.stream_keep))
+    point = None if stream == DEADLETTER_STREAM else safe_trim_id(groups, _now_ms(), _ms(kept_for(stream, policy)))
     trimmed = int(await redis.xtrim(stream, minid=point, approximate=False)) if point else 0
     first = await redis.xrange(stream, count=1)
     return StreamRetention(
@@ -173,7 +181,7 @@ async def stream_retention_report(redis: Redis) -> list[StreamRetention]:
     for stream in await cardflow_streams(redis):
         groups = await group_progress(redis, stream)
         first = await redis.xrange(stream, count=1)
-        point = None if stream == DEADLETTER_STREAM else safe_trim_id(groups, _now_ms(), _ms(DEFAULT_RETENTION.stream_keep))
+        point = None if stream == DEADLETTER_STREAM else safe_trim_id(groups, _now_ms(), _ms(kept_for(stream)))
         report.append(StreamRetention(stream, int(await redis.xlen(stream)), len(groups), _text(first[0][0]) if first else None, point))
     return report
 

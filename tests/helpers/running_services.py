@@ -1,7 +1,7 @@
 """Run services in-process against `fresh_settings`, feed `cf:events`, read what they wrote.
 
     async with RunningServices(settings, SPEC_A, SPEC_B) as running:
-        await running.publish(*events)              # XADD to cf:events like an outbox relay
+        await running.publish(*events)              # XADD to cf:events (and routed streams) like the gate
         assert await running.wait_until(condition)  # fails fast if a service crashed
         rows = await running.fetch("SELECT ...")    # [] while the schema does not exist yet
 
@@ -24,6 +24,7 @@ from services.common.runtime import ServiceSpec, run_service
 from shared.delivery.db import create_pool
 from shared.delivery.wire import extract_body, wire_fields
 from shared.events import Envelope, parse_event
+from shared.events.routing import forwarded_to
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
 from tests.helpers.delivery_support import WAIT_SECONDS
@@ -41,6 +42,14 @@ async def poll_until(condition: Callable[[], Awaitable[Any]], timeout: float = W
         if result or loop.time() > deadline:
             return result
         await asyncio.sleep(0.05)
+
+
+async def forward(redis: Redis, *events: Envelope) -> None:
+    """XADD events to `cf:events`, and each to the routed streams of the groups that fold its type,
+    exactly as the gate forwards them (`shared.events.routing.forwarded_to`)."""
+    for event in events:
+        for stream in forwarded_to(event.type.encode()):
+            await redis.xadd(stream, wire_fields(event))
 
 
 class RunningServices:
@@ -100,8 +109,8 @@ class RunningServices:
             await self.redis.xadd(stream, wire_fields(envelope))
 
     async def publish(self, *events: Envelope) -> None:
-        """XADD events to `cf:events` exactly as an outbox relay does."""
-        await self.xadd_all(EVENTS_STREAM, *events)
+        """XADD events where the gate forwards them (`forward`)."""
+        await forward(self.redis, *events)
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from shared.delivery.retention import (
     stream_retention_report,
     trim_stream,
 )
-from shared.names import DEADLETTER_STREAM
+from shared.names import DEADLETTER_STREAM, routed_stream
 from shared.settings import Settings
 from tests.helpers.delivery_support import a_test_event
 
@@ -71,6 +71,19 @@ async def test_a_stream_is_trimmed_only_below_what_every_group_has_read_and_acke
     await redis.xadd(lonely, {"n": "1"})
     assert (await trim_stream(redis, lonely, KEEP_NOTHING)).trimmed == 0
     assert {r.stream for r in await stream_retention_report(redis)} >= {stream, lonely, DEADLETTER_STREAM}
+
+
+async def test_a_routed_stream_keeps_what_its_group_read_for_routed_keep_not_stream_keep(redis: Redis) -> None:
+    policy = RetentionPolicy(stream_keep=timedelta(hours=24), routed_keep=timedelta(0))
+    for stream in ("cf:test:kept-a-day", routed_stream("test-retention")):
+        for n in range(3):
+            await redis.xadd(stream, {"n": str(n)})
+        await redis.xgroup_create(stream, "reader", id="0")
+        read = await redis.xreadgroup("reader", "c", {stream: ">"})
+        await redis.xack(stream, "reader", *[i for i, _ in read[0][1]])
+
+    assert (await trim_stream(redis, routed_stream("test-retention"), policy)).trimmed == 2  # all read: only the last stays
+    assert (await trim_stream(redis, "cf:test:kept-a-day", policy)).trimmed == 0  # read too, but younger than a day
 
 
 async def test_an_outbox_row_is_pruned_only_once_its_entry_left_the_stream(fresh_settings: Settings, redis: Redis) -> None:

@@ -30,10 +30,13 @@ from shared.names import (
     DEADLETTER_STREAM,
     EVENTS_STREAM,
     INGEST_STREAM,
+    MATCHER_GROUP,
+    READINESS_GROUP,
     REPORTS_STREAM,
     agent_inbox,
     ingest_stream,
     producer_stream,
+    routed_stream,
 )
 from shared.redis_acl import upstream_user, user_url
 from shared.settings import Settings
@@ -89,7 +92,8 @@ async def test_an_agent_reads_only_its_own_inbox_and_only_appends_reports(fresh_
 async def test_only_the_gate_writes_cf_events_and_each_service_only_its_own_stream(fresh_settings: Settings) -> None:
     async with user_redis(fresh_settings, "service.matcher")() as matcher:
         assert await matcher.xadd(producer_stream("matcher"), FIELDS)
-        for stream in (EVENTS_STREAM, producer_stream("dispatcher"), INGEST_STREAM, REPORTS_STREAM, agent_inbox("a1")):
+        for stream in (EVENTS_STREAM, routed_stream(MATCHER_GROUP), routed_stream(READINESS_GROUP),
+                       producer_stream("dispatcher"), INGEST_STREAM, REPORTS_STREAM, agent_inbox("a1")):  # fmt: skip
             with pytest.raises(NoPermissionError):
                 await matcher.xadd(stream, FIELDS)
     async with user_redis(fresh_settings, "service.dispatcher")() as dispatcher:
@@ -98,6 +102,7 @@ async def test_only_the_gate_writes_cf_events_and_each_service_only_its_own_stre
             await dispatcher.xadd(EVENTS_STREAM, FIELDS)
     async with user_redis(fresh_settings, "gate")() as gate:
         assert await gate.xadd(EVENTS_STREAM, FIELDS)
+        assert await gate.xadd(routed_stream(READINESS_GROUP), FIELDS)  # and alone the routed streams
         with pytest.raises(NoPermissionError):
             await gate.xadd(producer_stream("dispatcher"), FIELDS)
 

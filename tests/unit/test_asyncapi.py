@@ -41,17 +41,19 @@ def test_every_stream_and_consumer_group_is_documented() -> None:
     addresses = {channel["address"] for channel in channels}
     groups = {(c["address"], c["bindings"]["redis"].get("groupName")) for c in channels} - {(a, None) for a in addresses}
 
-    streams = {names.INGEST_STREAM, names.EVENTS_STREAM, names.REPORTS_STREAM, names.DEADLETTER_STREAM, AGENT_INBOX, PRODUCER_STREAM}
+    routed = {names.routed_stream(group) for group in (names.READINESS_GROUP, names.MATCHER_GROUP, names.ALERTS_GROUP)}
+    streams = {names.INGEST_STREAM, names.EVENTS_STREAM, names.REPORTS_STREAM, names.DEADLETTER_STREAM, AGENT_INBOX,
+               PRODUCER_STREAM, *routed}  # fmt: skip
     assert addresses == streams
     assert groups == {
         (PRODUCER_STREAM, names.GATE_GROUP),
         (names.INGEST_STREAM, names.INTAKE_GROUP),
-        (names.EVENTS_STREAM, names.READINESS_GROUP),
-        (names.EVENTS_STREAM, names.MATCHER_GROUP),
+        (names.routed_stream(names.READINESS_GROUP), names.READINESS_GROUP),
+        (names.routed_stream(names.MATCHER_GROUP), names.MATCHER_GROUP),
         (names.EVENTS_STREAM, names.DISPATCHER_GROUP),
         (names.EVENTS_STREAM, names.LEDGER_GROUP),
         (names.EVENTS_STREAM, names.AUDIT_GROUP),
-        (names.EVENTS_STREAM, names.ALERTS_GROUP),
+        (names.routed_stream(names.ALERTS_GROUP), names.ALERTS_GROUP),
         (names.EVENTS_STREAM, names.CONSOLE_GROUP),
         (names.REPORTS_STREAM, names.DISPATCHER_GROUP),
         (AGENT_INBOX, names.AGENT_GROUP),

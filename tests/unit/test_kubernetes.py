@@ -40,8 +40,8 @@ KUBERNETES_VERSIONS = [kubernetes_validate.latest_version(), "1.29.0"]
 
 CONSUMED: dict[str, tuple[str, str]] = {
     "intake": (names.INGEST_STREAM, names.INTAKE_GROUP),
-    "readiness": (names.EVENTS_STREAM, names.READINESS_GROUP),
-    "matcher": (names.EVENTS_STREAM, names.MATCHER_GROUP),
+    "readiness": (names.routed_stream(names.READINESS_GROUP), names.READINESS_GROUP),
+    "matcher": (names.routed_stream(names.MATCHER_GROUP), names.MATCHER_GROUP),
     "ledger": (names.EVENTS_STREAM, names.LEDGER_GROUP),
     "views": (names.EVENTS_STREAM, names.CONSOLE_GROUP),
     "dispatcher": (names.EVENTS_STREAM, names.DISPATCHER_GROUP),

@@ -24,11 +24,22 @@ def test_an_agent_gets_its_own_inbox_only() -> None:
 
 
 def test_a_service_appends_only_its_own_event_stream_and_the_gate_alone_cf_events() -> None:
-    matcher = " ".join(service_user("matcher").rules)
-    assert "~cf:events:matcher" in matcher and "~cf:events " not in matcher + " "
-    assert "+xadd" not in matcher.split("~cf:events)")[0].split("(")[-1]  # cf:events is read, never appended
+    appended = [rule for rule in service_user("dispatcher").rules if rule.startswith("~")]  # the keys of +xadd
+    assert appended == ["~cf:events:dispatcher", "~cf:deadletter"]
+    read = "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xinfo|groups +xtrim +xrange +xlen"
+    assert f"({read} ~cf:events ~cf:reports)" in service_user("dispatcher").rules  # cf:events is read, never appended
     assert "~cf:events" in gate_user().rules and "+xadd" in gate_user().rules
     assert "(+xadd +xtrim +xrange +xlen +xinfo|groups +xpending ~cf:agent:*)" in service_user("dispatcher").rules
+
+
+def test_a_routed_group_reads_its_routed_stream_and_only_the_gate_appends_there() -> None:
+    read = "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xinfo|groups +xtrim +xrange +xlen"
+    assert f"({read} ~cf:routed:matcher)" in service_user("matcher").rules  # read, never appended
+    matcher = " ".join(service_user("matcher").rules)
+    assert "cf:events " not in matcher + " " and "cf:events)" not in matcher  # it no longer reads cf:events
+    assert "~cf:routed:*" in gate_user().rules
+    assert trimmed_streams("readiness") == ("cf:routed:readiness",)
+    assert trimmed_streams("ledger") == ("cf:events", "cf:routed:alerts")
 
 
 def test_file_lines_hold_only_a_hash_of_the_password() -> None:

@@ -15,14 +15,13 @@ from services.readiness.board import load_board
 from services.readiness.recheck import Checker
 from services.readiness.service import ReadinessSettings, make_spec
 from services.readiness.store import record_signals
-from shared.delivery import create_pool, wire_fields
+from shared.delivery import create_pool
 from shared.events import DataReadySignalled, Envelope, TaskReadinessChanged, TaskSubmitted, make_event, parse_event
 from shared.events.subjects import task_subject
-from shared.names import EVENTS_STREAM
 from shared.settings import Settings
 from shared.storage import ObjectStore, open_data_store
 from tests.helpers.delivery_support import unique
-from tests.helpers.running_services import RunningServices
+from tests.helpers.running_services import RunningServices, forward
 from tests.integration.intake.harness import a_submission, published_events, xadd_ingest
 
 READINESS = make_spec(ReadinessSettings(sweep_seconds=0.2))
@@ -164,14 +163,14 @@ async def test_a_redelivered_event_is_applied_once(fresh_settings: Settings, red
         data={"task_id": "T-redelivered", "idempotency_key": "k", "submission": a_submission()},
     )  # fmt: skip
     for _ in range(3):
-        await redis.xadd(EVENTS_STREAM, wire_fields(submitted))
+        await forward(redis, submitted)
     marker = make_event(
         TaskSubmitted, subject=task_subject("T-marker"), subject_seq=1, producer="intake/test", actor="user:a",
         data={"task_id": "T-marker", "idempotency_key": "m", "submission": a_submission()},
     )  # fmt: skip
     async with RunningServices(fresh_settings, READINESS) as services:
-        await redis.xadd(EVENTS_STREAM, wire_fields(submitted))  # a later batch too
-        await redis.xadd(EVENTS_STREAM, wire_fields(marker))
+        await forward(redis, submitted)  # a later batch too
+        await forward(redis, marker)
 
         async def both_checked() -> bool:  # each task's report is relayed by its own transaction: in any order
             return bool(await readiness_of(redis, "T-marker")) and bool(await readiness_of(redis, "T-redelivered"))
@@ -200,7 +199,7 @@ async def test_a_cancelled_task_is_no_longer_checked(
             "task.cancelled", subject=doomed.subject, subject_seq=9, producer="dispatcher/test", actor="user:a",
             data={"task_id": doomed.data.task_id, "reason": "not needed"},
         )  # fmt: skip
-        await redis.xadd(EVENTS_STREAM, wire_fields(cancelled))
+        await forward(redis, cancelled)
 
         async def closed() -> bool:
             return await pool.fetchval("SELECT closed_by FROM readiness.tasks WHERE task_id = $1", doomed.data.task_id) == "task.cancelled"
@@ -222,13 +221,13 @@ async def test_a_closing_event_takes_no_inbox_row_and_its_redelivery_keeps_the_f
         ends = await submitted_task(services, redis, "ends")
         marker = await submitted_task(services, redis, "marker")
         cancelled = a_closing(ends, "task.cancelled", 9, reason="not needed")
-        await redis.xadd(EVENTS_STREAM, wire_fields(cancelled))
+        await forward(redis, cancelled)
         assert await services.wait_until(lambda: closed_as(pool, ends, "task.cancelled"))
         inbox = {row["event_id"] for row in await pool.fetch("SELECT event_id FROM readiness.inbox")}
         assert cancelled.event_id not in inbox and not {ends.event_id, marker.event_id} & inbox  # submissions neither
         failed = a_closing(ends, "task.failed", 10, lease_id=None, error="late", exit_code=1)
         for event in (cancelled, failed, a_closing(marker, "task.cancelled", 9)):  # a redelivery, a later close
-            await redis.xadd(EVENTS_STREAM, wire_fields(event))
+            await forward(redis, event)
         assert await services.wait_until(lambda: closed_as(pool, marker, "task.cancelled"))
         assert await closed_as(pool, ends, "task.cancelled")  # the first close stays
 
