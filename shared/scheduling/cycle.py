@@ -48,6 +48,7 @@ from shared.scheduling.model import (
     Plan,
     Policy,
     Preemption,
+    PreemptAtOnce,
     PreemptionBudget,
     PriorityClass,
     QueuedTask,
@@ -64,6 +65,7 @@ from shared.scheduling.preemption import (
     budget_gpu_hours,
     ends_within_grace,
     grant_reclaimable_within_grace,
+    not_reclaimable_at_once,
     reclaimable_within_grace,
 )
 from shared.scheduling.quota import SECONDS_PER_HOUR, QuotaBook
@@ -106,6 +108,8 @@ class Cycle:
         self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
         self.revisit_at: float | None = None  # when a waiting core task's preemption grace ends
         self._victims: VictimIndex | None = None
+        self._victims_at_once: VictimIndex | None = None  # `_at_once_victim_index`
+        self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
         self._gate = policy.readiness_gate
@@ -508,7 +512,8 @@ class Cycle:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
         themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
-        be revisited when the earliest grace ends (`Plan.revisit_at`)."""
+        be revisited when the earliest grace ends (`Plan.revisit_at`). With `policy.preempt_at_once` it
+        may (`"checkpointing"`), but only victims that checkpoint on preemption (`_victim_index_for`)."""
         return task.priority_class == P.CORE and self._may_preempt_since(task.submitted_at)
 
     def _may_preempt_since(self, submitted_at: float) -> bool:
@@ -519,7 +524,7 @@ class Cycle:
         if self.now >= grace_ends:
             return True
         self._revisit(grace_ends)
-        return False
+        return self._at_once is PreemptAtOnce.CHECKPOINTING  # only victims that checkpoint (`_victim_index_for`)
 
     def _revisit(self, at: float) -> None:
         """Ask to be planned again at `at` (the earliest such moment wins)."""
@@ -698,7 +703,7 @@ class Cycle:
         task use the freed GPUs: otherwise they would idle and the victims' work be wasted. With a
         `budget` (GPU-hours): any opportunistic lease not yet taken may be a victim, whatever the loss
         cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
-        index = self._victim_index() if budget is None else self._budget_victim_index(budget)
+        index = self._victim_index_for(task) if budget is None else self._budget_victim_index(budget)
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -718,8 +723,9 @@ class Cycle:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
-            if index is not self._victims and self._victims is not None:
-                self._victims.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
+            for other in (self._victims, self._victims_at_once):
+                if other is not index and other is not None:
+                    other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
             for victim in choice.victims:
                 lease = victim.lease
@@ -795,10 +801,12 @@ class Cycle:
 
     def _fillers_yield_at(self, task: QueuedTask) -> float | None:
         """When opportunistic work filling the reservation yields its GPUs to this task, should it
-        hold the reservation: once the task's preemption grace is over. None: never (policy off, or
-        the task is opportunistic itself)."""
+        hold the reservation: once the task's preemption grace is over (with `policy.preempt_at_once`: now).
+        None: never (policy off, or the task is opportunistic itself)."""
         if not self.policy.fill_reservations or task.priority_class == P.OPPORTUNISTIC:
             return None
+        if self._at_once is not PreemptAtOnce.NEVER:  # fillers checkpoint: they lose only their write, now or later
+            return self.now
         return max(self.now, self._grace_ends(task))
 
     def _reclaim_from_fillers(self, task: QueuedTask, options: Sequence[CardOption], cards: set[str],
@@ -829,8 +837,28 @@ class Cycle:
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            self._victims = VictimIndex(self._opportunistic, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+            leases = self._opportunistic if not self._preempted else [  # `_at_once_victim_index` preempted first
+                lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims
+
+    def _victim_index_for(self, task: QueuedTask) -> VictimIndex:
+        """The victims the task may take now: any (`_victim_index`) once its grace is over; inside it (with
+        `policy.preempt_at_once`: a reservation's holder reclaiming its fillers, or — `"checkpointing"` — a core
+        task) only those that checkpoint on preemption (`_at_once_victim_index`)."""
+        if self._at_once is not PreemptAtOnce.NEVER and self.now < self._grace_ends(task):
+            return self._at_once_victim_index()
+        return self._victim_index()
+
+    def _at_once_victim_index(self) -> VictimIndex:
+        """`_victim_index` without the leases that do not checkpoint on preemption (`not_reclaimable_at_once`),
+        and without those preempted already this cycle."""
+        if self._victims_at_once is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims_at_once = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                                                partial(not_reclaimable_at_once, spared=spared))
+        return self._victims_at_once
 
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
@@ -935,3 +963,11 @@ def _core_demand_of(leases: Sequence[RunningLease], queue: Sequence[QueuedTask],
         return core_demand(leases, queue, card_of_node, core_first=core_first, queued_gpus=queued_core)
     return recent_core_demand(leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
                               every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT, queued_gpus=queued_core)
+
+
+def _preempt_at_once(policy: Policy) -> PreemptAtOnce:
+    """`policy.preempt_at_once` as the enum (a plain string from a policy variant works too)."""
+    try:
+        return PreemptAtOnce(policy.preempt_at_once)
+    except ValueError:
+        raise ValueError(f"unknown preempt_at_once {policy.preempt_at_once!r}; known: {', '.join(PreemptAtOnce)}") from None

@@ -53,6 +53,16 @@ class PreemptionBudget(StrEnum):
     DRAIN = "drain"  # the reservation's GPUs free now: what its drain keeps idle if nothing backfills them
 
 
+class PreemptAtOnce(StrEnum):
+    """Which preemptions need not wait out the preemption grace (`Policy.preempt_at_once`). Only victims
+    that checkpoint on preemption are ever taken at once: they lose their write (at most gpus x 60 s)
+    whenever it comes, so the grace would only keep the preempting task waiting."""
+
+    NEVER = "never"  # every preemption waits until the preempting task's grace is over
+    FILLERS = "fillers"  # a reservation's holder reclaims the work filling its drain as soon as it is due
+    CHECKPOINTING = "checkpointing"  # ... and a core task takes any victim that checkpoints, at once
+
+
 class Profile(StrEnum):
     """What bounds a task's speed, used to scale its estimate from the reference card."""
 
@@ -183,6 +193,10 @@ class Policy:
     # A lease whose estimate ends within the preemption grace is never a victim: it gives its GPUs
     # back by itself about as soon, and preempting it would only cost its write and a requeue.
     preemption_spares_ending: bool = False
+    # Which preemptions need not wait out `preempt_after_s` (victims that checkpoint on preemption only):
+    # "never"; "fillers" = a reservation's holder reclaims its fillers as soon as it is due;
+    # "checkpointing" = that, and a core task takes victims that checkpoint at once.
+    preempt_at_once: PreemptAtOnce = PreemptAtOnce.NEVER
     # Preemption that pays for its loss: the core task holding the cycle's reservation, once past its
     # grace, may preempt opportunistic leases that lose in total up to this share of a budget — the
     # wait until the reservation's start times the GPUs of `preemption_budget_basis` — whatever each

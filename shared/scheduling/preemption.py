@@ -7,6 +7,11 @@ nodes for a task that must span. The free GPUs the task will also need on those 
 for the rest of the cycle, and the core task itself waits (AWAITING_PREEMPTION) until the victims have
 checkpointed and released their GPUs — GPUs are never granted and preempted in the same plan.
 
+Reclaiming at once (`policy.preempt_at_once`, off in every preset): a reservation's holder inside its grace,
+whose fillers then yield at once — and with "checkpointing" a core task inside its grace — may take the
+victims that checkpoint on preemption (`not_reclaimable_at_once` leaves the others out); cycle.py builds a
+third index for them.
+
 Preemption that pays (`policy.preemption_budget_share`, off in every preset): the reservation's core
 holder may instead take victims that lose more than their own cap, as long as all of them together lose
 no more than a budget set by its wait until the reservation's start (`budget_gpu_hours`); cycle.py
@@ -65,6 +70,14 @@ def loss_cap_gpu_hours(gpus: int, max_lost_gpu_hours: float | None) -> float:
     the lease's own checkpoint write (a preemption then costs what the write costs anyway: only
     leases that checkpoint on preemption, or started less than the write's time ago, are victims)."""
     return checkpoint_write_gpu_hours(gpus) if max_lost_gpu_hours is None else max_lost_gpu_hours
+
+
+def not_reclaimable_at_once(lease: RunningLease, spared: Callable[[RunningLease], bool] | None = None) -> bool:
+    """True if a task inside its preemption grace may not take the lease even with
+    `policy.preempt_at_once`: it does not checkpoint on preemption (or the policy spares it). A lease that
+    checkpoints loses only its write (`lost_gpu_hours`), whether it is preempted now or a grace later; one
+    that does not loses all its progress, and a restart from nothing — the grace is kept for those."""
+    return not lease.checkpoints_on_preempt or (spared is not None and spared(lease))
 
 
 def may_be_victim(lease: RunningLease, now: float, max_lost_gpu_hours: float | None) -> bool:

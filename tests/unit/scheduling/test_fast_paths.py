@@ -30,6 +30,7 @@ from shared.scheduling.model import (
     Node,
     Plan,
     Policy,
+    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
@@ -170,7 +171,7 @@ def repetitive_scenarios(draw):
                      fill_reservations=draw(st.booleans()), max_heavy_per_node=draw(st.integers(1, 2)),
                      headroom_counts_reclaimable_only=draw(st.booleans()),
                      headroom_core_demand=draw(st.sampled_from(tuple(HeadroomCoreDemand))),
-                     preemption_spares_ending=draw(st.booleans()),
+                     preemption_spares_ending=draw(st.booleans()), preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
                      preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
                      preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures

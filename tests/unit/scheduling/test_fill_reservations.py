@@ -3,6 +3,8 @@ and yields them (preempted) once the reservation is due and the holder's grace i
 
 from __future__ import annotations
 
+import pytest
+
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Preemption
 from shared.scheduling.policies import POLICIES
@@ -73,6 +75,23 @@ def test_a_holder_inside_its_grace_reserves_for_the_grace_end_and_asks_to_be_rev
     assert result.revisit_at == NOW + 540
     assert deferrals(result)["head"].detail.endswith(
         "in about 9m, when its preemption grace ends and opportunistic work yields the GPUs")
+
+
+@pytest.mark.parametrize("at_once", ["fillers", "checkpointing"])
+def test_with_preempt_at_once_a_holder_inside_its_grace_reclaims_its_fillers_at_once(at_once):
+    """The filler loses only its checkpoint write, now or when the grace ends: the holder (standard work
+    here) need not wait for it."""
+    head = head_task().submitted(NOW - 60)
+    result = plan_with(head=head, nodes=B_FILLED, leases=[FILLER_LEASE], preempt_at_once=at_once)
+    assert result.preemptions == (Preemption("Lf", "run-Lf", "head", 2 * 60 / 3600),)
+    assert reason_of(result, "head") == R.AWAITING_PREEMPTION
+    assert result.revisit_at is None
+
+
+def test_with_preempt_at_once_fillers_still_fill_a_reservation_and_yield_when_it_is_due():
+    result = plan_with(filler(), preempt_at_once="checkpointing")
+    assert nodes_of(grants(result)["fill"]) == ["b"]
+    assert result.reservations[0].start_at == NOW + HOUR
 
 
 def test_no_filler_is_preempted_when_the_reservation_is_due_anyway():

@@ -170,6 +170,97 @@ def test_by_default_a_victim_may_lose_only_its_own_checkpoint_write():
     assert not result.preemptions  # "old" would lose more than its write
 
 
+# -- Reclaiming at once (opt-in): victims that lose only their checkpoint write ----------------------
+
+def _one_victim_beside_standard_work(checkpoints: bool):
+    """Node a: GPU 0 held by an opportunistic lease — one that checkpoints on preemption (it loses its write,
+    1 GPU x 60 s) or one without checkpoints that started 30 s ago (it loses those 30 s and restarts from
+    nothing); GPUs 1-7 by standard work."""
+    victim = opp("ckpt", 0, started=NOW - 5 * HOUR).checkpoints_on_preempt() if checkpoints else opp("young", 0, started=NOW - 30)
+    return [victim, a_lease("std").on("a").gpus(*range(1, 8)).ends(NOW + 10 * HOUR)]
+
+
+@pytest.mark.parametrize(
+    ("at_once", "checkpoints", "cap", "waited_s", "preempted"),
+    [
+        ("never", True, None, 100, False),  # the setting off (every preset): the grace (600 s) first
+        ("fillers", True, None, 100, True),  # c holds the reservation: work that checkpoints yields to it at once
+        ("fillers", False, None, 100, False),
+        ("checkpointing", True, None, 100, True),  # a victim losing only its write is taken at once
+        ("checkpointing", True, None, 0, True),  # ... even by a task submitted this instant
+        ("checkpointing", False, None, 100, False),  # one that does not checkpoint still waits for the grace
+        ("checkpointing", False, None, 600, True),  # ... and is a victim once it is over, as before
+        ("checkpointing", True, 0.25, 100, True),  # a numeric cap: a checkpointing victim still loses only its write
+        ("checkpointing", True, 0.001, 100, False),  # a cap below its write: never a victim
+    ],
+)
+def test_with_preempt_at_once_core_work_takes_victims_that_checkpoint_without_the_grace(
+        at_once, checkpoints, cap, waited_s, preempted):
+    task = a_task("c").core().gpus(1).submitted(NOW - waited_s)
+    result = builders.run(FULL, [task], leases=_one_victim_beside_standard_work(checkpoints), preempt_after_s=600,
+                          preempt_max_lost_gpu_hours=cap, preempt_at_once=at_once)
+    assert (len(result.preemptions) == 1) == preempted
+    assert (reason_of(result, "c") == R.AWAITING_PREEMPTION) == preempted
+
+
+def test_with_preempt_at_once_fillers_only_the_reservation_holder_takes_victims_inside_its_grace():
+    leases = [opp("o1", 0, 1, 2, 3, started=NOW - 5 * HOUR).checkpoints_on_preempt(),
+              opp("o2", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]
+    tasks = [a_task("c1").core().gpus(4).priority(9).submitted(NOW - 100), a_task("c2").core().gpus(4).submitted(NOW - 100)]
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="fillers")
+    assert [p.for_task_id for p in result.preemptions] == ["c1"]
+    assert reason_of(result, "c2") != R.AWAITING_PREEMPTION
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert [p.for_task_id for p in result.preemptions] == ["c1", "c2"]
+
+
+def test_an_unknown_preempt_at_once_is_refused_with_the_known_values():
+    with pytest.raises(ValueError, match="unknown preempt_at_once 'soon'; known: never, fillers, checkpointing"):
+        builders.run(FULL, [a_task("c").core()], preempt_at_once="soon")
+
+
+def test_with_preempt_at_once_a_fresh_core_task_takes_the_cheapest_checkpointing_victim():
+    leases = [opp("young", 0, 1, 2, 3, started=NOW - 10),  # loses 4 GPUs x 10 s, less than the other, but no checkpoint
+              opp("long", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]
+    task = a_task("c").core().gpus(4).submitted(NOW)
+    result = builders.run(FULL, [task], leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert result.preemptions == (Preemption("long", "run-long", "c", pytest.approx(4 * 60 / 3600)),)
+    older = builders.run(FULL, [task.submitted(NOW - 600)], leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert [p.lease_id for p in older.preemptions] == ["young"]  # past its grace: the cheapest of all, as before
+
+
+def test_with_preempt_at_once_a_victim_taken_at_once_is_no_victim_for_a_later_task():
+    leases = [opp("long", *range(8), started=NOW - 5 * HOUR).checkpoints_on_preempt()]
+    tasks = [a_task("c1").core().gpus(4).submitted(NOW), a_task("c2").core().gpus(4).submitted(NOW - 600)]
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("long", "c2")]  # c2 comes first: older
+    assert reason_of(result, "c1") != R.AWAITING_PREEMPTION
+    tasks[0] = tasks[0].priority(9)  # c1 first: it takes the victim at once, c2 (past its grace) finds none
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("long", "c1")]
+
+
+def test_with_preempt_at_once_a_victim_taken_at_once_is_gone_from_the_index_built_before():
+    """c0 (first, inside its grace) cannot be helped by the checkpointing victim alone and is told of its
+    grace (which reads every victim); c1 (inside its grace) then takes "long" at once; c2 (past its grace)
+    must not take "long" again, although it would be the cheapest."""
+    leases = [opp("long", 0, 1, 2, 3, started=NOW - 5 * HOUR, checkpoint=NOW - 5).checkpoints_on_preempt(),
+              opp("young", 4, 5, 6, 7, started=NOW - 10)]
+    tasks = [a_task("c0").core().gpus(8).priority(10).submitted(NOW), a_task("c1").core().gpus(4).priority(9).submitted(NOW),
+             a_task("c2").core().gpus(4).submitted(NOW - 600)]
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("long", "c1"), ("young", "c2")]
+
+
+def test_with_preempt_at_once_a_core_task_whose_victim_does_not_checkpoint_is_told_of_its_grace():
+    result = builders.run(FULL, [a_task("c").core().gpus(1).submitted(NOW - 100)],
+                          leases=_one_victim_beside_standard_work(checkpoints=False), preempt_after_s=600,
+                          preempt_at_once="checkpointing")
+    assert not result.preemptions
+    assert result.revisit_at == NOW + 500
+    assert deferrals(result)["c"].detail.endswith("; if still waiting in 8m, it may preempt opportunistic work")
+
+
 # -- A preemption must pay: never free GPUs the preempting task could not use ------------------------
 
 def _reserved_drain(core_runs_s: float):

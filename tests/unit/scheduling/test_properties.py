@@ -26,6 +26,7 @@ from shared.scheduling.model import (
     Node,
     Plan,
     Policy,
+    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
@@ -100,7 +101,7 @@ def _policies(draw):
                    fill_reservations=draw(st.booleans()), quota_expiry_gate=draw(st.booleans()),
                    headroom_counts_reclaimable_only=draw(st.booleans()),
                    headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
-                   preemption_spares_ending=draw(st.booleans()),
+                   preemption_spares_ending=draw(st.booleans()), preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
                    preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
                    preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))))
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.model import (
-    DeferralReason, Plan, Policy, PriorityClass, Profile, QueuedTask, QuotaAccount, Snapshot,
+    DeferralReason, Plan, Policy, PreemptAtOnce, PriorityClass, Profile, QueuedTask, QuotaAccount, Snapshot,
 )
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
@@ -42,6 +42,7 @@ def policies(draw: st.DrawFn) -> Policy:
         headroom_counts_reclaimable_only=draw(st.booleans()),
         headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
         preemption_spares_ending=draw(st.booleans()),
+        preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
         preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0, 4.0))),
         preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
         backfill=draw(st.booleans()),
