@@ -12,7 +12,8 @@ It starts an embedded Redis (with the other embedded backends, unused) and, per 
    types parsed, the rest skipped unparsed by wire type, as the services do) consumes the whole phase
    from `cf:events`, and another the same phase from the group's routed stream.
 
-It prints, per task, this process's CPU (user + system) and the Redis server's for each side; the gate's
+The gate appends a routed event with one EVAL (`services.gate.forwarder.FAN_OUT`); with `--xadd-each` it
+is also run as first built, one XADD per stream (`XaddEachGate`). It prints, per task, this process's CPU (user + system) and the Redis server's for each side; the gate's
 difference is the cost of routing, the consumers' difference what it saves. Filling the streams is
 outside the measured windows.
 """
@@ -42,11 +43,19 @@ from shared.delivery.wire import wire_fields  # noqa: E402
 from shared.embedded import Backends  # noqa: E402
 from shared.events import Envelope  # noqa: E402
 from shared.events.ownership import PRODUCERS  # noqa: E402
-from shared.events.routing import ROUTES, ROUTING_TABLE  # noqa: E402
+from shared.events.routing import ROUTES, ROUTING_TABLE, forwarded_to  # noqa: E402
 from shared.events.subjects import lease_subject  # noqa: E402
 from shared.names import EVENTS_STREAM, producer_stream, routed_stream  # noqa: E402
 from shared.settings import Settings  # noqa: E402
 from tests.helpers.task_events import TaskStory  # noqa: E402
+
+class XaddEachGate(Gate):
+    """The gate as first routed (051cbb9): one XADD per stream for a routed event instead of one EVAL."""
+
+    def _append(self, pipe: Any, entry: Any) -> None:
+        for stream in forwarded_to(entry.fields[b"type"], self.routes):
+            pipe.xadd(stream, entry.fields)
+
 
 SOMETIMES = {"queued": 16, "started": 15, "renewed": 15}
 """Of every 100 tasks, how many have a `task.queued`, `task.started`, `lease.renewed` (session 11's counts)."""
@@ -95,11 +104,12 @@ async def measured(redis_pid: int, work: Callable[[], Awaitable[None]]) -> tuple
     return sum(me.cpu_times()[:2]) - mine_before, sum(server.cpu_times()[:2]) - server_before
 
 
-async def gate_run(url: str, redis_pid: int, tasks: int, routes: Mapping[bytes, tuple[str, ...]], batch: int) -> tuple[float, float]:
-    """Forward `tasks` tasks' events through the real gate with `routes`: (gate, Redis) CPU seconds."""
+async def gate_run(url: str, redis_pid: int, tasks: int, routes: Mapping[bytes, tuple[str, ...]], batch: int,
+                   kind: type[Gate] = Gate) -> tuple[float, float]:  # fmt: skip
+    """Forward `tasks` tasks' events through the gate (`kind`) with `routes`: (gate, Redis) CPU seconds."""
     redis = Redis.from_url(url)
     events = await fill(redis, tasks)
-    gate = Gate(redis, producers=PRODUCERS, batch_size=batch, block_ms=1, routes=routes)
+    gate = kind(redis, producers=PRODUCERS, batch_size=batch, block_ms=1, routes=routes)
 
     async def forward_all() -> None:
         while gate.forwarded < events:
@@ -142,9 +152,14 @@ def per_task(seconds: tuple[float, float], tasks: int) -> str:
 
 
 async def one_round(url: str, redis_pid: int, args: argparse.Namespace, flip: bool) -> None:
-    sides = [("gate, cf:events only", {}), ("gate, routed", ROUTING_TABLE)]
-    for label, routes in reversed(sides) if flip else sides:
-        print(f"  {label:34} {per_task(await gate_run(url, redis_pid, args.tasks, routes, args.gate_batch), args.tasks)}", flush=True)
+    sides = [("gate, cf:events only", {}, Gate), ("gate, routed", ROUTING_TABLE, Gate)]
+    if args.xadd_each:
+        sides.append(("gate, routed, XADD per stream", ROUTING_TABLE, XaddEachGate))
+    for label, routes, kind in reversed(sides) if flip else sides:
+        used = await gate_run(url, redis_pid, args.tasks, routes, args.gate_batch, kind)
+        print(f"  {label:34} {per_task(used, args.tasks)}", flush=True)
+    if args.gate_only:
+        return
     if flip:  # the consumers need the streams of a routed run (each run starts from an empty Redis)
         await gate_run(url, redis_pid, args.tasks, ROUTING_TABLE, args.gate_batch)
     for group, types in ROUTES.items():
@@ -160,6 +175,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gate-batch", type=int, default=20, help="entries per producer stream per gate step")
     parser.add_argument("--consumer-batch", type=int, default=100, help="entries per consumer read")
+    parser.add_argument("--xadd-each", action="store_true", help="also the gate appending with one XADD per stream (XaddEachGate)")
+    parser.add_argument("--gate-only", action="store_true", help="measure the gate only, not the consumers")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="cardflow-routing-") as data_dir:
         Path(data_dir).chmod(0o755)

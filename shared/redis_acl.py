@@ -9,7 +9,8 @@ One user per process kind, so a stolen or buggy credential reaches only what its
 | `service.dispatcher`| also append to and trim agent inboxes `cf:agent:*`                        |
 | `service.console`   | also read and delete dead letters, replay them onto `cf:ingest*` only     |
 | `gate`              | read `cf:events:*` in its group, append `cf:events` and the routed        |
-|                     | streams `cf:routed:*` (the only writer of both)                           |
+|                     | streams `cf:routed:*` (the only writer of both; EVAL: one script appends  |
+|                     | a routed event to all its streams, each XADD checked against these keys)  |
 | `agent.<id>`        | append `cf:reports`; read in its group only its own inbox `cf:agent:<id>` |
 | `upstream.<name>`   | append its own `cf:ingest:<name>` (intake: actor `upstream:<name>`), nothing else |
 | `default`           | everything: `cardflow up`, `cardflow doctor`, tests (never handed to a service) |
@@ -168,7 +169,8 @@ def trimmed_streams(service: str) -> tuple[str, ...]:
 def gate_user() -> RedisUser:
     """`gate`: reads every producer stream in its group and alone appends `cf:events` and the routed streams."""
     rules = (
-        *CONNECTION, *TRANSACTION, "+scan", "+xadd", f"~{EVENTS_STREAM}", f"~{routed_stream('*')}", f"~{DEADLETTER_STREAM}",
+        *CONNECTION, *TRANSACTION, "+scan", "+xadd", "+eval", f"~{EVENTS_STREAM}", f"~{routed_stream('*')}",
+        f"~{DEADLETTER_STREAM}",
         _selector((*GROUP_READ, *TRIM), producer_stream("*")),
         _selector(("+xrange", "+xlen", "+xinfo|groups", "+xpending", "+xtrim"), EVENTS_STREAM),
         _selector(("+set", "+get", "+pexpire", "+watch", "+unwatch", "+del"), GATE_LOCK_KEY),

@@ -15,7 +15,8 @@ service's Redis user may write (shared.redis_acl). One `forward_once` call:
    (shared.events.ownership.refusal) and equal the entry's `type` field; unreadable bodies fail;
 4. in ONE MULTI, guarded by WATCH on the lock: XADD the accepted entries to `cf:events` (fields
    unchanged), each also to the routed stream of every group that folds its type
-   (shared.events.routing: those groups read only their own stream), XADD the refused ones to
+   (shared.events.routing: those groups read only their own stream; one EVAL of `FAN_OUT` appends a
+   routed event to all its streams), XADD the refused ones to
    `cf:deadletter` with the reason, XACK them all, and renew the lock. An instance that lost the
    lock meanwhile commits nothing (WatchError); an entry is forwarded exactly once, to `cf:events`
    and to each of its routed streams, in the same order everywhere.
@@ -30,9 +31,11 @@ import json
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields
@@ -50,6 +53,10 @@ GATE_CONSUMER = "gate"
 holder had read but not forwarded."""
 
 _BODY = BODY_FIELD.encode()
+
+FAN_OUT = "for i = 1, #KEYS do redis.call('XADD', KEYS[i], '*', unpack(ARGV)) end"
+"""Append the fields in ARGV to every stream in KEYS, in order (server-side: redis-py packs the fields and
+parses a reply once instead of once per stream; docs/BENCHMARKS.md, Pipeline, session 13)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +182,15 @@ class Gate:
             for stream, rows in (answer or []) for entry_id, fields in rows if fields is not None
         ]  # fmt: skip
 
+    def _append(self, pipe: Pipeline, entry: ReadEntry) -> None:
+        """Queue an accepted entry's appends (step 4): one XADD to `cf:events`, or, for a routed type, one
+        EVAL of `FAN_OUT` that appends the same fields to `cf:events` and then to its routed streams."""
+        streams = forwarded_to(entry.fields[b"type"], self.routes)
+        if len(streams) == 1:
+            pipe.xadd(streams[0], entry.fields)
+            return
+        pipe.eval(FAN_OUT, len(streams), *streams, *chain.from_iterable(entry.fields.items()))
+
     async def _commit(self, entries: list[ReadEntry]) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             await pipe.watch(GATE_LOCK_KEY)
@@ -185,8 +201,7 @@ class Gate:
             for entry in entries:
                 reason = screen_entry(entry)
                 if reason is None:
-                    for stream in forwarded_to(entry.fields[b"type"], self.routes):
-                        pipe.xadd(stream, entry.fields)
+                    self._append(pipe, entry)
                     continue
                 refused += 1
                 source = DeadLetterSource(entry.stream, GATE_GROUP, GATE_CONSUMER, entry.entry_id)

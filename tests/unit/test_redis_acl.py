@@ -37,7 +37,7 @@ def test_a_routed_group_reads_its_routed_stream_and_only_the_gate_appends_there(
     assert f"({read} ~cf:routed:matcher)" in service_user("matcher").rules  # read, never appended
     matcher = " ".join(service_user("matcher").rules)
     assert "cf:events " not in matcher + " " and "cf:events)" not in matcher  # it no longer reads cf:events
-    assert "~cf:routed:*" in gate_user().rules
+    assert "~cf:routed:*" in gate_user().rules and "+eval" in gate_user().rules  # FAN_OUT appends a routed event
     assert trimmed_streams("readiness") == ("cf:routed:readiness",)
     assert trimmed_streams("ledger") == ("cf:events", "cf:routed:alerts")
 
