@@ -11,7 +11,9 @@ fresh queue — the result is exactly the fresh order, for every `now` (tasks wh
 but whose keys round to the same float at this `now` are the one case where the kept order alone would
 differ; the re-sort settles it).
 
-A value: `of` sorts a queue once; `changed` returns a new `OrderedQueue` with some tasks added and
+A value: `of` sorts a queue once — by class, then by one float per task (`aged`), re-sorting only the runs of
+equal floats (`sorted_kept`: the order of a sort by `kept_key`, without a tuple per task) — and builds its
+columns with C-level passes (`map`) where it can; `changed` returns a new `OrderedQueue` with some tasks added and
 removed (a changed task: removed as it was, added as it is) — a copy of its columns plus a binary
 search per change, a few milliseconds at 100,000 tasks.
 It is a `Sequence[QueuedTask]`, so `plan()` takes it wherever it takes a queue and decides exactly as
@@ -23,11 +25,12 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import attrgetter, eq, itemgetter
 from math import inf
 from typing import overload
 
@@ -36,6 +39,12 @@ from shared.scheduling.quota import SECONDS_PER_HOUR
 
 _CLASS_RANK = {cls: cls.rank for cls in PriorityClass}
 _CLASS_OFFSETS = {cls: cls.rank * float(2**30) for cls in PriorityClass}  # = ordering._RANK
+_CLASS, _PRIORITY, _SUBMITTED, _DEADLINE = (attrgetter(name) for name in ("priority_class", "priority", "submitted_at",
+                                                                          "deadline"))
+_PROJECT, _OPTIONS, _GPUS, _HEAVY, _TASK_ID = (attrgetter(name) for name in ("project", "options", "gpus", "heavy",
+                                                                             "task_id"))
+_RUNTIME, _CARD_TYPE = attrgetter("runtime_s"), attrgetter("card_type")
+_TIE_KEY, _ID_KEY = attrgetter("submitted_at", "task_id"), attrgetter("task_id")  # the rest of `kept_key`
 
 
 def aging_rate(policy: Policy) -> float:
@@ -56,11 +65,19 @@ READY, MATCHED, APPROVED, CORE, OPPORTUNISTIC, CHECKPOINTS = 1, 2, 4, 8, 16, 32
 FLAG_VALUES = range(64)  # every value `flags_of` can take
 
 
+_CLASS_FLAGS = {cls: (CORE * (cls == PriorityClass.CORE)) | (OPPORTUNISTIC * (cls == PriorityClass.OPPORTUNISTIC))
+                for cls in PriorityClass}
+
+
 def flags_of(task: QueuedTask) -> int:
-    return ((READY * task.data_ready) | (MATCHED * bool(task.options)) | (APPROVED * task.approved)
-            | (CORE * (task.priority_class == PriorityClass.CORE))
-            | (OPPORTUNISTIC * (task.priority_class == PriorityClass.OPPORTUNISTIC))
-            | (CHECKPOINTS * (task.checkpoint_interval_s is not None)))
+    return _flags_column([task], [task.priority_class])[0]
+
+
+def _flags_column(tasks: Sequence[QueuedTask], classes: Sequence[PriorityClass]) -> list[int]:
+    """`flags_of` each task, given their classes."""
+    return [_CLASS_FLAGS[klass] | (READY * task.data_ready) | (MATCHED * bool(task.options))
+            | (APPROVED * task.approved) | (CHECKPOINTS * (task.checkpoint_interval_s is not None))
+            for task, klass in zip(tasks, classes)]
 
 
 def grace_bits(runtimes: Sequence[float], grace_s: float) -> int:
@@ -77,22 +94,92 @@ def grace_bits(runtimes: Sequence[float], grace_s: float) -> int:
 _MOST_BITS = 62
 
 
-def runtimes_of(task: QueuedTask) -> array:
-    """The task's runtime per card option, in matcher order, as one small array (read without the options)."""
-    return array("d", [option.runtime_s for option in task.options])
+def runtimes_of(task: QueuedTask) -> tuple[float, ...]:
+    """The task's runtime per card option, in matcher order, as one small tuple (read without the options;
+    it holds the options' own float objects, so reading it allocates nothing)."""
+    return tuple(map(_RUNTIME, task.options))
 
 
 def longest_runtime(task: QueuedTask) -> float:
     """The task's longest runtime over its card options (0 without options; inf if one is not a number,
     so that a check against it never passes where one against each option would not)."""
+    return _longest(runtimes_of(task))
+
+
+def _longest(runtimes: Sequence[float]) -> float:
     longest = 0.0
-    for option in task.options:
-        runtime_s = option.runtime_s
+    for runtime_s in runtimes:
         if runtime_s != runtime_s:
             return inf
         if runtime_s > longest:
             longest = runtime_s
     return longest
+
+
+def _longest_column(runtimes: list[tuple[float, ...]]) -> list[float]:
+    """`_longest` of each task's runtimes: the largest, found by C code, where every runtime is a number and
+    the largest (and the sum, which is not a number if one is not) is not negative; else one by one."""
+    longest = [max(task_runtimes) if task_runtimes else 0.0 for task_runtimes in runtimes]
+    if all(map(_NOT_NEGATIVE, longest)) and all(map(_NOT_NEGATIVE, map(sum, runtimes))):
+        return longest
+    return list(map(_longest, runtimes))
+
+
+_NOT_NEGATIVE = (0.0).__le__  # False for a negative number and for one that is not a number
+
+
+def sorted_kept(tasks: list[QueuedTask], order: str, rate: float) -> tuple[list[QueuedTask], list[float] | None]:
+    """The tasks (unique ids) sorted by `kept_key`, and for the class orders their `aged` in that order.
+
+    The same order as `sorted(tasks, key=kept_key)`, without a tuple per task: the tasks are split by class
+    (in rank order), each class sorted by one float — `aged` (fifo: the submit time, one class) — and only the
+    runs of exactly equal floats re-sorted by the rest of the key (`sort_equal_runs`)."""
+    if order == "fifo":
+        return _sorted_by(tasks, list(map(_SUBMITTED, tasks)), _ID_KEY)[0], None
+    by_rank: dict[int, list[QueuedTask]] = {}
+    for task in tasks:
+        rank = _CLASS_RANK[task.priority_class]
+        part = by_rank.get(rank)
+        if part is None:
+            part = by_rank[rank] = []
+        part.append(task)
+    ordered: list[QueuedTask] = []
+    aged: list[float] = []
+    for rank in sorted(by_rank):
+        part, keys = _sorted_by(by_rank[rank], [rate * task.submitted_at - task.priority for task in by_rank[rank]],
+                                _TIE_KEY)
+        ordered += part
+        aged += keys
+    return ordered, aged
+
+
+def _sorted_by(tasks: list[QueuedTask], keys: list[float], tie_key: Callable) -> tuple[list[QueuedTask], list[float]]:
+    """The tasks sorted by their float keys (ties by `tie_key`), and the keys sorted alike."""
+    # The tasks sorted by their precomputed keys (handed out in order by a C-level key function), and the
+    # keys sorted alike: the same comparisons, so the same permutation.
+    ordered = sorted(tasks, key=partial(next, iter(keys)))
+    keys.sort()
+    sort_equal_runs(ordered, keys, tie_key)
+    return ordered, keys
+
+
+def sort_equal_runs(ordered: list[QueuedTask], keys: Sequence[float], tie_key: Callable) -> bool:
+    """Re-sort, in place, every run of tasks whose float keys are exactly equal (True if there was one)."""
+    if not any(map(eq, keys, islice(keys, 1, None))):  # C-speed check: usually there is no tie
+        return False
+    equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
+    position = 0
+    while position < len(equal_to_next):
+        start = end = equal_to_next[position]
+        while position < len(equal_to_next) and equal_to_next[position] == end:
+            end += 1
+            position += 1
+        ordered[start:end + 1] = sorted(ordered[start:end + 1], key=tie_key)
+    return True
+
+
+def _core_tasks(tasks: Sequence[QueuedTask], classes: Sequence[PriorityClass]) -> list[QueuedTask]:
+    return [task for task, klass in zip(tasks, classes) if klass == PriorityClass.CORE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,33 +225,40 @@ class OrderedQueue(Sequence[QueuedTask]):
                  "grace_bits")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
-                 submitted_bounds: tuple[float, float] | None = None, grace_s: float = 0.0) -> None:
+                 submitted_bounds: tuple[float, float] | None = None, grace_s: float = 0.0,
+                 aged: Sequence[float] | None = None) -> None:
+        """`tasks` in their kept order; `aged` their `rate * submitted - priority` if the caller has it."""
         self.order, self.rate, self.tasks, self.priorities, self.grace_s = order, rate, tasks, priorities, grace_s
-        self.offsets = array("d", [_CLASS_OFFSETS[task.priority_class] for task in tasks])
-        self.aged = array("d", [rate * task.submitted_at - task.priority for task in tasks])
-        self.submitted_bounds = submitted_bounds if submitted_bounds is not None or not tasks else _span(tasks)
-        self.with_deadline = sum(task.deadline is not None for task in tasks)
+        classes = list(map(_CLASS, tasks))
+        self.offsets = array("d", map(_CLASS_OFFSETS.__getitem__, classes))
+        self.aged = array("d", [rate * task.submitted_at - task.priority for task in tasks] if aged is None else aged)
+        self.submitted = array("d", map(_SUBMITTED, tasks))
+        self.submitted_bounds = (submitted_bounds if submitted_bounds is not None or not tasks
+                                 else (min(self.submitted), max(self.submitted)))
+        self.with_deadline = len(tasks) - list(map(_DEADLINE, tasks)).count(None)
         self._shape_ids: dict[tuple, int] = {}
         self._project_names: dict[str, str] = {}  # one string object per project name (`_project`)
         self.shape_table: list[tuple[int, bool, tuple[str, ...]]] = []  # shape number -> (GPUs, heavy, card types)
-        self.flags = array("b", map(flags_of, tasks))
-        self.projects = [self._project(task) for task in tasks]
-        self.shapes = array("i", [self._shape_id(task) for task in tasks])
-        self.task_ids = [task.task_id for task in tasks]
-        self.submitted = array("d", [task.submitted_at for task in tasks])
-        self.longest = array("d", map(longest_runtime, tasks))
-        self.runtimes = list(map(runtimes_of, tasks))
-        self.grace_bits = array("q", [grace_bits(runtimes, grace_s) for runtimes in self.runtimes])
+        self.flags = array("b", _flags_column(tasks, classes))
+        projects = list(map(_PROJECT, tasks))
+        self.projects = list(map(self._project_names.setdefault, projects, projects))
+        options = list(map(_OPTIONS, tasks))
+        card_types = [tuple(map(_CARD_TYPE, task_options)) for task_options in options]
+        self.shapes = array("i", map(self._shape_number, zip(map(_GPUS, tasks), map(_HEAVY, tasks), card_types)))
+        self.task_ids = list(map(_TASK_ID, tasks))
+        self.runtimes = [tuple(map(_RUNTIME, task_options)) for task_options in options]
+        self.longest = array("d", _longest_column(self.runtimes))
+        self.grace_bits = array("q", map(grace_bits, self.runtimes, repeat(grace_s)))
         self.core_gpus: dict[str, int] = {}
-        for task in tasks:
+        for task in _core_tasks(tasks, classes):
             self._count_core(task, 1)
 
     @classmethod
     def of(cls, tasks: Iterable[QueuedTask], policy: Policy) -> OrderedQueue:
         """These tasks (unique ids) sorted for the policy's queue order."""
         order, rate = policy.order, aging_rate(policy)
-        ordered = sorted(tasks, key=partial(kept_key, order=order, rate=rate))
-        return cls(order, rate, ordered, Counter(task.priority for task in ordered), grace_s=policy.preempt_after_s)
+        ordered, aged = sorted_kept(list(tasks), order, rate)
+        return cls(order, rate, ordered, Counter(map(_PRIORITY, ordered)), grace_s=policy.preempt_after_s, aged=aged)
 
     def orders_like(self, policy: Policy) -> bool:
         """True if this queue was kept for the policy's order and aging rate."""
@@ -248,7 +342,9 @@ class OrderedQueue(Sequence[QueuedTask]):
         return self.changed(added, removed) if removed or added else self
 
     def _shape_id(self, task: QueuedTask) -> int:
-        shape = (task.gpus, task.heavy, tuple([option.card_type for option in task.options]))
+        return self._shape_number((task.gpus, task.heavy, tuple(map(_CARD_TYPE, task.options))))
+
+    def _shape_number(self, shape: tuple[int, bool, tuple[str, ...]]) -> int:
         known = self._shape_ids.get(shape)
         if known is None:
             known = self._shape_ids[shape] = len(self._shape_ids)

@@ -25,10 +25,10 @@ import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import islice, repeat
-from operator import add, attrgetter, eq, le, lt, sub
+from operator import add, attrgetter, le, lt, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
-from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns
+from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns, sort_equal_runs
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
 ORDERS = ("cardflow", "priority", "fifo")
@@ -97,7 +97,7 @@ def walk_order(queue: Sequence[QueuedTask], policy: Policy, now: float) -> tuple
     # the keys sorted alike: the same comparisons, so the same permutation.
     ordered = sorted(tasks, key=partial(next, iter(keys)))
     sorted_keys = sorted(keys)
-    _sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
+    sort_equal_runs(ordered, sorted_keys, _tie_key(policy))
     if policy.order == "cardflow" and list(map(_DEADLINE, tasks)).count(None) != len(tasks):
         _deadlines_first(ordered)
     return ordered, None
@@ -123,7 +123,7 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
     elif not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
         return None
     else:
-        moved = _sort_equal_runs(tasks, keys, _tie_key(policy))
+        moved = sort_equal_runs(tasks, keys, _tie_key(policy))
     if policy.order == "cardflow" and queue.with_deadline:
         _deadlines_first(tasks)
         moved = True
@@ -169,18 +169,3 @@ def _tie_key(policy: Policy) -> Callable[[QueuedTask], tuple]:
     if policy.order == "fifo":
         return attrgetter("task_id")
     return attrgetter("submitted_at", "task_id")
-
-
-def _sort_equal_runs(ordered: list[QueuedTask], keys: list[float], tie_key: Callable) -> bool:
-    """Re-sort, in place, every run of tasks whose float keys are exactly equal (True if there was one)."""
-    if not any(map(eq, keys, islice(keys, 1, None))):  # C-speed check: usually there is no tie
-        return False
-    equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
-    position = 0
-    while position < len(equal_to_next):
-        start = end = equal_to_next[position]
-        while position < len(equal_to_next) and equal_to_next[position] == end:
-            end += 1
-            position += 1
-        ordered[start:end + 1] = sorted(ordered[start:end + 1], key=tie_key)
-    return True

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
-from shared.scheduling.ordered_queue import OrderedQueue, grace_bits, longest_runtime
+from shared.scheduling.ordered_queue import OrderedQueue, aging_rate, grace_bits, kept_key, longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
@@ -82,6 +82,19 @@ def test_a_kept_queue_orders_exactly_as_a_fresh_sort_after_every_change(history)
         kept, now = kept.changed(added, removed), now + elapsed
         assert len(kept) == len({task.task_id for task in kept})
         assert order_queue(kept, policy, now) == order_queue(list(reversed(list(kept))), policy, now)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_a_queue_made_afresh_is_sorted_by_the_kept_key_whatever_the_input_order(history, data) -> None:
+    """`OrderedQueue.of` sorts by class, then one float per task, then only the runs of equal floats by the rest
+    of `kept_key`: the order of a plain sort by the kept key (near-ties and equal keys drawn often), and the
+    `aged` column is each task's."""
+    first, _, policy = history
+    shuffled = data.draw(st.permutations(first))
+    kept, rate = OrderedQueue.of(shuffled, policy), aging_rate(policy)
+    assert list(kept) == sorted(first, key=lambda task: kept_key(task, policy.order, rate))
+    assert list(kept.aged) == [rate * task.submitted_at - task.priority for task in kept]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
