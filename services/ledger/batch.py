@@ -3,7 +3,8 @@
 - `task.submitted` -> the task's project, name and output unit (`ledger.tasks`);
 - `lease.granted` -> a lease account opens at the event's `occurred_at`, priced from the catalog,
   with the node's `time_scale` (a simulated agent's clock speed; the match review scales by it);
-- `lease.renewed` -> the lease is accounted up to the event's `occurred_at` (with the idle GPU-seconds
+- `lease.renewed` -> the lease is accounted up to its `heard_at` (when the heartbeat reached
+  `cf:reports`; the event's `occurred_at` in events without it) (with the idle GPU-seconds
   the dispatcher counted since the previous one, and the mean GPU utilisation it reported:
   `accounting.with_utilisation`);
 - `lease.released` -> accounted up to `ended_at` and closed, likewise (opened from its own data, at
@@ -140,6 +141,14 @@ class ClearedFlag:
     event_id: str
 
 
+def renewed_until(event: LeaseRenewed) -> datetime:
+    """How far a renewal accounts its lease: when its heartbeat reached `cf:reports` (`heard_at`), not when
+    the dispatcher applied it (`occurred_at`, later if it was behind) — a finished run's `ended_at` is never
+    earlier than `heard_at` (`shared.leasing.work.run_end`), so the close never finds the lease accounted
+    beyond its end. Events written before `heard_at` existed: their `occurred_at`, as then."""
+    return event.data.heard_at or event.occurred_at
+
+
 def is_repeatable(event: Envelope) -> bool:
     """Whether folding `event` again, over the stored state its first delivery left (and whatever
     later events did to it), changes nothing — so it needs no inbox row. Per type:
@@ -148,8 +157,8 @@ def is_repeatable(event: Envelope) -> bool:
       of an unknown task was already given (no lease of that task has `UNKNOWN_PROJECT` any more).
     - `lease.granted`: opens the account only if no row of the lease exists; the first delivery left one,
       and no ledger row is ever deleted.
-    - `lease.renewed`: accounts up to its `occurred_at` only if that is after `accounted_until`, which
-      the first delivery moved to at least `occurred_at` (it only grows) or the lease was closed; no
+    - `lease.renewed`: accounts up to `renewed_until` only if that is after `accounted_until`, which
+      the first delivery moved to at least `renewed_until` (it only grows) or the lease was closed; no
       increment means no idle or utilisation share either (`accounting.advance`, `with_idle`). (If the
       lease had no row at the first delivery, that delivery changed nothing: applying it later is its
       first effect, and a lease's increments add up to its whole cost however they are split.)
@@ -199,7 +208,7 @@ class _Fold:
         elif isinstance(event, LeaseGranted):
             self.granted(event)
         elif isinstance(event, LeaseRenewed):
-            self.step(event.data.lease_id, event, lambda lease: advance(lease, event.occurred_at))
+            self.step(event.data.lease_id, event, lambda lease: advance(lease, renewed_until(event)))
         elif isinstance(event, LeaseReleased):
             self.released(event)
         elif isinstance(event, (TaskCheckpointed, TaskSucceeded)):

@@ -55,6 +55,11 @@ class LeaseRenewedData(Payload):
     lease_id: EntityId
     task_id: EntityId
     until: AwareDatetime = Field(description="the lease now expires at this time unless renewed again")
+    heard_at: AwareDatetime | None = Field(
+        None, description="when the latest heartbeat it stands for reached cf:reports (Redis's clock): the lease"
+        " was held until then, however late the dispatcher applied it; the ledger accounts the lease up to this"
+        " time (None in events written before the field existed: their occurred_at)",
+    )
     heartbeats: int = Field(1, ge=1, description="heartbeats this one event coalesces")
     gpu_util_pct: float | None = Field(
         None, ge=0, le=100, description="mean utilisation of the lease's GPUs over those heartbeats (None: not reported)"

@@ -348,6 +348,7 @@ class LeaseWork:
                 continue
             self.emit(LeaseRenewed, lease_subject(lease_id), {
                 "lease_id": lease_id, "task_id": lease.task_id, "until": renewed.expires_at,
+                "heard_at": renewed.last_heard_at,
                 "heartbeats": renewed.renewals_unreported, "idle_gpu_seconds": renewed.idle_gpu_seconds,
                 "gpu_util_pct": renewed.util_pct_sum / renewed.util_readings if renewed.util_readings else None,
             }, cause=cause)

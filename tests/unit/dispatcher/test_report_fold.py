@@ -208,6 +208,10 @@ def test_a_heartbeat_applied_late_charges_from_when_it_reached_the_stream(
                                                           end.event_id: NOW - 12 * s}
     effects = apply_reports(book, [beat, end], NOW, RULES, arrived)
     assert released_at(effects) == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
+    # the ledger accounts a renewal up to its heard_at: never past the end, so it charges exactly the lease
+    [renewed] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.renewed"]
+    assert renewed.data["heard_at"] == (NOW if heartbeat_arrived_s_ago is None else NOW - heartbeat_arrived_s_ago * s)
+    assert renewed.data["heard_at"] <= released_at(effects)
 
 
 def test_what_a_late_heartbeat_proves_is_kept_across_batches_and_never_moves_back() -> None:

@@ -36,9 +36,11 @@ def granted(lease_id: str, task_id: str, *, card_type: str = "H100", gpus: int =
     })  # fmt: skip
 
 
-def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2, util: float | None = None) -> LeaseRenewed:
+def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2, util: float | None = None,
+            heard_at: datetime | None = None) -> LeaseRenewed:
     return _lease_event(LeaseRenewed, lease_id, seq, at, {
         "lease_id": lease_id, "task_id": task_id, "until": at + timedelta(seconds=30), "gpu_util_pct": util,
+        "heard_at": heard_at,
     })  # fmt: skip
 
 

@@ -34,6 +34,16 @@ def test_grant_renew_release_charge_the_lease_from_grant_to_end() -> None:
     assert effects.emissions[1].cause is events[3]
 
 
+def test_a_renewal_applied_late_accounts_only_up_to_when_its_heartbeat_reached_the_stream() -> None:
+    # The dispatcher applied the run's last heartbeat 30 s after it reached cf:reports, after the run had
+    # ended (at 50 s): charged until the end, exactly, not until the renewal was applied.
+    heard, applied, end = (T0 + timedelta(seconds=s) for s in (45, 75, 50))
+    events = [submitted("T1"), granted("L1", "T1", gpus=2), renewed("L1", "T1", at=applied, heard_at=heard),
+              released("L1", "T1", ended_at=end)]
+    lease = fold_batch(events, CATALOG, {}, {}).leases["L1"]
+    assert lease.gpu_seconds == gpu_seconds_between(2, T0, end) and lease.closed_at == end
+
+
 def test_utilisation_is_weighted_by_each_intervals_gpu_seconds_and_the_grant_carries_the_time_scale() -> None:
     # 2 GPUs: 100 s at 20 %, 300 s without a report, 100 s at 10 % (the release's, since the last renewal)
     at = [T0 + timedelta(seconds=s) for s in (100, 400, 500)]
