@@ -1,6 +1,7 @@
 """Alerts that reach people: from `cf:events` to the policy's sinks (the ledger process runs it).
 
-A consumer group of its own (`alerts`) on `cf:events`, the matcher's shape:
+A consumer group of its own (`alerts`) on its routed stream `cf:routed:alerts` (the alerting types of
+`cf:events` only: `shared.events.routing`), the matcher's shape:
 
 1. once per id, then the inbox (consumer `ledger:alerts`): a redelivered event is the same alert;
 2. fold (pure, `shared.alerts.alert_of`): each alerting event becomes an `Alert` (a task's project
@@ -10,7 +11,9 @@ A consumer group of its own (`alerts`) on `cf:events`, the matcher's shape:
    the inbox's transaction.
 
 `deliver_webhooks` (a loop every second) POSTs each due delivery as JSON: a 2xx answer delivers
-it; anything else is retried after `webhook_backoff_s`, doubling each time, and after
+it (recorded in the transaction that holds the row, so a ledger stopped between the answer and the
+commit POSTs it again: at least once; receivers can drop repeats by `alert_id`, or a digest's `day`);
+anything else is retried after `webhook_backoff_s`, doubling each time, and after
 `webhook_attempts` tries the delivery is dead-lettered (status `dead`, with the last error, in
 the log and in `cardflow alerts`). Several ledger instances share the work (`FOR UPDATE SKIP LOCKED`).
 Sinks, kinds and retry knobs come from the policy document in force (`alerts` section).

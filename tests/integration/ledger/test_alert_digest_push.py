@@ -73,6 +73,8 @@ async def test_the_daily_digest_reaches_a_webhook_once_a_day_across_a_restart(fr
 
             clock.now = at("2031-03-15T01:05")  # 09:05 in Shanghai
             assert await services.wait_until(lambda: _true(len(hook.bodies) >= 1))
+            # recorded as delivered (a stop between the 2xx and that commit POSTs it again: at least once)
+            assert await services.wait_until(lambda: _digest_delivered(services))
 
             await services.stop_service("ledger")  # a restart, later the same day (17:00 in Shanghai)
             clock.now = at("2031-03-15T09:00")
@@ -115,6 +117,10 @@ async def _policy_seeded(services: RunningServices) -> bool:
 
 async def _migrated(services: RunningServices) -> bool:
     return (await services.fetch("SELECT to_regclass('ledger.alert_digests') IS NOT NULL AS ok"))[0]["ok"]
+
+
+async def _digest_delivered(services: RunningServices) -> bool:
+    return bool(await services.fetch("SELECT 1 FROM ledger.digest_deliveries WHERE status = 'delivered'"))
 
 
 async def _true(value: bool) -> bool:
