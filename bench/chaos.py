@@ -530,11 +530,23 @@ RUN_TWICE_DIAGNOSIS = (
 REPORT_PATH_NOTES = (
     "### Outages of the report path and report storms (tested, not measured by this script)",
     "",
-    "- A run that finishes while Redis is down (killed for 30 s, ten lease TTLs) is neither expired nor run again, and"
-    " is charged until its end as the agent saw it: `tests/reliability/test_report_path_outage.py` (live: whole"
-    " system, durable Redis killed with `kill -9` and restarted by the embedded-server watch). A clean finish that"
-    " arrives after its lease expired (an outage the dispatcher could not see) ends the task with that run, not a"
-    " rerun (same file).",
+    '- A run that finishes while Redis is down (killed for 30 s, ten lease TTLs) is neither expired nor run '
+    "again, and is charged until its end as the agent saw it — also when the run's last heartbeat is applied "
+    'after the end (it counts from when it reached `cf:reports`, by its entry id, not from when the dispatcher '
+    'read it; '
+    '`tests/integration/dispatcher/test_dispatcher_leases.py::test_a_run_whose_reports_are_read_late_is_charged_until_it_ended_not_until_they_were_read`; '
+    'before, such a heartbeat billed the run up to the moment it was applied, which flaked the outage test '
+    'about once in six runs; and a heartbeat the agent could not write is dropped rather than written after '
+    "the outage, when it would arrive after the run's end: `tests/unit/agent/test_agent_reporter.py`): "
+    '`tests/reliability/test_report_path_outage.py` (live: whole system, durable Redis killed with `kill -9` '
+    'and restarted by the embedded-server watch). A clean finish that arrives after its lease expired (an '
+    'outage the dispatcher could not see) ends the task with that run, not a rerun (same file).',
+    "- A service started while its Redis stalls (frozen with SIGSTOP for 7 s, longer than redis-py's 5 s "
+    "socket timeout) waits for it and then works: each step of a subscriber's start (creating its consumer "
+    "group, FastStream's own start) is tried again after a growing pause while Redis does not answer "
+    "(`shared/delivery/consumer.py`, `_until_redis_answers`). Before, the start's "
+    '`redis.exceptions.TimeoutError` ended the service (a dispatcher died this way in a parallel `make test` '
+    'at load 9): `tests/reliability/test_redis_stall_at_start.py` (intake; every service checked by hand).',
     "- A misbehaving agent sending 3,000 valid checkpoint reports for one lease as fast as Redis takes them: at most"
     " `1 + burst + elapsed / gap` of them are applied (policy section `reports`), the rest are refused `rate_limited`"
     " (counted, one `rejected_reports` row per lease and batch) or coalesced; an honest agent at time scale 600 runs"
