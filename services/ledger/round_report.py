@@ -5,9 +5,12 @@ estimate against actual; idle GPU-hours; preemption losses; the match review's s
 
 What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`, selects it):
 
-- spend: every usage increment *accounted* in the round (`to_at` in `[starts_at, ends_at)`), whole —
-  so consecutive rounds add up to the ledger's totals to the last digit, and a lease that runs over
-  a round's end is charged up to its last renewal in the earlier round, the rest in the next;
+- spend: every usage increment *accounted* before the round's end (`to_at < ends_at`) that no earlier
+  round counted, whole (each increment is marked with the round that counted it) — so consecutive
+  rounds add up to the ledger's totals to the last digit, an increment the ledger applied only after
+  its round had closed (a renewal or release read late) counts in the next round instead of in none,
+  and a lease that runs over a round's end is charged up to its last renewal in the earlier round,
+  the rest in the next;
 - output: each run's output in the round of its last report;
 - capacity: the GPUs of every registered node while it was alive during the round; idle = capacity
   minus the GPU time spent (never below 0, per card type);

@@ -111,7 +111,7 @@ async def close_round(
         raise RoundError(f"the open round starts at {starts.isoformat()}; nothing to close before {ends.isoformat()}")
     number = (last["number"] + 1) if last else 1
     round_period = RoundPeriod(f"R{number:04d}", number, starts, ends)
-    report = build_round_report(round_period, await load_round_inputs(conn, starts, ends))
+    report = build_round_report(round_period, await load_round_inputs(conn, starts, ends, round_period.round_id))
     uri, versions = await _put_report(conn, store, report, note, actor)
     (event,) = await emitter.emit(conn, [Emission(RoundClosed, round_subject(round_period.round_id), RoundClosedData(
         round_id=round_period.round_id, starts_at=starts, ends_at=ends, note=note, report_uri=uri,
@@ -196,11 +196,16 @@ async def _save_round(conn: asyncpg.Connection, period: RoundPeriod, report: dic
 # ---- what a period holds ------------------------------------------------------------------------------
 
 
-async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: datetime) -> RoundInputs:
-    """Everything `build_round_report` needs for `[starts, ends)` (see `round_report`)."""
-    spend = [SpendLine(**dict(r)) for r in await conn.fetch(
-        f"SELECT lease_id, task_id, project, card_type, gpu_seconds, cost FROM {SCHEMA}.usage_increments"
-        " WHERE to_at >= $1 AND to_at < $2 ORDER BY to_at, lease_id", starts, ends)]  # fmt: skip
+async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: datetime, round_id: str) -> RoundInputs:
+    """Everything `build_round_report` needs for `[starts, ends)` (see `round_report`). The spend is
+    every increment accounted before `ends` that no earlier round counted, marked as this round's in the
+    closing transaction (`UPDATE … RETURNING`: exactly the rows counted): one the ledger applied after
+    the previous round closed, though accounted before its end, is counted here rather than nowhere."""
+    counted = await conn.fetch(
+        f"UPDATE {SCHEMA}.usage_increments SET round_id = $2 WHERE round_id IS NULL AND to_at < $1"
+        " RETURNING lease_id, task_id, project, card_type, gpu_seconds, cost, to_at", ends, round_id)  # fmt: skip
+    spend = [SpendLine(r["lease_id"], r["task_id"], r["project"], r["card_type"], r["gpu_seconds"], r["cost"])
+             for r in sorted(counted, key=lambda r: (r["to_at"], r["lease_id"]))]  # fmt: skip
     outputs = [OutputLine(**dict(r)) for r in await conn.fetch(
         f"SELECT o.task_id, o.lease_id, u.card_type, o.output_units FROM {SCHEMA}.task_output o"
         f" JOIN {SCHEMA}.lease_usage u USING (lease_id) WHERE o.reported_at >= $1 AND o.reported_at < $2", starts, ends)]  # fmt: skip

@@ -154,6 +154,35 @@ async def test_a_round_reconciles_stores_its_report_and_keeps_every_note(fresh_s
     assert second.report["trend"][0]["round_id"] == "R0001"
 
 
+async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_next_round(fresh_settings: Settings) -> None:
+    # A lease accounted before R0001's end but applied by the ledger only after R0001 closed (its events read
+    # late): before, it fell in no round, and the rounds no longer added up to the ledger's totals.
+    early, late = history()[:6], history()[6:12]  # T1's lease, then T2's (both accounted long before any close)
+    async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
+        assert running.pool is not None
+
+        async def closed(count: int) -> bool:
+            return len(await running.fetch("SELECT 1 FROM ledger.lease_usage WHERE closed_at IS NOT NULL")) == count
+
+        await running.publish(*early)
+        assert await running.wait_until(lambda: closed(1))
+        async with running.pool.acquire() as conn, conn.transaction():
+            first = await close_round(conn, store, EMITTER, actor="user:planner", note="one lease", now=utcnow(),
+                                      period=PERIOD)  # fmt: skip
+        await running.publish(*late)
+        assert await running.wait_until(lambda: closed(2))
+        async with running.pool.acquire() as conn, conn.transaction():
+            second = await close_round(conn, store, EMITTER, actor="user:planner", note="the late one", now=utcnow(),
+                                       period=PERIOD)  # fmt: skip
+        total = await running.pool.fetchval("SELECT sum(gpu_seconds) FROM ledger.usage_increments")
+        by_round = await running.fetch("SELECT round_id, gpu_seconds FROM ledger.rounds ORDER BY number")
+
+    l2 = 1 * (Decimal(37 * 60 + 7) + Decimal("0.000123"))  # T2's lease: 1 L40S GPU for 37 min 7.000123 s
+    assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 1
+    assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2
+    assert sum(r["gpu_seconds"] for r in by_round) == total
+
+
 def flagged_history() -> list:
     """OK ran as estimated (output 1000, counted); EARLY reported success after 1 of 60 estimated
     minutes (flagged, its 400 held back); OVER claimed 1e9, beyond the policy's bound (flagged, no output)."""
