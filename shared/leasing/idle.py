@@ -47,22 +47,15 @@ def lease_utilisation(lease: LeaseRecord, readings: Iterable[tuple[int, float]])
 def observe(lease: LeaseRecord, util_pct: float | None, now: datetime, rule: IdleRule,
             heard_at: datetime | None = None) -> LeaseRecord:
     """The lease after a heartbeat that reported `util_pct` for its GPUs (see the module docstring);
-    `heard_at`: when the heartbeat reached `cf:reports` (default: now)."""
+    `heard_at`: when the heartbeat reached `cf:reports`, no later than now (default: now)."""
     if util_pct is None:
         return lease
     idle = util_pct < rule.threshold_pct
-    idle_s = len(lease.gpu_indices) * _seconds_since_last_heard(lease, min(now, heard_at or now)) if idle else 0.0
+    idle_s = len(lease.gpu_indices) * max(0.0, ((heard_at or now) - lease.last_heard).total_seconds()) if idle else 0.0
     counting = now >= lease.granted_at + timedelta(seconds=rule.grace_s)
     idle_since = (lease.idle_since or now) if idle and counting else None
     return replace(lease, util_pct_sum=lease.util_pct_sum + util_pct, util_readings=lease.util_readings + 1,
                    idle_gpu_seconds=lease.idle_gpu_seconds + idle_s, idle_since=idle_since)
-
-
-def _seconds_since_last_heard(lease: LeaseRecord, heard: datetime) -> float:
-    """The time a heartbeat heard at `heard` stands for: since the lease's previous one reached the stream
-    (its renewal, for a lease stored before arrivals were kept; its grant, before any)."""
-    since = lease.last_heard_at or lease.last_renewed_at or lease.granted_at
-    return max(0.0, (heard - since).total_seconds())
 
 
 def due_for_reclaim(lease: LeaseRecord, now: datetime, rule: IdleRule) -> bool:

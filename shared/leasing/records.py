@@ -159,6 +159,12 @@ class LeaseRecord:
     def active(self) -> bool:
         return self.state is LeaseState.ACTIVE
 
+    @property
+    def last_heard(self) -> datetime:
+        """When the lease was last known held: its latest renewing report's arrival on `cf:reports`; for a
+        lease stored before arrivals were kept, its last renewal; before any, its grant."""
+        return self.last_heard_at or self.last_renewed_at or self.granted_at
+
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:

@@ -262,7 +262,7 @@ class _ReportFold:
             lease = work.lease(claim.lease_id)
             if lease is not None and _still_run_after_end(claim, lease):
                 work.stop_zombie(lease)
-        readings, heard_at = [(gpu.index, gpu.util_pct) for gpu in d.gpus], self.arrived.get(report.event_id)
+        readings, heard_at = [(gpu.index, gpu.util_pct) for gpu in d.gpus], self.heard_at(report)
         for lease in leases:
             observed = observe(work.lease(lease.lease_id) or lease, lease_utilisation(lease, readings), work.now,
                                work.rules.idle, heard_at)
@@ -303,7 +303,12 @@ class _ReportFold:
                 self.capacity_changed = True
         known = {lease.lease_id for lease in kept}
         self.accepted(report, [claim for lease_id, claim in claims.items() if lease_id not in known])
-        work.renew(kept, report, self.arrived.get(report.event_id))
+        work.renew(kept, report, self.heard_at(report))
+
+    def heard_at(self, report: AgentReport) -> datetime:
+        """When `report` showed its leases held: when it reached `cf:reports` (`arrived`), never later than
+        now (Redis's clock and the dispatcher's may differ); now when its arrival is not known."""
+        return min(self.work.now, self.arrived.get(report.event_id, self.work.now))
 
     def announce_node(self, node: NodeRecord, cause: AgentReport) -> None:
         """`node.registered`: a new or changed node, or a lost one that is back."""

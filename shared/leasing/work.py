@@ -106,8 +106,7 @@ def run_end(lease: LeaseRecord, outcome: RunOutcome, now: datetime) -> datetime:
     reached the stream. A lease stored before `last_heard_at` existed falls back to its last renewal."""
     if outcome.finished_at is None:
         return now
-    heard = lease.last_heard_at or lease.last_renewed_at or lease.granted_at
-    return min(now, max(lease.granted_at, heard, outcome.finished_at))
+    return min(now, max(lease.granted_at, lease.last_heard, outcome.finished_at))
 
 
 @dataclass(frozen=True)
@@ -334,9 +333,10 @@ class LeaseWork:
     def renew(self, leases: Iterable[LeaseRecord], cause: Envelope, heard_at: datetime | None = None) -> None:
         """Extend each lease by its TTL; at most one `lease.renewed` per lease per `renewal_event_every_s`,
         counting the heartbeats it stands for. Renewals in between stay in the working state only.
-        `heard_at`: when `cause` reached `cf:reports` (default: now); it moves `last_heard_at` forward only."""
+        `heard_at`: when `cause` reached `cf:reports`, no later than now (default: now); it moves
+        `last_heard_at` forward only."""
         quiet_since = self.now - timedelta(seconds=self.rules.renewal_event_every_s)
-        heard = min(self.now, heard_at or self.now)
+        heard = heard_at or self.now
         for lease_id in sorted({lease.lease_id for lease in leases}):
             lease = self.lease(lease_id)
             assert lease is not None
