@@ -304,7 +304,8 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
     """Victims are opportunistic, each preempted once, for a core task (policy.preemption) or for the
     cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
-    after the preemptor's grace, never beyond the loss cap."""
+    after the preemptor's grace (or, with policy.preempt_at_once, inside it a victim that checkpoints
+    on preemption: it loses only its write either way), never beyond the loss cap."""
     snapshot, queue, policy = scenario
     result = plan(snapshot, queue, policy, NOW)
     leases = {lease.lease_id: lease for lease in snapshot.leases}
@@ -317,9 +318,11 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
-        # ... only once the preempting task's grace is over, and never a victim that would lose much.
-        assert NOW - task.submitted_at >= policy.preempt_after_s
+        # ... only once the preempting task's grace is over (or at once, where the policy allows it, a
+        # victim that checkpoints), and never a victim that would lose much.
         victim = leases[preemption.lease_id]
+        if NOW - task.submitted_at < policy.preempt_after_s:
+            assert policy.preempt_at_once is not PreemptAtOnce.NEVER and victim.checkpoints_on_preempt
         assert preemption.lost_gpu_hours <= loss_cap_gpu_hours(victim.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
     # Anything but core work under policy.preemption preempts only as the reservation holder: one task,
     # which then holds no reservation.
