@@ -26,7 +26,7 @@ from tests.helpers.system import ALL_SERVICES, RunningSystem, double_leases, run
 
 OPPORTUNISTIC = {
     "name": "sweep-filler", "project": "research", "priority_class": "opportunistic", "gpus": 8, "min_vram_gb": 80,
-    "estimate_gpu_hours": 24, "profile": "compute", "checkpoint": {"interval_minutes": 5}, "output_unit": "samples",
+    "estimate_gpu_hours": 64, "profile": "compute", "checkpoint": {"interval_minutes": 5}, "output_unit": "samples",
     "labels": {"scenario": "sweep"},
 }  # fmt: skip
 CORE = {
@@ -74,7 +74,9 @@ async def everything_archived(system: RunningSystem) -> bool:
 
 
 async def test_why_tells_both_runs_of_a_preempted_then_resumed_task(system: RunningSystem) -> None:
-    system.start_agent("h100-a", "H100x8", time_scale=1200)  # 24 GPU-h on 8 GPUs = 3 h = 9 s real
+    # 64 GPU-h on 8 GPUs = 8 h = 24 s real: the core task must reach the dispatcher and preempt the filler
+    # inside its run, on a loaded machine too (with 9 s real it once finished first: one run, not two)
+    system.start_agent("h100-a", "H100x8", time_scale=1200)
     await system.submit([OPPORTUNISTIC])
     filler = await system.wait_for(lambda s: s.task_by_name("sweep-filler"), timeout=120, what="the filler's view")
     await system.wait_for(lambda s: [e for e in s.of_type("task.checkpointed") if e.data.task_id == filler.id],

@@ -67,8 +67,9 @@ async def test_a_success_after_20_s_of_2_hours_claiming_1e9_is_flagged_refused_a
     flags = [flag.value for flag in succeeded.data.flags]
     assert flags == ["implausibly_early_success", "output_out_of_bounds"]
     assert (succeeded.data.output_units, succeeded.data.claimed_output_units) == (None, 1e9)
-    assert re.search(r"after 2\ds of its agent's time \(x10\), [\d.]+% of the task's estimated \d+m on H100",
+    told = re.search(r"after (\d+)s of its agent's time \(x10\), [\d.]+% of the task's estimated \d+m on H100",
                      succeeded.data.flag_detail)  # 2 GPU-hours of the compute profile take ~38 min on an H100
+    assert told and int(told[1]) >= AGENT_SECONDS  # the claim came after >= 20 s; a loaded machine applies it later
     assert succeeded.causation_id == claim.event_id
     row = await system.pool.fetchrow("SELECT state, flags FROM dispatcher.tasks WHERE task_id = $1", task_id)
     assert row["state"] == TaskState.SUCCEEDED.value and set(flags) <= set(row["flags"])
