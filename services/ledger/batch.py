@@ -14,12 +14,14 @@
   at the agent's word) makes that run's output FLAGGED instead (`ledger.flagged_output`): kept and
   shown, counted in no total;
 - `task.flag_cleared` -> a person checked a flagged run's output: the ledger moves it into the counted
-  output (`store._save_cleared`, once per run, counted at the moment of clearing; a claim refused as
-  out of bounds stays uncounted);
+  output (once per run, counted at the moment of clearing; a claim refused as out of bounds stays
+  uncounted);
 - `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
-of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`.
+of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`. Each change
+of a run's counted output (a rise, a flag, a clearing) becomes a row of `ledger.output_increments`
+(`services.ledger.outputs`), over the runs' rows the handler loaded and locked.
 
 Which events need an inbox row: `is_repeatable` (below) says, per type, why folding an event again
 over the state its first delivery left changes nothing; only the others are recorded in the inbox.
@@ -35,6 +37,7 @@ from typing import Any
 
 from shared.events.emission import Emission
 from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle, with_utilisation
+from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputFold, OutputSnapshot, Run
 from shared.cards import Catalog
 from shared.events import (
     Envelope,
@@ -105,42 +108,6 @@ class TaskMatch:
         return self.matched_at, self.subject_seq
 
 
-@dataclass(frozen=True, slots=True)
-class RunOutput:
-    """Output one run (lease) of a task reported, cumulative for that run."""
-
-    task_id: str
-    lease_id: str
-    output_units: Decimal
-    final: bool
-    reported_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class FlaggedOutput:
-    """A run whose success is flagged: its output (and the refused claim) kept apart, never counted."""
-
-    task_id: str
-    lease_id: str
-    output_units: Decimal | None
-    claimed_output_units: Decimal | None
-    flags: tuple[str, ...]
-    detail: str
-    reported_at: datetime
-    event_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ClearedFlag:
-    """A person cleared the flag of a task's flagged success (`task.flag_cleared`)."""
-
-    task_id: str
-    cleared_at: datetime
-    cleared_by: str
-    reason: str
-    event_id: str
-
-
 def renewed_until(event: LeaseRenewed) -> datetime:
     """How far a renewal accounts its lease: when its heartbeat reached `cf:reports` (`heard_at`), not when
     the dispatcher applied it (`occurred_at`, later if it was behind) — a finished run's `ended_at` is never
@@ -163,8 +130,9 @@ def is_repeatable(event: Envelope) -> bool:
       lease had no row at the first delivery, that delivery changed nothing: applying it later is its
       first effect, and a lease's increments add up to its whole cost however they are split.)
     - `lease.released`: closes the account; a closed account is never changed (`accounting.close`).
-    - `task.succeeded` without flags: the run's output is merged with `GREATEST` / `OR`, which repeat
-      to the same row; no flagged success exists for that run (a lease ends with one success).
+    - `task.succeeded` without flags: the run's output is raised to the highest value reported over the
+      loaded row, which the first delivery left at least that high and final: no rise, so no output
+      increment, and the same row; no flagged success exists for that run (a lease ends with one success).
     - `task.matched`: the stored match is replaced only by a later one, by (`matched_at`, the matcher's
       `subject_seq`) — a total order of one task's matches; the first delivery left this match or a
       later one, so a second writes nothing (`store._save_matches`).
@@ -175,7 +143,8 @@ def is_repeatable(event: Envelope) -> bool:
     flagged run, a second delivery would clear that one too).
 
     Two deliveries at once (a handler slower than the claimer's idle time) are serialised by the lease
-    rows' locks, and a lease opened by both is refused to the second (`store.save_effects`)."""
+    rows' and the runs' output rows' locks, and a lease or a run's output row inserted by both is refused
+    to the second (`store.save_effects`)."""
     if isinstance(event, TaskSucceeded):
         return not event.data.flags
     return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskMatched))
@@ -189,18 +158,19 @@ class BatchEffects:
     increments: list[tuple[Increment, LeaseAccount]] = field(default_factory=list)
     emissions: list[Emission] = field(default_factory=list)
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
-    outputs: dict[tuple[str, str], RunOutput] = field(default_factory=dict)
-    flagged: dict[tuple[str, str], FlaggedOutput] = field(default_factory=dict)
-    cleared: list[ClearedFlag] = field(default_factory=list)
+    output: OutputEffects = field(default_factory=OutputEffects)
+    """Runs' counted output, flagged and cleared runs, and the output increments (`outputs.OutputFold`)."""
     matches: dict[str, TaskMatch] = field(default_factory=dict)
 
 
 class _Fold:
-    def __init__(self, catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str]) -> None:
+    def __init__(self, catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str],
+                 output: OutputSnapshot) -> None:  # fmt: skip
         self.catalog = catalog
         self.leases = dict(leases)
         self.projects = dict(projects)
         self.effects = BatchEffects()
+        self.outputs = OutputFold(output, self.effects.output, lambda lease_id: self.card_of(lease_id, output))
 
     def apply(self, event: Envelope) -> None:
         if isinstance(event, TaskSubmitted):
@@ -216,8 +186,8 @@ class _Fold:
         elif isinstance(event, TaskMatched):
             self.matched(event)
         elif isinstance(event, TaskFlagCleared):
-            self.effects.cleared.append(ClearedFlag(event.data.task_id, event.occurred_at, event.actor,
-                                                    event.data.reason, event.event_id))  # fmt: skip
+            self.outputs.clear(ClearedFlag(event.data.task_id, event.occurred_at, event.actor, event.data.reason,
+                                           event.event_id))  # fmt: skip
 
     def submitted(self, event: TaskSubmitted) -> None:
         submission = event.data.submission
@@ -246,28 +216,17 @@ class _Fold:
     def output(self, event: TaskCheckpointed | TaskSucceeded) -> None:
         data = event.data
         if isinstance(event, TaskSucceeded) and event.data.flags:
-            self.flag(event)
-            return
-        if data.output_units is None or data.lease_id is None:
-            return
-        key = (data.task_id, data.lease_id)
-        before = self.effects.outputs.get(key)
-        units = Decimal(str(data.output_units))
-        final = isinstance(event, TaskSucceeded) or bool(before and before.final)
-        if before is not None:
-            units = max(units, before.output_units)
-        self.effects.outputs[key] = RunOutput(data.task_id, data.lease_id, units, final, event.occurred_at)
+            self.outputs.flag(FlaggedOutput(
+                data.task_id, data.lease_id, _decimal(data.output_units), _decimal(data.claimed_output_units),
+                tuple(flag.value for flag in data.flags), data.flag_detail, event.occurred_at, event.event_id,
+            ))  # fmt: skip
+        elif data.output_units is not None and data.lease_id is not None:
+            self.outputs.report((data.task_id, data.lease_id), Decimal(str(data.output_units)),
+                                isinstance(event, TaskSucceeded), event.occurred_at, event.event_id)  # fmt: skip
 
-    def flag(self, event: TaskSucceeded) -> None:
-        """The run's output goes to `flagged`, with what this batch already had of it (see the module docstring)."""
-        data = event.data
-        key = (data.task_id, data.lease_id)
-        before = self.effects.outputs.pop(key, None)
-        units = [u for u in (_decimal(data.output_units), before.output_units if before else None) if u is not None]
-        self.effects.flagged[key] = FlaggedOutput(
-            data.task_id, data.lease_id, max(units) if units else None, _decimal(data.claimed_output_units),
-            tuple(flag.value for flag in data.flags), data.flag_detail, event.occurred_at, event.event_id,
-        )  # fmt: skip
+    def card_of(self, lease_id: str, output: OutputSnapshot) -> str | None:
+        lease = self.leases.get(lease_id)
+        return lease.card_type if lease is not None else output.cards.get(lease_id)
 
     def matched(self, event: TaskMatched) -> None:
         data = event.data
@@ -310,10 +269,11 @@ class _Fold:
 
 
 def fold_batch(
-    events: Iterable[Envelope], catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str]
+    events: Iterable[Envelope], catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str],
+    output: OutputSnapshot | None = None,
 ) -> BatchEffects:
-    """Apply `events` in order over the loaded leases and task projects; return what to write."""
-    fold = _Fold(catalog, leases, projects)
+    """Apply `events` in order over the loaded leases, task projects and runs' output; return what to write."""
+    fold = _Fold(catalog, leases, projects, output or OutputSnapshot())
     for event in events:
         fold.apply(event)
     return fold.effects
@@ -337,6 +297,16 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
 
 def lease_ids_of(events: Iterable[Envelope]) -> set[str]:
     return {e.data.lease_id for e in events if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased))}
+
+
+def runs_of(events: Iterable[Envelope]) -> set[Run]:
+    """The runs (task, lease) the batch's output events report on."""
+    return {(e.data.task_id, e.data.lease_id) for e in events
+            if isinstance(e, (TaskCheckpointed, TaskSucceeded)) and e.data.lease_id is not None}  # fmt: skip
+
+
+def cleared_tasks_of(events: Iterable[Envelope]) -> set[str]:
+    return {e.data.task_id for e in events if isinstance(e, TaskFlagCleared)}
 
 
 def task_ids_of(events: Iterable[Envelope]) -> set[str]:

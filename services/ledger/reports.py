@@ -59,7 +59,7 @@ WITH used AS (
     SELECT i.task_id, i.project, i.card_type, i.lease_id, i.gpu_seconds * {_SHARE} AS gpu_seconds, i.cost * {_SHARE} AS cost
     FROM {SCHEMA}.usage_increments i WHERE i.to_at > $1 AND i.from_at < $2
 ), produced AS (
-    SELECT o.task_id, o.lease_id, o.output_units FROM {SCHEMA}.task_output o WHERE o.reported_at >= $1 AND o.reported_at < $2
+    SELECT o.task_id, o.lease_id, o.output_units FROM {SCHEMA}.output_increments o WHERE o.at >= $1 AND o.at < $2
 )"""
 _WINDOW_QUERIES = {
     Grouping.TASK: _WINDOW + f"""
@@ -94,8 +94,9 @@ FROM used u GROUP BY u.card_type ORDER BY cost DESC, u.card_type""",
 async def ledger_rows_between(conn: asyncpg.Connection | asyncpg.Pool, by: Grouping, since: datetime,
                               until: datetime) -> list[dict[str, Any]]:  # fmt: skip
     """Totals by `by` over [since, until): the part of each accounted interval inside the window
-    (GPU-seconds and cost pro rata) and the output reported in it (a run's output counts when it was
-    reported: at a checkpoint or its end), most expensive first."""
+    (GPU-seconds and cost pro rata) and the output increments in it (what each run's checkpoints and end
+    reported above what it had counted, less what a flag in it took back), most expensive first: adjacent
+    windows add up."""
     rows = []
     for record in await conn.fetch(_WINDOW_QUERIES[by], since, until):
         row = {key: _plain(value) for key, value in dict(record).items()}

@@ -11,7 +11,11 @@ What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`,
   its round had closed (a renewal or release read late) counts in the next round instead of in none,
   and a lease that runs over a round's end is charged up to its last renewal in the earlier round,
   the rest in the next;
-- output: each run's output in the round of its last report;
+- output: every output increment before the round's end that no earlier round counted (marked with
+  the round, like the spend): a run's rise over what it had counted (a checkpoint, its success), a
+  flagged success taking the run's counted output back (negative), a clearing counting it again — so
+  a run reported in two rounds counts in each what it gained there, and the rounds' output adds up
+  to the ledger's to the last digit; a group whose output is not positive has no cost per output unit;
 - capacity: the GPUs of every registered node while it was alive during the round; idle = capacity
   minus the GPU time spent (never below 0, per card type);
 - preemption losses: for leases that ended in the round by preemption, expiry, revocation or idle
@@ -73,7 +77,7 @@ class RoundTask:
 
 @dataclass(frozen=True, slots=True)
 class OutputLine:
-    """One run's output, reported (last) in the round."""
+    """One output increment the round counted: what a run gained (or, flagged, lost) there."""
 
     task_id: str
     lease_id: str
@@ -194,7 +198,7 @@ def _spend_row(inputs: RoundInputs, grouping: str, key: str, spend: Sequence[Spe
         "gpu_hours": float(sum((line.gpu_seconds for line in spend), Decimal(0)) / _HOUR), "cost": float(cost),
         "output_units": float(units),
         "output_unit": unit_names.pop() if len(unit_names) == 1 else ("mixed" if unit_names else None),
-        "cost_per_output_unit": float(cost / units) if units else None,
+        "cost_per_output_unit": float(cost / units) if units > 0 else None,
     }  # fmt: skip
     if grouping == "task":
         task = inputs.tasks.get(key)

@@ -7,7 +7,8 @@ several boundaries, one round runs to the last of them.
 
 `close_round` (in the caller's transaction, under an advisory lock so two closes never overlap):
 
-1. load what the period holds (`load_round_inputs`: spend, output, capacity, losses, reviews);
+1. load what the period holds (`load_round_inputs`: spend, output, capacity, losses, reviews), marking
+   the usage and output increments it counts with the round;
 2. build the report (`round_report.build_round_report`, pure) and its files (`round_render`);
 3. put `report.json`, `report.csv`, `report.html` into the reports bucket under
    `rounds/<archive id>/<round id>/` (versioned: an amended note puts new versions);
@@ -59,6 +60,8 @@ LOSS_REASONS = ("preempted", "expired", "revoked", "reclaimed_idle")
 TREND_ROUNDS = 8
 REPORT_FILES = {"report.json": "application/json", "report.csv": "text/csv", "report.html": "text/html; charset=utf-8"}
 PERIOD_END_NOTE = "closed at the end of its period"
+UNKNOWN_CARD = "unknown"
+"""Card type of output whose lease the ledger never saw."""
 
 
 class RoundError(ValueError):
@@ -197,18 +200,17 @@ async def _save_round(conn: asyncpg.Connection, period: RoundPeriod, report: dic
 
 
 async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: datetime, round_id: str) -> RoundInputs:
-    """Everything `build_round_report` needs for `[starts, ends)` (see `round_report`). The spend is
-    every increment accounted before `ends` that no earlier round counted, marked as this round's in the
-    closing transaction (`UPDATE … RETURNING`: exactly the rows counted): one the ledger applied after
-    the previous round closed, though accounted before its end, is counted here rather than nowhere."""
+    """Everything `build_round_report` needs for `[starts, ends)` (see `round_report`). The spend and the
+    output are the usage and output increments before `ends` that no earlier round counted, marked as
+    this round's in the closing transaction (`UPDATE … RETURNING`: exactly the rows counted): one the
+    ledger applied after the previous round closed, though it happened before its end, is counted here
+    rather than nowhere."""
     counted = await conn.fetch(
         f"UPDATE {SCHEMA}.usage_increments SET round_id = $2 WHERE round_id IS NULL AND to_at < $1"
         " RETURNING lease_id, task_id, project, card_type, gpu_seconds, cost, to_at", ends, round_id)  # fmt: skip
     spend = [SpendLine(r["lease_id"], r["task_id"], r["project"], r["card_type"], r["gpu_seconds"], r["cost"])
              for r in sorted(counted, key=lambda r: (r["to_at"], r["lease_id"]))]  # fmt: skip
-    outputs = [OutputLine(**dict(r)) for r in await conn.fetch(
-        f"SELECT o.task_id, o.lease_id, u.card_type, o.output_units FROM {SCHEMA}.task_output o"
-        f" JOIN {SCHEMA}.lease_usage u USING (lease_id) WHERE o.reported_at >= $1 AND o.reported_at < $2", starts, ends)]  # fmt: skip
+    outputs = await count_output(conn, ends, round_id)
     task_ids = sorted({line.task_id for line in spend} | {line.task_id for line in outputs})
     tasks = {r["task_id"]: RoundTask(**dict(r)) for r in await conn.fetch(
         f"SELECT task_id, name, project, scenario, output_unit FROM {SCHEMA}.tasks WHERE task_id = ANY($1::text[])",
@@ -220,6 +222,20 @@ async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: da
     return RoundInputs(spend=spend, tasks=tasks, outputs=outputs, capacity=await load_capacity(conn, starts, ends),
                        losses=await load_losses(conn, starts, ends), reviews=reviews,
                        flagged=await load_flagged(conn, starts, ends), earlier=await _earlier_totals(conn, starts))  # fmt: skip
+
+
+async def count_output(conn: asyncpg.Connection, ends: datetime, round_id: str) -> list[OutputLine]:
+    """Mark as `round_id`'s, and return, every output increment before `ends` that no round counted yet
+    (rises, flags taking counted output back, clearings): a run's output counts in each round by what it
+    gained (or lost) there, so the rounds add up to its counted output. The card type is the lease's."""
+    rows = await conn.fetch(
+        f"WITH counted AS (UPDATE {SCHEMA}.output_increments SET round_id = $2 WHERE round_id IS NULL AND at < $1"
+        "  RETURNING increment_id, task_id, lease_id, card_type, output_units, at)"
+        f" SELECT c.task_id, c.lease_id, coalesce(c.card_type, u.card_type, $3) AS card_type, c.output_units"
+        f" FROM counted c LEFT JOIN {SCHEMA}.lease_usage u USING (lease_id) ORDER BY c.at, c.increment_id",
+        ends, round_id, UNKNOWN_CARD,
+    )  # fmt: skip
+    return [OutputLine(**dict(row)) for row in rows]
 
 
 async def load_flagged(conn: asyncpg.Connection | asyncpg.Pool, starts: datetime | None = None,

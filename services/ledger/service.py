@@ -4,9 +4,11 @@ One batch subscriber on `cf:events` (group `ledger`); each batch is one transact
 
 1. record the relevant events as consumed (duplicates drop out), all but those safe to fold again
    (`batch.is_repeatable`: most of them, which need no inbox row);
-2. load (and lock) the batch's lease accounts and its tasks' projects;
+2. load (and lock) the batch's lease accounts, its tasks' projects, and the counted (and held-back)
+   output of the runs it reports on or clears;
 3. fold the events in order (`services.ledger.batch.fold_batch`, pure);
-4. write tasks, leases, usage increments and outputs, and the `usage.recorded` events (outbox).
+4. write tasks, leases, usage and output increments and the runs' output, and the `usage.recorded`
+   events (outbox).
 
 A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts. A third subscriber
 (group `alerts`) turns alerting events into alerts for the policy's sinks, a loop delivers the
@@ -36,9 +38,17 @@ from services.common.event_batches import not_yet_handled, once_per_id, subscrib
 from shared.delivery.consumer import OFF_PATH_LINGER_MS
 from services.common.runtime import Loop, ServiceContext, ServiceSpec, SkippedEntry
 from services.ledger.alerting import AlertPolicy, deliver_webhooks, handle_alert_events, send_digest_if_due
-from services.ledger.batch import RELEVANT_TYPES, fold_batch, is_repeatable, lease_ids_of, task_ids_of
+from services.ledger.batch import (
+    RELEVANT_TYPES,
+    cleared_tasks_of,
+    fold_batch,
+    is_repeatable,
+    lease_ids_of,
+    runs_of,
+    task_ids_of,
+)
 from services.ledger.quotas import check_quotas
-from services.ledger.store import SCHEMA, load_leases, load_projects, save_effects
+from services.ledger.store import SCHEMA, load_leases, load_output_snapshot, load_projects, save_effects
 from shared.alerts import ALERTING_TYPES
 from shared.cards import Catalog, load_catalog
 from shared.config import POLICY
@@ -74,7 +84,8 @@ async def handle_batch(
             return
         leases = await load_leases(conn, lease_ids_of(todo))
         projects = await load_projects(conn, task_ids_of(todo) | {lease.task_id for lease in leases.values()})
-        effects = fold_batch(todo, catalog, leases, projects)
+        output = await load_output_snapshot(conn, runs_of(todo), cleared_tasks_of(todo))
+        effects = fold_batch(todo, catalog, leases, projects, output)
         await save_effects(conn, ctx.emitter, effects)
     log.debug("ledger batch", events=len(todo), usage_records=len(effects.emissions))
 

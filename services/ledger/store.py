@@ -10,7 +10,8 @@ import asyncpg
 from services.common.bulk import column_arrays, execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
-from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, ClearedFlag, FlaggedOutput, RunOutput, TaskInfo, TaskMatch
+from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, TaskInfo, TaskMatch
+from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputIncrement, OutputSnapshot, Run, RunOutput
 from services.ledger.quotas import lock_usage
 
 SCHEMA = "ledger"
@@ -37,8 +38,35 @@ async def load_projects(conn: asyncpg.Connection, task_ids: Iterable[str]) -> di
     return {row["task_id"]: row["project"] for row in rows}
 
 
+async def load_output_snapshot(conn: asyncpg.Connection, runs: Iterable[Run], cleared_tasks: Iterable[str]) -> OutputSnapshot:
+    """The counted output of `runs` and of the flagged runs not cleared yet of `cleared_tasks` (whose
+    held-back output it also returns), locked until the transaction ends (one writer per run), and the
+    card types of their leases. A batch without output events reads nothing."""
+    runs, cleared_tasks = set(runs), sorted(set(cleared_tasks))
+    if not runs and not cleared_tasks:
+        return OutputSnapshot()
+    held = await conn.fetch(
+        f"SELECT task_id, lease_id, output_units FROM {SCHEMA}.flagged_output WHERE task_id = ANY($1::text[])"
+        " AND cleared_at IS NULL ORDER BY task_id, lease_id FOR UPDATE", cleared_tasks,
+    )  # fmt: skip
+    every = sorted(runs | {(row["task_id"], row["lease_id"]) for row in held})
+    counted = await conn.fetch(
+        f"SELECT o.task_id, o.lease_id, o.output_units, o.final, o.reported_at FROM {SCHEMA}.task_output o"
+        " JOIN unnest($1::text[], $2::text[]) AS r(task_id, lease_id) USING (task_id, lease_id)"
+        " ORDER BY o.task_id, o.lease_id FOR UPDATE OF o", [t for t, _ in every], [lease for _, lease in every],
+    )  # fmt: skip
+    cards = await conn.fetch(f"SELECT lease_id, card_type FROM {SCHEMA}.lease_usage WHERE lease_id = ANY($1::text[])",
+                             sorted({lease for _, lease in every}))  # fmt: skip
+    return OutputSnapshot(
+        counted={(row["task_id"], row["lease_id"]): RunOutput(**dict(row)) for row in counted},
+        held={(row["task_id"], row["lease_id"]): row["output_units"] for row in held},
+        cards={row["lease_id"]: row["card_type"] for row in cards},
+    )
+
+
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
-    """Write tasks, leases, increments (with their usage.recorded ids) and outputs; append the events.
+    """Write tasks, leases, usage increments (with their usage.recorded ids), the runs' output and its
+    increments; append the events.
 
     A batch that records usage first takes the usage lock (`quotas.lock_usage`): a quota grant or
     change counts the usage recorded before it, and announces it before any recorded after it."""
@@ -48,9 +76,10 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     await _save_leases(conn, list(effects.leases.values()), effects.opened)
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_increments(conn, effects, [event.event_id for event in events])
-    await _save_outputs(conn, list(effects.outputs.values()))
-    await _save_flagged(conn, list(effects.flagged.values()))
-    await _save_cleared(conn, effects.cleared)
+    await _save_outputs(conn, effects.output)
+    await _save_flagged(conn, list(effects.output.flagged.values()))
+    await _save_cleared(conn, effects.output.cleared)
+    await _save_output_increments(conn, effects.output.increments)
     await _save_matches(conn, list(effects.matches.values()))
 
 
@@ -125,53 +154,76 @@ async def _save_increments(conn: asyncpg.Connection, effects: BatchEffects, even
     )  # fmt: skip
 
 
-async def _save_outputs(conn: asyncpg.Connection, outputs: list[RunOutput]) -> None:
+class OutputWrittenConcurrentlyError(RuntimeError):
+    """A run's output row this batch inserted was written by another transaction meanwhile (two deliveries
+    at once): the batch rolls back, its entries stay pending, and redelivered it loads the row the other wrote."""
+
+
+_OUTPUT_ROWS = "SELECT * FROM unnest($1::text[], $2::text[], $3::numeric[], $4::bool[], $5::timestamptz[])"
+_OUTPUT_FIELDS = ("task_id", "lease_id", "output_units", "final", "reported_at")
+
+
+async def _save_outputs(conn: asyncpg.Connection, output: OutputEffects) -> None:
+    """The runs' counted output as the fold left it: rows of flagged runs go, loaded rows are updated,
+    new ones inserted only where no row exists (else the batch fails, see the error)."""
+    if output.uncounted:
+        gone = sorted(output.uncounted)
+        await conn.execute(
+            f"DELETE FROM {SCHEMA}.task_output o USING unnest($1::text[], $2::text[]) AS f(task_id, lease_id)"
+            " WHERE o.task_id = f.task_id AND o.lease_id = f.lease_id", [t for t, _ in gone], [lease for _, lease in gone],
+        )  # fmt: skip
+    fresh = [row for run, row in sorted(output.rows.items()) if run not in output.stored]
+    if fresh:
+        written = await conn.fetch(
+            f"INSERT INTO {SCHEMA}.task_output (task_id, lease_id, output_units, final, reported_at) {_OUTPUT_ROWS}"
+            " ON CONFLICT (task_id, lease_id) DO NOTHING RETURNING task_id, lease_id", *column_arrays(fresh, _OUTPUT_FIELDS),
+        )  # fmt: skip
+        if len(written) != len(fresh):
+            missed = sorted({(r.task_id, r.lease_id) for r in fresh} - {(w["task_id"], w["lease_id"]) for w in written})
+            raise OutputWrittenConcurrentlyError(f"run output written by another transaction meanwhile: {missed}")
     await execute_bulk(
         conn,
-        f"INSERT INTO {SCHEMA}.task_output AS o (task_id, lease_id, output_units, final, reported_at)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::numeric[], $4::bool[], $5::timestamptz[])"
-        " ON CONFLICT (task_id, lease_id) DO UPDATE SET"
-        " output_units = GREATEST(o.output_units, EXCLUDED.output_units), final = o.final OR EXCLUDED.final,"
-        " reported_at = GREATEST(o.reported_at, EXCLUDED.reported_at)",
-        outputs, ("task_id", "lease_id", "output_units", "final", "reported_at"),
+        f"UPDATE {SCHEMA}.task_output o SET output_units = r.output_units, final = r.final, reported_at = r.reported_at"
+        f" FROM ({_OUTPUT_ROWS}) AS r(task_id, lease_id, output_units, final, reported_at)"
+        " WHERE o.task_id = r.task_id AND o.lease_id = r.lease_id",
+        [row for run, row in sorted(output.rows.items()) if run in output.stored], _OUTPUT_FIELDS,
     )  # fmt: skip
 
 
 async def _save_flagged(conn: asyncpg.Connection, flagged: list[FlaggedOutput]) -> None:
-    """Flagged runs: their output counted so far (earlier checkpoints) moves out of `task_output` into
-    `flagged_output`, with the success's own output and claim; no total counts it any more."""
+    """Flagged runs, with the output they held back (their counted output and the success's own) and
+    the refused claim; no total counts it (`_save_outputs` removed their counted rows)."""
     if not flagged:
         return
-    moved = await conn.fetch(
-        f"DELETE FROM {SCHEMA}.task_output o USING unnest($1::text[], $2::text[]) AS f(task_id, lease_id)"
-        " WHERE o.task_id = f.task_id AND o.lease_id = f.lease_id RETURNING o.task_id, o.lease_id, o.output_units",
-        [f.task_id for f in flagged], [f.lease_id for f in flagged],
-    )  # fmt: skip
-    counted = {(row["task_id"], row["lease_id"]): row["output_units"] for row in moved}
-    rows = []
-    for f in flagged:
-        units = [u for u in (f.output_units, counted.get((f.task_id, f.lease_id))) if u is not None]
-        rows.append((f.task_id, f.lease_id, max(units) if units else None, f.claimed_output_units, list(f.flags),
-                     f.detail, f.reported_at, f.event_id))
     await conn.executemany(
         f"INSERT INTO {SCHEMA}.flagged_output (task_id, lease_id, output_units, claimed_output_units, flags, detail,"
         " reported_at, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (task_id, lease_id) DO NOTHING",
-        rows,
+        [(f.task_id, f.lease_id, f.output_units, f.claimed_output_units, list(f.flags), f.detail, f.reported_at,
+          f.event_id) for f in flagged],
     )  # fmt: skip
 
 
 async def _save_cleared(conn: asyncpg.Connection, cleared: list[ClearedFlag]) -> None:
-    """Cleared flags: each of the task's flagged runs not cleared yet is marked cleared and its output
-    (if it had any within the bound) becomes final counted output at the moment of clearing — once:
-    a redelivered or repeated clear finds nothing left to move."""
-    for clear in cleared:
-        moved = await conn.fetch(
-            f"UPDATE {SCHEMA}.flagged_output SET cleared_at = $2, cleared_by = $3, clear_reason = $4, clear_event_id = $5"
-            " WHERE task_id = $1 AND cleared_at IS NULL RETURNING task_id, lease_id, output_units",
-            clear.task_id, clear.cleared_at, clear.cleared_by, clear.reason, clear.event_id,
-        )  # fmt: skip
-        await _save_outputs(conn, [RunOutput(row["task_id"], row["lease_id"], row["output_units"], True, clear.cleared_at)
-                                   for row in moved if row["output_units"] is not None])  # fmt: skip
+    """Cleared flags: the runs the fold cleared (locked since `load_output_snapshot`, or flagged in this
+    batch) are marked cleared; their output is already in `_save_outputs`' rows."""
+    if not any(c.lease_ids for c in cleared):
+        return
+    await conn.executemany(
+        f"UPDATE {SCHEMA}.flagged_output SET cleared_at = $3, cleared_by = $4, clear_reason = $5, clear_event_id = $6"
+        " WHERE task_id = $1 AND lease_id = ANY($2::text[]) AND cleared_at IS NULL",
+        [(c.task_id, list(c.lease_ids), c.cleared_at, c.cleared_by, c.reason, c.event_id) for c in cleared if c.lease_ids],
+    )  # fmt: skip
+
+
+async def _save_output_increments(conn: asyncpg.Connection, increments: list[OutputIncrement]) -> None:
+    """Each change of a run's counted output; `round_id` stays NULL until a round's close counts it."""
+    await execute_bulk(
+        conn,
+        f"INSERT INTO {SCHEMA}.output_increments (task_id, lease_id, card_type, output_units, at, cause, event_id)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::numeric[], $5::timestamptz[], $6::text[],"
+        " $7::text[])",
+        increments, ("task_id", "lease_id", "card_type", "output_units", "at", lambda i: i.cause.value, "event_id"),
+    )  # fmt: skip
 
 
 async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> None:

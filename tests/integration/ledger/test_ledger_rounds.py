@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app as cli
 from services.common.runtime import Emitter
+from services.ledger.reports import Grouping, ledger_rows
 from services.ledger.rounds import RoundError, amend_note, close_round, compare_rounds, list_rounds, load_round
 from services.ledger.service import LedgerSettings, build_spec
 from shared.cards import load_catalog
@@ -23,7 +24,7 @@ from shared.settings import Settings
 from shared.storage import open_object_store
 from tests.helpers.console_server import console_client, first_admin, serving_console
 from tests.helpers.running_services import RunningServices
-from tests.unit.ledger.builders import T0, granted, released, renewed, submitted, succeeded
+from tests.unit.ledger.builders import T0, checkpointed, flag_cleared, granted, released, renewed, submitted, succeeded
 from tests.unit.matcher.builders import a_submission
 
 pytestmark = pytest.mark.integration
@@ -181,6 +182,59 @@ async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_nex
     assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 1
     assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2
     assert sum(r["gpu_seconds"] for r in by_round) == total
+
+
+async def test_a_runs_output_counts_in_each_round_by_what_it_gained_there(fresh_settings: Settings) -> None:
+    # A: a checkpoint's 500 in R1, its final 1000 in R2 (before: R1 500 + R2 1000). B: a checkpoint made before
+    # R1's end but applied after R1 closed (before: in no round). C: 400 counted by R1, then its success flagged
+    # in R2 and cleared in R3 (before: R1's 400 stayed counted and R3 counted it again).
+    early = utcnow()
+    late_report = checkpointed("B", "LB", 300.0, at=early)
+    async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
+        assert running.pool is not None
+
+        async def close(note: str) -> dict:
+            async with running.pool.acquire() as conn, conn.transaction():
+                return (await close_round(conn, store, EMITTER, actor="user:planner", note=note, now=utcnow(),
+                                          period=PERIOD)).report  # fmt: skip
+
+        async def until(sql: str) -> None:
+            assert await running.wait_until(lambda: _any(running, sql)), sql
+
+        await running.publish(*[task(t, "llm", "eval") for t in "ABC"],
+                              *[granted(f"L{t}", t, card_type="L40S", gpus=1, at=early) for t in "ABC"],
+                              checkpointed("A", "LA", 500.0, at=early), checkpointed("C", "LC", 400.0, at=early))  # fmt: skip
+        await until("SELECT 1 FROM ledger.task_output HAVING count(*) = 2")
+        first = await close("A and C checkpointed")
+        now = utcnow()
+        await running.publish(late_report, succeeded("A", "LA", 1000.0, at=now),
+                              released("LA", "A", granted_at=early, ended_at=now, card_type="L40S", gpus=1),
+                              succeeded("C", "LC", 450.0, at=now, flags=("implausibly_early_success",)))  # fmt: skip
+        await until("SELECT 1 FROM ledger.flagged_output f, ledger.task_output o WHERE o.task_id = 'B'")
+        await until("SELECT 1 FROM ledger.task_output WHERE task_id = 'A' AND final")
+        second = await close("A finished, C flagged")
+        await running.publish(flag_cleared("C", at=utcnow()))
+        await until("SELECT 1 FROM ledger.task_output WHERE task_id = 'C'")
+        third = await close("C cleared")
+        ledger_total = await running.pool.fetchval("SELECT sum(output_units) FROM ledger.task_output")
+        by_task = sum(Decimal(str(row["output_units"])) for row in await ledger_rows(running.pool, Grouping.TASK))
+        recorded = await running.fetch("SELECT output_units FROM ledger.rounds ORDER BY number")
+        marked = await running.fetch("SELECT round_id, sum(output_units) AS units FROM ledger.output_increments"
+                                     " GROUP BY round_id ORDER BY round_id")  # fmt: skip
+
+    def outputs(report: dict) -> dict[str, float]:
+        return {row["key"]: row["output_units"] for row in report["by_task"] if row["output_units"]}
+
+    assert [outputs(r) for r in (first, second, third)] == [
+        {"A": 500.0, "C": 400.0}, {"A": 500.0, "B": 300.0, "C": -400.0}, {"C": 450.0}]
+    assert ledger_total == by_task == Decimal(1750)  # A 1000 + B 300 + C 450 (the held-back output, cleared)
+    assert sum(r["output_units"] for r in recorded) == ledger_total  # the rounds add up to the ledger, exactly
+    assert [(m["round_id"], m["units"]) for m in marked] == [("R0001", 900), ("R0002", 400), ("R0003", 450)]
+    assert {row["key"]: row["cost_per_output_unit"] for row in second["by_task"]}["C"] is None  # negative output
+
+
+async def _any(running: RunningServices, sql: str) -> bool:
+    return bool(await running.fetch(sql))
 
 
 def flagged_history() -> list:

@@ -238,6 +238,7 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
     async with RunningServices(fresh_settings, build_spec()) as running:
         await running.publish(
             submitted("TO", output_unit="tokens"), granted("LO", "TO", gpus=4, card_type="A10"),
+            checkpointed("TO", "LO", 500_000, at=T0 + timedelta(minutes=10)),
             released("LO", "TO", ended_at=end, card_type="A10", gpus=4), succeeded("TO", "LO", 2_000_000, at=end),
         )  # fmt: skip
         await wait_closed(running, "LO")
@@ -257,10 +258,12 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
             csv_text = await cardflow((url, reader), "ledger", "--by", "card", "--csv")
 
     _, cost = expected_cost(4, T0, end, "A10")
-    # a window takes the part of each accounted interval inside it; output counts when it was reported (at the end)
-    assert [(r["task_id"], r["gpu_hours"], r["output_units"]) for r in later] == [("TO", 2.0, 2_000_000)]
+    # a window takes the part of each accounted interval inside it, and the output reported in it above what the
+    # run had counted: the checkpoint's 500,000 before half time, the success's further 1,500,000 after it
+    assert [(r["task_id"], r["gpu_hours"], r["output_units"]) for r in later] == [("TO", 2.0, 1_500_000)]
     assert later[0]["cost"] == pytest.approx(float(cost) / 2, abs=1e-6)
-    assert [(r["project"], r["gpu_hours"], r["output_units"], r["cost_per_output_unit"]) for r in earlier] == [("proj-a", 2.0, 0, None)]
+    assert [(r["project"], r["gpu_hours"], r["output_units"]) for r in earlier] == [("proj-a", 2.0, 500_000)]
+    assert earlier[0]["cost_per_output_unit"] == pytest.approx(float(cost) / 2 / 500_000)
     assert {row["currency"] for row in by_task + later + earlier} == {load_catalog().currency}
     assert "GPU-hours (real)" in table and f"cost ({load_catalog().currency})" in table and "real (wall-clock) hours" in table
     header, line = csv_text.splitlines()

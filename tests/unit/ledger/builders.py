@@ -10,6 +10,7 @@ from shared.events import (
     LeaseReleased,
     LeaseRenewed,
     TaskCheckpointed,
+    TaskFlagCleared,
     TaskMatched,
     TaskSucceeded,
     make_event,
@@ -17,7 +18,7 @@ from shared.events import (
 from shared.events.subjects import lease_subject, task_subject
 from tests.unit.matcher.builders import T0, submitted
 
-__all__ = ["T0", "checkpointed", "granted", "matched", "released", "renewed", "submitted", "succeeded"]
+__all__ = ["T0", "checkpointed", "flag_cleared", "granted", "matched", "released", "renewed", "submitted", "succeeded"]
 
 
 def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str, Any]) -> Any:
@@ -78,4 +79,12 @@ def matched(task_id: str, card_type: str, *, seq: int, at: datetime = T0) -> Tas
     return make_event(
         TaskMatched, subject=task_subject(task_id), subject_seq=seq, producer="matcher/t", actor="service:matcher",
         occurred_at=at, data={"task_id": task_id, "ranking": ranking, "chosen": card_type, "reason": "cheapest"},
+    )  # fmt: skip
+
+
+def flag_cleared(task_id: str, *, at: datetime = T0, by: str = "user:rita") -> TaskFlagCleared:
+    """A reviewer (`by`) cleared the flag of `task_id`'s flagged success."""
+    return make_event(
+        TaskFlagCleared, subject=task_subject(task_id), subject_seq=7, producer="console/t", actor=by,
+        occurred_at=at, data={"task_id": task_id, "reason": "checked the samples by hand"},
     )  # fmt: skip

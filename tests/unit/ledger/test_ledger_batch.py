@@ -89,7 +89,7 @@ def test_output_per_run_keeps_the_highest_report() -> None:
         checkpointed("T1", "L1", 100), checkpointed("T1", "L1", 250), checkpointed("T1", "L1", None),
         succeeded("T1", "L1", 240), checkpointed("T1", "L2", 30),
     ]  # fmt: skip
-    outputs = fold_batch(events, CATALOG, {}, {}).outputs
+    outputs = fold_batch(events, CATALOG, {}, {}).output.rows
     assert outputs[("T1", "L1")].output_units == 250 and outputs[("T1", "L1")].final
     assert outputs[("T1", "L2")].output_units == 30 and not outputs[("T1", "L2")].final
 
@@ -102,8 +102,8 @@ def test_a_flagged_success_keeps_its_runs_output_apart() -> None:
         succeeded("T3", "L3", 7),
     ]  # fmt: skip
     effects = fold_batch(events, CATALOG, {}, {})
-    assert set(effects.outputs) == {("T3", "L3")}  # only the believed run counts
-    one, two = effects.flagged[("T1", "L1")], effects.flagged[("T2", "L2")]
+    assert set(effects.output.rows) == {("T3", "L3")}  # only the believed run counts
+    one, two = effects.output.flagged[("T1", "L1")], effects.output.flagged[("T2", "L2")]
     assert (one.output_units, one.claimed_output_units, one.flags) == (
         Decimal(40), Decimal("1000000000.0"), ("implausibly_early_success", "output_out_of_bounds"))
     assert (two.output_units, two.claimed_output_units, two.flags) == (Decimal(12), None, ("implausibly_early_success",))
@@ -136,7 +136,7 @@ def test_repeatable_events_folded_again_over_the_state_they_left_change_nothing(
         assert all(again.leases[lease_id] == lease for lease_id, lease in partial.leases.items() if lease_id in again.leases)
     redelivered = fold_batch([e for e in history if is_repeatable(e)], CATALOG, stored, {"T1": "proj-a"})
     assert redelivered.emissions == [] and redelivered.opened == set() and redelivered.leases == stored
-    assert redelivered.outputs == first.outputs  # merged by GREATEST / OR: the stored row stays as it is
+    assert redelivered.output.rows == first.output.rows
     assert redelivered.tasks == first.tasks  # inserted ON CONFLICT DO NOTHING
     renewal_after_end = fold_batch([renewed("L1", "T1", at=later, util=90.0)], CATALOG, stored, {"T1": "proj-a"})
     assert renewal_after_end.emissions == [] and renewal_after_end.leases == stored
