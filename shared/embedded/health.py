@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 import redis.asyncio as aioredis
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
 from botocore.config import Config
 
 from shared.embedded.endpoints import Endpoints
@@ -81,13 +81,40 @@ def s3_client_kwargs(endpoints: Endpoints) -> dict[str, Any]:
     }
 
 
+_S3_SESSION: list[AioSession] = []
+
+
+def _s3_session() -> AioSession:
+    """One aiobotocore session for every S3 probe: botocore caches the models it loads in its session."""
+    if not _S3_SESSION:
+        _S3_SESSION.append(get_session())
+    return _S3_SESSION[0]
+
+
+async def _load_s3_models(endpoints: Endpoints) -> None:
+    """Open and close one client in a worker thread, so the session holds botocore's S3 models before a
+    probe's clock runs. Loading them is seconds of CPU on a loaded machine; inside the probe it ate the
+    S3 probe's timeout and, run on the event loop, stalled the loop the Redis and PostgreSQL probes time
+    themselves on: all three failed at once (`cardflow doctor` at load 14)."""
+
+    async def open_and_close() -> None:
+        async with _s3_session().create_client("s3", **s3_client_kwargs(endpoints)):
+            pass
+
+    await asyncio.to_thread(asyncio.run, open_and_close())
+
+
 async def probe_s3(endpoints: Endpoints) -> BackendHealth:
     async def check() -> str:
-        async with get_session().create_client("s3", **s3_client_kwargs(endpoints)) as client:
+        async with _s3_session().create_client("s3", **s3_client_kwargs(endpoints)) as client:
             response = await client.list_buckets()
         server = response["ResponseMetadata"].get("HTTPHeaders", {}).get("server")
         return server or "S3 (server did not say)"
 
+    try:
+        await _load_s3_models(endpoints)  # no network: a bad endpoint or key fails in `check` or here
+    except Exception as exc:  # a probe reports every failure, it never raises
+        return BackendHealth("s3", endpoints.s3_endpoint, ok=False, error=f"{type(exc).__name__}: {exc}".strip())
     return await _guarded("s3", endpoints.s3_endpoint, check)
 
 
