@@ -288,8 +288,9 @@ def headline_inputs() -> tuple[Snapshot, list[QueuedTask]]:
 
 
 def phase_times(snapshot: Snapshot, queue: list[QueuedTask]) -> list[tuple[str, float]]:
-    """Milliseconds per phase of one headline plan, replaying plan()'s recipe step by step. The walk is
-    split at the task of the last grant: before it tasks still start, after it none does."""
+    """Milliseconds per phase of one headline plan, replaying plan()'s recipe step by step. The walk
+    (`Cycle.walk`, as plan() walks) is split at the task of the last grant: before it tasks still start,
+    after it none does (once nothing can start any more, the rest is deferred cheaply within the second part)."""
     policy = POLICIES["cardflow"]
     granted = {grant.task_id for grant in plan(snapshot, queue, policy, NOW).grants}
     last_grant = max((index for index, task in enumerate(order_queue(queue, policy, NOW)) if task.task_id in granted),
@@ -302,17 +303,10 @@ def phase_times(snapshot: Snapshot, queue: list[QueuedTask]) -> list[tuple[str, 
         marks.append(CLOCK())
         cycle = Cycle(snapshot, policy, NOW, ordered)
         marks.append(CLOCK())
-        position = 0
-        while position <= last_grant and not cycle.closed:
-            cycle.consider(ordered[position])
-            position += 1
-        head = position
+        head, rest = ordered[:last_grant + 1], ordered[last_grant + 1:]
+        cycle.walk(head)
         marks.append(CLOCK())
-        while position < len(ordered) and not cycle.closed:
-            cycle.consider(ordered[position])
-            position += 1
-        marks.append(CLOCK())
-        cycle.defer_rest(ordered[position:])
+        cycle.walk(rest)
         result = cycle.to_plan()
         marks.append(CLOCK())
     finally:
@@ -321,9 +315,8 @@ def phase_times(snapshot: Snapshot, queue: list[QueuedTask]) -> list[tuple[str, 
     marks.append(CLOCK())
     del result
     labels = ["1. order the queue", "2. index free capacity",
-              f"3a. decide {head:,} tasks one by one, up to the last grant",
-              f"3b. decide the next {position - head:,} one by one (none starts)",
-              f"4. defer the other {len(ordered) - position:,} cheaply", "5. young-generation GC afterwards"]
+              f"3a. decide {len(head):,} tasks, up to the last grant",
+              f"3b. decide the other {len(rest):,} (none starts)", "4. young-generation GC afterwards"]
     return [(label, (end - begin) * 1000) for label, begin, end in zip(labels, marks, marks[1:])]
 
 

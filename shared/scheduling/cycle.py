@@ -57,7 +57,15 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
-from shared.scheduling.ordered_queue import CHECKPOINTS, CORE, FLAG_VALUES, OPPORTUNISTIC, WalkColumns
+from shared.scheduling.ordered_queue import (
+    CHECKPOINTS,
+    CORE,
+    FLAG_VALUES,
+    OPPORTUNISTIC,
+    WalkColumns,
+    longest_runtime,
+    runtimes_of,
+)
 from shared.scheduling.placement import Allocation, Fleet, Pool
 from shared.scheduling.preemption import (
     VictimChoice,
@@ -134,17 +142,94 @@ class Cycle:
 
     def walk(self, ordered: Sequence[QueuedTask], columns: WalkColumns | None = None) -> None:
         """Consider every task in queue order; once `closed`, defer the rest cheaply (`defer_rest`).
-        With the kept queue's `columns` (in this order), the rest of the walk after the reservation is
-        settled is `_walk_settled`."""
+        The rest of the walk after the reservation is settled is `_walk_settled` with the kept queue's
+        `columns` (in this order), else `_walk_settled_tasks`."""
         consider, fleet = self.consider, self.fleet
         for position, task in enumerate(ordered):
             if self.blocked is not None or (fleet.free_total == 0 and self.reservation_settled):  # self.closed
                 self._defer_rest_from(ordered, position, columns)
                 return
-            if self.reservation_settled and columns is not None:
-                self._walk_settled(ordered, position, columns)
+            if self.reservation_settled:
+                if columns is not None:
+                    self._walk_settled(ordered, position, columns)
+                else:
+                    self._walk_settled_tasks(ordered, position)
                 return
             consider(task)
+
+    def _walk_settled_tasks(self, ordered: Sequence[QueuedTask], start: int) -> None:
+        """`_walk_settled` for a queue without columns (a list: a cold plan, the simulator's first cycle): the
+        same shortcuts, keyed by a task's (GPUs, heavy, card types) read from the task instead of the kept
+        queue's shape number: the quota is asked by the task's longest runtime against the shape's kept bound
+        (`QuotaBook.allows_longest`; `usable_indexes` when that fails), and a ready task whose quota allows all
+        its options and whose shape already found no room since the last grant or preemption on one of its card
+        types is deferred with that shape's NO_CAPACITY sentence (a core task unless it may preempt); a shape's
+        room check is kept while `Fleet.version` stands. Exact for the same reasons; the rest goes through
+        `_consider_usable` (the quota allows some options) or `_consider_room` (room, or preemption may help), as
+        `consider` would."""
+        fleet, limited, quota, explain, policy = self.fleet, self._limited, self.quota, self.explain, self.policy
+        gate, core, no_capacity = policy.readiness_gate, P.CORE, R.NO_CAPACITY
+        longest_bounds, no_bounds, margin = quota.longest_bounds, {}, policy.quota_expiry_margin_s
+        no_room: dict[tuple, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
+        rooms: dict[tuple, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
+        helps: dict[tuple, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
+        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
+                                          self.deferred_details.append)
+        for position in range(start, len(ordered)):  # not closed at `start` (`walk` checked)
+            task = ordered[position]
+            options = task.options
+            if (gate and not task.data_ready) or not options or not task.approved:
+                failure = readiness_failure(task, policy)
+                add_id(task.task_id)
+                add_reason(failure[0])
+                add_detail(failure[1])
+                continue
+            shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
+            if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
+                project, longest_s = task.project, longest_runtime(task)
+                bound = longest_bounds.get(project, no_bounds).get(shape)
+                if bound is None:  # not yet asked since the project's last charge
+                    allowed = quota.allows_longest(project, shape, shape[2], shape[0], longest_s)
+                else:  # `allows_longest` with its kept bound, inlined
+                    allowed = not (bound[0] < longest_s + margin or bound[1] < shape[0] * longest_s / SECONDS_PER_HOUR)
+                if not allowed:
+                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes_of(task))
+                    if failure is not None:
+                        add_id(task.task_id)
+                        add_reason(failure[0])
+                        add_detail(failure[1])
+                        continue
+                    if len(usable) < len(options):  # some of its options
+                        self._consider_usable(task, tuple([options[index] for index in usable]))
+                        if self.closed:
+                            self._defer_rest_from(ordered, position + 1, None)
+                            return
+                        continue
+            changes = self.changes
+            known = no_room.get(shape)
+            if known is not None and (known[0] == changes or self._still_no_room(known, shape[2], changes)):
+                if not (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                        and self._shape_may_preempt(shape, shape, helps)):
+                    add_id(task.task_id)
+                    add_reason(no_capacity)
+                    add_detail(known[1])
+                    continue
+            else:
+                room = rooms.get(shape)
+                if room is None or room[0] != fleet.version:
+                    room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
+                if not (room[1] or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                                    and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
+                    text = explain.no_capacity(task, options)
+                    add_id(task.task_id)
+                    add_reason(no_capacity)
+                    add_detail(text)
+                    no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
+                    continue
+            self._consider_room(task, options)  # `_may_start` holds
+            if self.closed:
+                self._defer_rest_from(ordered, position + 1, None)
+                return
 
     def _walk_settled(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> None:
         """The walk from `start` on, the reservation settled, as `walk` does it — but the readiness failure
@@ -249,16 +334,20 @@ class Cycle:
 
     def _consider_usable(self, task: QueuedTask, options: Sequence[CardOption]) -> None:
         """`consider` for a ready task, with the card options its quota allows (at least one)."""
+        if self.reservation_settled and not self._may_start(task, options):
+            # the cheap, common case
+            self.defer(task.task_id, R.NO_CAPACITY, self.explain.no_capacity(task, options))
+            return
+        self._consider_room(task, options)
+
+    def _consider_room(self, task: QueuedTask, options: Sequence[CardOption]) -> None:
+        """`_consider_usable` once the task `_may_start` (or before the reservation is settled): attempt it,
+        unless the reservation is settled and it would fail like the last task of its shape."""
         shape = None
-        if self.reservation_settled:
-            if not self._may_start(task, options):
-                # the cheap, common case
-                self.defer(task.task_id, R.NO_CAPACITY, self.explain.no_capacity(task, options))
+        if self.reservation_settled and (task.priority_class != P.CORE or self._past_grace(task)):
+            shape = self._shape(task, options)
+            if self._repeat_failure(task, options, shape):
                 return
-            if task.priority_class != P.CORE or self._past_grace(task):
-                shape = self._shape(task, options)
-                if self._repeat_failure(task, options, shape):
-                    return
         self._attempt(task, options, shape)
 
     def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns) -> None:
