@@ -43,19 +43,15 @@ async def task_match(pool: asyncpg.Pool, task_id: str) -> dict[str, Any]:
 async def review_matches(
     pool: asyncpg.Pool, *, round_id: str | None = None, by: ReviewGrouping = ReviewGrouping.CARD
 ) -> dict[str, Any]:
-    """Every succeeded task's verdict (of one round: finished within it), grouped by `by`."""
-    window = None
-    if round_id is not None:
-        window = await pool.fetchrow(f"SELECT starts_at, ends_at FROM {SCHEMA}.rounds WHERE round_id = $1", round_id)
-        if window is None:
-            raise RoundError(f"no round {round_id!r}; `cardflow round list` shows the closed rounds")
+    """Every succeeded task's verdict (of one round: those its close reviewed), grouped by `by`."""
+    if round_id is not None and not await pool.fetchval(f"SELECT 1 FROM {SCHEMA}.rounds WHERE round_id = $1", round_id):
+        raise RoundError(f"no round {round_id!r}; `cardflow round list` shows the closed rounds")
     finished = await pool.fetch(
-        f"SELECT DISTINCT task_id FROM {SCHEMA}.task_output WHERE final"
-        " AND ($1::timestamptz IS NULL OR reported_at >= $1) AND ($2::timestamptz IS NULL OR reported_at < $2)",
-        window["starts_at"] if window else None, window["ends_at"] if window else None,
+        f"SELECT DISTINCT task_id FROM {SCHEMA}.task_output WHERE final AND ($1::text IS NULL OR finished_round_id = $1)",
+        round_id,
     )  # fmt: skip
     reviews = [review_match(facts) for facts in await load_match_facts(pool, [r["task_id"] for r in finished])]
-    flagged = await load_flagged(pool, window["starts_at"] if window else None, window["ends_at"] if window else None)
+    flagged = await load_flagged(pool, round_id)
     return {"round_id": round_id, "by": by.value, "groups": summarize_reviews(reviews, by),
             "speed_corrections": speed_corrections(reviews), "tasks": [review_json(r) for r in reviews],
             "flagged": flagged}  # fmt: skip

@@ -22,9 +22,11 @@ What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`,
   reclaim, the GPU time since their last checkpoint (or since the grant, without one) — work the
   task redoes — and its cost at the lease's price;
 - flagged: successes the dispatcher flagged (issue 15: too early for the estimate, output out of
-  bounds) reported in the round — the task, the flags and why, and the output held back
+  bounds), not cleared, reported before the round's end and listed by no earlier round (marked with
+  the round, like the increments) — the task, the flags and why, and the output held back
   (`ledger.flagged_output`): listed apart, counted in no total, group or cost per output unit;
-- estimates: for tasks that finished in the round, the matcher's estimate for the card they ran on
+- estimates: for tasks whose final output was reported before the round's end and that no earlier
+  round reviewed (marked likewise: `task_output.finished_round_id`), the matcher's estimate for the card they ran on
   against what they took (the match review's ratio), in the agent's time: on a simulated agent
   (`time_scale` N) runtime and cost are the wall-clock figures x N, marked "simulated xN"; the spend
   sections stay the ledger's wall-clock figures.

@@ -215,13 +215,12 @@ async def load_round_inputs(conn: asyncpg.Connection, starts: datetime, ends: da
     tasks = {r["task_id"]: RoundTask(**dict(r)) for r in await conn.fetch(
         f"SELECT task_id, name, project, scenario, output_unit FROM {SCHEMA}.tasks WHERE task_id = ANY($1::text[])",
         task_ids)}  # fmt: skip
-    finished = [r["task_id"] for r in await conn.fetch(
-        f"SELECT DISTINCT task_id FROM {SCHEMA}.task_output WHERE final AND reported_at >= $1 AND reported_at < $2",
-        starts, ends)]  # fmt: skip
-    reviews = [review_match(facts, ReviewThresholds()) for facts in await load_match_facts(conn, finished)]
+    reviews = [review_match(facts, ReviewThresholds()) for facts in await load_match_facts(
+        conn, await count_finished(conn, ends, round_id))]  # fmt: skip
+    await count_flagged(conn, ends, round_id)
     return RoundInputs(spend=spend, tasks=tasks, outputs=outputs, capacity=await load_capacity(conn, starts, ends),
                        losses=await load_losses(conn, starts, ends), reviews=reviews,
-                       flagged=await load_flagged(conn, starts, ends), earlier=await _earlier_totals(conn, starts))  # fmt: skip
+                       flagged=await load_flagged(conn, round_id), earlier=await _earlier_totals(conn, starts))  # fmt: skip
 
 
 async def count_output(conn: asyncpg.Connection, ends: datetime, round_id: str) -> list[OutputLine]:
@@ -238,16 +237,35 @@ async def count_output(conn: asyncpg.Connection, ends: datetime, round_id: str) 
     return [OutputLine(**dict(row)) for row in rows]
 
 
-async def load_flagged(conn: asyncpg.Connection | asyncpg.Pool, starts: datetime | None = None,
-                       ends: datetime | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """Successes the dispatcher flagged (`ledger.flagged_output`) reported in `[starts, ends)` (either
-    end open when None) and not cleared by a person, oldest first: the flags, why, and the output held
-    back from every total."""
+async def count_finished(conn: asyncpg.Connection, ends: datetime, round_id: str) -> list[str]:
+    """Mark as `round_id`'s, and return, the tasks whose run's final output was reported before `ends` and
+    that no round reviewed yet (`task_output.finished_round_id`): a success the ledger applied after the
+    previous round closed is reviewed here rather than nowhere."""
+    rows = await conn.fetch(
+        f"UPDATE {SCHEMA}.task_output SET finished_round_id = $2 WHERE final AND finished_round_id IS NULL"
+        " AND reported_at < $1 RETURNING task_id", ends, round_id,
+    )  # fmt: skip
+    return sorted({row["task_id"] for row in rows})
+
+
+async def count_flagged(conn: asyncpg.Connection, ends: datetime, round_id: str) -> None:
+    """Mark as `round_id`'s the flagged successes reported before `ends`, not cleared, that no round listed
+    yet (`flagged_output.round_id`), as `count_finished` does for finished tasks."""
+    await conn.execute(
+        f"UPDATE {SCHEMA}.flagged_output SET round_id = $2 WHERE round_id IS NULL AND cleared_at IS NULL"
+        " AND reported_at < $1", ends, round_id,
+    )  # fmt: skip
+
+
+async def load_flagged(conn: asyncpg.Connection | asyncpg.Pool, round_id: str | None = None) -> list[dict[str, Any]]:
+    """Successes the dispatcher flagged (`ledger.flagged_output`) and no person cleared — of round
+    `round_id` (listed by it, `count_flagged`) or, without one, all — oldest first: the flags, why, and the
+    output held back from every total."""
     rows = await conn.fetch(
         f"SELECT f.task_id, t.name, t.project, t.output_unit, f.lease_id, f.output_units, f.claimed_output_units,"
         f" f.flags, f.detail, f.reported_at FROM {SCHEMA}.flagged_output f LEFT JOIN {SCHEMA}.tasks t USING (task_id)"
-        " WHERE f.cleared_at IS NULL AND ($1::timestamptz IS NULL OR f.reported_at >= $1)"
-        " AND ($2::timestamptz IS NULL OR f.reported_at < $2) ORDER BY f.reported_at, f.task_id", starts, ends,
+        " WHERE f.cleared_at IS NULL AND ($1::text IS NULL OR f.round_id = $1) ORDER BY f.reported_at, f.task_id",
+        round_id,
     )  # fmt: skip
     return [{"task_id": r["task_id"], "name": r["name"], "project": r["project"], "output_unit": r["output_unit"],
              "lease_id": r["lease_id"], "flags": list(r["flags"]), "detail": r["detail"],

@@ -1,4 +1,4 @@
-"""Migration 010 on a ledger that already closed rounds the old way (each run's whole output in the round
+"""Migrations 010 and 011 on a ledger that already closed rounds the old way (each run's whole output in the round
 of its last report): every closed round's output increments add up to the output it recorded, every run's
 to its counted output, and the open round counts the rest once."""
 
@@ -69,10 +69,12 @@ async def test_closed_rounds_keep_their_output_and_the_open_round_counts_the_res
             " GROUP BY task_id, lease_id")}  # fmt: skip
         counted = {(r["task_id"], r["lease_id"]): r["output_units"] for r in await pool.fetch("SELECT * FROM ledger.task_output")}
         total = await pool.fetchval("SELECT sum(output_units) FROM ledger.task_output")
+        reviewed = {r["task_id"]: r["finished_round_id"] for r in await pool.fetch("SELECT * FROM ledger.task_output")}
         async with pool.acquire() as conn, conn.transaction():
             next_round = await count_output(conn, R3 + timedelta(days=7), "R0003")
 
-    assert [m.version for m in applied] == [10]
+    assert [m.version for m in applied] == [10, 11]
+    assert reviewed == {"A": "R0002", "B": "R0001", "D": None, "E": "R0001"}  # 011: finished runs, by the old rule
     assert by_round == {"R0001": Decimal(950), "R0002": Decimal(1000), None: Decimal(100)}
     assert {r: by_round[r] for r in recorded} == recorded  # closed rounds keep what they recorded
     assert {run: units for run, units in by_run.items() if units} == counted  # every run's increments: its output

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from services.cli.main import app as cli
 from services.common.runtime import Emitter
 from services.ledger.reports import Grouping, ledger_rows
+from services.ledger.reviews import review_matches
 from services.ledger.rounds import RoundError, amend_note, close_round, compare_rounds, list_rounds, load_round
 from services.ledger.service import LedgerSettings, build_spec
 from shared.cards import load_catalog
@@ -157,8 +158,9 @@ async def test_a_round_reconciles_stores_its_report_and_keeps_every_note(fresh_s
 
 async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_next_round(fresh_settings: Settings) -> None:
     # A lease accounted before R0001's end but applied by the ledger only after R0001 closed (its events read
-    # late): before, it fell in no round, and the rounds no longer added up to the ledger's totals.
-    early, late = history()[:6], history()[6:12]  # T1's lease, then T2's (both accounted long before any close)
+    # late): before, it fell in no round, and the rounds no longer added up to the ledger's totals. Likewise its
+    # task's success (the estimate against actual) and a flagged success, both reported before R0001's end.
+    early, late = history()[:6], history()[6:12] + flagged_history()[5:10]  # T1's lease; T2's and EARLY's
     async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
         assert running.pool is not None
 
@@ -171,17 +173,25 @@ async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_nex
             first = await close_round(conn, store, EMITTER, actor="user:planner", note="one lease", now=utcnow(),
                                       period=PERIOD)  # fmt: skip
         await running.publish(*late)
-        assert await running.wait_until(lambda: closed(2))
+        assert await running.wait_until(lambda: closed(3))
+        assert await running.wait_until(lambda: _any(running, "SELECT 1 FROM ledger.flagged_output"))
         async with running.pool.acquire() as conn, conn.transaction():
             second = await close_round(conn, store, EMITTER, actor="user:planner", note="the late one", now=utcnow(),
                                        period=PERIOD)  # fmt: skip
         total = await running.pool.fetchval("SELECT sum(gpu_seconds) FROM ledger.usage_increments")
         by_round = await running.fetch("SELECT round_id, gpu_seconds FROM ledger.rounds ORDER BY number")
+        reviewed = [await review_matches(running.pool, round_id=r) for r in ("R0001", "R0002")]
 
     l2 = 1 * (Decimal(37 * 60 + 7) + Decimal("0.000123"))  # T2's lease: 1 L40S GPU for 37 min 7.000123 s
-    assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 1
-    assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2
+    le = 2 * Decimal(60)  # EARLY's lease: 2 L40S GPUs for 1 min
+    assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 2
+    assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2 + le
     assert sum(r["gpu_seconds"] for r in by_round) == total
+    # the late success is reviewed, and the late flagged success listed, by R0002 (the report and `cardflow review`)
+    assert [[e["task_id"] for e in r.report["estimates"]] for r in (first, second)] == [["T1"], ["T2"]]
+    assert [[t["task_id"] for t in r["tasks"]] for r in reviewed] == [["T1"], ["T2"]]
+    assert [[f["task_id"] for f in r.report["flagged"]] for r in (first, second)] == [[], ["EARLY"]]
+    assert [[f["task_id"] for f in r["flagged"]] for r in reviewed] == [[], ["EARLY"]]
 
 
 async def test_a_runs_output_counts_in_each_round_by_what_it_gained_there(fresh_settings: Settings) -> None:
