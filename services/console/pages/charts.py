@@ -26,8 +26,27 @@ _STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
 _COLOURS = ("#1f5fa8", "#d9822b", "#2e8540", "#8e44ad", "#b03a2e", "#5d6d7e", "#148f77")
 SIZE_IN = (10.0, 2.8)
-_FONTS = [name for name in ("Noto Sans CJK SC", "DejaVu Sans")
-          if any(font.name == name for font in font_manager.fontManager.ttflist)] or ["sans-serif"]  # fmt: skip
+CJK_FONT_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei")
+"""CJK fonts to measure Chinese labels with, first found wins (a `.ttc` collection is named by its first
+face: Debian's fonts-noto-cjk is "Noto Sans CJK JP" to matplotlib; its Han glyphs are the same width)."""
+
+
+def _known_fonts() -> set[str]:
+    """Font names matplotlib can use, counting CJK files installed after its font cache was built (the
+    cache is not rebuilt when fonts are added, so they would stay unknown and Chinese text measured as
+    missing glyphs)."""
+    known = {font.name for font in font_manager.fontManager.ttflist}
+    if not known & set(CJK_FONT_NAMES):
+        for path in font_manager.findSystemFonts():
+            if any(part in path for part in ("CJK", "wqy")):
+                font_manager.fontManager.addfont(path)
+        known = {font.name for font in font_manager.fontManager.ttflist}
+    return known
+
+
+_KNOWN = _known_fonts()
+_FONTS = [next((name for name in CJK_FONT_NAMES if name in _KNOWN), ""), "DejaVu Sans"]
+_FONTS = [name for name in _FONTS if name in _KNOWN] or ["sans-serif"]
 """Fonts matplotlib measures text with (a CJK one when installed); the browser draws the text itself."""
 
 NUMERIC_TICKS = ["%Y", "%Y-%m", "%d", "%H:%M", "%H:%M", "%S.%f"]
