@@ -35,6 +35,7 @@ from shared.scheduling.headroom import (
     headroom_gpus,
     headroom_needed,
     recent_core_demand,
+    standard_borrow_window,
     wider_than_headroom_allows,
 )
 from shared.scheduling.kept_snapshot import KeptSnapshot
@@ -98,10 +99,21 @@ class Cycle:
                            kept.layout if kept is not None else None)
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
-        # What the victim indexes and `Borrowed` read: they look at opportunistic leases only.
+        # What the victim indexes and `Borrowed` read: they look at opportunistic leases only (`Borrowed` at every
+        # lease where standard work borrows too). The reservation's sweep credits no standard lease (`_scan_leases`):
+        # its start may come later than the borrowing allows, never earlier, so backfill still cannot delay it.
         self._opportunistic = kept.index.opportunistic_leases() if kept is not None else snapshot.leases
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
-        self.borrowed = Borrowed(self._opportunistic, self.fleet.card_of_node, counts)
+        window = standard_borrow_window(policy, now)  # standard work that borrows the headroom too
+        self.borrowed = Borrowed(self._opportunistic if window is None else snapshot.leases, self.fleet.card_of_node,
+                                 counts, window)
+        # Standard work of at most this runtime borrows the headroom (`covers_headroom`; None: none does),
+        # and of at most `_short_s` may use it (`_returns_within_grace`).
+        grace = policy.preempt_after_s
+        self._borrow_s = None if window is None else policy.standard_borrows_within_graces * grace
+        self._short_s = grace if self._borrow_s is None else max(grace, self._borrow_s)
+        # Whether a shape (`_shape`, `_walk_shape`) must tell runtimes within `_borrow_s` apart too.
+        self._borrow_bits = self._borrow_s is not None and self._borrow_s != grace
         self.explain = Explainer(self.fleet, policy, now, self.borrowed)
         self.grants: list[Grant] = []
         # The deferrals so far, as the columns of `Deferrals` (no object per waiting task): `defer`.
@@ -435,6 +447,8 @@ class Cycle:
             reserved, start = guard.card_type, guard.start_at
             cards = tuple([(option.card_type, option.runtime_s <= grace,
                             option.card_type == reserved and now + option.runtime_s > start) for option in options])
+        if self._borrow_bits:  # whether each option borrows the headroom (`covers_headroom`)
+            cards = (cards, tuple([option.runtime_s <= self._borrow_s for option in options]))
         return (task.priority_class, task.gpus, task.heavy, task.checkpoint_interval_s is not None, cards)
 
     def _walk_shape(self, task_flags: int, shape_number: int, card_types: Sequence[str], runtimes: Sequence[float],
@@ -442,8 +456,9 @@ class Cycle:
         """`_shape(task, task.options)` from a kept queue's columns: the class and whether the task checkpoints
         (its flags), the shape number (GPUs, heavy, card types) in place of those, and the per-option flags
         as the bits of one number — its `grace_bits`, then whether it would still run at the reservation's
-        start on each option of the reserved card type: as telling, cheaper to make. (Such keys are never
-        equal to `_shape`'s, which have another length.)"""
+        start on each option of the reserved card type, then (`_borrow_bits`) whether each option borrows the
+        headroom: as telling, cheaper to make. (Such keys are never equal to `_shape`'s, which have another
+        length.)"""
         if bits < 0:  # more options than the column holds
             bits = 1
             for runtime_s in runtimes:
@@ -457,6 +472,9 @@ class Cycle:
             now, start = self.now, guard.start_at
             for index in reserved:
                 bits = bits + bits + (now + runtimes[index] > start)
+        if self._borrow_bits:  # whether each option borrows the headroom (`covers_headroom`)
+            for runtime_s in runtimes:
+                bits = bits + bits + (runtime_s <= self._borrow_s)
         return (task_flags & _KIND, shape_number, bits)
 
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
@@ -696,9 +714,10 @@ class Cycle:
 
     def _returns_within_grace(self, option: CardOption) -> bool:
         """True if a task would give the GPUs back (by its estimate) before a core task arriving now
-        could preempt (`policy.preempt_after_s`): then it may use headroom GPUs — a core task waits
-        no longer for them than it would wait to preempt, and they do not idle meanwhile."""
-        return self.policy.preemption and option.runtime_s <= self.policy.preempt_after_s
+        could preempt (`policy.preempt_after_s`; with `policy.standard_borrows_within_graces`, that many
+        graces if more): then it may use headroom GPUs — a core task waits about no longer for them than
+        it would wait to preempt, and they do not idle meanwhile."""
+        return self.policy.preemption and option.runtime_s <= self._short_s
 
     def wide(self, task: QueuedTask, options: Sequence[CardOption]) -> bool:
         """True for a standard task that would hold the cycle's reservation (none is settled yet) and
@@ -713,9 +732,10 @@ class Cycle:
     def covers_headroom(self, task: QueuedTask, option: CardOption) -> bool:
         """True if the GPUs of a grant to the task on this option would count as headroom (`Borrowed`):
         opportunistic work — with `policy.headroom_counts_reclaimable_only`, only work core work
-        could have back within the preemption grace."""
+        could have back within the preemption grace — and, with `policy.standard_borrows_within_graces`,
+        standard work whose estimate ends within that many graces."""
         if task.priority_class != P.OPPORTUNISTIC:
-            return False
+            return task.priority_class == P.STANDARD and self._borrow_s is not None and option.runtime_s <= self._borrow_s
         return self.borrowed.counts is None or grant_reclaimable_within_grace(task, option.runtime_s, self.policy)
 
     def _place(self, task: QueuedTask, pool: Pool, guard: ReservationGuard | None,

@@ -14,7 +14,9 @@ type is free or borrowed, so the headroom never starves a task that fits the fle
 `Borrowed` counts the borrowed GPUs during one cycle. With `policy.headroom_counts_reclaimable_only`
 only GPUs core work could have within the preemption grace count as borrowed: opportunistic work
 that ends by then, or whose preemption then would lose no more than the loss cap — not multi-day work
-without checkpoints, which the cap protects for good.
+without checkpoints, which the cap protects for good. With `policy.standard_borrows_within_graces`
+standard work borrows too while its estimate ends within that many graces (`ends_by`): it gives its
+GPUs back by itself about as soon as core work could take them from opportunistic work.
 """
 
 from __future__ import annotations
@@ -129,6 +131,21 @@ def blocked_by_headroom(priority_class: PriorityClass, gpus: int, free_gpus: int
     return free_gpus + borrowed - gpus < headroom
 
 
+def standard_borrow_window(policy: Policy, now: float) -> tuple[float, float] | None:
+    """(now, the latest estimated end) of the standard work that borrows the headroom this cycle
+    (`policy.standard_borrows_within_graces` graces from now, preemption on); None: none does."""
+    graces = policy.standard_borrows_within_graces
+    if graces <= 0 or not policy.preemption:
+        return None
+    return now, now + graces * policy.preempt_after_s
+
+
+def ends_by(lease: RunningLease, window: tuple[float, float]) -> bool:
+    """True if the lease's estimate ends inside the window (after its start, by its end): a lease
+    already past its estimate has no known end, so it is not counted."""
+    return window[0] < lease.estimated_end <= window[1]
+
+
 class Borrowed:
     """GPUs of each card type held by opportunistic work during one cycle (headroom it borrowed).
 
@@ -136,12 +153,15 @@ class Borrowed:
     opportunistic grants of this cycle, minus the GPUs of leases preempted in this cycle. `counts`
     (`policy.headroom_counts_reclaimable_only`): only the leases it accepts cover the headroom — those
     whose GPUs core work could have within the preemption grace; the caller applies the same test to
-    its grants and preemptions.
+    its grants and preemptions. `standard_window` (`standard_borrow_window`): standard leases that end
+    inside it borrow too (`leases` must then hold them); the caller counts its standard grants alike.
     """
 
     def __init__(self, leases: Iterable[RunningLease], card_of_node: Callable[[str], str | None],
-                 counts: Callable[[RunningLease], bool] | None = None) -> None:
+                 counts: Callable[[RunningLease], bool] | None = None,
+                 standard_window: tuple[float, float] | None = None) -> None:
         self._leases, self._card_of_node, self.counts = leases, card_of_node, counts
+        self.standard_window = standard_window
         self._counted: dict[str, int] | None = None
         self._changes: dict[str, int] = {}
 
@@ -158,8 +178,13 @@ class Borrowed:
     def _count_leases(self) -> dict[str, int]:
         counted: dict[str, int] = {}
         opportunistic, card_of_node, counts = PriorityClass.OPPORTUNISTIC, self._card_of_node, self.counts
+        window = self.standard_window
         for lease in self._leases:
             if lease.priority_class != opportunistic:
+                if window is not None and lease.priority_class == _STANDARD and ends_by(lease, window):
+                    card_type = card_of_node(lease.node_id)
+                    if card_type is not None:
+                        counted[card_type] = counted.get(card_type, 0) + lease.gpus
                 continue
             card_type = card_of_node(lease.node_id)
             if card_type is not None and (counts is None or counts(lease)):

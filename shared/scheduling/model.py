@@ -203,6 +203,11 @@ class Policy:
     # one's own cap (`preempt_max_lost_gpu_hours`); the cheapest such set. 0: off.
     preemption_budget_share: float = 0.0
     preemption_budget_basis: PreemptionBudget = PreemptionBudget.WAIT
+    # Standard work borrows the headroom, as opportunistic work does, while its estimate ends within this
+    # many preemption graces (`preempt_after_s`; preemption on): running standard leases that end by then
+    # and this cycle's standard grants that short count as covering the headroom — they give their GPUs
+    # back by themselves about as soon as a preemption would. 0: off (only the grant rule of one grace).
+    standard_borrows_within_graces: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,66 @@ def test_standard_work_that_returns_the_gpus_within_the_preemption_grace_may_use
     assert reason_of(run(full_but_headroom, [short], headroom=0.25, preemption=False, **FIXED), "short") == R.HEADROOM
 
 
+# -- Standard work that ends within the grace borrows the headroom (opt-in) --------------------------
+
+BORROWS = dict(standard_borrows_within_graces=1.0, preempt_after_s=600.0, **FIXED)
+
+
+@pytest.mark.parametrize(
+    ("ends_in", "lease_class", "policy", "started"),
+    [
+        (600, "standard", FIXED, False),  # off: a standard lease never covers the headroom
+        (600, "standard", BORROWS, True),  # it gives the 4 GPUs back by itself within one grace
+        (601, "standard", BORROWS, False),
+        (1200, "standard", dict(BORROWS, standard_borrows_within_graces=2.0), True),
+        (1201, "standard", dict(BORROWS, standard_borrows_within_graces=2.0), False),
+        (300, "standard", dict(BORROWS, standard_borrows_within_graces=0.5), True),
+        (301, "standard", dict(BORROWS, standard_borrows_within_graces=0.5), False),
+        (-1, "standard", BORROWS, False),  # past its estimate: no known end
+        (600, "standard", dict(BORROWS, preemption=False), False),  # nothing bounds a core task's wait then
+        (600, "core", BORROWS, False),  # core work uses the headroom; it lends none
+    ],
+)
+def test_a_running_standard_lease_that_ends_within_the_graces_covers_the_headroom(ends_in, lease_class, policy, started):
+    """16 GPUs, headroom 4 at 25%: node a has 4 free GPUs and 4 held by the lease, b is full (core work,
+    which lends nothing) until a core task's reservation there (so s, on node a, is told why it waits)."""
+    nodes = [a_node("a").free(4), a_node("b").free(0)]
+    lease = a_lease("Ls").on("a").gpus(0, 1, 2, 3).started(NOW - HOUR).ends(NOW + ends_in)
+    lease = lease.core() if lease_class == "core" else lease
+    leases = [lease, a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 200)]
+    head = a_task("head").core().gpus(8)
+    result = run(nodes, [head, a_task("s").gpus(4)], leases=leases, headroom=0.25, **policy)
+    assert ("s" in grants(result)) == started
+    if not started:
+        assert reason_of(result, "s") == R.HEADROOM
+
+
+@pytest.mark.parametrize(
+    ("short_runtime_s", "policy", "long_started"),
+    [
+        (600, FIXED, False),  # off: the short task may use the headroom, but its GPUs do not cover it
+        (600, BORROWS, True),  # on: they do, so the long task takes the other 4 free GPUs
+        (1200, BORROWS, False),
+        (1200, dict(BORROWS, standard_borrows_within_graces=2.0), True),
+    ],
+)
+def test_standard_grants_of_the_cycle_that_end_within_the_graces_cover_the_headroom(short_runtime_s, policy, long_started):
+    nodes = [a_node("a").free(8), a_node("b").free(0)]
+    tasks = [a_task("short").gpus(4).runs(short_runtime_s).submitted(0), a_task("long").gpus(4).runs(HOUR).submitted(1)]
+    result = run(nodes, tasks, leases=[a_lease("Lb").on("b").gpus(*range(8))], headroom=0.25, order="fifo", **policy)
+    assert "short" in grants(result)
+    assert ("long" in grants(result)) == long_started
+
+
+@pytest.mark.parametrize(("graces", "started"), [(0.0, False), (1.0, False), (2.0, True)])
+def test_standard_work_within_the_graces_may_use_the_headroom(graces, started):
+    """The one-grace rule above, stretched to `standard_borrows_within_graces` graces when more."""
+    full_but_headroom = [a_node("a").free(0), a_node("b").free(4)]
+    result = run(full_but_headroom, [a_task("s").gpus(4).runs(1200)], headroom=0.25,
+                 **dict(BORROWS, standard_borrows_within_graces=graces))
+    assert ("s" in grants(result)) == started
+
+
 # -- Only GPUs core work could have within the preemption grace cover the headroom (opt-in) ---------
 
 RECLAIMABLE_ONLY = dict(headroom_counts_reclaimable_only=True, **FIXED)

@@ -103,7 +103,8 @@ def _policies(draw):
                    headroom_core_demand=draw(st.sampled_from(("present", "recent", "queued-or-recent"))),
                    preemption_spares_ending=draw(st.booleans()), preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
                    preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
-                   preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))))
+                   preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
+                   standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))))
 
 
 @st.composite

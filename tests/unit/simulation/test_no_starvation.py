@@ -45,6 +45,7 @@ def policies(draw: st.DrawFn) -> Policy:
         preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
         preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0, 4.0))),
         preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
+        standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),
