@@ -1,7 +1,7 @@
 """What could fill the headroom while it idles: one grid unit under the cardflow preset, time-weighted.
 
 Runs the preset on one grid unit (cell, Philly window, synthesis seed; bench/policies_grid.py) and, over
-every stretch between two plans where GPUs stay free while the headroom refuses standard work (a
+every stretch between two plans inside the measured window (as utilisation counts it) where GPUs stay free while the headroom refuses standard work (a
 `headroom` deferral), averages what each kind of work could lend it: the GPUs opportunistic leases hold,
 the GPUs of standard leases whose estimate ends within 1, 2 and 4 preemption graces (what
 `Policy.standard_borrows_within_graces` lets cover the headroom), the GPUs of ready standard tasks of at
@@ -27,6 +27,7 @@ import policies_grid as grid  # noqa: E402
 from shared.scheduling.model import DeferralReason, Plan, PriorityClass, QueuedTask, Snapshot  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
+from shared.simulation.metrics import window  # noqa: E402
 from shared.simulation.runner import simulate_policy  # noqa: E402
 
 GRACES = (1, 2, 4)
@@ -67,14 +68,16 @@ def main() -> None:
     policy = POLICIES["cardflow"]
     scenario = bench.grid_scenario(grid.Run(cell, args.window, args.seed, policy))
     weighted, hours, open_stretch = Counter(), 0.0, None
+    lo, hi = window(scenario.tasks)
 
     def observed(snapshot, queue, chosen, now):
         nonlocal hours, open_stretch
         result = plan(snapshot, queue, chosen, now)
         if open_stretch is not None:
             started, values = open_stretch
-            hours += (now - started) / 3600
-            weighted.update({key: value * (now - started) / 3600 for key, value in values.items()})
+            inside = max(0.0, min(now, hi) - max(started, lo)) / 3600
+            hours += inside
+            weighted.update({key: value * inside for key, value in values.items()})
         values = lendable(snapshot, list(queue), result, now, chosen.preempt_after_s)
         open_stretch = None if values is None else (now, values)
         return result
