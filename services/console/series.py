@@ -138,8 +138,8 @@ WITH spent AS (
 ), produced AS (
     SELECT t.project, sum(o.output_units) AS output_units,
            CASE WHEN count(DISTINCT t.output_unit) > 1 THEN 'mixed' ELSE min(t.output_unit) END AS output_unit
-    FROM {LEDGER}.task_output o JOIN {LEDGER}.tasks t USING (task_id)
-    WHERE o.reported_at > $1 GROUP BY t.project
+    FROM {LEDGER}.output_increments o JOIN {LEDGER}.tasks t USING (task_id)
+    WHERE o.at > $1 GROUP BY t.project
 )
 SELECT coalesce(s.project, p.project) AS project, coalesce(s.tasks, 0) AS tasks, coalesce(s.gpu_hours, 0) AS gpu_hours,
        coalesce(s.cost, 0) AS cost, coalesce(p.output_units, 0) AS output_units, p.output_unit
@@ -150,7 +150,9 @@ ORDER BY cost DESC, project
 
 async def period_totals(pool: asyncpg.Pool, now: datetime, days: int) -> dict[str, Any]:
     """Per project over the last `days` days: GPU-hours and cost used in the window, and output
-    reported in it (a run's output counts when it was reported: checkpoint or end)."""
+    counted in it — the rises of runs' reported output in the window (`ledger.output_increments`, as
+    rounds and `cardflow ledger --since` count it: a run that checkpointed 500 before the window and
+    ended at 1,000 in it adds 500; a flag in the window takes its run's counted output back)."""
     since = now - timedelta(days=days)
     try:
         rows = await pool.fetch(_PERIOD_SQL, since)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from services.common.runtime import Emitter
+from services.console.series import period_totals
 from services.ledger.batch import fold_batch
 from services.ledger.quotas import raise_due_alerts
 from services.ledger.service import build_spec
@@ -256,6 +257,8 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
             later = json.loads(await cardflow((url, reader), "ledger", "--by", "task", "--since", half, "--json"))
             earlier = json.loads(await cardflow((url, reader), "ledger", "--by", "project", "--until", half, "--json"))
             csv_text = await cardflow((url, reader), "ledger", "--by", "card", "--csv")
+        # the console's "last N days" per project counts output as the window does: from half time on, 1,500,000
+        since_half = await period_totals(running.pool, T0 + timedelta(days=1, minutes=30), days=1)
 
     _, cost = expected_cost(4, T0, end, "A10")
     # a window takes the part of each accounted interval inside it, and the output reported in it above what the
@@ -263,6 +266,7 @@ async def test_ledger_command_totals_cost_and_output(fresh_settings: Settings) -
     assert [(r["task_id"], r["gpu_hours"], r["output_units"]) for r in later] == [("TO", 2.0, 1_500_000)]
     assert later[0]["cost"] == pytest.approx(float(cost) / 2, abs=1e-6)
     assert [(r["project"], r["gpu_hours"], r["output_units"]) for r in earlier] == [("proj-a", 2.0, 500_000)]
+    assert [(p["project"], p["output_units"]) for p in since_half["projects"]] == [("proj-a", 1_500_000)]
     assert earlier[0]["cost_per_output_unit"] == pytest.approx(float(cost) / 2 / 500_000)
     assert {row["currency"] for row in by_task + later + earlier} == {load_catalog().currency}
     assert "GPU-hours (real)" in table and f"cost ({load_catalog().currency})" in table and "real (wall-clock) hours" in table
