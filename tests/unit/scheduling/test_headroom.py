@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
 from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import DeferralReason as R
-from shared.scheduling.model import Policy
+from shared.scheduling.model import Policy, Snapshot
+from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.plan import plan
 
 from .builders import HOUR, IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of, run
 
@@ -390,3 +394,20 @@ def test_recent_core_demand_never_keeps_more_than_the_share():
 def test_an_unknown_core_demand_rule_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown headroom_core_demand 'sometimes'; known: present, recent, queued-or-recent"):
         run(TWO_NODES, [a_task("s")], headroom=0.25, headroom_core_demand="sometimes")
+
+
+@pytest.mark.parametrize("kept_queue", [False, True])
+def test_a_failure_remembered_for_a_long_standard_task_is_not_applied_to_one_that_borrows(kept_queue):
+    """Same class, GPUs and card type, neither within one grace: after the reservation is settled the
+    long one fails on the headroom, the one within two graces borrows it — the repeated-failure memo
+    must tell them apart (`Cycle._shape`; over a kept queue `Cycle._walk_shape`)."""
+    nodes = [a_node("a").free(4), a_node("b").free(0)]
+    leases = [a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 200)]
+    tasks = [a_task("head").core().gpus(8), a_task("long").gpus(4).runs(HOUR).submitted(1),
+             a_task("within").gpus(4).runs(1200).submitted(2)]
+    policy = replace(Policy(), headroom=0.25, order="fifo", **dict(BORROWS, standard_borrows_within_graces=2.0))
+    snapshot = Snapshot(tuple(node.build() for node in nodes), tuple(lease.build() for lease in leases))
+    queue = [task.build() for task in tasks]
+    result = plan(snapshot, OrderedQueue.of(queue, policy) if kept_queue else queue, policy, NOW)
+    assert reason_of(result, "long") == R.HEADROOM
+    assert "within" in grants(result)
