@@ -10,7 +10,7 @@ accounted interval of a lease is a usage increment:
 - a clearing of that flag: `+held` above whatever the run counts then.
 
 So a run's increments always add up to its counted output, and a round counts its output as the sum
-of the increments its close marks (`rounds.load_round_inputs`): each once, whenever the ledger applied
+of the increments its close marks (`round_inputs.load_round_inputs`): each once, whenever the ledger applied
 them. The fold starts from the rows the handler loaded and locked (`OutputSnapshot`) and leaves the
 final state of every run it touched, which `store.save_effects` writes as it is.
 """

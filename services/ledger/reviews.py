@@ -14,7 +14,8 @@ from typing import Any
 import asyncpg
 
 from services.ledger.match_review import ReviewGrouping, review_json, review_match, speed_corrections, summarize_reviews
-from services.ledger.rounds import RoundError, load_flagged, load_match_facts
+from services.ledger.round_inputs import load_flagged, load_match_facts
+from services.ledger.rounds import RoundError
 
 SCHEMA = "ledger"
 

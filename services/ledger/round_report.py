@@ -3,7 +3,7 @@ estimate against actual; idle GPU-hours; preemption losses; the match review's s
 
     report = build_round_report(period, inputs)     # JSON-ready dict
 
-What belongs to a round (the loader, `services.ledger.rounds.load_round_inputs`, selects it):
+What belongs to a round (the loader, `services.ledger.round_inputs.load_round_inputs`, selects it):
 
 - spend: every usage increment *accounted* before the round's end (`to_at < ends_at`) that no earlier
   round counted, whole (each increment is marked with the round that counted it) — so consecutive

@@ -1,6 +1,7 @@
-"""Migrations 010 and 011 on a ledger that already closed rounds the old way (each run's whole output in the round
+"""Migrations 010, 011 and 012 on a ledger that already closed rounds the old way (each run's whole output in the round
 of its last report): every closed round's output increments add up to the output it recorded, every run's
-to its counted output, and the open round counts the rest once."""
+to its counted output, and the open round counts the rest once; closed leases are marked with the round whose
+period holds their end (012), so the open round's losses do not count them again."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.ledger.rounds import count_output
+from services.ledger.round_inputs import count_output
 from services.ledger.service import MIGRATIONS
 from shared.delivery.db import create_pool
 from shared.delivery.migrations import migrate
@@ -60,7 +61,10 @@ async def test_closed_rounds_keep_their_output_and_the_open_round_counts_the_res
 ) -> None:
     async with await create_pool(fresh_settings.database_dsn or "", min_size=1, max_size=1) as pool:
         await _old_ledger(pool, tmp_path)
+        await pool.executemany("UPDATE ledger.lease_usage SET closed_at = $2, close_reason = 'preempted' WHERE lease_id = $1",
+                               [("LA", R1 + timedelta(hours=1)), ("LB", R2 + timedelta(hours=2)), ("LD", R3 + timedelta(hours=1))])
         applied = await migrate(pool, "ledger", MIGRATIONS)
+        closed_in = {r["lease_id"]: r["closed_round_id"] for r in await pool.fetch("SELECT * FROM ledger.lease_usage")}
         by_round = {r["round_id"]: r["units"] for r in await pool.fetch(
             "SELECT round_id, sum(output_units) AS units FROM ledger.output_increments GROUP BY round_id")}  # fmt: skip
         recorded = {r["round_id"]: r["output_units"] for r in await pool.fetch("SELECT * FROM ledger.rounds")}
@@ -73,7 +77,8 @@ async def test_closed_rounds_keep_their_output_and_the_open_round_counts_the_res
         async with pool.acquire() as conn, conn.transaction():
             next_round = await count_output(conn, R3 + timedelta(days=7), "R0003")
 
-    assert [m.version for m in applied] == [10, 11]
+    assert [m.version for m in applied] == [10, 11, 12]
+    assert closed_in == {"LA": "R0001", "LB": "R0002", "LC": None, "LD": None, "LE": None}  # 012: by the old rule
     assert reviewed == {"A": "R0002", "B": "R0001", "D": None, "E": "R0001"}  # 011: finished runs, by the old rule
     assert by_round == {"R0001": Decimal(950), "R0002": Decimal(1000), None: Decimal(100)}
     assert {r: by_round[r] for r in recorded} == recorded  # closed rounds keep what they recorded

@@ -159,8 +159,8 @@ async def test_a_round_reconciles_stores_its_report_and_keeps_every_note(fresh_s
 async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_next_round(fresh_settings: Settings) -> None:
     # A lease accounted before R0001's end but applied by the ledger only after R0001 closed (its events read
     # late): before, it fell in no round, and the rounds no longer added up to the ledger's totals. Likewise its
-    # task's success (the estimate against actual) and a flagged success, both reported before R0001's end.
-    early, late = history()[:6], history()[6:12] + flagged_history()[5:10]  # T1's lease; T2's and EARLY's
+    # task's success (the estimate against actual), a flagged success and a preemption, all before R0001's end.
+    early, late = history()[:6], history()[6:12] + flagged_history()[5:10] + preempted_run()  # T1; T2, EARLY, TP
     async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
         assert running.pool is not None
 
@@ -173,7 +173,7 @@ async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_nex
             first = await close_round(conn, store, EMITTER, actor="user:planner", note="one lease", now=utcnow(),
                                       period=PERIOD)  # fmt: skip
         await running.publish(*late)
-        assert await running.wait_until(lambda: closed(3))
+        assert await running.wait_until(lambda: closed(4))
         assert await running.wait_until(lambda: _any(running, "SELECT 1 FROM ledger.flagged_output"))
         async with running.pool.acquire() as conn, conn.transaction():
             second = await close_round(conn, store, EMITTER, actor="user:planner", note="the late one", now=utcnow(),
@@ -184,14 +184,25 @@ async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_nex
 
     l2 = 1 * (Decimal(37 * 60 + 7) + Decimal("0.000123"))  # T2's lease: 1 L40S GPU for 37 min 7.000123 s
     le = 2 * Decimal(60)  # EARLY's lease: 2 L40S GPUs for 1 min
-    assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 2
-    assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2 + le
+    lp = 1 * Decimal(120)  # TP's preempted lease: 1 L40S GPU for 2 min
+    assert first.report["totals"]["leases"] == 1 and second.report["totals"]["leases"] == 3
+    assert [r["round_id"] for r in by_round] == ["R0001", "R0002"] and by_round[1]["gpu_seconds"] == l2 + le + lp
     assert sum(r["gpu_seconds"] for r in by_round) == total
     # the late success is reviewed, and the late flagged success listed, by R0002 (the report and `cardflow review`)
     assert [[e["task_id"] for e in r.report["estimates"]] for r in (first, second)] == [["T1"], ["T2"]]
     assert [[t["task_id"] for t in r["tasks"]] for r in reviewed] == [["T1"], ["T2"]]
     assert [[f["task_id"] for f in r.report["flagged"]] for r in (first, second)] == [[], ["EARLY"]]
     assert [[f["task_id"] for f in r["flagged"]] for r in reviewed] == [[], ["EARLY"]]
+    # the late preemption is R0002's loss: 2 minutes on 1 GPU since its start (it never checkpointed)
+    assert [[(loss["lease_id"], loss["lost_gpu_hours"]) for loss in r.report["preemption_losses"]]
+            for r in (first, second)] == [[], [("LP", pytest.approx(120 / 3600))]]
+
+
+def preempted_run() -> list:
+    """TP's lease, preempted after 2 minutes on 1 L40S GPU, never checkpointed."""
+    return [task("TP", "llm", "sweep"), granted("LP", "TP", card_type="L40S", gpus=1, at=T0),
+            released("LP", "TP", granted_at=T0, ended_at=T0 + timedelta(minutes=2), card_type="L40S", gpus=1,
+                     reason="preempted")]  # fmt: skip
 
 
 async def test_a_runs_output_counts_in_each_round_by_what_it_gained_there(fresh_settings: Settings) -> None:
