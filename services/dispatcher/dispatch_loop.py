@@ -87,18 +87,25 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
             estimates, watched = watch_queue(dc, step.state.book(tasks=changes.tasks), snapshot, ordered, decided,
                                              now_s, step.now)
             changes = changes.merge(watched)
+        folded = time.perf_counter()
         # 4. Save; memory follows after the commit.
         await save_changes(step.conn, dc.schema, dc.emitter, changes)
         if estimates is not None:
             await save_queue_estimates(step.conn, dc.schema, estimates, step.state.book(tasks=changes.tasks).tasks, step.now)
+        saved = time.perf_counter()
         step.commit(lambda state: state.apply(changes))
+    ended = time.perf_counter()
     waiting = len(dc.state.queue) if dc.state is not None else 0  # the committed queue, grants taken out
-    observe_cycle(started - entered, planned - started, time.perf_counter() - planned)  # Prometheus histogram
+    observe_cycle(started - entered, planned - started, ended - planned)  # Prometheus histogram
     if effects.leases or effects.preempted:
         log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,
-                 plan_ms=round((planned - started) * 1000, 1),
-                 save_ms=round((time.perf_counter() - planned) * 1000, 1))
+                 plan_ms=_ms(started, planned), fold_ms=_ms(planned, folded), save_ms=_ms(folded, saved),
+                 commit_ms=_ms(saved, ended))  # fmt: skip
     return CycleReport(len(queue), effects, (planned - started) * 1000, waiting)
+
+
+def _ms(start: float, end: float) -> float:
+    return round((end - start) * 1000, 1)
 
 
 async def sweep(dc: Dispatcher) -> int:
