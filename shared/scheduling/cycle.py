@@ -64,7 +64,7 @@ from shared.scheduling.ordered_queue import (
     FLAG_VALUES,
     OPPORTUNISTIC,
     WalkColumns,
-    longest_runtime,
+    longest_of,
     runtimes_of,
 )
 from shared.scheduling.placement import Allocation, Fleet, Pool
@@ -198,14 +198,15 @@ class Cycle:
                 continue
             shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
             if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
-                project, longest_s = task.project, longest_runtime(task)
+                project, runtimes = task.project, runtimes_of(task)
+                longest_s = longest_of(runtimes)
                 bound = longest_bounds.get(project, no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
                     allowed = quota.allows_longest(project, shape, shape[2], shape[0], longest_s)
                 else:  # `allows_longest` with its kept bound, inlined
                     allowed = not (bound[0] < longest_s + margin or bound[1] < shape[0] * longest_s / SECONDS_PER_HOUR)
                 if not allowed:
-                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes_of(task))
+                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes)
                     if failure is not None:
                         add_id(task.task_id)
                         add_reason(failure[0])

@@ -103,10 +103,11 @@ def runtimes_of(task: QueuedTask) -> tuple[float, ...]:
 def longest_runtime(task: QueuedTask) -> float:
     """The task's longest runtime over its card options (0 without options; inf if one is not a number,
     so that a check against it never passes where one against each option would not)."""
-    return _longest(runtimes_of(task))
+    return longest_of(runtimes_of(task))
 
 
-def _longest(runtimes: Sequence[float]) -> float:
+def longest_of(runtimes: Sequence[float]) -> float:
+    """`longest_runtime` of a task whose `runtimes_of` these are."""
     longest = 0.0
     for runtime_s in runtimes:
         if runtime_s != runtime_s:
@@ -117,12 +118,12 @@ def _longest(runtimes: Sequence[float]) -> float:
 
 
 def _longest_column(runtimes: list[tuple[float, ...]]) -> list[float]:
-    """`_longest` of each task's runtimes: the largest, found by C code, where every runtime is a number and
+    """`longest_of` each task's runtimes: the largest, found by C code, where every runtime is a number and
     the largest (and the sum, which is not a number if one is not) is not negative; else one by one."""
     longest = [max(task_runtimes) if task_runtimes else 0.0 for task_runtimes in runtimes]
     if all(map(_NOT_NEGATIVE, longest)) and all(map(_NOT_NEGATIVE, map(sum, runtimes))):
         return longest
-    return list(map(_longest, runtimes))
+    return list(map(longest_of, runtimes))
 
 
 _NOT_NEGATIVE = (0.0).__le__  # False for a negative number and for one that is not a number
