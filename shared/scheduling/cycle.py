@@ -102,11 +102,14 @@ class Cycle:
         # What the victim indexes and `Borrowed` read: they look at opportunistic leases only (`Borrowed` at every
         # lease where standard work borrows too). The reservation's sweep credits no standard lease (`_scan_leases`):
         # its start may come later than the borrowing allows, never earlier, so backfill still cannot delay it.
-        self._opportunistic = kept.index.opportunistic_leases() if kept is not None else snapshot.leases
+        # With `policy.checkpointing_standard_borrows` they read every lease: standard leases that borrow the
+        # headroom as fillers are counted and may be victims too (a kept snapshot indexes opportunistic ones only).
+        self._fillers = policy.checkpointing_standard_borrows and policy.preemption
+        self._opportunistic = kept.index.opportunistic_leases() if kept is not None and not self._fillers else snapshot.leases
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
         window = standard_borrow_window(policy, now)  # standard work that borrows the headroom too
         self.borrowed = Borrowed(self._opportunistic if window is None else snapshot.leases, self.fleet.card_of_node,
-                                 counts, window)
+                                 counts, window, self._fillers)
         # Standard work of at most this runtime borrows the headroom (`covers_headroom`; None: none does),
         # and of at most `_short_s` may use it (`_returns_within_grace`).
         grace = policy.preempt_after_s
@@ -129,6 +132,7 @@ class Cycle:
         self.revisit_at: float | None = None  # when a waiting core task's preemption grace ends
         self._victims: VictimIndex | None = None
         self._victims_at_once: VictimIndex | None = None  # `_at_once_victim_index`
+        self._victims_not_core: VictimIndex | None = None  # `_victim_index_for` a task that is not core
         self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
@@ -692,15 +696,19 @@ class Cycle:
             if pool is None:
                 misses.append(Miss(R.NO_CAPACITY, option, None))
                 continue
+            filler = False  # standard work that checkpoints, granted on headroom GPUs (`_fills_headroom`)
             if self._eats_headroom(task, pool, wide) and not self._returns_within_grace(option):
-                misses.append(Miss(R.HEADROOM, option, pool))
-                continue
+                if not self._fills_headroom(task):
+                    misses.append(Miss(R.HEADROOM, option, pool))
+                    continue
+                filler = True
             guard = self.guard
             if guard is not None and (fills or not guard.applies(option.card_type, self.now + option.runtime_s)):
                 guard = None
-            allocation = self._place(task, pool, guard, self.covers_headroom(task, option))
+            borrowing = filler or self.covers_headroom(task, option)
+            allocation = self._place(task, pool, guard, borrowing)
             if allocation is not None:
-                self._grant(task, option, allocation, guard)
+                self._grant(task, option, allocation, guard, borrowing, filler)
                 return []
             misses.append(Miss(self._why_not(task, pool, guard), option, pool))
         return misses
@@ -712,6 +720,11 @@ class Cycle:
             return False  # the free GPUs alone cover it: no need to count the borrowed ones
         borrowed = self.borrowed.of(pool.card_type)
         return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed, borrowed)
+
+    def _fills_headroom(self, task: QueuedTask) -> bool:
+        """True if the task may take headroom GPUs as a filler (`policy.checkpointing_standard_borrows`): it
+        checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write."""
+        return self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None
 
     def _returns_within_grace(self, option: CardOption) -> bool:
         """True if a task would give the GPUs back (by its estimate) before a core task arriving now
@@ -759,14 +772,15 @@ class Cycle:
         return R.NO_CAPACITY
 
     def _grant(self, task: QueuedTask, option: CardOption, allocation: Allocation,
-               guard: ReservationGuard | None) -> None:
+               guard: ReservationGuard | None, borrowing: bool, filler: bool = False) -> None:
+        """Start the task: `borrowing`, its GPUs count as headroom (`covers_headroom`, or `filler`: standard
+        work on headroom GPUs, whose lease keeps the flag)."""
         placements = self.fleet.take(allocation, task.heavy)
-        borrowing = self.covers_headroom(task, option)
         if guard is not None:
             guard.charge(allocation, borrowing)
         self.quota.charge(task, option)
         end = self.now + option.runtime_s
-        self.grants.append(Grant(task.task_id, option.card_type, placements, end))
+        self.grants.append(Grant(task.task_id, option.card_type, placements, end, filler))
         self._changed_on(option.card_type)
         if borrowing:
             self.borrowed.change(option.card_type, task.gpus)
@@ -833,7 +847,7 @@ class Cycle:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
-            for other in (self._victims, self._victims_at_once):
+            for other in (self._victims, self._victims_at_once, self._victims_not_core):
                 if other is not index and other is not None:
                     other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
@@ -942,14 +956,17 @@ class Cycle:
     def _borrows(self, lease: RunningLease) -> bool:
         """True if the running lease's GPUs count as headroom (`Borrowed`)."""
         counts = self.borrowed.counts
-        return lease.priority_class == P.OPPORTUNISTIC and (counts is None or counts(lease))
+        borrowing = lease.priority_class == P.OPPORTUNISTIC or (
+            self._fillers and lease.borrowed_headroom and lease.priority_class == P.STANDARD)
+        return borrowing and (counts is None or counts(lease))
 
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
             leases = self._opportunistic if not self._preempted else [  # `_at_once_victim_index` preempted first
                 lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
-            self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+            self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
+                                        borrowing_standard=self._fillers)
         return self._victims
 
     def _victim_index_for(self, task: QueuedTask) -> VictimIndex:
@@ -958,7 +975,18 @@ class Cycle:
         task) only those that checkpoint on preemption (`_at_once_victim_index`)."""
         if self._at_once is not PreemptAtOnce.NEVER and self.now < self._grace_ends(task):
             return self._at_once_victim_index()
+        if self._fillers and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
+            return self._not_core_victim_index()
         return self._victim_index()
+
+    def _not_core_victim_index(self) -> VictimIndex:
+        """`_victim_index` without the standard leases that borrow the headroom (only core work may take
+        those), and without those preempted already this cycle."""
+        if self._victims_not_core is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+        return self._victims_not_core
 
     def _at_once_victim_index(self) -> VictimIndex:
         """`_victim_index` without the leases that do not checkpoint on preemption (`not_reclaimable_at_once`),

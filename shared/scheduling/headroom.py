@@ -16,7 +16,10 @@ only GPUs core work could have within the preemption grace count as borrowed: op
 that ends by then, or whose preemption then would lose no more than the loss cap — not multi-day work
 without checkpoints, which the cap protects for good. With `policy.standard_borrows_within_graces`
 standard work borrows too while its estimate ends within that many graces (`ends_by`): it gives its
-GPUs back by itself about as soon as core work could take them from opportunistic work.
+GPUs back by itself about as soon as core work could take them from opportunistic work. With
+`policy.checkpointing_standard_borrows` standard work that checkpoints may take headroom GPUs as a filler:
+such a lease (`RunningLease.borrowed_headroom`) borrows, and core work past its grace may preempt it
+(after opportunistic work) at the cost of its checkpoint write.
 """
 
 from __future__ import annotations
@@ -154,14 +157,16 @@ class Borrowed:
     (`policy.headroom_counts_reclaimable_only`): only the leases it accepts cover the headroom — those
     whose GPUs core work could have within the preemption grace; the caller applies the same test to
     its grants and preemptions. `standard_window` (`standard_borrow_window`): standard leases that end
-    inside it borrow too (`leases` must then hold them); the caller counts its standard grants alike.
+    inside it borrow too (`leases` must then hold them); the caller counts its standard grants alike. So do
+    standard leases granted on headroom GPUs as fillers (`RunningLease.borrowed_headroom`) with `fillers`
+    (`policy.checkpointing_standard_borrows`; `leases` must then hold them), under the same `counts`.
     """
 
     def __init__(self, leases: Iterable[RunningLease], card_of_node: Callable[[str], str | None],
                  counts: Callable[[RunningLease], bool] | None = None,
-                 standard_window: tuple[float, float] | None = None) -> None:
+                 standard_window: tuple[float, float] | None = None, fillers: bool = False) -> None:
         self._leases, self._card_of_node, self.counts = leases, card_of_node, counts
-        self.standard_window = standard_window
+        self.standard_window, self.fillers = standard_window, fillers
         self._counted: dict[str, int] | None = None
         self._changes: dict[str, int] = {}
 
@@ -178,10 +183,14 @@ class Borrowed:
     def _count_leases(self) -> dict[str, int]:
         counted: dict[str, int] = {}
         opportunistic, card_of_node, counts = PriorityClass.OPPORTUNISTIC, self._card_of_node, self.counts
-        window = self.standard_window
+        window, fillers = self.standard_window, self.fillers
         for lease in self._leases:
             if lease.priority_class != opportunistic:
-                if window is not None and lease.priority_class == _STANDARD and ends_by(lease, window):
+                if fillers and lease.borrowed_headroom and lease.priority_class == _STANDARD:
+                    card_type = card_of_node(lease.node_id)
+                    if card_type is not None and (counts is None or counts(lease)):
+                        counted[card_type] = counted.get(card_type, 0) + lease.gpus
+                elif window is not None and lease.priority_class == _STANDARD and ends_by(lease, window):
                     card_type = card_of_node(lease.node_id)
                     if card_type is not None:
                         counted[card_type] = counted.get(card_type, 0) + lease.gpus

@@ -98,6 +98,9 @@ class RunningLease:
     last_checkpoint_at: float | None = None  # None = no checkpoint yet (progress since start is at risk)
     heavy: bool = False
     checkpoints_on_preempt: bool = False  # the task checkpoints: preempting it loses only the write
+    # Standard work granted on headroom GPUs (`Policy.checkpointing_standard_borrows`): it covers the headroom
+    # and yields to core work like opportunistic work. Left out of repr: plans that never set it print as before.
+    borrowed_headroom: bool = field(default=False, repr=False)
 
     @property
     def gpus(self) -> int:
@@ -208,6 +211,12 @@ class Policy:
     # and this cycle's standard grants that short count as covering the headroom — they give their GPUs
     # back by themselves about as soon as a preemption would. 0: off (only the grant rule of one grace).
     standard_borrows_within_graces: float = 0.0
+    # Standard work that checkpoints may take headroom GPUs as a filler does: such a grant borrows them
+    # (`Grant.borrowed_headroom`, carried by its lease), counts as covering the headroom, and its lease is a
+    # victim of core work past its grace, after every opportunistic victim — preempting it loses only its
+    # checkpoint write. Simulator only: the dispatcher refuses to plan with it (its lease rows do not keep
+    # the flag).
+    checkpointing_standard_borrows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +231,9 @@ class Grant:
     card_type: str
     placements: tuple[Placement, ...]
     estimated_end: float
+    # Standard work granted on headroom GPUs as a filler (`Policy.checkpointing_standard_borrows`); its lease
+    # carries it (`RunningLease.borrowed_headroom`). Left out of repr: plans that never set it print as before.
+    borrowed_headroom: bool = field(default=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Preemption: a core task that cannot start may take GPUs back from opportunistic leases.
 
-Only opportunistic leases are ever victims, only on a card type the core task accepts, and only when
-preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
+Only opportunistic leases are victims (and, with `policy.checkpointing_standard_borrows`, for core work past
+its grace, standard leases that borrow the headroom — after every opportunistic one), only on a card type
+the core task accepts, and only when preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
 progress since their last checkpoint (then the most recently started first): on one node, or across
 nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
 for the rest of the cycle, and the core task itself waits (AWAITING_PREEMPTION) until the victims have
@@ -32,6 +33,8 @@ from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLe
 from shared.scheduling.placement import Fleet, Pool
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
+_STANDARD = PriorityClass.STANDARD
+
 # A victim that checkpoints writes a checkpoint on the PreemptCommand and loses only the write.
 PREEMPT_CHECKPOINT_COST_S = 60.0
 
@@ -42,11 +45,13 @@ class Victim:
     rank: int
     card_type: str  # of the node the lease runs on
     lost_gpu_hours: float  # progress since its last checkpoint that preemption throws away
+    standard: bool = False  # a standard lease that borrows the headroom: taken after every opportunistic one
 
     @property
-    def order(self) -> tuple[float, float, str]:
-        """Cheapest first: least lost progress, then most recently started, then lease id."""
-        return (self.lost_gpu_hours, -self.lease.started_at, self.lease.lease_id)
+    def order(self) -> tuple[bool, float, float, str]:
+        """Cheapest first: opportunistic before standard, least lost progress, then most recently started,
+        then lease id."""
+        return (self.standard, self.lost_gpu_hours, -self.lease.started_at, self.lease.lease_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,15 +138,18 @@ def ends_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
 
 
 class VictimIndex:
-    """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first."""
+    """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first; with
+    `borrowing_standard`, standard leases that borrow the headroom too (`RunningLease.borrowed_headroom`),
+    after the opportunistic ones on each node (and a node that needs none of them before one that does)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
                  max_lost_gpu_hours: float | None = float("inf"),
-                 spared: Callable[[RunningLease], bool] | None = None) -> None:
+                 spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
         for lease in leases:
-            if lease.priority_class != opportunistic:
+            standard = lease.priority_class != opportunistic
+            if standard and not (borrowing_standard and lease.borrowed_headroom and lease.priority_class == _STANDARD):
                 continue
             rank = rank_of.get(lease.node_id)
             if rank is None:
@@ -152,7 +160,7 @@ class VictimIndex:
             if lost > loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12:
                 continue  # protected: preempting it would throw away too much work
             nodes = self._by_card.setdefault(fleet.card_of[rank], {})
-            victim = Victim(lease, rank, fleet.card_of[rank], lost)
+            victim = Victim(lease, rank, fleet.card_of[rank], lost, standard)
             nodes.setdefault(rank, []).append(victim)
         for nodes in self._by_card.values():
             for victims in nodes.values():
@@ -261,13 +269,15 @@ class VictimIndex:
         return chosen
 
     def _node_cost(self, fleet: Fleet, rank: int, gpus: int, heavy: bool) -> tuple | None:
-        """(lost GPU-hours, victims, -latest start) to fit `gpus` on the node, or None if impossible."""
+        """(standard victims, lost GPU-hours, victims, -latest start) to fit `gpus` on the node, or None if
+        impossible."""
         needed = gpus - fleet.free_count[rank]
         if needed <= 0:
             return None  # it fits without preemption, or is blocked by something preemption cannot fix
-        lost, count, latest, heavy_freed = 0.0, 0, float("-inf"), 0
+        standard, lost, count, latest, heavy_freed = 0, 0.0, 0, float("-inf"), 0
         for victim in self._by_card[fleet.card_of[rank]].get(rank, ()):
             lease = victim.lease
+            standard += victim.standard
             lost += victim.lost_gpu_hours
             count += 1
             latest = max(latest, lease.started_at)
@@ -277,7 +287,7 @@ class VictimIndex:
                 break
         if needed > 0 or (heavy and fleet.heavy[rank] - heavy_freed >= fleet.max_heavy):
             return None
-        return (lost, count, -latest)
+        return (standard, lost, count, -latest)
 
     def _choose_span(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> VictimChoice | None:
         """Cheapest victims across the pool until free + freed GPUs cover the task."""

@@ -83,6 +83,7 @@ class Simulation(Transitions):
         self._queued_by_class: Counter[PriorityClass] = Counter()
         self._ready_queued = 0  # queued tasks whose data is ready (the backlog a scheduler could serve)
         self._running_by_class: Counter[PriorityClass] = Counter()
+        self._running_borrowing_standard = 0  # preemptible like opportunistic work (`Policy.checkpointing_standard_borrows`)
         self._quotas: dict[str, QuotaAccount] = dict(quotas or {})
         self._unplaceable = self._admit(tasks, cluster.gpus_by_card())
         self._completed = 0
@@ -160,7 +161,8 @@ class Simulation(Transitions):
         if self.fleet.busy_gpus < self.fleet.capacity:
             return True
         if self._running_by_class[PriorityClass.OPPORTUNISTIC] == 0:
-            return False
+            # Only core work may preempt a standard lease that borrows the headroom.
+            return self.policy.preemption and self._running_borrowing_standard > 0 and self._queued_by_class[PriorityClass.CORE] > 0
         queued = self._queued_by_class
         if self.policy.fill_reservations and queued[PriorityClass.CORE] + queued[PriorityClass.STANDARD] > 0:
             return True  # a reservation holder may reclaim GPUs from opportunistic fillers

@@ -36,6 +36,7 @@ class LeaseRun:
     speed: float  # seconds on the granted card per second on the trace card
     charged_gpu_hours: float  # estimate charged to the project's quota at grant
     last_checkpoint_s: float | None = None
+    borrowed_headroom: bool = False  # standard work granted on headroom GPUs as a filler (`Grant.borrowed_headroom`)
 
 
 @dataclass(slots=True)

@@ -65,6 +65,7 @@ class Transitions:
     _queued_by_class: Counter[PriorityClass]
     _ready_queued: int
     _running_by_class: Counter[PriorityClass]
+    _running_borrowing_standard: int  # standard leases that borrow the headroom (`LeaseRun.borrowed_headroom`)
     _quotas: dict[str, QuotaAccount]
     _completed: int
     preempt_checkpoint_cost_s: float = PREEMPT_CHECKPOINT_COST_S
@@ -133,11 +134,13 @@ class Transitions:
             estimated_end=grant.estimated_end,
             speed=speed,
             charged_gpu_hours=task.gpus * max(0.0, grant.estimated_end - now) / 3600.0,
+            borrowed_headroom=grant.borrowed_headroom,
         )
         self.fleet.occupy(grant.placements, task.heavy)
         self._add_lease_views(run)
         self._charge(task.project, run.lease.charged_gpu_hours)
         self._running_by_class[task.priority_class] += 1
+        self._running_borrowing_standard += grant.borrowed_headroom
         self._push(run.lease.end_s, EventKind.FINISH, run.lease.lease_ids[0])
         self._schedule_checkpoint(run, work_start)
 
@@ -157,7 +160,7 @@ class Transitions:
                 priority_class=task.priority_class, node_id=placement.node_id, card_type=lease.card_type,
                 gpu_indices=placement.gpu_indices, started_at=lease.started_s,
                 estimated_end=lease.estimated_end, last_checkpoint_at=lease.last_checkpoint_s, heavy=task.heavy,
-                checkpoints_on_preempt=task.checkpoint_interval_s is not None,
+                checkpoints_on_preempt=task.checkpoint_interval_s is not None, borrowed_headroom=lease.borrowed_headroom,
             )
             self._lease_task[lease_id] = task.task_id
 
@@ -250,6 +253,7 @@ class Transitions:
         self.fleet.release(lease.placements, task.heavy)
         self._remove_lease_views(lease)
         self._running_by_class[task.priority_class] -= 1
+        self._running_borrowing_standard -= lease.borrowed_headroom
         run.lease = None
         recorder, gpus = self.recorder, task.gpus
         work_start = min(lease.work_start_s, now)

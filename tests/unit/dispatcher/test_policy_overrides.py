@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from services.dispatcher.config import DispatcherConfig
@@ -25,3 +27,10 @@ def test_environment_overrides_the_preemption_and_filling_knobs(monkeypatch: pyt
     policy = dispatcher(DispatcherConfig()).policy
     assert (policy.preempt_after_s, policy.preempt_max_lost_gpu_hours, policy.fill_reservations) == (30.0, 1.5, False)
     assert policy.headroom == POLICIES["cardflow"].headroom  # everything else: the preset's
+
+
+def test_the_dispatcher_refuses_a_simulator_only_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its lease rows do not keep whether a lease borrowed the headroom: it must not plan as if they did."""
+    monkeypatch.setitem(POLICIES, "cardflow", replace(POLICIES["cardflow"], checkpointing_standard_borrows=True))
+    with pytest.raises(ValueError, match="checkpointing_standard_borrows"):
+        dispatcher(DispatcherConfig())

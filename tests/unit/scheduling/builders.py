@@ -166,6 +166,9 @@ class LeaseBuilder:
     def heavy(self) -> LeaseBuilder:
         return self._set(heavy=True)
 
+    def borrows_headroom(self) -> LeaseBuilder:
+        return self._set(borrowed_headroom=True)
+
     def build(self) -> RunningLease:
         return self._lease
 

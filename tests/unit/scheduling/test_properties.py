@@ -72,7 +72,7 @@ def _leases_on(draw, node: Node):
             f"L-{node.node_id}-{start}", f"run-{node.node_id}-{start}", "p0", draw(st.sampled_from(CLASSES)),
             node.node_id, node.card_type, tuple(busy[start:start + size]), started,
             NOW + draw(st.floats(-60, 8 * 3600)), checkpoint, draw(st.booleans()),
-            checkpoints_on_preempt=draw(st.booleans())))
+            checkpoints_on_preempt=draw(st.booleans()), borrowed_headroom=draw(st.booleans())))
         start += size
     return leases
 
@@ -104,7 +104,8 @@ def _policies(draw):
                    preemption_spares_ending=draw(st.booleans()), preempt_at_once=draw(st.sampled_from(tuple(PreemptAtOnce))),
                    preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
                    preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
-                   standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))))
+                   standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
+                   checkpointing_standard_borrows=draw(st.booleans()))
 
 
 @st.composite
@@ -315,7 +316,11 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
     assert len({p.lease_id for p in result.preemptions}) == len(result.preemptions)
     for preemption in result.preemptions:
         task = tasks[preemption.for_task_id]
-        assert leases[preemption.lease_id].priority_class == PriorityClass.OPPORTUNISTIC
+        victim = leases[preemption.lease_id]
+        if victim.priority_class != PriorityClass.OPPORTUNISTIC:  # a standard filler: only for core work past its grace
+            assert victim.priority_class == PriorityClass.STANDARD and victim.borrowed_headroom
+            assert policy.checkpointing_standard_borrows and policy.preemption
+            assert task.priority_class == PriorityClass.CORE and NOW - task.submitted_at >= policy.preempt_after_s
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION

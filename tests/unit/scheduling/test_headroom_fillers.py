@@ -1,0 +1,90 @@
+"""Standard work that checkpoints borrows the headroom as a filler (`Policy.checkpointing_standard_borrows`):
+its grant says so, its lease covers the headroom, and core work past its grace takes it back — after every
+opportunistic victim; nothing else may."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.scheduling.model import DeferralReason as R
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, grants, reason_of, run
+
+FIXED = dict(headroom_tracks_core=False, headroom=0.25)  # 4 of 16 GPUs kept, whatever core work there is
+FILLERS = dict(checkpointing_standard_borrows=True, **FIXED)
+FULL_BUT_HEADROOM = [a_node("a").free(0), a_node("b").free(4)]  # 4 of 16 free = the headroom
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "policy", "borrows"),
+    [
+        (True, FILLERS, True),  # takes the headroom's 4 GPUs, and its grant says it borrowed them
+        (False, FILLERS, None),  # preempting it would lose its progress: it stays out of the headroom
+        (True, FIXED, None),  # off
+        (True, dict(FILLERS, preemption=False), None),  # nothing could take the GPUs back
+    ],
+)
+def test_standard_work_that_checkpoints_borrows_the_headroom(checkpoints, policy, borrows):
+    task = a_task("s").gpus(4).runs(2 * HOUR)
+    task = task.checkpoints() if checkpoints else task
+    result = run(FULL_BUT_HEADROOM, [task], **policy)
+    if borrows is None:
+        assert reason_of(result, "s") == R.HEADROOM
+    else:
+        assert grants(result)["s"].borrowed_headroom is borrows
+
+
+def test_a_standard_grant_outside_the_headroom_borrows_nothing():
+    result = run([a_node("a").free(8), a_node("b").free(8)], [a_task("s").gpus(4).runs(2 * HOUR).checkpoints()], **FILLERS)
+    assert grants(result)["s"].borrowed_headroom is False
+
+
+@pytest.mark.parametrize(("flagged", "policy", "started"), [(True, FILLERS, True), (False, FILLERS, False), (True, FIXED, False)])
+def test_a_standard_lease_that_borrowed_covers_the_headroom(flagged, policy, started):
+    """Node a: 4 free GPUs and 4 held by a standard lease; node b full with core work. The long standard
+    task (no checkpoints) may take the 4 free GPUs only if the lease's GPUs count as headroom."""
+    lease = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().ends(NOW + 5 * HOUR)
+    leases = [lease.borrows_headroom() if flagged else lease, a_lease("Lb").on("b").gpus(*range(8)).core()]
+    result = run([a_node("a").free(4), a_node("b").free(0)], [a_task("t").gpus(4).runs(2 * HOUR)], leases=leases, **policy)
+    assert ("t" in grants(result)) == started
+
+
+def _full_fleet(flagged: bool):
+    """16 GPUs all busy: a standard lease on node a (4 GPUs, checkpoints, started a minute ago), core work on the rest."""
+    standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().started(NOW - 60).ends(NOW + 5 * HOUR)
+    return [a_node("a").free(0), a_node("b").free(0)], [
+        standard.borrows_headroom() if flagged else standard,
+        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+        a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 9 * HOUR),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flagged", "policy", "task_class", "submitted", "preempted"),
+    [
+        (True, FILLERS, "core", NOW - HOUR, True),  # past its grace: it takes the filler's GPUs back
+        (True, FILLERS, "core", NOW - 60, False),  # inside its grace: it waits
+        (False, FILLERS, "core", NOW - HOUR, False),  # a standard lease that did not borrow is no victim
+        (True, FIXED, "core", NOW - HOUR, False),  # off
+        (True, FILLERS, "standard", NOW - HOUR, False),  # only core work preempts
+    ],
+)
+def test_core_work_past_its_grace_preempts_a_standard_lease_that_borrowed(flagged, policy, task_class, submitted, preempted):
+    nodes, leases = _full_fleet(flagged)
+    task = a_task("c").gpus(4).submitted(submitted)
+    task = task.core() if task_class == "core" else task
+    result = run(nodes, [task], leases=leases, **policy)
+    assert ([p.lease_id for p in result.preemptions] == ["Ls"]) == preempted
+
+
+def test_opportunistic_victims_go_before_standard_ones():
+    """A cheaper standard filler (started later, same loss) on node a, an opportunistic lease on node b: the
+    core task takes the opportunistic one."""
+    standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().borrows_headroom()
+    opportunistic = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().opportunistic()
+    leases = [standard.started(NOW - 60).ends(NOW + 5 * HOUR), opportunistic.started(NOW - 120).ends(NOW + 5 * HOUR),
+              a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+              a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR)]
+    result = run([a_node("a").free(0), a_node("b").free(0)], [a_task("c").core().gpus(4).submitted(NOW - HOUR)],
+                 leases=leases, **FILLERS)
+    assert [p.lease_id for p in result.preemptions] == ["Lo"]
