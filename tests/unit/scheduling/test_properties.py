@@ -304,7 +304,8 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 @PROPERTY
 @given(st.one_of(scenarios(), preemption_scenarios()))
 def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
-    """Victims are opportunistic, each preempted once, for a core task (policy.preemption) or for the
+    """Victims are opportunistic (or, with policy.checkpointing_standard_borrows, standard leases that borrowed the
+    headroom, for core work past its grace), each preempted once, for a core task (policy.preemption) or for the
     cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
     after the preemptor's grace (or, with policy.preempt_at_once, inside it a victim that checkpoints
     on preemption: it loses only its write either way), never beyond the loss cap."""
