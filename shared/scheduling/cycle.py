@@ -133,6 +133,8 @@ class Cycle:
         self._victims: VictimIndex | None = None
         self._victims_at_once: VictimIndex | None = None  # `_at_once_victim_index`
         self._victims_not_core: VictimIndex | None = None  # `_victim_index_for` a task that is not core
+        self._victims_fillers: VictimIndex | None = None  # `_filler_victim_index`
+        self._fillers_at_once = self._fillers and policy.fillers_yield_at_once
         self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
@@ -625,7 +627,8 @@ class Cycle:
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
         themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
         be revisited when the earliest grace ends (`Plan.revisit_at`). With `policy.preempt_at_once` it
-        may (`"checkpointing"`), but only victims that checkpoint on preemption (`_victim_index_for`)."""
+        may (`"checkpointing"`), but only victims that checkpoint on preemption (`_victim_index_for`); with
+        `policy.fillers_yield_at_once`, only the standard leases that borrow the headroom."""
         return task.priority_class == P.CORE and self._may_preempt_since(task.submitted_at)
 
     def _may_preempt_since(self, submitted_at: float) -> bool:
@@ -636,7 +639,8 @@ class Cycle:
         if self.now >= grace_ends:
             return True
         self._revisit(grace_ends)
-        return self._at_once is PreemptAtOnce.CHECKPOINTING  # only victims that checkpoint (`_victim_index_for`)
+        # only victims that checkpoint (`_victim_index_for`): any, or the standard fillers
+        return self._at_once is PreemptAtOnce.CHECKPOINTING or self._fillers_at_once
 
     def _revisit(self, at: float) -> None:
         """Ask to be planned again at `at` (the earliest such moment wins)."""
@@ -847,7 +851,7 @@ class Cycle:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
-            for other in (self._victims, self._victims_at_once, self._victims_not_core):
+            for other in (self._victims, self._victims_at_once, self._victims_not_core, self._victims_fillers):
                 if other is not index and other is not None:
                     other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
@@ -977,7 +981,19 @@ class Cycle:
             return self._at_once_victim_index()
         if self._fillers and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
             return self._not_core_victim_index()
+        if self._fillers_at_once and self.now < self._grace_ends(task):
+            return self._filler_victim_index()
         return self._victim_index()
+
+    def _filler_victim_index(self) -> VictimIndex:
+        """Only the standard leases that borrow the headroom, for a core task inside its grace
+        (`policy.fillers_yield_at_once`), without those preempted already this cycle."""
+        if self._victims_fillers is None:
+            leases = [lease for lease in self._opportunistic if lease.borrowed_headroom
+                      and lease.priority_class == P.STANDARD and lease.lease_id not in self._preempted]
+            self._victims_fillers = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                                                borrowing_standard=True)
+        return self._victims_fillers
 
     def _not_core_victim_index(self) -> VictimIndex:
         """`_victim_index` without the standard leases that borrow the headroom (only core work may take

@@ -217,6 +217,9 @@ class Policy:
     # checkpoint write. Simulator only: the dispatcher refuses to plan with it (its lease rows do not keep
     # the flag).
     checkpointing_standard_borrows: bool = False
+    # ... and a core task takes such fillers at once, inside its grace too (they lose only their write, now or
+    # later); opportunistic victims still wait for the grace (`preempt_at_once` decides those).
+    fillers_yield_at_once: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,8 @@ def _full_fleet(flagged: bool):
     [
         (True, FILLERS, "core", NOW - HOUR, True),  # past its grace: it takes the filler's GPUs back
         (True, FILLERS, "core", NOW - 60, False),  # inside its grace: it waits
+        (True, dict(FILLERS, fillers_yield_at_once=True), "core", NOW - 60, True),  # ... unless fillers yield at once
+        (True, dict(FIXED, fillers_yield_at_once=True), "core", NOW - 60, False),  # (only with fillers on)
         (False, FILLERS, "core", NOW - HOUR, False),  # a standard lease that did not borrow is no victim
         (True, FIXED, "core", NOW - HOUR, False),  # off
         (True, FILLERS, "standard", NOW - HOUR, False),  # only core work preempts
@@ -75,6 +77,19 @@ def test_core_work_past_its_grace_preempts_a_standard_lease_that_borrowed(flagge
     task = task.core() if task_class == "core" else task
     result = run(nodes, [task], leases=leases, **policy)
     assert ([p.lease_id for p in result.preemptions] == ["Ls"]) == preempted
+
+
+def test_inside_its_grace_a_core_task_takes_only_fillers_at_once():
+    """A checkpointing opportunistic lease on node b, a standard filler on node a: inside its grace the core task
+    takes the filler (it loses only its write, now or later); the opportunistic lease waits for the grace."""
+    standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().borrows_headroom()
+    opportunistic = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().opportunistic()
+    leases = [standard.started(NOW - 120).ends(NOW + 5 * HOUR), opportunistic.started(NOW - 60).ends(NOW + 5 * HOUR),
+              a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+              a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR)]
+    result = run([a_node("a").free(0), a_node("b").free(0)], [a_task("c").core().gpus(4).submitted(NOW - 60)],
+                 leases=leases, fillers_yield_at_once=True, **FILLERS)
+    assert [p.lease_id for p in result.preemptions] == ["Ls"]
 
 
 def test_opportunistic_victims_go_before_standard_ones():

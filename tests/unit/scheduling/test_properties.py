@@ -105,7 +105,7 @@ def _policies(draw):
                    preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
                    preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
                    standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
-                   checkpointing_standard_borrows=draw(st.booleans()))
+                   checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()))
 
 
 @st.composite
@@ -321,14 +321,15 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
         if victim.priority_class != PriorityClass.OPPORTUNISTIC:  # a standard filler: only for core work past its grace
             assert victim.priority_class == PriorityClass.STANDARD and victim.borrowed_headroom
             assert policy.checkpointing_standard_borrows and policy.preemption
-            assert task.priority_class == PriorityClass.CORE and NOW - task.submitted_at >= policy.preempt_after_s
+            assert task.priority_class == PriorityClass.CORE
+            assert NOW - task.submitted_at >= policy.preempt_after_s or policy.fillers_yield_at_once
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION
         # ... only once the preempting task's grace is over (or at once, where the policy allows it, a
         # victim that checkpoints), and never a victim that would lose much.
-        victim = leases[preemption.lease_id]
-        if NOW - task.submitted_at < policy.preempt_after_s:
+        filler = victim.priority_class == PriorityClass.STANDARD  # checked above
+        if NOW - task.submitted_at < policy.preempt_after_s and not filler:
             assert policy.preempt_at_once is not PreemptAtOnce.NEVER and victim.checkpoints_on_preempt
         assert preemption.lost_gpu_hours <= loss_cap_gpu_hours(victim.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
     # Anything but core work under policy.preemption preempts only as the reservation holder: one task,

@@ -47,6 +47,7 @@ def policies(draw: st.DrawFn) -> Policy:
         preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
         standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
         checkpointing_standard_borrows=draw(st.booleans()),
+        fillers_yield_at_once=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),
