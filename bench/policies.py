@@ -287,7 +287,7 @@ def write_section(text: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--philly-start", default="2017-10-09")
     parser.add_argument("--philly-days", type=float, default=4.0)
     parser.add_argument("--windows-from", type=date.fromisoformat, default=date(2017, 9, 25),
