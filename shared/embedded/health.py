@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -81,27 +82,32 @@ def s3_client_kwargs(endpoints: Endpoints) -> dict[str, Any]:
     }
 
 
-_S3_SESSION: list[AioSession] = []
-
-
+@functools.cache
 def _s3_session() -> AioSession:
     """One aiobotocore session for every S3 probe: botocore caches the models it loads in its session."""
-    if not _S3_SESSION:
-        _S3_SESSION.append(get_session())
-    return _S3_SESSION[0]
+    return get_session()
+
+
+_s3_models_loaded = False
+"""Has `_load_s3_models` loaded the session's models (once per process)?"""
 
 
 async def _load_s3_models(endpoints: Endpoints) -> None:
-    """Open and close one client in a worker thread, so the session holds botocore's S3 models before a
-    probe's clock runs. Loading them is seconds of CPU on a loaded machine; inside the probe it ate the
-    S3 probe's timeout and, run on the event loop, stalled the loop the Redis and PostgreSQL probes time
-    themselves on: all three failed at once (`cardflow doctor` at load 14)."""
+    """Open and close one client in a worker thread, once per process, so the session holds botocore's S3
+    models before a probe's clock runs. Loading them is seconds of CPU on a loaded machine; inside the probe
+    it ate the S3 probe's timeout and, run on the event loop, stalled the loop the Redis and PostgreSQL
+    probes time themselves on: all three failed at once (`cardflow doctor` at load 14). Start-up waits probe
+    S3 again and again: after the first success the models are cached and nothing is loaded again."""
+    global _s3_models_loaded
+    if _s3_models_loaded:
+        return
 
     async def open_and_close() -> None:
         async with _s3_session().create_client("s3", **s3_client_kwargs(endpoints)):
             pass
 
     await asyncio.to_thread(asyncio.run, open_and_close())
+    _s3_models_loaded = True
 
 
 async def probe_s3(endpoints: Endpoints) -> BackendHealth:

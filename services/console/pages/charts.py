@@ -45,8 +45,8 @@ def _known_fonts() -> set[str]:
 
 
 _KNOWN = _known_fonts()
-_FONTS = [next((name for name in CJK_FONT_NAMES if name in _KNOWN), ""), "DejaVu Sans"]
-_FONTS = [name for name in _FONTS if name in _KNOWN] or ["sans-serif"]
+_CJK_FONT = next((name for name in CJK_FONT_NAMES if name in _KNOWN), None)
+_FONTS = [name for name in (_CJK_FONT, "DejaVu Sans") if name in _KNOWN] or ["sans-serif"]
 """Fonts matplotlib measures text with (a CJK one when installed); the browser draws the text itself."""
 
 NUMERIC_TICKS = ["%Y", "%Y-%m", "%d", "%H:%M", "%H:%M", "%S.%f"]
