@@ -18,7 +18,7 @@ from shared.names import INGEST_STREAM
 from shared.settings import Settings
 from shared.submission import TaskSubmission
 from tests.helpers.running_services import RunningServices
-from tests.integration.intake.harness import deadletters, ingest_pending, published_events
+from tests.integration.intake.harness import deadletters, distinct_published_events, ingest_pending, published_events
 from tests.reliability.hostile import HOSTILE, VALID
 from tests.reliability.test_fuzz_submissions import HOSTILE_TEXT, JSONISH
 
@@ -42,27 +42,16 @@ async def test_every_fuzzed_entry_through_a_live_intake_is_one_task_or_one_named
             await redis.xadd(INGEST_STREAM, {"type": "task.submit", "payload": body})
 
         async def all_decided() -> bool:
-            return len(await _new_events(redis, seen)) >= len(bodies)
+            return len(await distinct_published_events(redis, seen=seen)) >= len(bodies)
 
         assert await services.wait_until(all_decided), "an entry got neither task.submitted nor task.rejected"
         assert await services.wait_until(_nothing_pending(redis)), "entries stayed pending in cf:ingest"
-    decided = await _new_events(redis, seen)
+    decided = await distinct_published_events(redis, seen=seen)
     assert [e.type for e in decided if e.type in DECIDED] == [e.type for e in decided]
     assert len(decided) == len(bodies)
     for rejection in (e for e in decided if e.type == "task.rejected"):
         assert all(reason.field and reason.problem for reason in rejection.data.reasons)
     assert not [d for d in await deadletters(redis) if d.reason == "failed"]
-
-
-async def _new_events(redis: Redis, seen: set[str]) -> list[Any]:
-    """Events on `cf:events` not among `seen`, each once: the outbox relay is at-least-once (a relay stopped
-    between its XADD and its COMMIT publishes the row again when the next example starts intake), and
-    consumers dedupe by event id (docs/delivery.md "Relay")."""
-    new: dict[str, Any] = {}
-    for event in await published_events(redis):
-        if event.event_id not in seen:
-            new.setdefault(event.event_id, event)
-    return list(new.values())
 
 
 def _nothing_pending(redis: Redis) -> Any:

@@ -10,6 +10,7 @@ Services run in-process with `tests.helpers.running_services.RunningServices`:
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from redis.asyncio import Redis
@@ -25,6 +26,18 @@ async def published_events(redis: Redis, event_type: str | None = None) -> list[
     entries = await redis.xrange(EVENTS_STREAM)
     events = [parse_event(fields[b"event"]) for _, fields in entries]
     return [e for e in events if event_type is None or e.type == event_type]
+
+
+async def distinct_published_events(redis: Redis, event_type: str | None = None,
+                                    seen: Collection[str] = ()) -> list[Envelope]:  # fmt: skip
+    """`published_events`, each event once and none of `seen` (ids): an outbox relay is at-least-once (one
+    stopped between its XADD and its COMMIT publishes the row again), consumers dedupe by event id
+    (docs/delivery.md "Relay")."""
+    events: dict[str, Envelope] = {}
+    for event in await published_events(redis, event_type):
+        if event.event_id not in seen:
+            events.setdefault(event.event_id, event)
+    return list(events.values())
 
 
 async def ingest_pending(redis: Redis) -> int | None:
