@@ -89,7 +89,7 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
             changes = changes.merge(watched)
         folded = time.perf_counter()
         # 4. Save; memory follows after the commit.
-        await save_changes(step.conn, dc.schema, dc.emitter, changes)
+        await save_changes(step.conn, dc.schema, dc.emitter, changes, stored=step.state.book())
         if estimates is not None:
             await save_queue_estimates(step.conn, dc.schema, estimates, step.state.book(tasks=changes.tasks).tasks, step.now)
         saved = time.perf_counter()
@@ -111,10 +111,11 @@ def _ms(start: float, end: float) -> float:
 async def sweep(dc: Dispatcher) -> int:
     """Expire overdue leases and mark silent nodes lost; return how many records changed."""
     async with dc.write_step() as step:
-        changes = expire(step.state.book(), step.now, dc.rules, dc.outages.current())
+        book = step.state.book()
+        changes = expire(book, step.now, dc.rules, dc.outages.current())
         if not changes:
             return 0
-        await save_changes(step.conn, dc.schema, dc.emitter, changes)
+        await save_changes(step.conn, dc.schema, dc.emitter, changes, stored=book)
         step.commit(lambda state: state.apply(changes))
     expired = sorted(i for i, lease in changes.leases.items() if not lease.active)
     lost = sorted(i for i, node in changes.nodes.items() if not node.alive)

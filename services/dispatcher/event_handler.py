@@ -41,7 +41,7 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         unknown = task_ids_of(todo) - step.state.tasks.keys()
         book = step.state.book(tasks=await load_tasks(step.conn, dc.schema, unknown))
         effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
-        await save_event_effects(step.conn, dc.schema, dc.emitter, effects)
+        await save_event_effects(step.conn, dc.schema, dc.emitter, effects, stored=book)
         step.commit(lambda state: state.apply(effects.changes, effects.accounts))
     for refusal in effects.refused:
         log.warning("request not carried out", detail=refusal)  # a review or an operator's request

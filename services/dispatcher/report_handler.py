@@ -39,8 +39,9 @@ async def handle_reports(dc: Dispatcher, arrived: Sequence[Arrived[AgentReport]]
         named = {claim.lease_id for report in todo for claim in claims_of(report)}
         ended = await load_leases(step.conn, dc.schema, named - step.state.leases.keys())
         tasks = await load_tasks(step.conn, dc.schema, {lease.task_id for lease in ended.values()} - step.state.tasks.keys())
-        effects: ReportEffects = apply_reports(step.state.book(tasks, ended), todo, step.now, dc.rules, arrived_at)
-        await save_report_effects(step.conn, dc.schema, dc.emitter, effects)
+        book = step.state.book(tasks, ended)
+        effects: ReportEffects = apply_reports(book, todo, step.now, dc.rules, arrived_at)
+        await save_report_effects(step.conn, dc.schema, dc.emitter, effects, stored=book)
         step.commit(lambda state: state.apply(effects.changes))
     for rejected in effects.rejected:
         log.warning("agent report rejected", report_type=rejected.report_type, agent_id=rejected.agent_id,

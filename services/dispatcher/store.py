@@ -2,17 +2,18 @@
 
 - `load_*`: the leader's whole working state (at takeover, or after a gap), or the few tasks and
   leases a batch names that are not in it (final tasks, ended leases);
-- `save_*`: what a fold changed, in the caller's transaction: every changed record of a table in
-  ONE upsert (`unnest` of one array per column), the events and commands in one `Emitter.emit`.
+- `save_*`: what a fold changed, in the caller's transaction: the new records of a table in ONE
+  upsert, the stored ones updated in only the columns that changed, one statement per set of changed
+  columns (`row_writes`: `unnest` of one array per column); the events and commands in one `Emitter.emit`.
 
 The leader is the only writer of these tables (its epoch is checked first in every write
-transaction), so a changed record is written whole.
+transaction), so the book a fold read holds the stored version of each record it changed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,20 +21,19 @@ from typing import Any
 import asyncpg
 
 from services.common.runtime import Emitter
+from services.dispatcher.row_writes import Column, Table, save_records
 from services.dispatcher.working_set import WorkingSet
 from shared.delivery.db import quote_schema
 from shared.events import new_event_id
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
 from shared.events.states import TaskState
-from shared.leasing.records import LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
+from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
 from shared.leasing.report_fold import GpuReading, RejectedReport, ReportEffects
 from shared.leasing.task_facets import EventEffects
 from shared.leasing.watch import DEADLINE_FLAG
 from shared.leasing.work import BookChanges
 from shared.scheduling.estimate import StartEstimate
 from shared.scheduling.model import CardOption, DeferralReason, PriorityClass
-
-Column = tuple[str, str, Callable[[Any], Any]]  # name, SQL type, value of a record
 
 
 def _json(value: Any) -> str | None:
@@ -93,8 +93,12 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("util_readings", "int", lambda l: l.util_readings), ("idle_gpu_seconds", "float8", lambda l: l.idle_gpu_seconds),
     ("idle_since", "timestamptz", lambda l: l.idle_since),
 )  # fmt: skip
-_LEASE_FIXED = {"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
-                "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version"}
+_LEASE_FIXED = frozenset({"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
+                          "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version"})
+LEASE_IN_MEMORY_ONLY = frozenset({"expires_at", "last_renewed_at", "last_heard_at", "renewals_unreported", "util_pct_sum",
+                                  "util_readings", "idle_gpu_seconds", "idle_since"})
+"""What a quiet renewal (`LeaseWork.renew`, `idle.observe`) changes without writing it, and a new leader's
+TTL slack: a lease's stored row may lag its working-set version here, so every update of a lease writes them."""
 
 NODE_COLUMNS: tuple[Column, ...] = (
     ("node_id", "text", lambda n: n.node_id), ("agent_id", "text", lambda n: n.agent_id),
@@ -195,13 +199,25 @@ async def fresh_leases(conn: asyncpg.Connection, schema: str, count: int) -> lis
 # ---- writing -------------------------------------------------------------------------------------
 
 
-async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, changes: BookChanges) -> list:
-    """Write the changed records and append the events and commands (the caller's transaction)."""
+def tables(schema: str) -> tuple[Table, Table, Table]:
+    """The tasks, nodes and leases tables of `schema` as `row_writes` writes them."""
     s = quote_schema(schema)
-    await _upsert(conn, f"{s}.tasks", "task_id", TASK_COLUMNS, changes.tasks.values(), {c[0] for c in TASK_COLUMNS})
-    await _upsert(conn, f"{s}.nodes", "node_id", NODE_COLUMNS, changes.nodes.values(), {c[0] for c in NODE_COLUMNS})
+    return (Table(f"{s}.tasks", "task_id", TASK_COLUMNS), Table(f"{s}.nodes", "node_id", NODE_COLUMNS),
+            Table(f"{s}.leases", "lease_id", LEASE_COLUMNS, fixed=_LEASE_FIXED, always=LEASE_IN_MEMORY_ONLY))
+
+
+async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, changes: BookChanges,
+                       stored: LeaseBook | None = None) -> list:
+    """Write the changed records and append the events and commands (the caller's transaction).
+
+    `stored`: the book the fold read (its records are the stored rows, `row_writes`): a record in it is
+    updated in the columns that changed; others are upserted whole (and all of them without a book)."""
+    s = quote_schema(schema)
+    tasks, nodes, leases_table = tables(schema)
+    await save_records(conn, tasks, changes.tasks.values(), None if stored is None else stored.tasks)
+    await save_records(conn, nodes, changes.nodes.values(), None if stored is None else stored.nodes)
     leases = list(changes.leases.values())
-    await _upsert(conn, f"{s}.leases", "lease_id", LEASE_COLUMNS, leases, {c[0] for c in LEASE_COLUMNS} - _LEASE_FIXED)
+    await save_records(conn, leases_table, leases, None if stored is None else stored.leases)
     granted = [lease for lease in leases if lease.lease_id in changes.granted]
     if granted:
         gpus = [(lease.lease_id, lease.node_id, index) for lease in granted for index in lease.gpu_indices]
@@ -215,16 +231,20 @@ async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, 
     return await emitter.emit(conn, changes.emissions)
 
 
-async def save_report_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: ReportEffects) -> None:
-    """Everything a batch of reports changed: records, events and commands, rejected reports, utilisation."""
-    await save_changes(conn, schema, emitter, effects.changes)
+async def save_report_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: ReportEffects,
+                              stored: LeaseBook | None = None) -> None:
+    """Everything a batch of reports changed: records, events and commands, rejected reports, utilisation
+    (`stored`: the book the fold read, see `save_changes`)."""
+    await save_changes(conn, schema, emitter, effects.changes, stored)
     await save_rejections(conn, schema, effects.rejected)
     await save_utilisation(conn, schema, effects.utilisation)
 
 
-async def save_event_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: EventEffects) -> None:
-    """Everything a batch of `cf:events` changed: records, events, quota accounts (with their usage)."""
-    await save_changes(conn, schema, emitter, effects.changes)
+async def save_event_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: EventEffects,
+                             stored: LeaseBook | None = None) -> None:
+    """Everything a batch of `cf:events` changed: records, events, quota accounts (with their usage)
+    (`stored`: the book the fold read, see `save_changes`)."""
+    await save_changes(conn, schema, emitter, effects.changes, stored)
     await save_accounts(conn, schema, effects.accounts.values())
 
 
@@ -294,29 +314,3 @@ async def save_utilisation(conn: asyncpg.Connection, schema: str, readings: Sequ
         [r.node_id for r in readings], [r.gpu_index for r in readings], [r.util_pct for r in readings],
         [r.memory_used_gb for r in readings], [r.reported_at for r in readings],
     )
-
-
-async def _upsert(conn: asyncpg.Connection, table: str, key: str, columns: Sequence[Column], records: Iterable[Any],
-                  updated: set[str]) -> None:
-    """One INSERT .. ON CONFLICT DO UPDATE of `updated` columns for all `records`."""
-    rows = list(records)
-    if not rows:
-        return
-    await conn.execute(_upsert_sql(table, key, tuple(columns), frozenset(updated)),
-                       *[[value(row) for row in rows] for _, _, value in columns])
-
-
-_SQL_CACHE: dict[tuple[str, str, tuple[Column, ...], frozenset[str]], str] = {}
-
-
-def _upsert_sql(table: str, key: str, columns: tuple[Column, ...], updated: frozenset[str]) -> str:
-    cache_key = (table, key, columns, updated)
-    if cache_key not in _SQL_CACHE:
-        names = ", ".join(name for name, _, _ in columns)
-        wire = {"jsonb": "text", "int[]": "text", "text[]": "text"}  # arrays of these travel as text and are cast back
-        params = ", ".join(f"${n}::{wire.get(kind, kind)}[]" for n, (_, kind, _) in enumerate(columns, 1))
-        select = ", ".join(f"{name}::{kind}" if kind in wire else name for name, kind, _ in columns)
-        sets = ", ".join(f"{name} = excluded.{name}" for name, _, _ in columns if name in updated and name != key)
-        _SQL_CACHE[cache_key] = (f"INSERT INTO {table} ({names}) SELECT {select} FROM unnest({params}) AS x({names})"
-                                 f" ON CONFLICT ({key}) DO UPDATE SET {sets}")
-    return _SQL_CACHE[cache_key]
