@@ -63,6 +63,7 @@ class LeaseAccount:
     util_gpu_seconds: Decimal = Decimal(0)  # GPU-seconds of the intervals whose utilisation was reported
     busy_gpu_seconds: Decimal = Decimal(0)  # those GPU-seconds x the utilisation reported for each (util % / 100)
     time_scale: float = 1.0  # the node's clock speed (lease.granted): a simulated agent's --time-scale, real 1
+    last_checkpoint_at: datetime | None = None  # the run's last checkpoint, as `lease.released` said (a loss counts from it)
 
     @property
     def mean_util_pct(self) -> float | None:
@@ -122,9 +123,13 @@ def advance(account: LeaseAccount, until: datetime) -> tuple[LeaseAccount, Incre
     return replace(account, accounted_until=until, gpu_seconds=gpu_seconds, cost=cost), increment
 
 
-def close(account: LeaseAccount, ended_at: datetime, reason: str) -> tuple[LeaseAccount, Increment | None]:
-    """Account up to `ended_at` and close the lease (a second close changes nothing)."""
+def close(account: LeaseAccount, ended_at: datetime, reason: str,
+          last_checkpoint_at: datetime | None = None) -> tuple[LeaseAccount, Increment | None]:
+    """Account up to `ended_at` and close the lease, keeping when its run last checkpointed (a second close
+    changes nothing)."""
     if not account.is_open:
         return account, None
     advanced, increment = advance(account, ended_at)
-    return replace(advanced, closed_at=max(ended_at, advanced.accounted_until), close_reason=reason), increment
+    closed = replace(advanced, closed_at=max(ended_at, advanced.accounted_until), close_reason=reason,
+                     last_checkpoint_at=last_checkpoint_at)
+    return closed, increment

@@ -8,7 +8,8 @@
   the dispatcher counted since the previous one, and the mean GPU utilisation it reported:
   `accounting.with_utilisation`);
 - `lease.released` -> accounted up to `ended_at` and closed, likewise (opened from its own data, at
-  time scale 1, if the grant was never seen);
+  time scale 1, if the grant was never seen), with its run's `last_checkpoint_at` (a round's
+  preemption losses count from there);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
   the highest value reported wins; a `task.succeeded` with `flags` (the dispatcher did not take it
   at the agent's word) makes that run's output FLAGGED instead (`ledger.flagged_output`): kept and
@@ -211,7 +212,8 @@ class _Fold:
         data = event.data
         if data.lease_id not in self.leases:
             self.open(data.lease_id, data.task_id, data.card_type, data.gpus, data.granted_at)
-        self.step(data.lease_id, event, lambda lease: close(lease, data.ended_at, data.reason.value))
+        self.step(data.lease_id, event,
+                  lambda lease: close(lease, data.ended_at, data.reason.value, data.last_checkpoint_at))
 
     def output(self, event: TaskCheckpointed | TaskSucceeded) -> None:
         data = event.data

@@ -143,27 +143,40 @@ def node_spans(events: Sequence[tuple[str, datetime, dict[str, Any]]], starts: d
 async def load_losses(conn: asyncpg.Connection, ends: datetime, round_id: str) -> list[LostRun]:
     """Mark as `round_id`'s the leases closed before `ends` that no round took yet (`closed_round_id`), and
     return those ended by preemption, expiry, revocation or reclaim, with the time since their last
-    checkpoint: one the ledger applied after the previous round closed is counted here rather than nowhere."""
+    checkpoint: one the ledger applied after the previous round closed is counted here rather than nowhere.
+    The last checkpoint is the one its `lease.released` named (`lease_usage.last_checkpoint_at`); for a lease
+    without one, the archived `task.checkpointed` events (leases closed before the ledger kept it)."""
     leases = await conn.fetch(
         f"WITH closed AS (UPDATE {SCHEMA}.lease_usage SET closed_round_id = $2"
         "  WHERE closed_round_id IS NULL AND closed_at < $1"
-        "  RETURNING lease_id, task_id, card_type, gpus, opened_at, closed_at, close_reason, price_per_gpu_hour)"
+        "  RETURNING lease_id, task_id, card_type, gpus, opened_at, closed_at, close_reason, price_per_gpu_hour,"
+        "    last_checkpoint_at)"
         " SELECT * FROM closed WHERE close_reason = ANY($3::text[]) ORDER BY closed_at, lease_id",
         ends, round_id, list(LOSS_REASONS),
     )  # fmt: skip
     if not leases:
         return []
-    checkpoints = {r["lease_id"]: r["last_at"] for r in await conn.fetch(
-        "SELECT (body::jsonb -> 'data' ->> 'lease_id') AS lease_id, max(occurred_at) AS last_at FROM audit.events"
-        " WHERE type = 'task.checkpointed' AND task_id = ANY($1::text[]) GROUP BY 1",
-        sorted({r["task_id"] for r in leases}))}  # fmt: skip
+    archived = await _archived_checkpoints(conn, [r["task_id"] for r in leases if r["last_checkpoint_at"] is None])
     losses = []
     for r in leases:
-        since = max(r["opened_at"], checkpoints.get(r["lease_id"]) or r["opened_at"])
+        checkpoint = r["last_checkpoint_at"] or archived.get(r["lease_id"])
+        since = max(r["opened_at"], checkpoint or r["opened_at"])
         lost = max((r["closed_at"] - since) // timedelta(microseconds=1), 0)
         losses.append(LostRun(r["lease_id"], r["task_id"], r["card_type"], r["close_reason"], r["gpus"],
                               Decimal(lost) / Decimal(1_000_000), r["price_per_gpu_hour"]))  # fmt: skip
     return losses
+
+
+async def _archived_checkpoints(conn: asyncpg.Connection, task_ids: Sequence[str]) -> dict[str, datetime]:
+    """Each lease's last `task.checkpointed` in `audit.events`, for the tasks given (none: no read)."""
+    if not task_ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT (body::jsonb -> 'data' ->> 'lease_id') AS lease_id, max(occurred_at) AS last_at FROM audit.events"
+        " WHERE type = 'task.checkpointed' AND task_id = ANY($1::text[]) GROUP BY 1",
+        sorted(set(task_ids)),
+    )
+    return {r["lease_id"]: r["last_at"] for r in rows}
 
 
 async def load_match_facts(conn: asyncpg.Connection | asyncpg.Pool, task_ids: Sequence[str]) -> list[MatchFacts]:

@@ -18,7 +18,8 @@ SCHEMA = "ledger"
 
 _LEASE_COLUMNS = (
     "lease_id, task_id, project, card_type, gpus, price_per_gpu_hour, opened_at, accounted_until,"
-    " gpu_seconds, cost, closed_at, close_reason, idle_gpu_seconds, util_gpu_seconds, busy_gpu_seconds, time_scale"
+    " gpu_seconds, cost, closed_at, close_reason, idle_gpu_seconds, util_gpu_seconds, busy_gpu_seconds, time_scale,"
+    " last_checkpoint_at"
 )
 _LEASE_FIELDS = tuple(name.strip() for name in _LEASE_COLUMNS.split(","))
 
@@ -105,7 +106,7 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
 _LEASE_ROWS = (
     "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::numeric[],"
     " $7::timestamptz[], $8::timestamptz[], $9::numeric[], $10::numeric[], $11::timestamptz[], $12::text[],"
-    " $13::numeric[], $14::numeric[], $15::numeric[], $16::float8[])"
+    " $13::numeric[], $14::numeric[], $15::numeric[], $16::float8[], $17::timestamptz[])"
 )
 
 
@@ -133,7 +134,8 @@ async def _save_leases(conn: asyncpg.Connection, leases: list[LeaseAccount], ope
         " ON CONFLICT (lease_id) DO UPDATE SET project = EXCLUDED.project, accounted_until = EXCLUDED.accounted_until,"
         " gpu_seconds = EXCLUDED.gpu_seconds, cost = EXCLUDED.cost, closed_at = EXCLUDED.closed_at,"
         " close_reason = EXCLUDED.close_reason, idle_gpu_seconds = EXCLUDED.idle_gpu_seconds,"
-        " util_gpu_seconds = EXCLUDED.util_gpu_seconds, busy_gpu_seconds = EXCLUDED.busy_gpu_seconds",
+        " util_gpu_seconds = EXCLUDED.util_gpu_seconds, busy_gpu_seconds = EXCLUDED.busy_gpu_seconds,"
+        " last_checkpoint_at = EXCLUDED.last_checkpoint_at",
         [lease for lease in leases if lease.lease_id not in opened], _LEASE_FIELDS,
     )  # fmt: skip
 

@@ -121,6 +121,10 @@ class LeaseReleasedData(Payload):
         None, ge=0, le=100, description="mean utilisation of the lease's GPUs over the heartbeats since the last"
         " lease.renewed (None: not reported)",
     )
+    last_checkpoint_at: AwareDatetime | None = Field(
+        None, description="when the dispatcher applied the run's last checkpoint (None: it never checkpointed);"
+        " the ledger counts a preempted or lost run's loss from here",
+    )
 
 
 class LeaseReleased(Envelope):

@@ -369,6 +369,7 @@ class LeaseWork:
             "card_type": lease.card_type, "gpus": len(lease.gpu_indices), "granted_at": lease.granted_at,
             "ended_at": ended_at, "reason": decision.release, "idle_gpu_seconds": lease.idle_gpu_seconds,
             "gpu_util_pct": lease.util_pct_sum / lease.util_readings if lease.util_readings else None,
+            "last_checkpoint_at": lease.last_checkpoint_at,
         }, cause=cause)
 
     def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,

@@ -5,7 +5,7 @@ apart (their output counted nowhere) in PostgreSQL, the bucket, the console page
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
@@ -198,11 +198,28 @@ async def test_spend_the_ledger_applies_after_its_round_closed_counts_in_the_nex
             for r in (first, second)] == [[], [("LP", pytest.approx(120 / 3600))]]
 
 
-def preempted_run() -> list:
-    """TP's lease, preempted after 2 minutes on 1 L40S GPU, never checkpointed."""
-    return [task("TP", "llm", "sweep"), granted("LP", "TP", card_type="L40S", gpus=1, at=T0),
-            released("LP", "TP", granted_at=T0, ended_at=T0 + timedelta(minutes=2), card_type="L40S", gpus=1,
-                     reason="preempted")]  # fmt: skip
+def preempted_run(task_id: str = "TP", lease_id: str = "LP", last_checkpoint_at: datetime | None = None) -> list:
+    """A lease preempted after 2 minutes on 1 L40S GPU (never checkpointed, unless `last_checkpoint_at`)."""
+    return [task(task_id, "llm", "sweep"), granted(lease_id, task_id, card_type="L40S", gpus=1, at=T0),
+            released(lease_id, task_id, granted_at=T0, ended_at=T0 + timedelta(minutes=2), card_type="L40S", gpus=1,
+                     reason="preempted", last_checkpoint_at=last_checkpoint_at)]  # fmt: skip
+
+
+async def test_a_preempted_runs_loss_counts_from_the_checkpoint_its_release_names(fresh_settings: Settings) -> None:
+    # TC checkpointed 90 s into its 2 minutes; the archive (`audit.events`) has no `task.checkpointed` yet when
+    # the round closes (no archiver runs here). Before, the round read the checkpoint only from the archive and
+    # counted TC's whole 2 minutes as lost; now 30 s, from the checkpoint its `lease.released` names.
+    events = preempted_run("TP") + preempted_run("TC", "LC", last_checkpoint_at=T0 + timedelta(seconds=90))
+    async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
+        assert running.pool is not None
+        await running.publish(*events)
+        assert await running.wait_until(lambda: _any(running, "SELECT 1 FROM ledger.lease_usage WHERE lease_id = 'LC'"
+                                                              " AND closed_at IS NOT NULL"))  # fmt: skip
+        async with running.pool.acquire() as conn, conn.transaction():
+            closed = await close_round(conn, store, EMITTER, actor="user:planner", note="losses", now=utcnow(),
+                                       period=PERIOD)  # fmt: skip
+    losses = {loss["lease_id"]: loss["lost_gpu_hours"] for loss in closed.report["preemption_losses"]}
+    assert losses == {"LP": pytest.approx(120 / 3600), "LC": pytest.approx(30 / 3600)}
 
 
 async def test_a_runs_output_counts_in_each_round_by_what_it_gained_there(fresh_settings: Settings) -> None:

@@ -246,6 +246,17 @@ def test_a_checkpoint_becomes_the_resume_point_of_the_requeued_task() -> None:
     assert effects.changes.tasks["T1"].resume_from == "s3://ckpt/T1/1" and effects.capacity_changed
 
 
+def test_a_lease_release_names_when_its_run_last_checkpointed() -> None:
+    # The ledger counts a lost run's GPU time from this checkpoint (a round's preemption losses).
+    effects = fold(a_running_lease_book(), checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"),
+                   registered("a1", "n1", started_at=NOW))
+    released = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
+    assert [e.data["last_checkpoint_at"] for e in released] == [NOW]
+    unchecked = fold(a_running_lease_book(), registered("a1", "n1", started_at=NOW))
+    assert [e.data["last_checkpoint_at"] for e in unchecked.changes.emissions
+            if e.event_type.model_fields["type"].default == "lease.released"] == [None]
+
+
 def test_a_checkpoint_of_an_older_run_does_not_move_the_resume_point() -> None:
     effects = fold(a_running_lease_book(run=2, resume_from="s3://ckpt/T1/new"),
                    checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/old"))

@@ -48,10 +48,12 @@ def renewed(lease_id: str, task_id: str, *, at: datetime, seq: int = 2, util: fl
 def released(
     lease_id: str, task_id: str, *, granted_at: datetime = T0, ended_at: datetime, card_type: str = "H100",
     gpus: int = 2, reason: str = "succeeded", seq: int = 3, util: float | None = None,
+    last_checkpoint_at: datetime | None = None,
 ) -> LeaseReleased:
     return _lease_event(LeaseReleased, lease_id, seq, ended_at, {
         "lease_id": lease_id, "task_id": task_id, "node_id": "n1", "card_type": card_type, "gpus": gpus,
         "granted_at": granted_at, "ended_at": ended_at, "reason": reason, "gpu_util_pct": util,
+        "last_checkpoint_at": last_checkpoint_at,
     })  # fmt: skip
 
 
