@@ -104,8 +104,12 @@ class Cycle:
         # its start may come later than the borrowing allows, never earlier, so backfill still cannot delay it.
         # With `policy.checkpointing_standard_borrows` they read every lease: standard leases that borrow the
         # headroom as fillers are counted and may be victims too (a kept snapshot indexes opportunistic ones only).
+        # With `policy.checkpointing_standard_yields` every standard lease that checkpoints may be a victim too.
         self._fillers = policy.checkpointing_standard_borrows and policy.preemption
-        self._opportunistic = kept.index.opportunistic_leases() if kept is not None and not self._fillers else snapshot.leases
+        self._standard_yields = policy.checkpointing_standard_yields and policy.preemption
+        self._standard_victims = self._fillers or self._standard_yields  # some standard leases may be victims
+        self._opportunistic = (kept.index.opportunistic_leases() if kept is not None and not self._standard_victims
+                               else snapshot.leases)
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
         window = standard_borrow_window(policy, now)  # standard work that borrows the headroom too
         self.borrowed = Borrowed(self._opportunistic if window is None else snapshot.leases, self.fleet.card_of_node,
@@ -970,7 +974,7 @@ class Cycle:
             leases = self._opportunistic if not self._preempted else [  # `_at_once_victim_index` preempted first
                 lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
             self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
-                                        borrowing_standard=self._fillers)
+                                        borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields)
         return self._victims
 
     def _victim_index_for(self, task: QueuedTask) -> VictimIndex:
@@ -979,7 +983,7 @@ class Cycle:
         task) only those that checkpoint on preemption (`_at_once_victim_index`)."""
         if self._at_once is not PreemptAtOnce.NEVER and self.now < self._grace_ends(task):
             return self._at_once_victim_index()
-        if self._fillers and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
+        if self._standard_victims and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
             return self._not_core_victim_index()
         if self._fillers_at_once and self.now < self._grace_ends(task):
             return self._filler_victim_index()
@@ -996,8 +1000,9 @@ class Cycle:
         return self._victims_fillers
 
     def _not_core_victim_index(self) -> VictimIndex:
-        """`_victim_index` without the standard leases that borrow the headroom (only core work may take
-        those), and without those preempted already this cycle."""
+        """`_victim_index` without standard leases (only core work may take those: fillers, and with
+        `policy.checkpointing_standard_yields` those that checkpoint), and without those preempted already this
+        cycle."""
         if self._victims_not_core is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
             leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]

@@ -220,6 +220,10 @@ class Policy:
     # ... and a core task takes such fillers at once, inside its grace too (they lose only their write, now or
     # later); opportunistic victims still wait for the grace (`preempt_at_once` decides those).
     fillers_yield_at_once: bool = False
+    # Core work past its grace may also preempt standard leases that checkpoint on preemption and did not borrow
+    # the headroom (after every opportunistic victim and filler): what standard work took beyond the headroom comes
+    # back to a core burst at the cost of a checkpoint write each. Simulator only, as the flag above.
+    checkpointing_standard_yields: bool = False
 
 
 @dataclass(frozen=True, slots=True)

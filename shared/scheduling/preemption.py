@@ -1,7 +1,8 @@
 """Preemption: a core task that cannot start may take GPUs back from opportunistic leases.
 
 Only opportunistic leases are victims (and, with `policy.checkpointing_standard_borrows`, for core work past
-its grace, standard leases that borrow the headroom — after every opportunistic one), only on a card type
+its grace, standard leases that borrow the headroom — after every opportunistic one; with
+`policy.checkpointing_standard_yields`, after those, any standard lease that checkpoints), only on a card type
 the core task accepts, and only when preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
 progress since their last checkpoint (then the most recently started first): on one node, or across
 nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
@@ -45,12 +46,14 @@ class Victim:
     rank: int
     card_type: str  # of the node the lease runs on
     lost_gpu_hours: float  # progress since its last checkpoint that preemption throws away
-    standard: bool = False  # a standard lease that borrows the headroom: taken after every opportunistic one
+    # 0: opportunistic; FILLER: a standard lease that borrows the headroom, taken after every opportunistic one;
+    # YIELDING: a standard lease that checkpoints (`policy.checkpointing_standard_yields`), taken after fillers.
+    standard: int = 0
 
     @property
-    def order(self) -> tuple[bool, float, float, str]:
-        """Cheapest first: opportunistic before standard, least lost progress, then most recently started,
-        then lease id."""
+    def order(self) -> tuple[int, float, float, str]:
+        """Cheapest first: opportunistic, then standard fillers, then other standard leases; least lost progress,
+        then most recently started, then lease id."""
         return (self.standard, self.lost_gpu_hours, -self.lease.started_at, self.lease.lease_id)
 
 
@@ -137,20 +140,43 @@ def ends_within_grace(lease: RunningLease, policy: Policy, now: float) -> bool:
     return now < lease.estimated_end <= now + policy.preempt_after_s
 
 
+FILLER, YIELDING = 1, 2  # `Victim.standard`: a standard filler, a standard lease that checkpoints
+
+
+def standard_tier(lease: RunningLease, borrowing_standard: bool, checkpointing_standard: bool) -> int | None:
+    """`Victim.standard` of a lease that is not opportunistic: FILLER for a standard lease that borrows the
+    headroom (`borrowing_standard`), YIELDING for one that checkpoints on preemption (`checkpointing_standard`);
+    None: no victim."""
+    if lease.priority_class != _STANDARD:
+        return None
+    if borrowing_standard and lease.borrowed_headroom:
+        return FILLER
+    if checkpointing_standard and lease.checkpoints_on_preempt:
+        return YIELDING
+    return None
+
+
 class VictimIndex:
     """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first; with
     `borrowing_standard`, standard leases that borrow the headroom too (`RunningLease.borrowed_headroom`),
-    after the opportunistic ones on each node (and a node that needs none of them before one that does)."""
+    after the opportunistic ones on each node (and a node that needs none of them before one that does); with
+    `checkpointing_standard`, after those, every other standard lease that checkpoints on preemption."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
                  max_lost_gpu_hours: float | None = float("inf"),
-                 spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False) -> None:
+                 spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False,
+                 checkpointing_standard: bool = False) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
+        any_standard = borrowing_standard or checkpointing_standard
         for lease in leases:
-            standard = lease.priority_class != opportunistic
-            if standard and not (borrowing_standard and lease.borrowed_headroom and lease.priority_class == _STANDARD):
-                continue
+            standard = 0
+            if lease.priority_class != opportunistic:
+                if not any_standard:
+                    continue
+                standard = standard_tier(lease, borrowing_standard, checkpointing_standard)
+                if standard is None:
+                    continue
             rank = rank_of.get(lease.node_id)
             if rank is None:
                 continue

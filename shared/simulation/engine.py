@@ -161,8 +161,10 @@ class Simulation(Transitions):
         if self.fleet.busy_gpus < self.fleet.capacity:
             return True
         if self._running_by_class[PriorityClass.OPPORTUNISTIC] == 0:
-            # Only core work may preempt a standard lease that borrows the headroom.
-            return self.policy.preemption and self._running_borrowing_standard > 0 and self._queued_by_class[PriorityClass.CORE] > 0
+            # Only core work may preempt a standard lease that borrows the headroom (or, with
+            # `Policy.checkpointing_standard_yields`, any standard lease that checkpoints: asked of the plan).
+            standard_victims = self._running_borrowing_standard > 0 or self.policy.checkpointing_standard_yields
+            return self.policy.preemption and standard_victims and self._queued_by_class[PriorityClass.CORE] > 0
         queued = self._queued_by_class
         if self.policy.fill_reservations and queued[PriorityClass.CORE] + queued[PriorityClass.STANDARD] > 0:
             return True  # a reservation holder may reclaim GPUs from opportunistic fillers

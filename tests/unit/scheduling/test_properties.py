@@ -105,7 +105,8 @@ def _policies(draw):
                    preemption_budget_share=draw(st.sampled_from((0.0, 0.5, 1.0))),
                    preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
                    standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
-                   checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()))
+                   checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()),
+                   checkpointing_standard_yields=draw(st.booleans()))
 
 
 @st.composite
@@ -305,7 +306,8 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 @given(st.one_of(scenarios(), preemption_scenarios()))
 def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
     """Victims are opportunistic (or, with policy.checkpointing_standard_borrows, standard leases that borrowed the
-    headroom, for core work past its grace), each preempted once, for a core task (policy.preemption) or for the
+    headroom, for core work past its grace; with policy.checkpointing_standard_yields, standard leases that
+    checkpoint, for core work past its grace), each preempted once, for a core task (policy.preemption) or for the
     cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
     after the preemptor's grace (or, with policy.preempt_at_once, inside it a victim that checkpoints
     on preemption: it loses only its write either way), never beyond the loss cap."""
@@ -319,10 +321,13 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
         task = tasks[preemption.for_task_id]
         victim = leases[preemption.lease_id]
         if victim.priority_class != PriorityClass.OPPORTUNISTIC:  # a standard filler: only for core work past its grace
-            assert victim.priority_class == PriorityClass.STANDARD and victim.borrowed_headroom
-            assert policy.checkpointing_standard_borrows and policy.preemption
+            assert victim.priority_class == PriorityClass.STANDARD and policy.preemption
             assert task.priority_class == PriorityClass.CORE
-            assert NOW - task.submitted_at >= policy.preempt_after_s or policy.fillers_yield_at_once
+            if victim.borrowed_headroom and policy.checkpointing_standard_borrows:
+                assert NOW - task.submitted_at >= policy.preempt_after_s or policy.fillers_yield_at_once
+            else:  # ... or, with policy.checkpointing_standard_yields, one that checkpoints
+                assert policy.checkpointing_standard_yields and victim.checkpoints_on_preempt
+                assert NOW - task.submitted_at >= policy.preempt_after_s
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION

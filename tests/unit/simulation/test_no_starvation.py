@@ -48,6 +48,7 @@ def policies(draw: st.DrawFn) -> Policy:
         standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
         checkpointing_standard_borrows=draw(st.booleans()),
         fillers_yield_at_once=draw(st.booleans()),
+        checkpointing_standard_yields=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),

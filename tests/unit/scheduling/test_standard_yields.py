@@ -1,0 +1,81 @@
+"""Standard work that checkpoints yields to core work past its grace (`Policy.checkpointing_standard_yields`),
+whether or not it borrowed the headroom — after every opportunistic victim and every standard filler; only core
+work takes it, and never a standard lease that would lose its progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, run
+
+YIELDS = dict(checkpointing_standard_yields=True)
+
+
+def _full_fleet(checkpoints: bool):
+    """16 GPUs all busy: a standard lease on node a (4 GPUs, started a minute ago, no filler), core work on the rest."""
+    standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).started(NOW - 60).ends(NOW + 5 * HOUR)
+    return [a_node("a").free(0), a_node("b").free(0)], [
+        standard.checkpoints_on_preempt() if checkpoints else standard,
+        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+        a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 9 * HOUR),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "policy", "task_class", "submitted", "preempted"),
+    [
+        (True, YIELDS, "core", NOW - HOUR, True),  # past its grace: it takes the standard lease's GPUs
+        (True, YIELDS, "core", NOW - 60, False),  # inside its grace: it waits
+        (True, dict(YIELDS, preempt_at_once="checkpointing"), "core", NOW - 60, False),  # at once: opportunistic only
+        (True, dict(YIELDS, checkpointing_standard_borrows=True, fillers_yield_at_once=True), "core", NOW - 60, False),
+        (False, YIELDS, "core", NOW - HOUR, False),  # preempting it would lose its progress
+        (True, {}, "core", NOW - HOUR, False),  # off: standard work is no victim
+        (True, dict(YIELDS, preemption=False), "core", NOW - HOUR, False),
+        (True, YIELDS, "standard", NOW - HOUR, False),  # only core work preempts it
+    ],
+)
+def test_core_work_past_its_grace_preempts_standard_work_that_checkpoints(checkpoints, policy, task_class, submitted,
+                                                                          preempted):
+    nodes, leases = _full_fleet(checkpoints)
+    task = a_task("c").gpus(4).submitted(submitted)
+    task = task.core() if task_class == "core" else task
+    result = run(nodes, [task], leases=leases, **policy)
+    assert ([p.lease_id for p in result.preemptions] == ["Ls"]) == preempted
+
+
+def _two_victims(first: object, second: object):
+    """Node a: `first` on GPUs 0-3, node b: `second` on GPUs 0-3; core work on the rest."""
+    return [a_node("a").free(0), a_node("b").free(0)], [
+        first, second,
+        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+        a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("other", "policy", "victim"),
+    [
+        ("opportunistic", YIELDS, "Lo"),  # opportunistic work goes first
+        ("filler", dict(YIELDS, checkpointing_standard_borrows=True), "Lo"),  # then standard fillers
+    ],
+)
+def test_standard_work_that_did_not_borrow_yields_last(other, policy, victim):
+    """A plain standard lease (started later: the cheaper by loss and age alone) on node a, another victim on
+    node b: the core task takes the other one."""
+    standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().started(NOW - 60).ends(NOW + 5 * HOUR)
+    lease = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().started(NOW - 120).ends(NOW + 5 * HOUR)
+    lease = lease.opportunistic() if other == "opportunistic" else lease.borrows_headroom()
+    nodes, leases = _two_victims(standard, lease)
+    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=leases, **policy)
+    assert [p.lease_id for p in result.preemptions] == [victim]
+
+
+def test_a_yielding_standard_lease_does_not_cover_the_headroom():
+    """Node a: 4 free GPUs and 4 held by a standard lease that checkpoints (no filler); node b full with core work.
+    Yielding to core work does not make the lease headroom: the long standard task still may not take the 4 free
+    GPUs (a filler's would: tests/unit/scheduling/test_headroom_fillers.py)."""
+    lease = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().ends(NOW + 5 * HOUR)
+    leases = [lease, a_lease("Lb").on("b").gpus(*range(8)).core()]
+    result = run([a_node("a").free(4), a_node("b").free(0)], [a_task("t").gpus(4).runs(2 * HOUR)], leases=leases,
+                 headroom_tracks_core=False, headroom=0.25, **YIELDS)
+    assert not result.grants
