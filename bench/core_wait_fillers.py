@@ -6,8 +6,9 @@ the measured window where a ready core task has waited past its preemption grace
 (time-weighted) who holds the GPUs — core work, standard work without checkpoints, standard work that
 checkpoints, standard fillers that borrow the headroom (`RunningLease.borrowed_headroom`), opportunistic work,
 nobody — and why those core tasks were deferred (the plan's reasons), and counts the grants and preemptions the
-plans made meanwhile. Diagnosis behind docs/BENCHMARKS.md, "Tried or considered": why core tasks wait behind
-fillers in core-heavy windows.
+plans made meanwhile; and, over the whole run, the core p95 wait, the standard p95 and mean waits (what yielding
+costs standard work) and the preemptions. Diagnosis behind docs/BENCHMARKS.md, "Tried or considered": why core
+tasks wait behind fillers in core-heavy windows.
 
     nice -n 19 .venv/bin/python bench/core_wait_fillers.py --cell 0.5 0 0.3 core-heavy --window 2017-09-29 --seed 1 \
         --variant checkpointing_standard_borrows=true \
@@ -50,6 +51,8 @@ class Tally:
     reasons: Counter = field(default_factory=Counter)  # deferral reason -> task-hours
     actions: Counter = field(default_factory=Counter)  # grants and preemptions made meanwhile
     core_p95_min: float = float("nan")
+    standard_p95_min: float = float("nan")  # what yielding costs standard work
+    standard_mean_min: float = float("nan")
     preemptions: int = 0
 
 
@@ -114,17 +117,26 @@ def measure(scenario: Scenario, policy: Policy) -> Tally:
         return result
 
     outcome = simulate_policy(scenario, policy, observed, None)
-    waits = outcome.recorder.waits
-    core = [waits[task.task_id] for task in outcome.tasks if task.priority_class == CORE and task.task_id in waits]
+    core, standard = waits_of(outcome, CORE), waits_of(outcome, STANDARD)
     tally.core_p95_min = float(np.percentile(core, 95)) / 60 if core else float("nan")
+    tally.standard_p95_min = float(np.percentile(standard, 95)) / 60 if standard else float("nan")
+    tally.standard_mean_min = float(np.mean(standard)) / 60 if standard else float("nan")
     tally.preemptions = outcome.recorder.preemptions
     return tally
+
+
+def waits_of(outcome, priority_class: PriorityClass) -> list[float]:
+    """The waits (s) of the tasks of this class that started."""
+    waits = outcome.recorder.waits
+    return [waits[task.task_id] for task in outcome.tasks
+            if task.priority_class == priority_class and task.task_id in waits]
 
 
 def _count_actions(actions: Counter, snapshot: Snapshot, result: Plan, tasks: dict[str, QueuedTask]) -> None:
     for grant in result.grants:
         task = tasks[grant.task_id]
-        actions["grants to " + holder(task.priority_class, grant.borrowed_headroom, task.checkpoint_interval_s is not None)] += 1
+        kind = holder(task.priority_class, grant.borrowed_headroom, task.checkpoint_interval_s is not None)
+        actions["grants to " + kind] += 1
     leases = {lease.lease_id: lease for lease in snapshot.leases}
     for preemption in result.preemptions:
         actions["preempted " + lease_holder(leases[preemption.lease_id])] += 1
@@ -136,6 +148,8 @@ def table(names: list[str], tallies: list[Tally]) -> list[str]:
         return f"{counter[key] / tally.hours:.1f}" if tally.hours else "-"
 
     rows = [("core p95 wait over the window, min", [f"{t.core_p95_min:.0f}" for t in tallies]),
+            ("standard p95 / mean wait over the window, min", [f"{t.standard_p95_min:.0f} / {t.standard_mean_min:.0f}"
+                                                               for t in tallies]),
             ("preemptions over the run", [f"{t.preemptions:,}" for t in tallies]),
             ("hours a ready core task waits past its grace", [f"{t.hours:.1f}" for t in tallies]),
             ("... core tasks waiting then (mean)", [mean(t.waiting, "tasks", t) for t in tallies]),
