@@ -35,7 +35,7 @@ from shared.delivery.consumer import default_consumer_name
 from shared.delivery.db import close_pool, create_pool
 from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
-from shared.delivery.outbox import append_routed, next_subject_seqs
+from shared.delivery.outbox import UnnumberedEvent, append_routed, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
 from shared.delivery.retention import DEFAULT_RETENTION, sweep
 from shared.delivery.wire import extract_body
@@ -136,6 +136,12 @@ class Emitter:
         events = [self._build(item, seq) for item, seq in zip(emissions, seqs, strict=True)]
         await append_routed(conn, self.schema, [(event, item.stream) for event, item in zip(events, emissions)])
         return events
+
+    def build(self, emissions: Sequence[Emission]) -> list[UnnumberedEvent]:
+        """The events of `emissions` and their JSON, before they are numbered (no I/O: a caller may build
+        them while PostgreSQL runs its other statements, then `append_numbered` them). `emit` numbers
+        first and builds after, as its callers want the numbered envelopes back."""
+        return [UnnumberedEvent.of(self._build(item, 1), item.stream) for item in emissions]
 
     def _build(self, item: Emission, subject_seq: int) -> Envelope:
         return make_event(

@@ -12,6 +12,7 @@ transaction), so the book a fold read holds the stored version of each record it
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -23,8 +24,10 @@ import asyncpg
 from services.common.runtime import Emitter
 from services.dispatcher.row_writes import Column, Table, save_records
 from services.dispatcher.working_set import WorkingSet
+from shared.delivery.outbox import UnnumberedEvent, append_numbered, next_subject_seqs
 from shared.delivery.db import quote_schema
 from shared.events import new_event_id
+from shared.events.emission import Emission
 from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason
 from shared.events.states import TaskState
 from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, QuotaRecord, TaskRecord
@@ -207,11 +210,39 @@ def tables(schema: str) -> tuple[Table, Table, Table]:
 
 
 async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, changes: BookChanges,
-                       stored: LeaseBook | None = None) -> list:
+                       stored: LeaseBook | None = None) -> None:
     """Write the changed records and append the events and commands (the caller's transaction).
 
     `stored`: the book the fold read (its records are the stored rows, `row_writes`): a record in it is
-    updated in the columns that changed; others are upserted whole (and all of them without a book)."""
+    updated in the columns that changed; others are upserted whole (and all of them without a book).
+    The events are built while PostgreSQL writes the records and numbers them (`built_meanwhile`)."""
+    subjects = [item.subject for item in changes.emissions]
+    writing = asyncio.ensure_future(_write_records(conn, schema, changes, stored, (emitter.schema, subjects)))
+    events = await built_meanwhile(writing, emitter, changes.emissions)
+    await append_numbered(conn, emitter.schema, events, await writing)
+
+
+async def built_meanwhile(writing: asyncio.Future[Any], emitter: Emitter, emissions: Sequence[Emission],
+                          chunk: int = 16) -> list[UnnumberedEvent]:
+    """The events of `emissions`, built (CPU) while `writing` runs on the connection: a chunk at a time,
+    the event loop handing `writing`'s next statement to PostgreSQL between chunks. Should building
+    fail, `writing` is cancelled and awaited before the error goes on."""
+    built: list[UnnumberedEvent] = []
+    try:
+        for start in range(0, len(emissions), chunk):
+            await asyncio.sleep(0)  # `writing` sends its next statement if the last one has returned
+            built += emitter.build(emissions[start:start + chunk])
+    except BaseException:
+        writing.cancel()
+        await asyncio.gather(writing, return_exceptions=True)
+        raise
+    return built
+
+
+async def _write_records(conn: asyncpg.Connection, schema: str, changes: BookChanges, stored: LeaseBook | None,
+                         numbering: tuple[str, list[str]]) -> list[int]:
+    """The records' statements (`save_changes`), then the subject sequence numbers of the events
+    (`numbering`: the outbox's schema, the events' subjects in order)."""
     s = quote_schema(schema)
     tasks, nodes, leases_table = tables(schema)
     await save_records(conn, tasks, changes.tasks.values(), None if stored is None else stored.tasks)
@@ -228,7 +259,8 @@ async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, 
     ended = sorted(lease.lease_id for lease in leases if not lease.active)
     if ended:
         await conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = ANY($1::text[]) AND active", ended)
-    return await emitter.emit(conn, changes.emissions)
+    outbox_schema, subjects = numbering
+    return await next_subject_seqs(conn, outbox_schema, subjects) if subjects else []
 
 
 async def save_report_effects(conn: asyncpg.Connection, schema: str, emitter: Emitter, effects: ReportEffects,

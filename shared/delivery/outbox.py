@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import asyncpg
@@ -66,19 +67,61 @@ async def append_routed(conn: asyncpg.Connection, schema: str, routed: Sequence[
     The dispatcher's grants go to many agent inboxes at once (`cf:agent:<id>`); one statement
     instead of one per inbox. Rows are published in the order given.
     """
+    await _insert_rows(conn, schema, [(e, stream, canonical_json(e).decode()) for e, stream in routed])
+
+
+_SEQ_MARK = ',"subject_seq":1,"type":'  # canonical JSON sorts the envelope's keys: `subject_seq` comes just before `type`
+
+
+@dataclass(frozen=True, slots=True)
+class UnnumberedEvent:
+    """An event built, and written as canonical JSON, before its `subject_seq` is known (built with 1;
+    `numbered` puts the real number in the envelope and in its JSON), and the stream it goes to.
+
+    Building (pydantic validation, the event id, the JSON) is most of what appending an event costs;
+    this way a caller can do it while PostgreSQL works on its other statements."""
+
+    event: Envelope
+    stream: str
+    body_head: str  # canonical JSON up to the subject_seq's digits
+    body_tail: str  # from the comma after them
+
+    @classmethod
+    def of(cls, event: Envelope, stream: str) -> UnnumberedEvent:
+        head, mark, tail = canonical_json(event).decode().rpartition(_SEQ_MARK)
+        if event.subject_seq != 1 or not mark:
+            raise ValueError(f"{event.type}: not an unnumbered envelope (subject_seq 1 just before type)")
+        return cls(event, stream, head + ',"subject_seq":', ',"type":' + tail)
+
+    def body(self, subject_seq: int) -> str:
+        """The canonical JSON of this event numbered `subject_seq` (the envelope itself is not copied:
+        pydantic's `model_copy` costs more than building the JSON did)."""
+        return f"{self.body_head}{subject_seq}{self.body_tail}"
+
+
+async def append_numbered(conn: asyncpg.Connection, schema: str, events: Sequence[UnnumberedEvent],
+                          subject_seqs: Sequence[int]) -> None:
+    """`append_routed` for events built before they were numbered (`next_subject_seqs` gave `subject_seqs`,
+    one per event, in order): ONE insert."""
+    rows = [(event.event, event.stream, event.body(seq)) for event, seq in zip(events, subject_seqs, strict=True)]
+    await _insert_rows(conn, schema, rows)
+
+
+async def _insert_rows(conn: asyncpg.Connection, schema: str, rows: Sequence[tuple[Envelope, str, str]]) -> None:
+    """Insert (event, stream, body) rows into the outbox in order, with the NOTIFY that wakes the relay."""
     require_transaction(conn)
-    if not routed:
+    if not rows:
         return
     await conn.execute(
         f"WITH appended AS (INSERT INTO {quote_schema(schema)}.outbox (event_id, type, subject, stream, body)"
         " SELECT e.event_id, e.type, e.subject, e.stream, e.body"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY"
         " AS e(event_id, type, subject, stream, body, ord) ORDER BY e.ord) SELECT pg_notify($6, '')",
-        [e.event_id for e, _ in routed],
-        [e.type for e, _ in routed],
-        [e.subject for e, _ in routed],
-        [stream for _, stream in routed],
-        [canonical_json(e).decode() for e, _ in routed],
+        [e.event_id for e, _, _ in rows],
+        [e.type for e, _, _ in rows],
+        [e.subject for e, _, _ in rows],
+        [stream for _, stream, _ in rows],
+        [body for _, _, body in rows],
         notify_channel(schema),
     )
 

@@ -1,6 +1,6 @@
 """`store.save_changes` on real PostgreSQL: a record the fold read from the book is updated in the
 columns it changed (and a lease's unsaved in-memory columns), never rewritten whole; a new one is
-inserted whole."""
+inserted whole; events built meanwhile are appended numbered, or fail the step whole."""
 
 from __future__ import annotations
 
@@ -10,14 +10,18 @@ from datetime import timedelta
 
 import asyncpg
 import pytest
+from pydantic import ValidationError
 
 from services.common.runtime import Emitter, prepare_schema
 from services.dispatcher.row_writes import StoredRowMissingError
 from services.dispatcher.service import SPEC as DISPATCHER
 from services.dispatcher.store import load_leases, load_tasks, save_changes
 from shared.delivery.db import create_pool
+from shared.events import TaskStarted, parse_event
+from shared.events.emission import Emission
 from shared.events.reasons import ReleaseReason
 from shared.events.states import TaskState
+from shared.events.subjects import task_subject
 from shared.leasing.records import LeaseBook, LeaseState
 from shared.leasing.work import BookChanges
 from shared.settings import Settings
@@ -71,3 +75,21 @@ async def test_an_update_of_a_record_the_table_does_not_hold_fails_the_step(conn
     with pytest.raises(StoredRowMissingError):
         await save(conn, BookChanges(tasks={believed.task_id: replace(believed, run=2)}),
                    LeaseBook(tasks={believed.task_id: believed}))
+
+
+async def test_events_that_fail_to_build_fail_the_step_and_leave_the_connection_usable(conn: asyncpg.Connection) -> None:
+    """The events are built while the records are written (`store.built_meanwhile`): an event that fails
+    to build stops the writes, and the step's transaction rolls back whole."""
+    task = a_task_record(state=TaskState.QUEUED, run=0)
+    broken = Emission(TaskStarted, task_subject("T1"), {"task_id": "T1", "no_such_field": 1})
+    good = [Emission(TaskStarted, task_subject(f"T{i}"), {"task_id": f"T{i}", "lease_id": "L1", "node_id": "n1"})
+            for i in range(40)]
+    with pytest.raises(ValidationError):
+        await save(conn, BookChanges(tasks={"T1": task}, emissions=(broken, *good)))
+
+    assert await conn.fetchval("SELECT count(*) FROM dispatcher.tasks") == 0
+    assert await conn.fetchval("SELECT count(*) FROM dispatcher.outbox") == 0
+    await save(conn, BookChanges(tasks={"T1": task}, emissions=tuple(good)))
+    rows = await conn.fetch("SELECT subject, body FROM dispatcher.outbox ORDER BY position")
+    assert [row["subject"] for row in rows] == [f"task/T{i}" for i in range(40)]
+    assert all(parse_event(row["body"].encode()).subject_seq == 1 for row in rows)
