@@ -3,8 +3,9 @@
 - `load_*`: the leader's whole working state (at takeover, or after a gap), or the few tasks and
   leases a batch names that are not in it (final tasks, ended leases);
 - `save_*`: what a fold changed, in the caller's transaction: the new records of a table in ONE
-  upsert, the stored ones updated in only the columns that changed, one statement per set of changed
-  columns (`row_writes`: `unnest` of one array per column); the events and commands in one `Emitter.emit`.
+  upsert, the stored ones in ONE update of only the columns they changed (`row_writes`: `unnest` of one
+  array per column); the events and commands built meanwhile (`built_meanwhile`), numbered, and
+  appended in one insert.
 
 The leader is the only writer of these tables (its epoch is checked first in every write
 transaction), so the book a fold read holds the stored version of each record it changed.
