@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from heapq import heappop, heappush
+from itertools import repeat
 from math import inf
 from operator import attrgetter
 
@@ -277,14 +278,22 @@ class Fleet:
         return sorted(rank for rank in heap if free[rank] == count)
 
     def _rooms(self, pool: Pool, heavy: bool, limit: Mapping[int, int]) -> list[tuple[int, int]]:
-        """(rank, GPUs the task may take) of every node with room, most room first, then rank."""
-        rooms = []
-        for rank in pool.ranks:
-            room = min(self.usable_free(rank, heavy), limit.get(rank, gpus_unlimited))
-            if room > 0:
-                rooms.append((-room, rank))
-        rooms.sort()
-        return [(rank, -neg_room) for neg_room, rank in rooms]
+        """(rank, GPUs the task may take) of every node with room, most room first, then rank. Read from the
+        bucket heaps, not from every node of the pool: each node with usable free GPUs is in the bucket of
+        its free count (`_set_free` pushes it there on every change; `_valid_ranks` drops stale entries), and
+        its room is that count unless `limit` (a reservation's few nodes) caps it lower."""
+        buckets, capped = self._buckets(pool, heavy), {}
+        for rank, cap in limit.items():
+            if cap < gpus_unlimited and self.card_of[rank] == pool.card_type:
+                capped[rank] = min(self.usable_free(rank, heavy), cap)
+        rooms: list[tuple[int, int]] = []
+        for count in range(pool.max_node_gpus, 0, -1):
+            ranks = self._valid_ranks(buckets[count], count, heavy)
+            if capped:
+                ranks = sorted([rank for rank in ranks if rank not in capped]
+                               + [rank for rank, room in capped.items() if room == count])
+            rooms.extend(zip(ranks, repeat(count)))
+        return rooms
 
     def _remove_gpus(self, rank: int, count: int) -> tuple[int, ...]:
         free = self.free_gpus[rank]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Node
-from shared.scheduling.placement import Fleet
+from shared.scheduling.placement import Fleet, gpus_unlimited
 
 from .builders import a_node, a_task, deferrals, grants, nodes_of, reason_of, run
 
@@ -114,3 +116,42 @@ def test_the_fleet_version_moves_with_free_gpus_and_failure_caches() -> None:
     assert fleet.version > version
     version = fleet.version
     assert fleet.place(pool, 2, False) is not None and fleet.version == version  # a query changes nothing
+
+
+def _rooms_of_every_node(fleet: Fleet, pool, heavy: bool, limit) -> list[tuple[int, int]]:
+    """`Fleet._rooms` as it was first written: every node of the pool, its usable free GPUs capped by `limit`."""
+    rooms = sorted((-min(fleet.usable_free(rank, heavy), limit.get(rank, gpus_unlimited)), rank) for rank in pool.ranks)
+    return [(rank, -neg_room) for neg_room, rank in rooms if neg_room < 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    free=st.lists(st.integers(0, 8), min_size=1, max_size=12),
+    steps=st.lists(st.tuples(st.sampled_from(["take", "hold"]), st.integers(0, 11), st.integers(1, 8),
+                             st.booleans()), max_size=12),
+    caps=st.dictionaries(st.integers(0, 13), st.integers(-2, 9), max_size=4),
+    heavy=st.booleans(),
+    ask_heavy_first=st.booleans(),
+)
+def test_rooms_of_a_spanning_task_under_a_limit_are_every_node_with_room(free, steps, caps, heavy,
+                                                                         ask_heavy_first) -> None:
+    """A guarded spanning task's rooms (`Fleet._rooms`, read from the bucket heaps) are, after any takes and
+    holds, exactly every node of the pool with usable free GPUs, capped by the limit, most room first, then
+    rank — including nodes of another card type named by the limit (left out) and caps above the free count."""
+    nodes = [Node(f"n{index:02d}", "H100", 8, frozenset(range(count))) for index, count in enumerate(free)]
+    nodes.append(Node("other", "A10", 8, frozenset(range(8))))
+    fleet = Fleet(nodes, 1, lambda card_type, total: 0)
+    pool = fleet.pools["H100"]
+    if ask_heavy_first:
+        fleet.largest_free(pool, True)  # the heavy buckets built before the changes, kept up to date by them
+    for kind, node, count, heavy_take in steps:
+        rank = fleet.rank_of.get(f"n{node:02d}")
+        if rank is None or fleet.free_count[rank] < count:
+            continue
+        if kind == "take":
+            fleet.take([(rank, count)], heavy_take)
+        else:
+            fleet.hold(rank, count)
+    limit = {fleet.rank_of["other" if node == 13 else f"n{node:02d}"]: cap for node, cap in caps.items()
+             if node == 13 or node < len(free)}
+    assert fleet._rooms(pool, heavy, limit) == _rooms_of_every_node(fleet, pool, heavy, limit)
