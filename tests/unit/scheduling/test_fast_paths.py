@@ -221,12 +221,18 @@ def _behind_a_reservation(priority_class: PriorityClass, submitted: float) -> tu
 
 
 def _plan_counting_repeats(snapshot: Snapshot, tasks: list[QueuedTask], policy: Policy) -> tuple[Plan, list[bool]]:
-    """The cycle's plan, and whether each `_repeat_failure` call repeated a remembered failure."""
+    """The cycle's plan, and whether each `_repeat_failure` or `_repeat_walk_failure` call (the settled walk over
+    a list asks the latter) repeated a remembered failure."""
     repeated = []
 
     class Counting(Cycle):
         def _repeat_failure(self, task, options, shape):
             done = super()._repeat_failure(task, options, shape)
+            repeated.append(done)
+            return done
+
+        def _repeat_walk_failure(self, shape, card_types, runtimes, task_id):
+            done = super()._repeat_walk_failure(shape, card_types, runtimes, task_id)
             repeated.append(done)
             return done
 
@@ -295,6 +301,17 @@ def test_over_a_kept_queue_a_task_unlike_a_failed_one_of_its_shape_is_attempted(
     (`Cycle._walk_shape`): a later task that differs in what its attempt reads is attempted, and starts."""
     snapshot, queue, policy = _a_later_task_like_a_failed_one(differs_in)
     fast = plan(snapshot, OrderedQueue.of(queue, policy), policy, NOW)
+    assert [grant.task_id for grant in fast.grants] == ["x2"]
+    assert fast.deferrals.task_ids == ("head", "x1")
+    assert fast == straight_plan(snapshot, queue, policy, NOW)
+
+
+@pytest.mark.parametrize("differs_in", ["its end before the reservation's start", "its return within the preemption grace",
+                                        "its class", "its checkpoints"])
+def test_over_a_list_a_task_unlike_a_failed_one_of_its_shape_is_attempted(differs_in: str) -> None:
+    """The same over a list (`Cycle._walk_settled_tasks`, failures remembered by `Cycle._listed_shape`)."""
+    snapshot, queue, policy = _a_later_task_like_a_failed_one(differs_in)
+    fast = plan(snapshot, queue, policy, NOW)
     assert [grant.task_id for grant in fast.grants] == ["x2"]
     assert fast.deferrals.task_ids == ("head", "x1")
     assert fast == straight_plan(snapshot, queue, policy, NOW)
