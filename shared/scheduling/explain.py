@@ -50,6 +50,10 @@ class Explainer:
         # (GPUs, heavy, card types) -> [the fleet's free GPUs, `_free_of` the card types, sentence]
         self._cache: dict[tuple, list] = {}
         self._no_room: dict[tuple, list] = {}  # the same for `no_capacity`
+        self._never: dict[tuple, str | None] = {}  # (GPUs, card types) -> `never_fits` (pool sizes do not change)
+        # (card type, heavy) -> (the pool's free GPUs then, `Fleet.largest_free` then): a pool's free GPUs only
+        # shrink during a cycle, and every change of its nodes' free or heavy counts shrinks them
+        self._largest: dict[tuple[str, bool], tuple[int, int]] = {}
 
     def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                  wide: bool = False) -> Deferral:
@@ -61,10 +65,12 @@ class Explainer:
         key = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
         cached = self._no_room.get(key)
         if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, key[2])):
-            text = self.never_fits(task, options)
+            never = (key[0], key[2])
+            if never not in self._never:
+                self._never[never] = self.never_fits(task, options)
+            text = self._never[never]
             if text is None:
-                pools = self._fleet.pools
-                text = self._capacity_text(task, [Miss(R.NO_CAPACITY, o, pools.get(o.card_type)) for o in options])
+                text = self._capacity_text_of(key[0], key[1], key[2])
             cached = self._no_room[key] = [self._fleet.free_total, self._free_of(key[2]), text]
         return cached[2]
 
@@ -112,12 +118,21 @@ class Explainer:
         return cached[2]
 
     def _capacity_text(self, task: QueuedTask, misses: Sequence[Miss]) -> str:
-        fleet = self._fleet
-        present = [item for item in misses if item.pool is not None]
-        if not present:
-            return reasons.not_in_fleet([item.option.card_type for item in misses])
-        cards = [item.option.card_type for item in present]
-        if all(task.gpus > item.pool.max_node_gpus for item in present):
-            return reasons.no_capacity_span(task.gpus, cards, [(c, fleet.pools[c].free_total) for c in cards])
-        largest = [(card, fleet.largest_free(fleet.pools[card], task.heavy)) for card in cards]
-        return reasons.no_capacity(task.gpus, cards, largest)
+        return self._capacity_text_of(task.gpus, task.heavy, [item.option.card_type for item in misses])
+
+    def _capacity_text_of(self, gpus: int, heavy: bool, card_types: Sequence[str]) -> str:
+        """The NO_CAPACITY sentence of a task of `gpus` GPUs (`heavy`) that found no room on these card types."""
+        pools = self._fleet.pools
+        cards = [card for card in card_types if card in pools]
+        if not cards:
+            return reasons.not_in_fleet(list(card_types))
+        if all(gpus > pools[card].max_node_gpus for card in cards):
+            return reasons.no_capacity_span(gpus, cards, [(card, pools[card].free_total) for card in cards])
+        return reasons.no_capacity(gpus, cards, [(card, self._largest_free(pools[card], heavy)) for card in cards])
+
+    def _largest_free(self, pool: Pool, heavy: bool) -> int:
+        """`Fleet.largest_free`, asked again only once the pool's free GPUs moved."""
+        known = self._largest.get((pool.card_type, heavy))
+        if known is None or known[0] != pool.free_total:
+            known = self._largest[(pool.card_type, heavy)] = (pool.free_total, self._fleet.largest_free(pool, heavy))
+        return known[1]

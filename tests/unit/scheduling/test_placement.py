@@ -10,7 +10,7 @@ from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Node
 from shared.scheduling.placement import Fleet, gpus_unlimited
 
-from .builders import a_node, a_task, deferrals, grants, nodes_of, reason_of, run
+from .builders import a_lease, a_node, a_task, deferrals, grants, nodes_of, reason_of, run
 
 
 def place(nodes, *tasks, **policy):
@@ -155,3 +155,21 @@ def test_rooms_of_a_spanning_task_under_a_limit_are_every_node_with_room(free, s
     limit = {fleet.rank_of["other" if node == 13 else f"n{node:02d}"]: cap for node, cap in caps.items()
              if node == 13 or node < len(free)}
     assert fleet._rooms(pool, heavy, limit) == _rooms_of_every_node(fleet, pool, heavy, limit)
+
+
+def test_capacity_sentences_after_a_grant_name_the_largest_free_block_left_and_never_fits_only_by_gpus() -> None:
+    """Capacity sentences said from the cycle's caches (`Explainer`: a card type's largest free block kept while
+    its pool's free GPUs stand, `never_fits` kept per GPUs and card types): behind an A10 reservation, a 4-GPU
+    H100 task finds no node (largest block 3), a 3-GPU one takes that block, the next 4-GPU one is told the block
+    left (2); a 100-GPU task can never start, a 5-GPU one of the same card type can, later."""
+    nodes = [a_node("a0").card("A10").free(0), a_node("h0").free(3), a_node("h1").free(2)]
+    tasks = [a_task("head").on("A10").gpus(8).priority(9), a_task("a").gpus(4).priority(8),
+             a_task("b").gpus(3).priority(7), a_task("c").gpus(4).priority(6), a_task("d").gpus(100).priority(5),
+             a_task("e").gpus(5).priority(4)]
+    result = place(nodes, *tasks, leases=[a_lease("L").on("a0", "A10").gpus(*range(8))])
+    assert list(grants(result)) == ["b"]
+    said = {task_id: deferral.detail for task_id, deferral in deferrals(result).items()}
+    assert said["a"] == "needs 4 GPUs of H100 on one node; largest free block: H100 3"
+    assert said["c"] == "needs 4 GPUs of H100 on one node; largest free block: H100 2"
+    assert said["d"] == "can never start: needs 100 GPUs, but at most H100 16 can ever be used by it"
+    assert said["e"] == "needs 5 GPUs of H100 on one node; largest free block: H100 2"
