@@ -249,7 +249,7 @@ class Cycle:
                     add_detail(text)
                     no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
                     continue
-            self._consider_listed_room(task, options, shape)  # `_may_start` holds
+            self._consider_room(task, options)  # `_may_start` holds
             if self.closed:
                 self._defer_rest_from(ordered, position + 1, None)
                 return
@@ -373,19 +373,6 @@ class Cycle:
                 return
         self._attempt(task, options, shape)
 
-    def _consider_listed_room(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> None:
-        """`_consider_room(task, options)` in the settled walk over a list (`_walk_settled_tasks`), whose quota
-        allows all of the task's options: its repeated failure is keyed by `_listed_shape`, made from the walk's
-        shape (GPUs, heavy, card types) and the task's runtimes instead of a tuple per option (`_shape`), and said
-        by `_repeat_walk_failure`."""
-        key = None
-        if task.priority_class != P.CORE or self._past_grace_since(task.submitted_at):
-            runtimes = runtimes_of(task)
-            key = self._listed_shape(task, shape, runtimes)
-            if self._repeat_walk_failure(key, shape[2], runtimes, task.task_id):
-                return
-        self._attempt(task, options, key)
-
     def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns) -> None:
         """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
         position, whose quota allows all its card options and which `_may_start` (not asked again). Its shape
@@ -500,27 +487,6 @@ class Cycle:
             for runtime_s in runtimes:
                 bits = bits + bits + (runtime_s <= self._borrow_s)
         return (task_flags & _KIND, shape_number, bits)
-
-    def _listed_shape(self, task: QueuedTask, shape: tuple, runtimes: Sequence[float]) -> tuple:
-        """`_shape(task, task.options)` for the settled walk over a list: the task's class and whether it
-        checkpoints, its (GPUs, heavy, card types) as the walk made them, and the per-option flags as the bits of
-        one number (`_walk_shape`'s: whether each option returns within the preemption grace, whether it would
-        still run at the reservation's start on each option of the reserved card type, whether each option
-        borrows the headroom) — as telling, cheaper to make. (Such keys are never equal to `_shape`'s or
-        `_walk_shape`'s, which have other lengths.)"""
-        grace, bits = self.policy.preempt_after_s, 1
-        for runtime_s in runtimes:
-            bits = bits + bits + (runtime_s <= grace)
-        guard = self.guard
-        if guard is not None:
-            reserved, now, start = guard.card_type, self.now, guard.start_at
-            for card_type, runtime_s in zip(shape[2], runtimes):
-                if card_type == reserved:
-                    bits = bits + bits + (now + runtime_s > start)
-        if self._borrow_bits:  # whether each option borrows the headroom (`covers_headroom`)
-            for runtime_s in runtimes:
-                bits = bits + bits + (runtime_s <= self._borrow_s)
-        return (task.priority_class, task.checkpoint_interval_s is not None, shape, bits)
 
     def _repeat_failure(self, task: QueuedTask, options: Sequence[CardOption], shape: tuple) -> bool:
         """Defer the task as the last one of its shape if nothing changed since (True if so)."""

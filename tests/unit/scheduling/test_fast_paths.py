@@ -222,7 +222,7 @@ def _behind_a_reservation(priority_class: PriorityClass, submitted: float) -> tu
 
 def _plan_counting_repeats(snapshot: Snapshot, tasks: list[QueuedTask], policy: Policy) -> tuple[Plan, list[bool]]:
     """The cycle's plan, and whether each `_repeat_failure` or `_repeat_walk_failure` call (the settled walk over
-    a list asks the latter) repeated a remembered failure."""
+    a kept queue asks the latter) repeated a remembered failure."""
     repeated = []
 
     class Counting(Cycle):
@@ -309,7 +309,7 @@ def test_over_a_kept_queue_a_task_unlike_a_failed_one_of_its_shape_is_attempted(
 @pytest.mark.parametrize("differs_in", ["its end before the reservation's start", "its return within the preemption grace",
                                         "its class", "its checkpoints"])
 def test_over_a_list_a_task_unlike_a_failed_one_of_its_shape_is_attempted(differs_in: str) -> None:
-    """The same over a list (`Cycle._walk_settled_tasks`, failures remembered by `Cycle._listed_shape`)."""
+    """The same over a list (`Cycle._walk_settled_tasks`, failures remembered by `Cycle._shape`)."""
     snapshot, queue, policy = _a_later_task_like_a_failed_one(differs_in)
     fast = plan(snapshot, queue, policy, NOW)
     assert [grant.task_id for grant in fast.grants] == ["x2"]
