@@ -943,13 +943,26 @@ class Cycle:
 
     def _reclaim_from_fillers(self, task: QueuedTask, options: Sequence[CardOption], cards: set[str],
                               guard: ReservationGuard) -> bool:
-        """The reservation is due now, but only because fillers yield: preempt them (True if done)."""
+        """The reservation is due now, but only because fillers yield: preempt them (True if done) — with
+        `policy.holder_reclaims_within_headroom`, not if the headroom would refuse the holder anyway."""
         if guard.start_at > self.now:
+            return False
+        if self.policy.holder_reclaims_within_headroom and self._headroom_refuses(task, guard):
             return False
         plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now, guard.wide)
         if plain is not None and plain.start_at <= self.now:
             return False  # due anyway: leases past their estimated end count as ending now
         return self._preempt(task, options)
+
+    def _headroom_refuses(self, task: QueuedTask, guard: ReservationGuard) -> bool:
+        """True if the headroom keeps the standard holder off the guard's card type whatever fillers yield:
+        free + borrowed GPUs minus its own stay below what it must leave (`headroom_needed`) — preempting a
+        borrowing filler moves its GPUs from borrowed to free and leaves that sum as it is."""
+        if task.priority_class != P.STANDARD:
+            return False
+        pool = self.fleet.pools[guard.card_type]
+        needed = headroom_needed(task.gpus, pool.headroom, pool.total_gpus, guard.wide)
+        return pool.free_total + self.borrowed.of(guard.card_type) - task.gpus < needed
 
     def _releases_for(self, card_types: set[str], yield_at: float | None) -> dict[str, list[Release]]:
         """Per card type, when the running leases and this cycle's grants and holds free their GPUs."""

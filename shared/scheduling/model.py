@@ -224,6 +224,10 @@ class Policy:
     # the headroom (after every opportunistic victim and filler): what standard work took beyond the headroom comes
     # back to a core burst at the cost of a checkpoint write each. Simulator only, as the flag above.
     checkpointing_standard_yields: bool = False
+    # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
+    # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
+    # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again.
+    holder_reclaims_within_headroom: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ def policies(draw: st.DrawFn) -> Policy:
         checkpointing_standard_borrows=draw(st.booleans()),
         fillers_yield_at_once=draw(st.booleans()),
         checkpointing_standard_yields=draw(st.booleans()),
+        holder_reclaims_within_headroom=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),

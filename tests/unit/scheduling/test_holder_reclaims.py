@@ -1,0 +1,46 @@
+"""A standard reservation holder reclaims its fillers only if the headroom would then let it start
+(`Policy.holder_reclaims_within_headroom`): preempting borrowed fillers leaves free + borrowed GPUs as they are,
+so a holder the headroom refuses would preempt them, stay refused, and preempt them again once they refill.
+
+Two 8-GPU nodes, headroom 4 of 16. Node a: a 4-GPU opportunistic filler that checkpoints (GPUs 0-3), a long
+standard lease (4-5), 2 GPUs free. Node b: a 2-GPU standard lease past its estimate (the reservation's sweep
+counts it as ending now) and a long standard lease. The 4-GPU standard holder's reservation is due now only if
+the filler yields; with it gone, 2 + 4 free GPUs and nothing borrowed leave 2 < 4 beside the holder.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.scheduling.model import DeferralReason as R
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, reason_of, run
+
+FIXED = dict(headroom_tracks_core=False)
+
+
+def _fleet():
+    nodes = [a_node("a").free(2), a_node("b").free(0)]
+    leases = [
+        a_lease("Lo").on("a").gpus(0, 1, 2, 3).opportunistic().checkpoints_on_preempt().started(NOW - 120).ends(NOW + 9 * HOUR),
+        a_lease("La").on("a").gpus(4, 5).ends(NOW + 9 * HOUR),
+        a_lease("Lover").on("b").gpus(0, 1).ends(NOW - 60),
+        a_lease("Lb").on("b").gpus(2, 3, 4, 5, 6, 7).ends(NOW + 9 * HOUR),
+    ]
+    return nodes, leases
+
+
+@pytest.mark.parametrize(
+    ("headroom", "policy", "preempted"),
+    [
+        (0.25, {}, ["Lo"]),  # off: it reclaims the filler although the headroom will refuse it
+        (0.25, dict(holder_reclaims_within_headroom=True), []),  # on: it waits; the filler keeps running
+        (0.0, dict(holder_reclaims_within_headroom=True), ["Lo"]),  # no headroom to refuse it: it reclaims
+    ],
+)
+def test_a_standard_holder_reclaims_fillers_only_if_the_headroom_lets_it_start(headroom, policy, preempted):
+    nodes, leases = _fleet()
+    holder = a_task("h").gpus(4).runs(10 * HOUR).submitted(NOW - HOUR)
+    result = run(nodes, [holder], leases=leases, headroom=headroom, **FIXED, **policy)
+    assert [p.lease_id for p in result.preemptions] == preempted
+    assert reason_of(result, "h") == (R.AWAITING_PREEMPTION if preempted else R.RESERVED)
