@@ -190,6 +190,17 @@ def a_quota(project: str = "p", gpu_hours: float = 100.0, valid_from: float = 0.
     return QuotaAccount(project, gpu_hours, valid_from, valid_to, card_type=card_type, account_id=account_id)
 
 
+def a_full_fleet_around(on_a: LeaseBuilder, on_b: LeaseBuilder | None = None,
+                        ) -> tuple[list[NodeBuilder], list[LeaseBuilder]]:
+    """16 GPUs on nodes a and b, all busy: `on_a` on node a's GPUs 0-3 (and `on_b`, if given, on node b's),
+    core work on the rest."""
+    core_on_b = a_lease("Lb").on("b").gpus(*(range(8) if on_b is None else range(4, 8))).core().ends(NOW + 9 * HOUR)
+    victims = [on_a] if on_b is None else [on_a, on_b]
+    return [a_node("a").free(0), a_node("b").free(0)], [
+        *victims, a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR), core_on_b,
+    ]
+
+
 def built(item):
     return item.build() if hasattr(item, "build") else item
 

@@ -8,7 +8,7 @@ import pytest
 
 from shared.scheduling.model import DeferralReason as R
 
-from .builders import HOUR, NOW, a_lease, a_node, a_task, grants, reason_of, run
+from .builders import HOUR, NOW, a_full_fleet_around, a_lease, a_node, a_task, grants, reason_of, run
 
 FIXED = dict(headroom_tracks_core=False, headroom=0.25)  # 4 of 16 GPUs kept, whatever core work there is
 FILLERS = dict(checkpointing_standard_borrows=True, **FIXED)
@@ -52,11 +52,7 @@ def test_a_standard_lease_that_borrowed_covers_the_headroom(flagged, policy, sta
 def _full_fleet(flagged: bool):
     """16 GPUs all busy: a standard lease on node a (4 GPUs, checkpoints, started a minute ago), core work on the rest."""
     standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().started(NOW - 60).ends(NOW + 5 * HOUR)
-    return [a_node("a").free(0), a_node("b").free(0)], [
-        standard.borrows_headroom() if flagged else standard,
-        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-        a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 9 * HOUR),
-    ]
+    return a_full_fleet_around(standard.borrows_headroom() if flagged else standard)
 
 
 @pytest.mark.parametrize(
@@ -84,11 +80,10 @@ def test_inside_its_grace_a_core_task_takes_only_fillers_at_once():
     takes the filler (it loses only its write, now or later); the opportunistic lease waits for the grace."""
     standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().borrows_headroom()
     opportunistic = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().opportunistic()
-    leases = [standard.started(NOW - 120).ends(NOW + 5 * HOUR), opportunistic.started(NOW - 60).ends(NOW + 5 * HOUR),
-              a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-              a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR)]
-    result = run([a_node("a").free(0), a_node("b").free(0)], [a_task("c").core().gpus(4).submitted(NOW - 60)],
-                 leases=leases, fillers_yield_at_once=True, **FILLERS)
+    nodes, leases = a_full_fleet_around(standard.started(NOW - 120).ends(NOW + 5 * HOUR),
+                                        opportunistic.started(NOW - 60).ends(NOW + 5 * HOUR))
+    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - 60)], leases=leases, fillers_yield_at_once=True,
+                 **FILLERS)
     assert [p.lease_id for p in result.preemptions] == ["Ls"]
 
 
@@ -97,9 +92,7 @@ def test_opportunistic_victims_go_before_standard_ones():
     core task takes the opportunistic one."""
     standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).checkpoints_on_preempt().borrows_headroom()
     opportunistic = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().opportunistic()
-    leases = [standard.started(NOW - 60).ends(NOW + 5 * HOUR), opportunistic.started(NOW - 120).ends(NOW + 5 * HOUR),
-              a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-              a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR)]
-    result = run([a_node("a").free(0), a_node("b").free(0)], [a_task("c").core().gpus(4).submitted(NOW - HOUR)],
-                 leases=leases, **FILLERS)
+    nodes, leases = a_full_fleet_around(standard.started(NOW - 60).ends(NOW + 5 * HOUR),
+                                        opportunistic.started(NOW - 120).ends(NOW + 5 * HOUR))
+    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=leases, **FILLERS)
     assert [p.lease_id for p in result.preemptions] == ["Lo"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .builders import HOUR, NOW, a_lease, a_node, a_task, run
+from .builders import HOUR, NOW, a_full_fleet_around, a_lease, a_node, a_task, run
 
 YIELDS = dict(checkpointing_standard_yields=True)
 
@@ -14,11 +14,7 @@ YIELDS = dict(checkpointing_standard_yields=True)
 def _full_fleet(checkpoints: bool):
     """16 GPUs all busy: a standard lease on node a (4 GPUs, started a minute ago, no filler), core work on the rest."""
     standard = a_lease("Ls").on("a").gpus(0, 1, 2, 3).started(NOW - 60).ends(NOW + 5 * HOUR)
-    return [a_node("a").free(0), a_node("b").free(0)], [
-        standard.checkpoints_on_preempt() if checkpoints else standard,
-        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-        a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 9 * HOUR),
-    ]
+    return a_full_fleet_around(standard.checkpoints_on_preempt() if checkpoints else standard)
 
 
 @pytest.mark.parametrize(
@@ -45,11 +41,7 @@ def test_core_work_past_its_grace_preempts_standard_work_that_checkpoints(checkp
 
 def _two_victims(first: object, second: object):
     """Node a: `first` on GPUs 0-3, node b: `second` on GPUs 0-3; core work on the rest."""
-    return [a_node("a").free(0), a_node("b").free(0)], [
-        first, second,
-        a_lease("La").on("a").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-        a_lease("Lb").on("b").gpus(4, 5, 6, 7).core().ends(NOW + 9 * HOUR),
-    ]
+    return a_full_fleet_around(first, second)
 
 
 @pytest.mark.parametrize(
