@@ -14,7 +14,6 @@ the medians and the per-repeat differences, and state the load.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import os
 import statistics
@@ -38,10 +37,8 @@ from services.dispatcher.context import Dispatcher  # noqa: E402
 from services.dispatcher.service import MIGRATIONS  # noqa: E402
 from shared.delivery.db import create_pool  # noqa: E402
 from shared.delivery.migrations import migrate, migrate_delivery  # noqa: E402
-from shared.embedded import Backends  # noqa: E402
 from shared.leasing.records import LeaseBook  # noqa: E402
 from shared.leasing.work import BookChanges  # noqa: E402
-from shared.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -143,12 +140,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=400)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory(prefix="cardflow-bench-") as tmp:
-        Path(tmp).chmod(0o711)
-        with Backends(Settings(), Path(tmp), durable=False) as endpoints:
-            asyncio.run(run(args, endpoints.database_url))
+    writes.run_on_embedded_postgres(run, parser.parse_args())
 
 
 if __name__ == "__main__":

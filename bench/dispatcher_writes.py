@@ -159,12 +159,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tasks", type=int, default=400)
     parser.add_argument("--nodes", type=int, default=100)
-    args = parser.parse_args()
+    run_on_embedded_postgres(run, parser.parse_args())
+
+
+def run_on_embedded_postgres(measure: Callable[[argparse.Namespace, str], Awaitable[None]],
+                             args: argparse.Namespace) -> None:
+    """Print the load, start throwaway embedded backends in a temporary directory and run `measure` on their
+    PostgreSQL (its URL)."""
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="cardflow-bench-") as tmp:
         Path(tmp).chmod(0o711)
         with Backends(Settings(), Path(tmp), durable=False) as endpoints:
-            asyncio.run(run(args, endpoints.database_url))
+            asyncio.run(measure(args, endpoints.database_url))
 
 
 if __name__ == "__main__":
