@@ -218,7 +218,7 @@ async def save_changes(conn: asyncpg.Connection, schema: str, emitter: Emitter, 
     updated in the columns that changed; others are upserted whole (and all of them without a book).
     The events are built while PostgreSQL writes the records and numbers them (`built_meanwhile`)."""
     subjects = [item.subject for item in changes.emissions]
-    writing = asyncio.ensure_future(_write_records(conn, schema, changes, stored, (emitter.schema, subjects)))
+    writing = asyncio.ensure_future(_write_records(conn, schema, changes, stored, emitter.schema, subjects))
     events = await built_meanwhile(writing, emitter, changes.emissions)
     await append_numbered(conn, emitter.schema, events, await writing)
 
@@ -241,9 +241,9 @@ async def built_meanwhile(writing: asyncio.Future[Any], emitter: Emitter, emissi
 
 
 async def _write_records(conn: asyncpg.Connection, schema: str, changes: BookChanges, stored: LeaseBook | None,
-                         numbering: tuple[str, list[str]]) -> list[int]:
-    """The records' statements (`save_changes`), then the subject sequence numbers of the events
-    (`numbering`: the outbox's schema, the events' subjects in order)."""
+                         outbox_schema: str, subjects: list[str]) -> list[int]:
+    """The records' statements (`save_changes`), then the subject sequence numbers of the events (their
+    subjects in order, in `outbox_schema`'s counters)."""
     s = quote_schema(schema)
     tasks, nodes, leases_table = tables(schema)
     await save_records(conn, tasks, changes.tasks.values(), None if stored is None else stored.tasks)
@@ -260,7 +260,6 @@ async def _write_records(conn: asyncpg.Connection, schema: str, changes: BookCha
     ended = sorted(lease.lease_id for lease in leases if not lease.active)
     if ended:
         await conn.execute(f"UPDATE {s}.lease_gpus SET active = false WHERE lease_id = ANY($1::text[]) AND active", ended)
-    outbox_schema, subjects = numbering
     return await next_subject_seqs(conn, outbox_schema, subjects) if subjects else []
 
 

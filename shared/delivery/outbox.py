@@ -76,7 +76,7 @@ _SEQ_MARK = ',"subject_seq":1,"type":'  # canonical JSON sorts the envelope's ke
 @dataclass(frozen=True, slots=True)
 class UnnumberedEvent:
     """An event built, and written as canonical JSON, before its `subject_seq` is known (built with 1;
-    `numbered` puts the real number in the envelope and in its JSON), and the stream it goes to.
+    `body(seq)` is its JSON with the real number; the envelope object keeps 1), and the stream it goes to.
 
     Building (pydantic validation, the event id, the JSON) is most of what appending an event costs;
     this way a caller can do it while PostgreSQL works on its other statements."""
