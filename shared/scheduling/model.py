@@ -222,7 +222,8 @@ class Policy:
     fillers_yield_at_once: bool = False
     # Core work past its grace may also preempt standard leases that checkpoint on preemption and did not borrow
     # the headroom (after every opportunistic victim and filler): what standard work took beyond the headroom comes
-    # back to a core burst at the cost of a checkpoint write each. Simulator only, as the flag above.
+    # back to a core burst at the cost of a checkpoint write each. Not simulator-only: it reads only a lease's class
+    # and `checkpoints_on_preempt`, which the dispatcher's snapshot carries too (`shared/leasing/snapshot.py`).
     checkpointing_standard_yields: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
