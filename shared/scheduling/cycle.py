@@ -108,6 +108,9 @@ class Cycle:
         self._fillers = policy.checkpointing_standard_borrows and policy.preemption
         self._standard_yields = policy.checkpointing_standard_yields and policy.preemption
         self._standard_victims = self._fillers or self._standard_yields  # some standard leases may be victims
+        # Under fifo a victim must rank behind the task that takes its GPUs (`_ranks_ahead`); every other order ranks
+        # by class first, and victims are always of a lower class.
+        self._fifo = policy.order == "fifo"
         self._opportunistic = (kept.index.opportunistic_leases() if kept is not None and not self._standard_victims
                                else snapshot.leases)
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
@@ -836,6 +839,8 @@ class Cycle:
         `budget` (GPU-hours): any opportunistic lease not yet taken may be a victim, whatever the loss
         cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
         index = self._victim_index_for(task) if budget is None else self._budget_victim_index(budget)
+        if self._fifo:
+            index.discard((lease.lease_id for lease in self._opportunistic if _ranks_ahead(lease, task)), self.fleet)
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -889,7 +894,7 @@ class Cycle:
         cards = {option.card_type for option in options}
         yield_at = self._fillers_yield_at(task)
         wide = self.wide(task, options)
-        guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at), self.now, wide)
+        guard = find_reservation(task, options, self.fleet, self._releases_for(cards, yield_at, task), self.now, wide)
         self.reservation_settled = True  # one sweep per cycle, successful or not
         fillers_yield_then = False  # the reservation starts when the holder's grace ends
         if guard is not None and yield_at is not None:
@@ -964,9 +969,10 @@ class Cycle:
         needed = headroom_needed(task.gpus, pool.headroom, pool.total_gpus, guard.wide)
         return pool.free_total + self.borrowed.of(guard.card_type) - task.gpus < needed
 
-    def _releases_for(self, card_types: set[str], yield_at: float | None) -> dict[str, list[Release]]:
+    def _releases_for(self, card_types: set[str], yield_at: float | None,
+                      holder: QueuedTask | None = None) -> dict[str, list[Release]]:
         """Per card type, when the running leases and this cycle's grants and holds free their GPUs."""
-        grouped = self._lease_releases(card_types, yield_at)
+        grouped = self._lease_releases(card_types, yield_at, holder)
         for card_type, release in self._releases:
             if card_type in card_types:
                 grouped.setdefault(card_type, []).append(release)
@@ -1038,11 +1044,13 @@ class Cycle:
         leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
         return VictimIndex(leases, self.fleet, self.now, budget, spared)
 
-    def _lease_releases(self, card_types: set[str], yield_at: float | None = None) -> dict[str, list[Release]]:
+    def _lease_releases(self, card_types: set[str], yield_at: float | None = None,
+                        holder: QueuedTask | None = None) -> dict[str, list[Release]]:
         """Per card type, when the running leases on nodes of these card types are expected to free their GPUs
         (and whether they borrow headroom until then: opportunistic leases) — a new list per card type. Leases
         preempted this cycle are left out (`_release_victims` accounts for their GPUs). With `yield_at`, leases
-        that yield to the reservation free their GPUs by then at the latest. One scan serves every `yield_at`
+        that yield to the reservation free their GPUs by then at the latest (under fifo only those ranking behind
+        the `holder`: it could not preempt the others, `_ranks_ahead`). One scan serves every `yield_at`
         for the same card types while no lease is preempted (`_reserve` asks with and without it); over a kept
         snapshot the scan reads only its opportunistic leases (`_scan_kept_leases`)."""
         key = (frozenset(card_types), len(self._preempted))  # the preempted set only grows
@@ -1052,14 +1060,14 @@ class Cycle:
         _, releases, yielding = self._lease_scan
         grouped = {card_type: list(found) for card_type, found in releases.items()}
         if yield_at is not None:
-            for card_type, index, estimated_end in yielding:
-                if yield_at < estimated_end:
+            for card_type, index, estimated_end, lease in yielding:
+                if yield_at < estimated_end and not (self._fifo and holder is not None and _ranks_ahead(lease, holder)):
                     found = grouped[card_type]
                     found[index] = found[index]._replace(at=yield_at)
         return grouped
 
-    def _scan_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float]]]:
-        """`_lease_releases` without `yield_at`, and (card type, position, estimated end) of the leases among
+    def _scan_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float, RunningLease]]]:
+        """`_lease_releases` without `yield_at`, and (card type, position, estimated end, lease) of the leases among
         them that yield to the reservation (`yields_to_reservation`)."""
         rank_of, card_of = self.fleet.rank_of, self.fleet.card_of
         opportunistic, preempted = P.OPPORTUNISTIC, self._preempted
@@ -1077,12 +1085,12 @@ class Cycle:
                 if lease.priority_class == opportunistic:  # `_borrows`, inlined
                     borrows = counts is None or counts(lease)
                     if yields_to_reservation(lease, policy, now):
-                        yielding.append((card_type, len(found), lease.estimated_end))
+                        yielding.append((card_type, len(found), lease.estimated_end, lease))
                 # `Release(...)` without its Python-level __new__
                 found.append(new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows)))
         return releases, yielding
 
-    def _scan_kept_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float]]]:
+    def _scan_kept_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float, RunningLease]]]:
         """`_scan_leases` over a kept snapshot's lease index: the releases of the leases that are not opportunistic
         are kept as they are (sorted); only the opportunistic ones — whose borrowing and yielding depend on the
         policy and on `now` — are read (the same releases, in another order: the sweep sorts them)."""
@@ -1097,7 +1105,7 @@ class Cycle:
                     continue
                 borrows = counts is None or counts(lease)
                 if yields_to_reservation(lease, policy, now):
-                    yielding.append((card_type, len(found), lease.estimated_end))
+                    yielding.append((card_type, len(found), lease.estimated_end, lease))
                 found.append(new_release(Release, (lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, borrows)))
             if found:
                 releases[card_type] = found
@@ -1135,6 +1143,14 @@ def _core_demand_of(leases: Sequence[RunningLease], queue: Sequence[QueuedTask],
         return core_demand(leases, queue, card_of_node, core_first=core_first, queued_gpus=queued_core)
     return recent_core_demand(leases, queue, card_of_node, now - policy.preempt_after_s, core_first,
                               every_queued=which is HeadroomCoreDemand.QUEUED_OR_RECENT, queued_gpus=queued_core)
+
+
+def _ranks_ahead(lease: RunningLease, task: QueuedTask) -> bool:
+    """Under fifo: True if the lease's task was submitted before `task` (ties: by id). Preempted for `task`, it would
+    be back in the queue ahead of it and the next plan would give it the GPUs it gave up, again and again (a plan that
+    never settles); so it is no victim of `task`. A lease whose submission is unknown ranks behind every task."""
+    submitted_at = lease.submitted_at
+    return submitted_at is not None and (submitted_at, lease.task_id) < (task.submitted_at, task.task_id)
 
 
 def _preempt_at_once(policy: Policy) -> PreemptAtOnce:

@@ -101,6 +101,9 @@ class RunningLease:
     # Standard work granted on headroom GPUs (`Policy.checkpointing_standard_borrows`): it covers the headroom
     # and yields to core work like opportunistic work. Left out of repr: plans that never set it print as before.
     borrowed_headroom: bool = field(default=False, repr=False)
+    # When its task was submitted (`QueuedTask.submitted_at`): the fifo order ranks a preempted task by it, so under
+    # fifo only work submitted after the preempting task is a victim. None: unknown (ranked after every task).
+    submitted_at: float | None = field(default=None, repr=False)
 
     @property
     def gpus(self) -> int:

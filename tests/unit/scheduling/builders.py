@@ -169,6 +169,10 @@ class LeaseBuilder:
     def borrows_headroom(self) -> LeaseBuilder:
         return self._set(borrowed_headroom=True)
 
+    def submitted(self, at: float) -> LeaseBuilder:
+        """When the lease's task was submitted (the fifo order ranks by it)."""
+        return self._set(submitted_at=at)
+
     def build(self) -> RunningLease:
         return self._lease
 

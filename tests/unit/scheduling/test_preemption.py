@@ -388,3 +388,28 @@ def test_with_the_drain_basis_the_budget_is_what_the_reservation_holds_idle(free
     result = builders.run(nodes, [task], leases=leases, preempt_after_s=600, preemption_budget_share=1.0,
                           preemption_budget_basis=basis)
     assert [p.lease_id for p in result.preemptions] == (["o"] if preempted else [])
+
+
+# Under fifo a preempted task goes back into the queue at its submission time. A victim submitted before the
+# preempting task would be ahead of it there and get the GPUs it gave up back at the next plan — which preempts it
+# again: the plan never settles (found by the no-starvation property). So only later-submitted work is a victim.
+@pytest.mark.parametrize(("victim_submitted", "preempted"), [
+    (NOW - 2 * HOUR, False),  # ahead of the core task in fifo order: no victim
+    (NOW - HOUR, False),  # submitted at the same moment, smaller task id ("run-..." < "z-core"): ahead too
+    (NOW - HOUR / 2, True),  # behind it: a victim as in every other order
+    (None, True),  # submission unknown: ranks behind every task
+])
+def test_under_fifo_a_task_preempts_only_work_submitted_after_it(victim_submitted, preempted):
+    lease = opp("o", *range(8), started=NOW - 10).checkpoints_on_preempt()
+    if victim_submitted is not None:
+        lease = lease.submitted(victim_submitted)
+    core = a_task("z-core").core().gpus(4).submitted(NOW - HOUR)
+    result = run(FULL, [core], leases=[lease], order="fifo")
+    assert [p.lease_id for p in result.preemptions] == (["o"] if preempted else [])
+
+
+@pytest.mark.parametrize("order", ["cardflow", "priority"])
+def test_orders_that_rank_by_class_first_preempt_earlier_submitted_work_too(order):
+    lease = opp("o", *range(8), started=NOW - 10).checkpoints_on_preempt().submitted(NOW - 2 * HOUR)
+    result = run(FULL, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=[lease], order=order)
+    assert [p.lease_id for p in result.preemptions] == ["o"]
