@@ -42,6 +42,7 @@ def test_a_lease_being_stopped_holds_its_gpus_but_is_no_running_lease(stopping: 
     running = fleet.leases[0]
     assert running.priority_class is PriorityClass.OPPORTUNISTIC and running.gpu_indices == (0,)
     assert running.started_at == (NOW - timedelta(minutes=1)).timestamp() and running.last_checkpoint_at is None
+    assert running.submitted_at == TASKS["T2"].submitted_at.timestamp()  # the fifo order ranks victims by it
 
 
 @pytest.mark.parametrize(("interval", "checkpoints"), [(600.0, True), (None, False)])
