@@ -94,6 +94,11 @@ class BackfillSection(BaseModel):
         _DEFAULT.fill_reservations,
         description="opportunistic work that checkpoints may use GPUs a reservation waits for, and yields them when it is due",
     )
+    holder_reclaims_within_headroom: bool = Field(
+        _DEFAULT.holder_reclaims_within_headroom,
+        description="a standard task holding the reservation preempts the work filling it only if the headroom would"
+        " then let it start (else it would preempt them, stay refused, and preempt them again once they refill)",
+    )
 
 
 class PreemptionSection(BaseModel):
@@ -221,6 +226,7 @@ def scheduling_policy(document: PolicyDocument, name: str = "cardflow") -> Polic
         preempt_max_lost_gpu_hours=document.preemption.max_lost_gpu_hours,
         quota_expiry_gate=document.quota.expiry_gate,
         fill_reservations=document.backfill.fill_reservations,
+        holder_reclaims_within_headroom=document.backfill.holder_reclaims_within_headroom,
     )
 
 
@@ -233,7 +239,8 @@ def policy_document(policy: Policy) -> PolicyDocument:
         ),
         headroom=_headroom_section(policy.headroom, policy.headroom_tracks_core),
         placement=PlacementSection(max_heavy_per_node=policy.max_heavy_per_node),
-        backfill=BackfillSection(enabled=policy.backfill, fill_reservations=policy.fill_reservations),
+        backfill=BackfillSection(enabled=policy.backfill, fill_reservations=policy.fill_reservations,
+                                 holder_reclaims_within_headroom=policy.holder_reclaims_within_headroom),
         preemption=PreemptionSection(
             enabled=policy.preemption, after_s=policy.preempt_after_s,
             max_lost_gpu_hours=policy.preempt_max_lost_gpu_hours,

@@ -230,8 +230,9 @@ class Policy:
     checkpointing_standard_yields: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
-    # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again.
-    holder_reclaims_within_headroom: bool = False
+    # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it
+    # reclaims them whenever the reservation is due only because they yield.
+    holder_reclaims_within_headroom: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 - "cardflow": everything on — class/priority/aging order, readiness gate, headroom for core work,
   EASY reservation + backfill, opportunistic work filling the reservation's drain (and yielding when it
-  is due), preemption of opportunistic work, heavy-task spreading, quota expiry.
+  is due — to a standard holder only if the headroom then lets it start), preemption of opportunistic
+  work, heavy-task spreading, quota expiry.
 - "fifo": strict submit order; the first task that does not fit blocks everything behind it.
 - "priority": strict (class, priority) order with head-of-line blocking, no backfill.
 - "easy-backfill": Slurm-style EASY backfill over priority order, the estimate as time limit.
@@ -26,6 +27,7 @@ _BASELINE = dict(
     preemption=False,
     fill_reservations=False,
     quota_expiry_gate=False,
+    holder_reclaims_within_headroom=False,  # inert without filling; False keeps their runs' cache keys (bench/)
 )
 
 POLICIES: dict[str, Policy] = {

@@ -33,9 +33,9 @@ def _fleet():
 @pytest.mark.parametrize(
     ("headroom", "policy", "preempted"),
     [
-        (0.25, {}, ["Lo"]),  # off: it reclaims the filler although the headroom will refuse it
-        (0.25, dict(holder_reclaims_within_headroom=True), []),  # on: it waits; the filler keeps running
-        (0.0, dict(holder_reclaims_within_headroom=True), ["Lo"]),  # no headroom to refuse it: it reclaims
+        (0.25, dict(holder_reclaims_within_headroom=False), ["Lo"]),  # off: it reclaims the filler in vain
+        (0.25, {}, []),  # on (cardflow): it waits; the filler keeps running
+        (0.0, {}, ["Lo"]),  # no headroom to refuse it: it reclaims
     ],
 )
 def test_a_standard_holder_reclaims_fillers_only_if_the_headroom_lets_it_start(headroom, policy, preempted):
