@@ -13,12 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
-from ulid import ULID
+
+from shared.events.ulids import new_ulid
 
 
 def new_event_id() -> str:
-    """A new ULID as its 26-character Crockford base32 string (sortable by creation time)."""
-    return str(ULID())
+    """A new ULID as its 26-character Crockford base32 string (sortable by creation time; monotonic
+    within this process: `shared.events.ulids`)."""
+    return new_ulid()
 
 
 def utcnow() -> datetime:
