@@ -9,6 +9,7 @@ discriminated union of all of them.
 from __future__ import annotations
 
 import json
+import json.encoder
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,13 +63,27 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+_CANONICAL = json.JSONEncoder(
+    default=_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
+_C_ENCODE = (  # the C encoder `_CANONICAL.encode` builds on every call, built once (None without CPython's _json)
+    json.encoder.c_make_encoder(None, _default, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+"""Arguments: markers (None: no cycle check; a model dump has no cycles), default, string encoder (not
+ASCII-only), indent, key and item separators, sort_keys, skipkeys, allow_nan — `_CANONICAL`'s settings."""
+
+
 def canonical_json(event: BaseModel | dict[str, Any]) -> bytes:
     """Deterministic UTF-8 JSON: sorted keys, no whitespace, times in UTC with a `Z` suffix.
 
     The same event always yields the same bytes, which the audit hash chain relies on. NaN and
-    infinity are refused (ValueError): they are not JSON.
+    infinity are refused (ValueError): they are not JSON. The bytes are those of `json.dumps` with
+    `_CANONICAL`'s settings (tests/unit/test_canonical_json_bytes.py); its C encoder is built once
+    here rather than per call (`bench/event_encoding.py`).
     """
     body = event.model_dump(mode="python") if isinstance(event, BaseModel) else event
-    return json.dumps(
-        body, default=_default, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    if _C_ENCODE is None:
+        return _CANONICAL.encode(body).encode()
+    return "".join(_C_ENCODE(body, 0)).encode()

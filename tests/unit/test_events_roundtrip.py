@@ -38,6 +38,7 @@ from shared.events.matching import TaskMatchedData, TaskReadinessChangedData
 from shared.events.values import GpuIndices
 from shared.submission import InputRef, TaskSubmission, validate_submission
 from shared.submission.raw import raw_problems
+from tests.helpers.canonical_reference import reference_canonical_json
 
 # ---- strategies derived from pydantic field types --------------------------------------------
 
@@ -220,6 +221,7 @@ ROUND_TRIP = settings(max_examples=25, deadline=None, suppress_health_check=[Hea
 def test_every_event_survives_canonical_json(event_class: type[Envelope], data: st.DataObject) -> None:
     event = data.draw(model_strategy(event_class))
     body = canonical_json(event)
+    assert body == reference_canonical_json(event)  # the audit chain's bytes, as before the encoder was built once
     assert parse_event(body) == event
     assert canonical_json(parse_event(body)) == body  # stable: re-encoding gives the same bytes
     assert parse_event(json.loads(body)) == event  # a decoded dict parses the same
@@ -234,6 +236,7 @@ def test_every_event_survives_canonical_json(event_class: type[Envelope], data: 
 @given(data=st.data())
 def test_every_report_and_command_survives_json(message_class: type[Envelope], parse: Any, data: st.DataObject) -> None:
     message = data.draw(model_strategy(message_class))
+    assert canonical_json(message) == reference_canonical_json(message)
     assert parse(canonical_json(message)) == message
     assert parse(message.model_dump_json()) == message
 
@@ -242,5 +245,6 @@ def test_every_report_and_command_survives_json(message_class: type[Envelope], p
 @given(submission=model_strategy(TaskSubmission))
 def test_submission_survives_json(submission: TaskSubmission) -> None:
     assume(not raw_problems(submission.model_dump(mode="json")))  # text intake refuses (NUL, surrogates)
+    assert canonical_json(submission) == reference_canonical_json(submission)
     assert validate_submission(canonical_json(submission), limits=None) == submission
     assert validate_submission(submission.model_dump(mode="json"), limits=None) == submission
