@@ -8,7 +8,9 @@ alternating order, each side runs over all of them; it prints the best and the m
 - id: `str(ulid.ULID())` (python-ulid, as `new_event_id` was) vs `shared.events.ulids.new_ulid`;
 - JSON: `json.dumps(model_dump(), default=.., sort_keys=True, ..)` per call (as `canonical_json` was)
   vs `canonical_json` (its C encoder built once); the bytes are checked equal first;
-- and, for scale, `model_dump(mode="python")` alone and `parse_event` of the body (every consumer's cost).
+- and, for scale, `model_dump(mode="python")` alone, `parse_event` of the body (every consumer's cost)
+  and building the events (`make_event`: pydantic's validation, the id, the clock; with the test
+  builder's own bookkeeping, so an upper bound).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def main() -> None:
         "JSON: canonical_json (new)": lambda: [canonical_json(e) for e in events],
         "  of which model_dump(mode='python')": lambda: [e.model_dump(mode="python") for e in events],
         "parse_event(body), for scale": lambda: [parse_event(b) for b in bodies],
+        "make_event via TaskStory, for scale": lambda: [one_task(n) for n in range(args.tasks)],
     }
     timings: dict[str, list[float]] = {name: [] for name in sides}
     for round_ in range(args.rounds):
