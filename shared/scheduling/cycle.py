@@ -145,6 +145,7 @@ class Cycle:
         self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back
         self._preempted: set[str] = set()  # lease ids of this cycle's victims (no longer borrowing)
+        self._headroom_kept: set[str] = set()  # card types where a standard holder reclaimed (`_reclaim_from_fillers`)
         self._gate = policy.readiness_gate
         self._limited = self.quota.projects  # projects with quota accounts (others are unlimited)
         self._repeats: dict[tuple, list] = {}  # shape -> how its last failure went (`_remember_failure`)
@@ -708,7 +709,7 @@ class Cycle:
                 misses.append(Miss(R.NO_CAPACITY, option, None))
                 continue
             filler = False  # standard work that checkpoints, granted on headroom GPUs (`_fills_headroom`)
-            if self._eats_headroom(task, pool, wide) and not self._returns_within_grace(option):
+            if self._eats_headroom(task, pool, wide) and not self._may_use_headroom(option):
                 if not self._fills_headroom(task):
                     misses.append(Miss(R.HEADROOM, option, pool))
                     continue
@@ -736,6 +737,11 @@ class Cycle:
         """True if the task may take headroom GPUs as a filler (`policy.checkpointing_standard_borrows`): it
         checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write."""
         return self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None
+
+    def _may_use_headroom(self, option: CardOption) -> bool:
+        """True if a standard task may take headroom GPUs on this option: it returns them within the grace
+        (`_returns_within_grace`) and no standard holder counts on that headroom this cycle (`_headroom_kept`)."""
+        return self._returns_within_grace(option) and option.card_type not in self._headroom_kept
 
     def _returns_within_grace(self, option: CardOption) -> bool:
         """True if a task would give the GPUs back (by its estimate) before a core task arriving now
@@ -949,7 +955,9 @@ class Cycle:
     def _reclaim_from_fillers(self, task: QueuedTask, options: Sequence[CardOption], cards: set[str],
                               guard: ReservationGuard) -> bool:
         """The reservation is due now, but only because fillers yield: preempt them (True if done) — with
-        `policy.holder_reclaims_within_headroom`, not if the headroom would refuse the holder anyway."""
+        `policy.holder_reclaims_within_headroom`, not if the headroom would refuse the holder anyway; with
+        `policy.reclaiming_holder_keeps_headroom`, a standard holder's card types keep their headroom for it for
+        the rest of the cycle (`_may_use_headroom`)."""
         if guard.start_at > self.now:
             return False
         if self.policy.holder_reclaims_within_headroom and self._headroom_refuses(task, guard):
@@ -957,7 +965,11 @@ class Cycle:
         plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now, guard.wide)
         if plain is not None and plain.start_at <= self.now:
             return False  # due anyway: leases past their estimated end count as ending now
-        return self._preempt(task, options)
+        if not self._preempt(task, options):
+            return False
+        if self.policy.reclaiming_holder_keeps_headroom and task.priority_class == P.STANDARD:
+            self._headroom_kept.update(option.card_type for option in options)
+        return True
 
     def _headroom_refuses(self, task: QueuedTask, guard: ReservationGuard) -> bool:
         """True if the headroom keeps the standard holder off the guard's card type whatever fillers yield:

@@ -233,6 +233,11 @@ class Policy:
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it
     # reclaims them whenever the reservation is due only because they yield.
     holder_reclaims_within_headroom: bool = True
+    # ... and once a standard holder has reclaimed its fillers, the rest of the cycle leaves it the headroom it counted
+    # on: on that card type, standard work that returns within the grace may no longer use headroom GPUs (it would
+    # leave free + borrowed below what the holder must leave, so the next plan would refuse the holder, the
+    # fillers would refill its GPUs, and it would reclaim them again).
+    reclaiming_holder_keeps_headroom: bool = False
 
 
 @dataclass(frozen=True, slots=True)

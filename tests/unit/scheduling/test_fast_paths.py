@@ -177,7 +177,8 @@ def repetitive_scenarios(draw):
                      standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
                      checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()),
                    checkpointing_standard_yields=draw(st.booleans()),
-                   holder_reclaims_within_headroom=draw(st.booleans()))
+                   holder_reclaims_within_headroom=draw(st.booleans()),
+                   reclaiming_holder_keeps_headroom=draw(st.booleans()))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy

@@ -50,6 +50,7 @@ def policies(draw: st.DrawFn) -> Policy:
         fillers_yield_at_once=draw(st.booleans()),
         checkpointing_standard_yields=draw(st.booleans()),
         holder_reclaims_within_headroom=draw(st.booleans()),
+        reclaiming_holder_keeps_headroom=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),
