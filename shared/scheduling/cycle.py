@@ -187,7 +187,8 @@ class Cycle:
         """`_walk_settled` for a queue without columns (a list: a cold plan, the simulator's first cycle): the
         same shortcuts, keyed by a task's (GPUs, heavy, card types) read from the task instead of the kept
         queue's shape number: the quota is asked by the task's longest runtime against the shape's kept bound
-        (`QuotaBook.allows_longest`; `usable_indexes` when that fails), and a ready task whose quota allows all
+        (`QuotaBook.allows_longest`; `usable_indexes` when that fails) — unless a refusal kept for the project and
+        shape since its last charge (`QuotaBook.refusals`) refuses it from its runtimes —, and a ready task whose quota allows all
         its options and whose shape already found no room since the last grant or preemption on one of its card
         types is deferred with that shape's NO_CAPACITY sentence (a core task unless it may preempt); a shape's
         room check is kept while `Fleet.version` stands. Exact for the same reasons; the rest goes through
@@ -195,7 +196,7 @@ class Cycle:
         `consider` would."""
         fleet, limited, quota, explain, policy = self.fleet, self._limited, self.quota, self.explain, self.policy
         gate, core, no_capacity = policy.readiness_gate, P.CORE, R.NO_CAPACITY
-        longest_bounds, no_bounds, margin = quota.longest_bounds, {}, policy.quota_expiry_margin_s
+        longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, policy.quota_expiry_margin_s
         no_room: dict[tuple, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
         rooms: dict[tuple, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[tuple, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
@@ -213,6 +214,13 @@ class Cycle:
             shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
             if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
                 project, runtimes = task.project, runtimes_of(task)
+                refused = refusals.get(project)  # what refused earlier tasks since the project's last charge
+                if refused is not None and (refusal := refused.get(shape)) is not None and (
+                        failure := refusal.of(runtimes)) is not None:
+                    add_id(task.task_id)
+                    add_reason(failure[0])
+                    add_detail(failure[1])
+                    continue
                 longest_s = longest_of(runtimes)
                 bound = longest_bounds.get(project, no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
@@ -220,7 +228,7 @@ class Cycle:
                 else:  # `allows_longest` with its kept bound, inlined
                     allowed = not (bound[0] < longest_s + margin or bound[1] < shape[0] * longest_s / SECONDS_PER_HOUR)
                 if not allowed:
-                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes)
+                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes, shape)
                     if failure is not None:
                         add_id(task.task_id)
                         add_reason(failure[0])
@@ -269,13 +277,13 @@ class Cycle:
         shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
         go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
         when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
-        from its longest runtime), its shape may have room, or it is a core task whose preemption may help.
+        from its longest runtime; a refusal kept for its project and shape, `QuotaBook.refusals`, answers first), its shape may have room, or it is a core task whose preemption may help.
         Only those calls can close the cycle (`closed`), so it is checked after them, not before each task."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
         flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
         submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
         failures = readiness_failures(self.policy)  # by flags
-        longest_bounds, no_bounds, margin = quota.longest_bounds, {}, self.policy.quota_expiry_margin_s
+        longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, self.policy.quota_expiry_margin_s
         no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
         rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
@@ -286,6 +294,13 @@ class Cycle:
             task_flags, shape = flags[position], shapes[position]
             failure = failures[task_flags]
             if failure is None and projects[position] in limited:
+                refused = refusals.get(projects[position])  # what refused earlier tasks since the project's last charge
+                if refused is not None and (refusal := refused.get(shape)) is not None and (
+                        failure := refusal.of(runtimes[position])) is not None:
+                    add_id(task_ids[position])
+                    add_reason(failure[0])
+                    add_detail(failure[1])
+                    continue
                 gpus, _, card_types = shape_table[shape]
                 longest_s, bound = longest[position], longest_bounds.get(projects[position], no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
@@ -293,7 +308,7 @@ class Cycle:
                 else:  # `allows_longest` with its kept bound, inlined: this runs for every task with a quota
                     allowed = not (bound[0] < longest_s + margin or bound[1] < gpus * longest_s / SECONDS_PER_HOUR)
                 if not allowed:
-                    usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position])
+                    usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position], shape)
                     if failure is None and len(usable) < len(card_types):  # some of its options
                         task = ordered[position]
                         self._consider_usable(task, tuple([task.options[index] for index in usable]))

@@ -43,7 +43,7 @@ class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
     __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
-                 "_standings", "_limits", "longest_bounds", "_left_texts")
+                 "_standings", "_limits", "longest_bounds", "_left_texts", "refusals")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -68,6 +68,9 @@ class QuotaBook:
         self.longest_bounds: dict[str, dict[int, tuple[float, float]]] = {}
         # account id -> (its GPU-hours left, `reasons.quota_left` of them): the account's half of the sentence
         self._left_texts: dict[str, tuple[float, str]] = {}
+        # project -> shape key -> what refused every option of a task of that shape (`usable_indexes`; a project's
+        # are dropped with its standings, on a charge)
+        self.refusals: dict[str, dict[object, StandingRefusal]] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
         """The task's card options its quota allows (matcher order kept), or if none, why not: the
@@ -95,13 +98,15 @@ class QuotaBook:
         assert first_failure is not None
         return (), self._problem(task, task.options[0], *first_failure)
 
-    def usable_indexes(self, project: str, card_types: Sequence[str], gpus: int,
-                       runtimes: Sequence[float]) -> tuple[list[int], tuple[DeferralReason, str] | None]:
+    def usable_indexes(self, project: str, card_types: Sequence[str], gpus: int, runtimes: Sequence[float],
+                       shape_key: object = None) -> tuple[list[int], tuple[DeferralReason, str] | None]:
         """`usable_options` of a task given by its project, GPUs and per option (matcher order) card type and
         runtime: the indexes of the options its quota allows, or if none, why not (the same rule and
         sentence, without reading the task). Each option is tested against its card type's two bounds
         (`_limit`, the test of `allows_every_option`: `failure_under` is None exactly when it passes); only
-        when none passes is `failure_under` asked, for the first option, whose failure the sentence names."""
+        when none passes is `failure_under` asked, for the first option, whose failure the sentence names.
+        A refusal is kept under `shape_key` (if given: the caller's key for these GPUs and card types) until
+        the project's next charge (`refusals`, `StandingRefusal`)."""
         if project not in self._rules:
             return list(range(len(card_types))), None
         limits, margin = self._limits_of(project), self._margin_s
@@ -115,11 +120,33 @@ class QuotaBook:
                 usable.append(index)
         if usable or not card_types:
             return usable, None
-        runtime_s = runtimes[0]
-        failure = failure_under(self._standing(project, card_types[0]), gpus * runtime_s / SECONDS_PER_HOUR,
-                                runtime_s, margin, self._expiry_gate)
+        runtime_s, card_type = runtimes[0], card_types[0]
+        standing = self._standing(project, card_type)
+        failure = failure_under(standing, gpus * runtime_s / SECONDS_PER_HOUR, runtime_s, margin, self._expiry_gate)
         assert failure is not None
-        return [], self._problem_on(project, gpus, card_types[0], runtime_s, *failure)
+        problem = self._problem_on(project, gpus, card_type, runtime_s, *failure)
+        if shape_key is not None:
+            refusals = self.refusals.get(project)
+            if refusals is None:
+                refusals = self.refusals[project] = {}
+            refusals[shape_key] = self._standing_refusal(project, card_types, gpus, standing, failure, problem)
+        return [], problem
+
+    def _standing_refusal(self, project: str, card_types: Sequence[str], gpus: int, standing: RuleStanding,
+                          failure: tuple[Coverage, QuotaTerms], problem: tuple[DeferralReason, str]) -> StandingRefusal:
+        """What refused a task of the project with these GPUs and card types (`problem`, from the first card
+        type's `standing` and its `failure`), for later tasks of the same shape until the project's next charge."""
+        limits = self._limits_of(project)
+        refusal = StandingRefusal(tuple([limits[card_type] for card_type in card_types]), gpus, card_types[0],
+                                  self._margin_s, self._expiry_gate)
+        settled, _, soonest_left_s, soonest, _, poorest = standing
+        if settled:  # not yet valid, or expired: the sentence names no runtime
+            refusal.settled = problem
+            return refusal
+        assert soonest is not None and poorest is not None and failure[0] in (C.EXPIRES_FIRST, C.EXHAUSTED)
+        refusal.soonest_left_s, refusal.soonest_name = soonest_left_s, self._name(project, soonest)
+        refusal.left_text = self._left_text(project, poorest)
+        return refusal
 
     def allows_every_option(self, task: QueuedTask) -> bool:
         """True if the quota allows each of the task's card options (`usable_options` would return them
@@ -215,6 +242,7 @@ class QuotaBook:
         self._standings.pop(task.project, None)  # the project's hours left changed
         self._limits.pop(task.project, None)
         self.longest_bounds.pop(task.project, None)
+        self.refusals.pop(task.project, None)
 
     def _problem(self, task: QueuedTask, option: CardOption, kind: Coverage,
                  account: QuotaTerms | None) -> tuple[DeferralReason, str]:
@@ -226,19 +254,63 @@ class QuotaBook:
                     account: QuotaTerms | None) -> tuple[DeferralReason, str]:
         """`_problem` of a task of the project asking for `gpus` GPUs, on an option of this card type and runtime."""
         assert account is not None
+        if kind is C.NOT_YET_VALID:
+            detail = reasons.quota_not_yet_valid(self._name(project, account), account.valid_from - self._now)
+            return R.QUOTA_NOT_YET_VALID, detail
+        if kind in (C.EXPIRED, C.EXPIRES_FIRST):
+            left_s = account.valid_to - self._now
+            detail = reasons.quota_expires(self._name(project, account), card_type, runtime_s, left_s, self._margin_s)
+            return R.QUOTA_EXPIRES, detail
+        return R.QUOTA_EXHAUSTED, reasons.quota_need(card_type, gpus * runtime_s / SECONDS_PER_HOUR) + self._left_text(
+            project, account)
+
+    def _name(self, project: str, account: QuotaTerms) -> str:
+        """How deferral sentences name the project's account (made once per cycle)."""
         name = self._names.get(account.account_id)
         if name is None:
             name = self._names[account.account_id] = reasons.quota_account_name(
                 project, account.card_type, len(self._by_project[project]), account.account_id)
-        if kind is C.NOT_YET_VALID:
-            detail = reasons.quota_not_yet_valid(name, account.valid_from - self._now)
-            return R.QUOTA_NOT_YET_VALID, detail
-        if kind in (C.EXPIRED, C.EXPIRES_FIRST):
-            left_s = account.valid_to - self._now
-            detail = reasons.quota_expires(name, card_type, runtime_s, left_s, self._margin_s)
-            return R.QUOTA_EXPIRES, detail
+        return name
+
+    def _left_text(self, project: str, account: QuotaTerms) -> str:
+        """The account's half of an "exhausted" sentence, with its GPU-hours left now (kept until they change)."""
         left = self._remaining[account.account_id]
         said = self._left_texts.get(account.account_id)
         if said is None or said[0] != left:  # first asked, or charged since
-            said = self._left_texts[account.account_id] = (left, reasons.quota_left(name, left))
-        return R.QUOTA_EXHAUSTED, reasons.quota_need(card_type, gpus * runtime_s / SECONDS_PER_HOUR) + said[1]
+            said = self._left_texts[account.account_id] = (left, reasons.quota_left(self._name(project, account), left))
+        return said[1]
+
+
+class StandingRefusal:
+    """A project's quota refusing every card option of a task with some GPUs and card types (matcher order),
+    kept until the project's next charge (`QuotaBook.refusals`): what such a refusal reads besides the task's
+    runtimes — each card type's two bounds (`QuotaBook._limit`), the first card type's standing, the accounts'
+    names and hours left — stands until then. `of` answers a later task of the same GPUs and card types from
+    its runtimes alone, with the same float operations as `QuotaBook.usable_indexes` and `failure_under`."""
+
+    __slots__ = ("bounds", "gpus", "card_type", "margin_s", "expiry_gate", "settled", "soonest_left_s",
+                 "soonest_name", "left_text")
+
+    def __init__(self, bounds: tuple[tuple[float, float], ...], gpus: int, card_type: str, margin_s: float,
+                 expiry_gate: bool) -> None:
+        self.bounds, self.gpus, self.card_type = bounds, gpus, card_type  # per option: `_limit` of its card type
+        self.margin_s, self.expiry_gate = margin_s, expiry_gate
+        self.settled: tuple[DeferralReason, str] | None = None  # no account in force: every task is told this
+        self.soonest_left_s = 0.0  # seconds until the soonest-ending account in force ends
+        self.soonest_name = ""  # how sentences name that account
+        self.left_text = ""  # `reasons.quota_left` of the poorest account in force
+
+    def of(self, runtimes: Sequence[float]) -> tuple[DeferralReason, str] | None:
+        """The deferral reason and sentence of a task with these runtimes (per option) if the quota allows none of
+        its options (what `usable_indexes` would say); None if it allows one."""
+        gpus, margin = self.gpus, self.margin_s
+        for (left_s, left_gpu_hours), runtime_s in zip(self.bounds, runtimes):
+            if not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR):
+                return None
+        if self.settled is not None:
+            return self.settled
+        runtime_s = runtimes[0]  # the first option's failure (`failure_under`), in its words (`_problem_on`)
+        if self.expiry_gate and self.soonest_left_s < runtime_s + margin:
+            return R.QUOTA_EXPIRES, reasons.quota_expires(self.soonest_name, self.card_type, runtime_s,
+                                                          self.soonest_left_s, margin)
+        return R.QUOTA_EXHAUSTED, reasons.quota_need(self.card_type, gpus * runtime_s / SECONDS_PER_HOUR) + self.left_text

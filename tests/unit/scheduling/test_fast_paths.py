@@ -9,7 +9,8 @@
   on generated snapshots whose queues repeat a few shapes (so the shortcuts are taken often) — over a
   list and over a kept queue (`OrderedQueue`, whose walk keys remembered failures by its shape numbers).
 - `QuotaBook` (which keeps each rule's standing per project and card type until a charge) against one
-  that works the standing out for every task, in the same comparison.
+  that works the standing out for every task, in the same comparison; and its kept refusals
+  (`QuotaBook.refusals`, per project and (GPUs, card types) until the project's next charge) against it.
 """
 
 from __future__ import annotations
@@ -392,6 +393,54 @@ def test_allowing_every_option_is_what_the_usable_options_say(accounts, tasks, m
         if granted and usable:
             book.charge(task, usable[0])
             fresh.charge(task, usable[0])
+
+
+# Few shapes and small budgets: a shape refused, a grant of its project, then the shape again.
+refusal_tasks = st.builds(
+    lambda index, project, gpus, cards, runtime: QueuedTask(
+        f"t{index}", project, PriorityClass.STANDARD, 0, gpus, NOW,
+        tuple(CardOption(card, runtime * (1 + position), 1.0) for position, card in enumerate(cards))),
+    st.integers(0, 99), st.sampled_from(("p0", "p1")), st.sampled_from((1, 4)),
+    st.sampled_from((("H100",), ("A10", "H100"))), st.sampled_from((0.5 * HOUR, 2 * HOUR, 20 * HOUR)))
+
+
+@settings(max_examples=400)
+@given(accounts=quota_accounts, tasks=st.lists(st.tuples(quota_tasks | refusal_tasks, st.booleans()), max_size=20),
+       margin=st.sampled_from((0.0, HOUR)), gate=st.booleans())
+def test_a_kept_refusal_says_what_the_quota_says_until_the_project_is_charged(accounts, tasks, margin, gate) -> None:
+    """`QuotaBook.refusals` (what refused every option of a task, kept per project and (GPUs, card types) until
+    the project's next charge) tells a later task of that shape what `usable_options` of a book that works every
+    standing out afresh tells it — the reason and the sentence, with the task's own need and the hours left after
+    every charge — or nothing (None) when the quota allows one of its options."""
+    policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=margin, quota_expiry_gate=gate)
+    book, fresh = QuotaBook(accounts, policy, NOW), FreshQuotaBook(accounts, policy, NOW)
+    for task, granted in tasks:
+        usable, failure = fresh.usable_options(task)
+        cards, runtimes = tuple(option.card_type for option in task.options), [option.runtime_s for option in task.options]
+        refusal = book.refusals.get(task.project, {}).get((task.gpus, cards))
+        if refusal is not None:
+            said = refusal.of(runtimes)
+            assert said == failure if said is not None else failure is None
+        indexes, said = book.usable_indexes(task.project, cards, task.gpus, runtimes, (task.gpus, cards))
+        assert ([task.options[index] for index in indexes], said) == (list(usable), failure)
+        if granted and usable:
+            book.charge(task, usable[0])
+            fresh.charge(task, usable[0])
+
+
+def test_a_kept_refusal_is_dropped_when_its_project_is_charged() -> None:
+    """After a charge a task of a refused shape is told the hours left after it, not those before."""
+    policy = replace(POLICIES["cardflow"], quota_expiry_margin_s=0.0)
+    book = QuotaBook({"p0": QuotaAccount("p0", 10.0, NOW - HOUR, NOW + 100 * HOUR)}, policy, NOW)
+    small = QueuedTask("small", "p0", PriorityClass.STANDARD, 0, 2, NOW, (CardOption("H100", HOUR, 1.0),))
+    assert book.usable_indexes("p0", ("A10",), 4, [4 * HOUR], "shape")[1] == (
+        DeferralReason.QUOTA_EXHAUSTED, "needs 16.0 GPU-hours on A10; project p0 has 10.0 GPU-hours of quota left")
+    assert book.refusals["p0"]["shape"].of([3 * HOUR]) == (
+        DeferralReason.QUOTA_EXHAUSTED, "needs 12.0 GPU-hours on A10; project p0 has 10.0 GPU-hours of quota left")
+    assert book.refusals["p0"]["shape"].of([2 * HOUR]) is None  # 8 GPU-hours: allowed
+    book.charge(small, small.options[0])  # 2 GPU-hours
+    assert "p0" not in book.refusals
+    assert book.usable_indexes("p0", ("A10",), 4, [2 * HOUR], "shape")[1] is None  # 8 of the 8 left: allowed
 
 
 def test_the_longest_runtime_decides_for_a_project_whose_bounds_are_alike_on_every_card_type() -> None:
