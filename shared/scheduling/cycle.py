@@ -57,6 +57,7 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
     enum_members,
+    new_grant,
 )
 from shared.scheduling.ordered_queue import (
     CHECKPOINTS,
@@ -812,7 +813,7 @@ class Cycle:
             guard.charge(allocation, borrowing)
         self.quota.charge(task, option)
         end = self.now + option.runtime_s
-        self.grants.append(Grant(task.task_id, option.card_type, placements, end, filler))
+        self.grants.append(new_grant(task.task_id, option.card_type, placements, end, filler))
         self._changed_on(option.card_type)
         if borrowing:
             self.borrowed.change(option.card_type, task.gpus)

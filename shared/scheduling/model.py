@@ -257,6 +257,33 @@ class Grant:
     borrowed_headroom: bool = field(default=False, repr=False)
 
 
+def new_placement(node_id: str, gpu_indices: tuple[int, ...]) -> Placement:
+    """`Placement(node_id, gpu_indices)`, the same value, without the frozen dataclass's `__init__` (a call of
+    `object.__setattr__` per field): each slot is set through its descriptor. `plan()` makes one per grant."""
+    placement = _new(Placement)
+    _PLACEMENT_NODE_ID(placement, node_id)
+    _PLACEMENT_GPU_INDICES(placement, gpu_indices)
+    return placement
+
+
+def new_grant(task_id: str, card_type: str, placements: tuple[Placement, ...], estimated_end: float,
+              borrowed_headroom: bool) -> Grant:
+    """`Grant(...)` of these fields, the same value, made as `new_placement` makes a placement."""
+    grant = _new(Grant)
+    _GRANT_TASK_ID(grant, task_id)
+    _GRANT_CARD_TYPE(grant, card_type)
+    _GRANT_PLACEMENTS(grant, placements)
+    _GRANT_ESTIMATED_END(grant, estimated_end)
+    _GRANT_BORROWED_HEADROOM(grant, borrowed_headroom)
+    return grant
+
+
+_new = object.__new__
+_PLACEMENT_NODE_ID, _PLACEMENT_GPU_INDICES = Placement.node_id.__set__, Placement.gpu_indices.__set__  # type: ignore[attr-defined]
+_GRANT_TASK_ID, _GRANT_CARD_TYPE, _GRANT_PLACEMENTS, _GRANT_ESTIMATED_END, _GRANT_BORROWED_HEADROOM = (
+    getattr(Grant, name).__set__ for name in ("task_id", "card_type", "placements", "estimated_end", "borrowed_headroom"))
+
+
 @dataclass(frozen=True, slots=True)
 class Preemption:
     lease_id: str

@@ -25,7 +25,7 @@ from operator import attrgetter
 
 from typing import TYPE_CHECKING
 
-from shared.scheduling.model import Node, Placement
+from shared.scheduling.model import Node, Placement, new_placement
 
 if TYPE_CHECKING:
     from shared.scheduling.kept_snapshot import NodeLayout
@@ -149,7 +149,7 @@ class Fleet:
             if heavy:
                 self.heavy[rank] += 1
             self._set_free(rank, self.free_count[rank] - count)
-            placements.append(Placement(self.node_ids[rank], indices))
+            placements.append(new_placement(self.node_ids[rank], indices))
         return tuple(placements)
 
     def hold(self, rank: int, count: int) -> None:
