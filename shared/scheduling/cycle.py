@@ -82,6 +82,7 @@ from shared.scheduling.quota import SECONDS_PER_HOUR, QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _CARD_TYPE, _NODE_ID, _FIRST = attrgetter("card_type"), attrgetter("node_id"), itemgetter(0)
+_RUNTIME = attrgetter("runtime_s")
 _KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class and whether it checkpoints
 P = enum_members(PriorityClass)
 
@@ -214,14 +215,15 @@ class Cycle:
                 continue
             shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
             if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
-                project, runtimes = task.project, runtimes_of(task)
+                project = task.project
                 refused = refusals.get(project)  # what refused earlier tasks since the project's last charge
                 if refused is not None and (refusal := refused.get(shape)) is not None and (
-                        failure := refusal.of(runtimes)) is not None:
+                        failure := refusal.of(map(_RUNTIME, options))) is not None:
                     add_id(task.task_id)
                     add_reason(failure[0])
                     add_detail(failure[1])
                     continue
+                runtimes = runtimes_of(task)
                 longest_s = longest_of(runtimes)
                 bound = longest_bounds.get(project, no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
