@@ -17,7 +17,9 @@
 - `task.flag_cleared` -> a person checked a flagged run's output: the ledger moves it into the counted
   output (once per run, counted at the moment of clearing; a claim refused as out of bounds stays
   uncounted);
-- `task.matched` -> the task's latest match (ranked card types and estimates) for the match review.
+- `task.matched` -> the task's latest match (ranked card types and estimates) for the match review;
+- `node.registered` / `node.lost` -> the node's alive spans (`ledger.node_spans`, `services.ledger.capacity`),
+  which a round's capacity counts.
 
 Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
 of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`. Each change
@@ -38,6 +40,7 @@ from typing import Any
 
 from shared.events.emission import Emission
 from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle, with_utilisation
+from services.ledger.capacity import AliveSpan, NodeSpanEffects, NodeSpanFold
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputFold, OutputSnapshot, Run
 from shared.cards import Catalog
 from shared.events import (
@@ -45,6 +48,8 @@ from shared.events import (
     LeaseGranted,
     LeaseReleased,
     LeaseRenewed,
+    NodeLost,
+    NodeRegistered,
     TaskCheckpointed,
     TaskFlagCleared,
     TaskMatched,
@@ -58,7 +63,7 @@ from shared.logging import get_logger
 
 RELEVANT_TYPES: tuple[type[Envelope], ...] = (
     TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskMatched,
-    TaskFlagCleared,
+    TaskFlagCleared, NodeRegistered, NodeLost,
 )  # fmt: skip
 UNKNOWN_PROJECT = "unknown"
 """Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
@@ -141,7 +146,9 @@ def is_repeatable(event: Envelope) -> bool:
     Not repeatable, so recorded in the inbox: `task.checkpointed` (after its run's success was flagged,
     a second delivery would count output again), a flagged `task.succeeded` (after its flag was cleared,
     a second delivery would move the counted output back out), `task.flag_cleared` (after a later
-    flagged run, a second delivery would clear that one too).
+    flagged run, a second delivery would clear that one too), `node.registered` (after the node's loss, a
+    second delivery would open a span again) and `node.lost` (after the node's next registration, a second
+    delivery would close that span).
 
     Two deliveries at once (a handler slower than the claimer's idle time) are serialised by the lease
     rows' and the runs' output rows' locks, and a lease or a run's output row inserted by both is refused
@@ -162,16 +169,19 @@ class BatchEffects:
     output: OutputEffects = field(default_factory=OutputEffects)
     """Runs' counted output, flagged and cleared runs, and the output increments (`outputs.OutputFold`)."""
     matches: dict[str, TaskMatch] = field(default_factory=dict)
+    nodes: NodeSpanEffects = field(default_factory=NodeSpanEffects)
+    """Nodes' alive spans opened and closed (`capacity.NodeSpanFold`)."""
 
 
 class _Fold:
     def __init__(self, catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str],
-                 output: OutputSnapshot) -> None:  # fmt: skip
+                 output: OutputSnapshot, open_spans: Mapping[str, AliveSpan]) -> None:  # fmt: skip
         self.catalog = catalog
         self.leases = dict(leases)
         self.projects = dict(projects)
         self.effects = BatchEffects()
         self.outputs = OutputFold(output, self.effects.output, lambda lease_id: self.card_of(lease_id, output))
+        self.nodes = NodeSpanFold(open_spans, self.effects.nodes)
 
     def apply(self, event: Envelope) -> None:
         if isinstance(event, TaskSubmitted):
@@ -189,6 +199,11 @@ class _Fold:
         elif isinstance(event, TaskFlagCleared):
             self.outputs.clear(ClearedFlag(event.data.task_id, event.occurred_at, event.actor, event.data.reason,
                                            event.event_id))  # fmt: skip
+        elif isinstance(event, NodeRegistered):
+            data = event.data
+            self.nodes.registered(data.node_id, data.card_type, data.gpus, event.occurred_at, event.event_id)
+        elif isinstance(event, NodeLost):
+            self.nodes.lost(event.data.node_id, event.occurred_at, event.event_id)
 
     def submitted(self, event: TaskSubmitted) -> None:
         submission = event.data.submission
@@ -272,10 +287,11 @@ class _Fold:
 
 def fold_batch(
     events: Iterable[Envelope], catalog: Catalog, leases: Mapping[str, LeaseAccount], projects: Mapping[str, str],
-    output: OutputSnapshot | None = None,
+    output: OutputSnapshot | None = None, open_spans: Mapping[str, AliveSpan] | None = None,
 ) -> BatchEffects:
-    """Apply `events` in order over the loaded leases, task projects and runs' output; return what to write."""
-    fold = _Fold(catalog, leases, projects, output or OutputSnapshot())
+    """Apply `events` in order over the loaded leases, task projects, runs' output and nodes' open spans
+    (by node id); return what to write."""
+    fold = _Fold(catalog, leases, projects, output or OutputSnapshot(), open_spans or {})
     for event in events:
         fold.apply(event)
     return fold.effects
@@ -305,6 +321,10 @@ def runs_of(events: Iterable[Envelope]) -> set[Run]:
     """The runs (task, lease) the batch's output events report on."""
     return {(e.data.task_id, e.data.lease_id) for e in events
             if isinstance(e, (TaskCheckpointed, TaskSucceeded)) and e.data.lease_id is not None}  # fmt: skip
+
+
+def node_ids_of(events: Iterable[Envelope]) -> set[str]:
+    return {e.data.node_id for e in events if isinstance(e, (NodeRegistered, NodeLost))}
 
 
 def cleared_tasks_of(events: Iterable[Envelope]) -> set[str]:

@@ -3,7 +3,8 @@
 Spend, output, finished runs, flagged successes and losses are marked with the round that counts them
 (`UPDATE … RETURNING` on rows no round counted yet, happened before the round's end), so something the
 ledger applied after a round had closed counts in the next round rather than in none, and consecutive
-rounds add up to the ledger's totals. Capacity (nodes' alive time) is clipped to the period instead.
+rounds add up to the ledger's totals. Capacity (nodes' alive time, from the spans the ledger keeps:
+`services.ledger.capacity`) is clipped to the period instead.
 The match review's facts (`load_match_facts`) and the flagged list (`load_flagged`) are read by
 `cardflow review` too (`services.ledger.reviews`).
 """
@@ -19,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from services.ledger.accounting import mean_util_pct
+from services.ledger.capacity import AliveSpan, NodeChange, NodeChangeKind, capacity_changes, node_spans
 from services.ledger.match_review import MatchFacts, RankedCard, ReviewThresholds, review_match
 from services.ledger.round_report import LostRun, NodeSpan, OutputLine, RoundInputs, RoundTask, SpendLine
 
@@ -109,35 +111,33 @@ def _number(value: Decimal | None) -> float | None:
 
 
 async def load_capacity(conn: asyncpg.Connection, starts: datetime, ends: datetime) -> list[NodeSpan]:
-    """Each node's alive time within the period, from the archived node.registered / node.lost events."""
-    rows = await conn.fetch(
-        "SELECT type, occurred_at, body FROM audit.events WHERE type IN ('node.registered', 'node.lost')"
-        " AND occurred_at < $1 ORDER BY occurred_at, seq", ends,
+    """Each node's alive time within the period, from the spans the ledger keeps (`ledger.node_spans`), not
+    from the archive, which may lag: for what the ledger consumed before it kept spans (migration 014), the
+    archived node events from before then that no span holds (`services.ledger.capacity`)."""
+    archived = await _archived_node_changes(conn)
+    kept = await conn.fetch(
+        f"SELECT node_id, card_type, gpus, registered_at, registered_event_id, lost_at, lost_event_id"
+        f" FROM {SCHEMA}.node_spans WHERE coalesce(registered_at, lost_at) < $1"
+        "  AND (lost_at IS NULL OR lost_at > $2 OR node_id = ANY($3::text[]))",
+        ends, starts, sorted({change.node_id for change in archived}),
     )  # fmt: skip
-    return node_spans([(r["type"], r["occurred_at"], json.loads(r["body"])["data"]) for r in rows], starts, ends)
+    return node_spans(capacity_changes([AliveSpan(**dict(r)) for r in kept], archived), starts, ends)
 
 
-def node_spans(events: Sequence[tuple[str, datetime, dict[str, Any]]], starts: datetime, ends: datetime) -> list[NodeSpan]:
-    """Alive intervals of every node clipped to `[starts, ends)` (pure); a re-registration while
-    alive changes nothing, a node never lost is alive until `ends`."""
-    alive: dict[str, tuple[datetime, dict[str, Any]]] = {}
-    spans: list[NodeSpan] = []
+async def _archived_node_changes(conn: asyncpg.Connection) -> list[NodeChange]:
+    """The archived `node.registered` / `node.lost` from before the ledger kept spans that no span holds."""
+    rows = await conn.fetch(
+        "SELECT e.type, e.occurred_at, e.body FROM audit.events e"
+        f" WHERE e.type = ANY($1::text[]) AND e.occurred_at < (SELECT min(since) FROM {SCHEMA}.node_spans_kept)"
+        f"  AND NOT EXISTS (SELECT 1 FROM {SCHEMA}.node_spans s"
+        "   WHERE e.event_id IN (s.registered_event_id, s.lost_event_id)) ORDER BY e.occurred_at, e.seq",
+        [kind.value for kind in NodeChangeKind],
+    )  # fmt: skip
+    return [_node_change(NodeChangeKind(r["type"]), r["occurred_at"], json.loads(r["body"])["data"]) for r in rows]
 
-    def close(node_id: str, at: datetime) -> None:
-        since, data = alive.pop(node_id)
-        seconds = (min(at, ends) - max(since, starts)).total_seconds()
-        if seconds > 0:
-            spans.append(NodeSpan(node_id, data["card_type"], data["gpus"], Decimal(str(seconds))))
 
-    for kind, at, data in events:
-        node_id = data["node_id"]
-        if kind == "node.registered" and node_id not in alive:
-            alive[node_id] = (at, data)
-        elif kind == "node.lost" and node_id in alive:
-            close(node_id, at)
-    for node_id in list(alive):
-        close(node_id, ends)
-    return spans
+def _node_change(kind: NodeChangeKind, at: datetime, data: dict[str, Any]) -> NodeChange:
+    return NodeChange(kind, at, data["node_id"], data.get("card_type"), data.get("gpus"))
 
 
 async def load_losses(conn: asyncpg.Connection, ends: datetime, round_id: str) -> list[LostRun]:

@@ -4,11 +4,11 @@ One batch subscriber on `cf:events` (group `ledger`); each batch is one transact
 
 1. record the relevant events as consumed (duplicates drop out), all but those safe to fold again
    (`batch.is_repeatable`: most of them, which need no inbox row);
-2. load (and lock) the batch's lease accounts, its tasks' projects, and the counted (and held-back)
-   output of the runs it reports on or clears;
+2. load (and lock) the batch's lease accounts, its tasks' projects, the counted (and held-back)
+   output of the runs it reports on or clears, and its nodes' open alive spans;
 3. fold the events in order (`services.ledger.batch.fold_batch`, pure);
-4. write tasks, leases, usage and output increments and the runs' output, and the `usage.recorded`
-   events (outbox).
+4. write tasks, leases, usage and output increments, the runs' output and the nodes' spans, and the
+   `usage.recorded` events (outbox).
 
 A periodic loop (`services.ledger.quotas.check_quotas`) raises quota alerts. A third subscriber
 (group `alerts`) turns alerting events into alerts for the policy's sinks, a loop delivers the
@@ -44,11 +44,12 @@ from services.ledger.batch import (
     fold_batch,
     is_repeatable,
     lease_ids_of,
+    node_ids_of,
     runs_of,
     task_ids_of,
 )
 from services.ledger.quotas import check_quotas
-from services.ledger.store import SCHEMA, load_leases, load_output_snapshot, load_projects, save_effects
+from services.ledger.store import SCHEMA, load_leases, load_open_spans, load_output_snapshot, load_projects, save_effects
 from shared.alerts import ALERTING_TYPES
 from shared.cards import Catalog, load_catalog
 from shared.config import POLICY
@@ -85,7 +86,8 @@ async def handle_batch(
         leases = await load_leases(conn, lease_ids_of(todo))
         projects = await load_projects(conn, task_ids_of(todo) | {lease.task_id for lease in leases.values()})
         output = await load_output_snapshot(conn, runs_of(todo), cleared_tasks_of(todo))
-        effects = fold_batch(todo, catalog, leases, projects, output)
+        open_spans = await load_open_spans(conn, node_ids_of(todo))
+        effects = fold_batch(todo, catalog, leases, projects, output, open_spans)
         await save_effects(conn, ctx.emitter, effects)
     log.debug("ledger batch", events=len(todo), usage_records=len(effects.emissions))
 

@@ -11,6 +11,7 @@ from services.common.bulk import column_arrays, execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
 from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, TaskInfo, TaskMatch
+from services.ledger.capacity import AliveSpan, NodeSpanEffects
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputIncrement, OutputSnapshot, Run, RunOutput
 from services.ledger.quotas import lock_usage
 
@@ -65,9 +66,26 @@ async def load_output_snapshot(conn: asyncpg.Connection, runs: Iterable[Run], cl
     )
 
 
+_SPAN_FIELDS = ("node_id", "card_type", "gpus", "registered_at", "registered_event_id", "lost_at", "lost_event_id")
+_SPAN_COLUMNS = ", ".join(_SPAN_FIELDS)
+
+
+async def load_open_spans(conn: asyncpg.Connection, node_ids: Iterable[str]) -> dict[str, AliveSpan]:
+    """The open alive spans of `node_ids`, by node id, locked until the transaction ends. A batch without
+    node events reads nothing."""
+    node_ids = sorted(set(node_ids))
+    if not node_ids:
+        return {}
+    rows = await conn.fetch(
+        f"SELECT {_SPAN_COLUMNS} FROM {SCHEMA}.node_spans WHERE node_id = ANY($1::text[]) AND lost_at IS NULL"
+        " ORDER BY node_id FOR UPDATE", node_ids,
+    )  # fmt: skip
+    return {row["node_id"]: AliveSpan(**dict(row)) for row in rows}
+
+
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
     """Write tasks, leases, usage increments (with their usage.recorded ids), the runs' output and its
-    increments; append the events.
+    increments, the nodes' alive spans; append the events.
 
     A batch that records usage first takes the usage lock (`quotas.lock_usage`): a quota grant or
     change counts the usage recorded before it, and announces it before any recorded after it."""
@@ -82,6 +100,7 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     await _save_cleared(conn, effects.output.cleared)
     await _save_output_increments(conn, effects.output.increments)
     await _save_matches(conn, list(effects.matches.values()))
+    await _save_node_spans(conn, effects.nodes)
 
 
 async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
@@ -249,3 +268,21 @@ async def _save_matches(conn: asyncpg.Connection, matches: list[TaskMatch]) -> N
 
 def _ranking_json(match: TaskMatch) -> str:
     return json.dumps(match.ranking, separators=(",", ":"), ensure_ascii=False)
+
+
+async def _save_node_spans(conn: asyncpg.Connection, nodes: NodeSpanEffects) -> None:
+    """Close the loaded open spans the batch closed, then insert the new ones (a node lost and registered
+    again in one batch: its old span is closed before its new one opens)."""
+    await execute_bulk(
+        conn,
+        f"UPDATE {SCHEMA}.node_spans s SET lost_at = c.lost_at, lost_event_id = c.lost_event_id"
+        " FROM unnest($1::text[], $2::timestamptz[], $3::text[]) AS c(node_id, lost_at, lost_event_id)"
+        " WHERE s.node_id = c.node_id AND s.lost_at IS NULL",
+        list(nodes.closed.values()), ("node_id", "lost_at", "lost_event_id"),
+    )  # fmt: skip
+    await execute_bulk(
+        conn,
+        f"INSERT INTO {SCHEMA}.node_spans ({_SPAN_COLUMNS}) SELECT * FROM unnest($1::text[], $2::text[], $3::int[],"
+        " $4::timestamptz[], $5::text[], $6::timestamptz[], $7::text[])",
+        list(nodes.inserted.values()), _SPAN_FIELDS,
+    )  # fmt: skip
