@@ -1,13 +1,16 @@
 """The dispatcher's serial write chain per task, without the rest of the pipeline: one real `Dispatcher`
 on an embedded PostgreSQL, its real cycle and report handler, timed per step and per save.
 
-Run: `.venv/bin/python bench/dispatcher_writes.py [--rounds 12] [--tasks 400] [--nodes 100]`. The dispatcher
+Run: `.venv/bin/python bench/dispatcher_writes.py [--rounds 12] [--tasks 400] [--nodes 100] [--steps 1000]`. The dispatcher
 leads a fleet of `--nodes` nodes of 8 GPUs (all registered, alive). Each round:
 
 1. `--tasks` complete, queued tasks arrive (one write step, as the facets' step would leave them);
 2. a cycle grants them all (`dispatch_loop.run_cycle`: plan, `apply_plan`, `store.save_changes`, commit);
 3. one batch of `report.finished` ends every lease (`report_handler.handle_reports`: the task succeeds,
    the lease is released).
+
+Then `--steps` small write steps (one heartbeat-sized row update each, as a batch of reports about one
+lease would write): the fixed cost of a step — its lock, connection, BEGIN and epoch check, commit.
 
 Prints, per task and summed over the rounds after the first (the warm-up), the wall time of the cycle's
 and the report batch's step and of their `save_*` call inside it, and the PostgreSQL backend's and this
@@ -140,6 +143,7 @@ async def run(args: argparse.Namespace, dsn: str) -> None:
             assert report.effects is not None and report.effects.leases == args.tasks, report
             await handle(dc)
         cpu, process = await backend_cpu_s(pool) - cpu_before, time.process_time() - process_before
+        small = await small_steps(dc, pool, args.steps)
     finally:
         await pool.close()
     measured = (args.rounds - 1) * args.tasks
@@ -152,6 +156,29 @@ async def run(args: argparse.Namespace, dsn: str) -> None:
         rounds = timer.totals[name].values()
         print(f"  {name:13} {sum(rounds) * 1000 / measured:6.3f}   {min(rounds) * 1000 / args.tasks:6.3f}")
     print(f"  PostgreSQL backends' CPU {cpu * 1000 / measured:6.3f} ms per task; this process {process * 1000 / measured:6.3f}")
+    if args.steps:
+        print(f"{args.steps} small write steps: {small.wall_ms:6.3f} ms each (wall), PostgreSQL backends' CPU"
+              f" {small.backend_cpu_ms:6.3f} ms, this process {small.process_cpu_ms:6.3f} ms")
+
+
+@dataclass(frozen=True)
+class StepCost:
+    wall_ms: float
+    backend_cpu_ms: float
+    process_cpu_ms: float
+
+
+async def small_steps(dc: Dispatcher, pool: Any, steps: int) -> StepCost:
+    """Time `steps` write steps that each update one node row: the fixed cost every step pays."""
+    if not steps:
+        return StepCost(0.0, 0.0, 0.0)
+    cpu, process, started = await backend_cpu_s(pool), time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        async with dc.write_step() as step:
+            await step.conn.execute(f"UPDATE {SCHEMA}.nodes SET last_seen = now() WHERE node_id = 'n0000'")
+    wall = time.perf_counter() - started
+    cpu, process = await backend_cpu_s(pool) - cpu, time.process_time() - process
+    return StepCost(wall * 1000 / steps, cpu * 1000 / steps, process * 1000 / steps)
 
 
 def main() -> None:
@@ -159,6 +186,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--tasks", type=int, default=400)
     parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=1000, help="small write steps timed after the rounds (0: none)")
     run_on_embedded_postgres(run, parser.parse_args())
 
 

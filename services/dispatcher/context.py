@@ -2,7 +2,7 @@
 
 A write step of the leader — a batch of events or reports, a cycle, a sweep — runs as:
 
-    async with dc.write_step() as step:          # in-process lock, transaction, epoch checked
+    async with dc.write_step() as step:          # in-process lock, transaction (its BEGIN checks the epoch)
         book = step.state.book(...)              # memory (+ records loaded for this batch)
         effects = fold(book, ..., step.now)      # pure
         await save(step.conn, effects)           # the same transaction
@@ -33,7 +33,7 @@ from redis.exceptions import RedisError, ResponseError
 from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
 from services.dispatcher.config import DispatcherConfig
-from services.dispatcher.leader import check_epoch
+from services.dispatcher.leader import FencedTransaction
 from services.dispatcher.step_lock import StepLock
 from services.dispatcher.store import load_everything
 from services.dispatcher.working_set import WorkingSet
@@ -121,8 +121,7 @@ class Dispatcher:
         async with self.write_lock.hold(urgent=urgent):
             try:
                 async with self.pool.acquire() as conn:
-                    async with conn.transaction():
-                        await check_epoch(conn, self.schema, self.epoch)
+                    async with FencedTransaction(conn, self.schema, self.epoch):  # BEGIN + epoch check: one round trip
                         if self.state is None:
                             self.state = await load_everything(conn, self.schema, self.config.renewal_event_every_s)
                             self.reloads += 1

@@ -2,10 +2,12 @@
 
 The leader holds a session-level PostgreSQL advisory lock on a DEDICATED connection (not a pooled
 one: the lock lives as long as that session). On acquiring it, the instance increments
-`leader.epoch` and remembers the value. Every transaction that writes the dispatcher's state first
-calls `check_epoch`, which reads the row FOR SHARE: if a newer leader has taken over, the write
-fails with `LeadershipLost`; and while the check's share lock is held, a new leader's epoch
-increment waits, so a deposed leader's last transaction is ordered before the takeover.
+`leader.epoch` and remembers the value. Every transaction that writes the dispatcher's state is a
+`FencedTransaction`: its BEGIN goes to PostgreSQL together with the epoch check (the function
+`check_leader_epoch`, migration 007), in one round trip, before anything else the transaction does.
+The check reads the row FOR SHARE: if a newer leader has taken over, the transaction is rolled back
+and `LeadershipLost` raised, nothing written; and while the check's share lock is held, a new
+leader's epoch increment waits, so a deposed leader's last transaction is ordered before the takeover.
 
 A standby instance loops on `pg_try_advisory_lock` until the lock frees (the leader stopped, or its
 session died) and takes over.
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 
 import asyncpg
+from asyncpg.transaction import Transaction, TransactionState
 
 from shared.delivery.db import quote_schema
 from shared.delivery.migrations import advisory_key
@@ -77,8 +80,40 @@ class LeaderLock:
         self._conn = None
 
 
-async def check_epoch(conn: asyncpg.Connection, schema: str, epoch: int) -> None:
-    """Raise `LeadershipLost` unless `epoch` is still the current one (call first in a write transaction)."""
-    current = await conn.fetchval(f"SELECT epoch FROM {quote_schema(schema)}.leader WHERE id = 1 FOR SHARE")
-    if current != epoch:
-        raise LeadershipLost(f"leader epoch is {current}, this instance holds {epoch}")
+LEADERSHIP_LOST_SQLSTATE = "CF001"  # raised by check_leader_epoch (migration 007)
+
+
+class FencedTransaction(Transaction):
+    """asyncpg's top-level transaction whose BEGIN carries the leader epoch check in the same round trip.
+
+    It is asyncpg's own transaction object (so a `conn.transaction()` nested in it is a savepoint and
+    its exit commits or rolls back as usual); only the start differs: `BEGIN; SELECT
+    check_leader_epoch(epoch)` as one simple query. A stale epoch: rolled back, `LeadershipLost`.
+    """
+
+    __slots__ = ("_fence",)
+
+    def __init__(self, conn: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy, schema: str, epoch: int) -> None:
+        if isinstance(conn, asyncpg.pool.PoolConnectionProxy):
+            conn = conn._con  # what `conn.transaction()` holds too: the connection itself
+        super().__init__(conn, None, False, False)
+        self._fence = f"SELECT {quote_schema(schema)}.check_leader_epoch({int(epoch)})"
+
+    async def start(self) -> None:
+        conn = self._connection
+        if conn._top_xact is not None or conn.is_in_transaction():
+            raise asyncpg.InterfaceError("a fenced transaction must be the connection's outermost one")
+        conn._top_xact = self
+        try:
+            await conn.execute(f"BEGIN; {self._fence};")
+        except asyncpg.PostgresError as error:  # the check (or BEGIN) failed: leave the aborted transaction
+            self._state = TransactionState.FAILED
+            conn._top_xact = None
+            await conn.execute("ROLLBACK")
+            if error.sqlstate == LEADERSHIP_LOST_SQLSTATE:
+                raise LeadershipLost(str(error)) from None
+            raise
+        except BaseException:  # cancelled, or the connection broke: the pool's reset rolls back
+            self._state = TransactionState.FAILED
+            raise
+        self._state = TransactionState.STARTED
