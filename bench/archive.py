@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import asyncio
-import tempfile
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,12 +28,14 @@ from services.audit.verify import VerifyReport, check_chain
 from shared.delivery.consumer import Entry
 from shared.delivery.db import create_pool
 from shared.delivery.wire import wire_fields
-from shared.embedded import Backends
 from shared.events import Envelope, make_event
 from shared.events.subjects import lease_subject, task_subject
 from shared.replay import ReplayState, replay_event
-from shared.settings import Settings
 from services.audit.reading import archived_events
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.throwaway_postgres import run_on_embedded_postgres  # noqa: E402
 
 console = Console()
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -122,11 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=500)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="cardflow-bench-archive-") as tmp:
-        Path(tmp).chmod(0o711)
-        with Backends(Settings(), Path(tmp), durable=False) as endpoints:
-            asyncio.run(bench(endpoints.database_url, args.events, args.batch))
+    run_on_embedded_postgres(lambda args, url: bench(url, args.events, args.batch), parser.parse_args())
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench.dispatcher_writes as writes  # noqa: E402
 import services.dispatcher.dispatch_loop as dispatch_loop  # noqa: E402
 import services.dispatcher.report_handler as report_handler  # noqa: E402
+from bench.throwaway_postgres import run_on_embedded_postgres  # noqa: E402
 from services.dispatcher import store  # noqa: E402
 from services.dispatcher.config import DispatcherConfig  # noqa: E402
 from services.dispatcher.context import Dispatcher  # noqa: E402
@@ -140,7 +141,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=400)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=15)
-    writes.run_on_embedded_postgres(run, parser.parse_args())
+    run_on_embedded_postgres(run, parser.parse_args())
 
 
 if __name__ == "__main__":

@@ -21,10 +21,8 @@ on the same cores: compare runs in the same minutes, alternating, best of severa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import services.dispatcher.dispatch_loop as dispatch_loop  # noqa: E402
 import services.dispatcher.report_handler as report_handler  # noqa: E402
+from bench.throwaway_postgres import run_on_embedded_postgres  # noqa: E402
 from services.common.runtime import Emitter  # noqa: E402
 from services.dispatcher.config import DispatcherConfig  # noqa: E402
 from services.dispatcher.context import Dispatcher  # noqa: E402
@@ -43,11 +42,9 @@ from services.dispatcher.store import save_changes  # noqa: E402
 from shared.delivery.arrival import Arrived  # noqa: E402
 from shared.delivery.db import create_pool  # noqa: E402
 from shared.delivery.migrations import migrate, migrate_delivery  # noqa: E402
-from shared.embedded import Backends  # noqa: E402
 from shared.events import utcnow  # noqa: E402
 from shared.events.states import TaskState  # noqa: E402
 from shared.leasing.work import BookChanges  # noqa: E402
-from shared.settings import Settings  # noqa: E402
 from tests.unit.dispatcher.builders import a_node_record, a_task_record, finished  # noqa: E402
 
 SCHEMA = "dispatcher"
@@ -188,17 +185,6 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--steps", type=int, default=1000, help="small write steps timed after the rounds (0: none)")
     run_on_embedded_postgres(run, parser.parse_args())
-
-
-def run_on_embedded_postgres(measure: Callable[[argparse.Namespace, str], Awaitable[None]],
-                             args: argparse.Namespace) -> None:
-    """Print the load, start throwaway embedded backends in a temporary directory and run `measure` on their
-    PostgreSQL (its URL)."""
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory(prefix="cardflow-bench-") as tmp:
-        Path(tmp).chmod(0o711)
-        with Backends(Settings(), Path(tmp), durable=False) as endpoints:
-            asyncio.run(measure(args, endpoints.database_url))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -37,10 +36,9 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared.embedded.backends import Backends  # noqa: E402
+from bench.throwaway_postgres import run_on_embedded_postgres  # noqa: E402
 from shared.events import new_event_id  # noqa: E402
 from shared.events.envelope import canonical_json  # noqa: E402
-from shared.settings import Settings  # noqa: E402
 from tests.unit.ledger.builders import T0, granted, matched, released, renewed, submitted, succeeded  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -166,10 +164,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=30_000)
     parser.add_argument("--batch", type=int, default=50, help="rows a transaction (relay batches at 250 tasks/s: tens)")
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="cardflow-delivery-rows-") as scratch, \
-            Backends(Settings(), Path(scratch) / "backends", durable=False) as endpoints:  # fmt: skip
-        asyncio.run(measure(endpoints.database_url, args.rows, args.batch, args.rounds))
+    run_on_embedded_postgres(lambda args, url: measure(url, args.rows, args.batch, args.rounds), parser.parse_args())
 
 
 if __name__ == "__main__":
