@@ -1,5 +1,6 @@
 """Nodes' alive spans folded from `node.registered` / `node.lost`, and a round's capacity from them and the
-archive's older changes (pure tables)."""
+archive's older changes (pure tables, and a property: the spans, with the archive for what came before them,
+count what the whole archive counts)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.ledger.batch import fold_batch, is_repeatable, node_ids_of
 from services.ledger.capacity import (
@@ -120,3 +123,32 @@ def test_at_the_same_instant_an_archived_change_comes_before_a_kept_one() -> Non
     # the archived registration (consumed before the migration) then the ledger's loss: not a node left alive
     changes = capacity_changes([AliveSpan("n1", None, None, None, None, at(0), "L")], [change(REG, "n1", 0)])
     assert [c.kind for c in changes] == [REG, LOST]
+
+
+def kept_spans(batches: list[list]) -> list[AliveSpan]:
+    """The rows `ledger.node_spans` holds after folding `batches` one by one, as `store.save_effects` writes them."""
+    rows: dict[str, AliveSpan] = {}
+    for batch in batches:
+        open_spans = {span.node_id: span for span in rows.values() if span.lost_at is None}
+        effects = fold_batch(batch, CATALOG, {}, {}, open_spans=open_spans).nodes
+        rows |= {span.key: span for span in effects.closed.values()} | effects.inserted
+    return list(rows.values())
+
+
+HISTORIES = st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3"]), st.booleans()), max_size=24)
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=HISTORIES, cut=st.integers(0, 24), batch_size=st.integers(1, 5), bounds=st.tuples(st.integers(-5, 30),
+       st.integers(0, 30)))  # fmt: skip
+def test_kept_spans_and_the_archive_before_them_count_what_the_whole_archive_counts(
+    history: list[tuple[str, bool]], cut: int, batch_size: int, bounds: tuple[int, int],
+) -> None:
+    # A node history (one event a minute), of which the ledger consumed the events from `cut` on, in batches
+    # (those before: consumed before it kept spans, only in the archive); a round [start, start + length).
+    events = [registered(node, "H100", at=at(i)) if up else lost(node, at=at(i)) for i, (node, up) in enumerate(history)]
+    changes = [change(REG if up else LOST, node, i) for i, (node, up) in enumerate(history)]
+    consumed = events[cut:]
+    kept = kept_spans([consumed[i:i + batch_size] for i in range(0, len(consumed), batch_size)])
+    starts, ends = at(bounds[0]), at(bounds[0] + bounds[1])
+    assert hours(node_spans(capacity_changes(kept, changes[:cut]), starts, ends)) == hours(node_spans(changes, starts, ends))
