@@ -228,7 +228,7 @@ class VictimIndex:
 
     def discard(self, lease_ids: Iterable[str], fleet: Fleet) -> None:
         """These leases were taken by another index of the cycle (or, under fifo, rank ahead of the task about to
-        preempt: `cycle._ranks_ahead`): they are no victims here any more."""
+        preempt: `cycle_preemption.ranks_ahead`): they are no victims here any more."""
         wanted = set(lease_ids)
         taken = tuple(victim for nodes in self._by_card.values() for victims in nodes.values()
                       for victim in victims if victim.lease.lease_id in wanted)

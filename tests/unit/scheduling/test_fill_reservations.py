@@ -120,7 +120,7 @@ def test_nothing_fills_an_opportunistic_tasks_reservation():
 @pytest.mark.parametrize(("filler_submitted", "reclaimed"), [(-HOUR, False), (HOUR, True)])
 def test_under_fifo_a_holder_counts_on_and_reclaims_only_fillers_submitted_after_it(filler_submitted, reclaimed):
     """A filler submitted before the holder would be ahead of it in the fifo queue once preempted and take its GPUs
-    back: the holder neither preempts it nor counts on its GPUs before its estimated end (`cycle._ranks_ahead`)."""
+    back: the holder neither preempts it nor counts on its GPUs before its estimated end (`cycle_preemption.ranks_ahead`)."""
     filler_lease = FILLER_LEASE.submitted(NOW - 2 * HOUR + filler_submitted)
     head = head_task().submitted(NOW - 2 * HOUR)
     result = plan_with(head=head, nodes=B_FILLED, leases=[filler_lease], order="fifo")

@@ -1,0 +1,236 @@
+"""Preemption inside one cycle: who may preempt, from which victims, and the preemption itself.
+
+`CyclePreemption` is a part of `Cycle` (a mixin over the cycle's working state). A core task may preempt once
+its grace is over (`_may_preempt`; inside it the plan asks to be revisited, `Plan.revisit_at`, or with
+`policy.preempt_at_once` it may take only victims that checkpoint); its victims come from one of the lazily
+built victim indexes (`_victim_index_for`: any victim, checkpointing ones only, not standard ones, standard
+fillers, or within a GPU-hour budget); `_preempt` takes the cheapest victims that let it start, holds their
+GPUs for it and records what later reservations may count on. Under fifo a lease whose task ranks ahead of
+the preemptor is no victim of it (`ranks_ahead`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+from shared.scheduling import reasons
+from shared.scheduling.backfill import Release, ReservationGuard
+from shared.scheduling.model import (
+    CardOption,
+    DeferralReason,
+    Preemption,
+    PreemptAtOnce,
+    PreemptionBudget,
+    PriorityClass,
+    QueuedTask,
+    RunningLease,
+    enum_members,
+)
+from shared.scheduling.preemption import (
+    VictimChoice,
+    VictimIndex,
+    budget_gpu_hours,
+    ends_within_grace,
+    not_reclaimable_at_once,
+)
+
+R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
+P = enum_members(PriorityClass)
+
+
+
+class CyclePreemption:
+    """Preemption for `Cycle`."""
+
+    def _may_preempt(self, task: QueuedTask) -> bool:
+        """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
+        submission. A core task still inside that grace may not preempt yet: GPUs often come free by
+        themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
+        be revisited when the earliest grace ends (`Plan.revisit_at`). With `policy.preempt_at_once` it
+        may (`"checkpointing"`), but only victims that checkpoint on preemption (`_victim_index_for`); with
+        `policy.fillers_yield_at_once`, only the standard leases that borrow the headroom."""
+        return task.priority_class == P.CORE and self._may_preempt_since(task.submitted_at)
+
+    def _may_preempt_since(self, submitted_at: float) -> bool:
+        """`_may_preempt` of a core task submitted at `submitted_at`."""
+        if not self.policy.preemption:
+            return False
+        grace_ends = submitted_at + self.policy.preempt_after_s  # `_grace_ends`
+        if self.now >= grace_ends:
+            return True
+        self._revisit(grace_ends)
+        # only victims that checkpoint (`_victim_index_for`): any, or the standard fillers
+        return self._at_once is PreemptAtOnce.CHECKPOINTING or self._fillers_at_once
+
+    def _revisit(self, at: float) -> None:
+        """Ask to be planned again at `at` (the earliest such moment wins)."""
+        if self.revisit_at is None or at < self.revisit_at:
+            self.revisit_at = at
+
+    def _grace_ends(self, task: QueuedTask) -> float:
+        return task.submitted_at + self.policy.preempt_after_s
+
+    def _shape_may_preempt(self, shape: int, described: tuple[int, bool, tuple[str, ...]],
+                           helps: dict[int, tuple[int, bool]]) -> bool:
+        """`_preemption_may_help` a task of this shape number and (GPUs, heavy, card types) — all it reads of
+        the task — remembered per shape while the victim index answers alike (`VictimIndex.version`)."""
+        version = self._victim_index().version
+        known = helps.get(shape)
+        if known is not None and known[0] == version:
+            return known[1]
+        helps[shape] = (version, answer := self._preemption_may_help_shape(*described))
+        return answer
+
+    def _preemption_may_help(self, task: QueuedTask) -> bool:
+        return self._preemption_may_help_shape(task.gpus, task.heavy, [option.card_type for option in task.options])
+
+    def _preemption_may_help_shape(self, gpus: int, heavy: bool, card_types: Sequence[str]) -> bool:
+        pools = self.fleet.pools
+        index = self._victim_index()
+        return any(index.may_help(pools[card_type], gpus, heavy) for card_type in card_types if card_type in pools)
+
+    def _preempt(self, task: QueuedTask, options: Sequence[CardOption], budget: float | None = None) -> bool:
+        """Preempt the cheapest victims that let the task start on one of its card options. Under the
+        cycle's reservation (the task would still run at its start), only where the guard lets the
+        task use the freed GPUs: otherwise they would idle and the victims' work be wasted. With a
+        `budget` (GPU-hours): any opportunistic lease not yet taken may be a victim, whatever the loss
+        cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
+        index = self._victim_index_for(task) if budget is None else self._budget_victim_index(budget)
+        if self._fifo:
+            index.discard((lease.lease_id for lease in self._opportunistic if ranks_ahead(lease, task)), self.fleet)
+        for option in options:
+            pool = self.fleet.pools.get(option.card_type)
+            if pool is None:
+                continue
+            end = self.now + option.runtime_s
+            guard = self.guard if self.guard is not None and self.guard.applies(option.card_type, end) else None
+            if guard is not None and task.gpus > guard.room(False):  # core work borrows nothing
+                continue
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, guard.limit(task.heavy) if guard else None)
+            if choice is None or (budget is not None and choice.lost_gpu_hours > budget + 1e-12):
+                continue
+            if guard is not None:
+                guard.charge([(rank, task.gpus) for rank, _ in choice.holds], False)
+            held = 0
+            for rank, count in choice.holds:
+                self.fleet.hold(rank, count)
+                self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
+                held += count
+            index.commit(choice, self.fleet)
+            for other in (self._victims, self._victims_at_once, self._victims_not_core, self._victims_fillers):
+                if other is not index and other is not None:
+                    other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
+            self._release_victims(choice, task, end, task.gpus - held)
+            for victim in choice.victims:
+                lease = victim.lease
+                self._preempted.add(lease.lease_id)
+                if self._borrows(lease):
+                    self.borrowed.change(victim.card_type, -lease.gpus)
+                self.preemptions.append(Preemption(lease.lease_id, lease.task_id, task.task_id, victim.lost_gpu_hours))
+            node_ids = sorted({self.fleet.node_ids[victim.rank] for victim in choice.victims})
+            for card_type in {option.card_type, *(victim.card_type for victim in choice.victims)}:
+                self._changed_on(card_type)
+            detail = reasons.awaiting_preemption(len(choice.victims), task.gpus, option.card_type, node_ids)
+            self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
+            return True
+        return False
+
+    def _release_victims(self, choice: VictimChoice, task: QueuedTask, end: float, taken: int) -> None:
+        """For later reservations this cycle: the victims' GPUs come free now, except the `taken` ones
+        the preempting task will run on until `end` (victims in order, as the choice counted them)."""
+        for victim in choice.victims:
+            gpus = victim.lease.gpus
+            used = min(gpus, max(0, taken))
+            taken -= used
+            if used:
+                self._releases.append((victim.card_type, Release(end, victim.rank, used, task.heavy)))
+            if gpus > used:
+                self._releases.append((victim.card_type, Release(self.now, victim.rank, gpus - used, False)))
+
+    def _preempt_within_budget(self, task: QueuedTask, options: Sequence[CardOption], guard: ReservationGuard) -> bool:
+        """Preemption that pays (`policy.preemption_budget_share`): the reservation's holder, a core task
+        past its grace, would otherwise wait until the guard's start; it preempts now if the cheapest
+        victims lose in total no more than the budget that wait sets (`budget_gpu_hours`, over the holder's
+        GPUs or — basis "drain" — the reservation's GPUs free now, which its drain holds). True if it did."""
+        policy = self.policy
+        share = policy.preemption_budget_share
+        if share <= 0 or guard.start_at <= self.now or not self._may_preempt(task):
+            return False
+        gpus = task.gpus
+        if PreemptionBudget(policy.preemption_budget_basis) is PreemptionBudget.DRAIN:
+            gpus = guard.free_now(self.fleet)
+        budget = budget_gpu_hours(share, gpus, guard.start_at - self.now)
+        return budget > 0 and self._preempt(task, options, budget)
+
+    def _borrows(self, lease: RunningLease) -> bool:
+        """True if the running lease's GPUs count as headroom (`Borrowed`)."""
+        counts = self.borrowed.counts
+        borrowing = lease.priority_class == P.OPPORTUNISTIC or (
+            self._fillers and lease.borrowed_headroom and lease.priority_class == P.STANDARD)
+        return borrowing and (counts is None or counts(lease))
+
+    def _victim_index(self) -> VictimIndex:
+        if self._victims is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = self._opportunistic if not self._preempted else [  # `_at_once_victim_index` preempted first
+                lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
+                                        borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields)
+        return self._victims
+
+    def _victim_index_for(self, task: QueuedTask) -> VictimIndex:
+        """The victims the task may take now: any (`_victim_index`) once its grace is over; inside it (with
+        `policy.preempt_at_once`: a reservation's holder reclaiming its fillers, or — `"checkpointing"` — a core
+        task) only those that checkpoint on preemption (`_at_once_victim_index`)."""
+        if self._at_once is not PreemptAtOnce.NEVER and self.now < self._grace_ends(task):
+            return self._at_once_victim_index()
+        if self._standard_victims and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
+            return self._not_core_victim_index()
+        if self._fillers_at_once and self.now < self._grace_ends(task):
+            return self._filler_victim_index()
+        return self._victim_index()
+
+    def _filler_victim_index(self) -> VictimIndex:
+        """Only the standard leases that borrow the headroom, for a core task inside its grace
+        (`policy.fillers_yield_at_once`), without those preempted already this cycle."""
+        if self._victims_fillers is None:
+            leases = [lease for lease in self._opportunistic if lease.borrowed_headroom
+                      and lease.priority_class == P.STANDARD and lease.lease_id not in self._preempted]
+            self._victims_fillers = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                                                borrowing_standard=True)
+        return self._victims_fillers
+
+    def _not_core_victim_index(self) -> VictimIndex:
+        """`_victim_index` without standard leases (only core work may take those: fillers, and with
+        `policy.checkpointing_standard_yields` those that checkpoint), and without those preempted already this
+        cycle."""
+        if self._victims_not_core is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+        return self._victims_not_core
+
+    def _at_once_victim_index(self) -> VictimIndex:
+        """`_victim_index` without the leases that do not checkpoint on preemption (`not_reclaimable_at_once`),
+        and without those preempted already this cycle."""
+        if self._victims_at_once is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            self._victims_at_once = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                                                partial(not_reclaimable_at_once, spared=spared))
+        return self._victims_at_once
+
+    def _budget_victim_index(self, budget: float) -> VictimIndex:
+        """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
+        spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+        leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+        return VictimIndex(leases, self.fleet, self.now, budget, spared)
+
+
+def ranks_ahead(lease: RunningLease, task: QueuedTask) -> bool:
+    """Under fifo: True if the lease's task was submitted before `task` (ties: by id). Preempted for `task`, it would
+    be back in the queue ahead of it and the next plan would give it the GPUs it gave up, again and again (a plan that
+    never settles); so it is no victim of `task`. A lease whose submission is unknown ranks behind every task."""
+    submitted_at = lease.submitted_at
+    return submitted_at is not None and (submitted_at, lease.task_id) < (task.submitted_at, task.task_id)

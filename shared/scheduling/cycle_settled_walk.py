@@ -1,0 +1,220 @@
+"""The walk over the rest of the queue once the cycle's reservation is settled: the cheap path most tasks take.
+
+`SettledWalk` is a part of `Cycle` (a mixin over the cycle's working state). Once the reservation is settled,
+a task that cannot start changes nothing, so most tasks are deferred from what their shape already showed —
+no room since the last grant or preemption on its card types, a quota refusal kept since the project's last
+charge — without a placement attempt: over a kept queue's columns (`_walk_settled`, the task object read only
+when the columns cannot decide it) or over a list of tasks (`_walk_settled_tasks`). The rest go through
+`Cycle._consider_room` / `_consider_with_room`, exactly as `Cycle.consider` would take them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+
+from shared.scheduling.eligibility import readiness_failure, readiness_failures
+from shared.scheduling.model import DeferralReason, PriorityClass, QueuedTask, enum_members
+from shared.scheduling.ordered_queue import CORE, WalkColumns, longest_of, runtimes_of
+from shared.scheduling.quota import SECONDS_PER_HOUR
+
+R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
+_CARD_TYPE = attrgetter("card_type")
+_RUNTIME = attrgetter("runtime_s")
+P = enum_members(PriorityClass)
+
+
+
+class SettledWalk:
+    """The settled walk of `Cycle` (`Cycle.walk` hands over to it once the reservation is settled)."""
+
+    def _walk_settled_tasks(self, ordered: Sequence[QueuedTask], start: int) -> None:
+        """`_walk_settled` for a queue without columns (a list: a cold plan, the simulator's first cycle): the
+        same shortcuts, keyed by a task's (GPUs, heavy, card types) read from the task instead of the kept
+        queue's shape number: the quota is asked by the task's longest runtime against the shape's kept bound
+        (`QuotaBook.allows_longest`; `usable_indexes` when that fails) — unless a refusal kept for the project and
+        shape since its last charge (`QuotaBook.refusals`) refuses it from its runtimes —, and a ready task whose quota allows all
+        its options and whose shape already found no room since the last grant or preemption on one of its card
+        types is deferred with that shape's NO_CAPACITY sentence (a core task unless it may preempt); a shape's
+        room check is kept while `Fleet.version` stands. Exact for the same reasons; the rest goes through
+        `_consider_usable` (the quota allows some options) or `_consider_room` (room, or preemption may help), as
+        `consider` would."""
+        fleet, limited, quota, explain, policy = self.fleet, self._limited, self.quota, self.explain, self.policy
+        gate, core, no_capacity = policy.readiness_gate, P.CORE, R.NO_CAPACITY
+        longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, policy.quota_expiry_margin_s
+        no_room: dict[tuple, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
+        rooms: dict[tuple, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
+        helps: dict[tuple, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
+        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
+                                          self.deferred_details.append)
+        for position in range(start, len(ordered)):  # not closed at `start` (`walk` checked)
+            task = ordered[position]
+            options = task.options
+            if (gate and not task.data_ready) or not options or not task.approved:
+                failure = readiness_failure(task, policy)
+                add_id(task.task_id)
+                add_reason(failure[0])
+                add_detail(failure[1])
+                continue
+            shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
+            if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
+                project = task.project
+                refused = refusals.get(project)  # what refused earlier tasks since the project's last charge
+                if refused is not None and (refusal := refused.get(shape)) is not None and (
+                        failure := refusal.of(map(_RUNTIME, options))) is not None:
+                    add_id(task.task_id)
+                    add_reason(failure[0])
+                    add_detail(failure[1])
+                    continue
+                runtimes = runtimes_of(task)
+                longest_s = longest_of(runtimes)
+                bound = longest_bounds.get(project, no_bounds).get(shape)
+                if bound is None:  # not yet asked since the project's last charge
+                    allowed = quota.allows_longest(project, shape, shape[2], shape[0], longest_s)
+                else:  # `allows_longest` with its kept bound, inlined
+                    allowed = not (bound[0] < longest_s + margin or bound[1] < shape[0] * longest_s / SECONDS_PER_HOUR)
+                if not allowed:
+                    usable, failure = quota.usable_indexes(project, shape[2], shape[0], runtimes, shape)
+                    if failure is not None:
+                        add_id(task.task_id)
+                        add_reason(failure[0])
+                        add_detail(failure[1])
+                        continue
+                    if len(usable) < len(options):  # some of its options
+                        self._consider_usable(task, tuple([options[index] for index in usable]))
+                        if self.closed:
+                            self._defer_rest_from(ordered, position + 1, None)
+                            return
+                        continue
+            changes = self.changes
+            known = no_room.get(shape)
+            if known is not None and (known[0] == changes or self._still_no_room(known, shape[2], changes)):
+                if not (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                        and self._shape_may_preempt(shape, shape, helps)):
+                    add_id(task.task_id)
+                    add_reason(no_capacity)
+                    add_detail(known[1])
+                    continue
+            else:
+                room = rooms.get(shape)
+                if room is None or room[0] != fleet.version:
+                    room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
+                if not (room[1] or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                                    and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
+                    text = explain.no_capacity(task, options)
+                    add_id(task.task_id)
+                    add_reason(no_capacity)
+                    add_detail(text)
+                    no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
+                    continue
+            self._consider_room(task, options)  # `_may_start` holds
+            if self.closed:
+                self._defer_rest_from(ordered, position + 1, None)
+                return
+
+    def _walk_settled(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> None:
+        """The walk from `start` on, the reservation settled, as `walk` does it — but the readiness failure
+        of a task is read from its flags (`columns.flags`), and a task whose shape (GPUs, heavy, card types:
+        `columns.shapes`) already found no room since the last grant or preemption on one of its card types,
+        and whose quota allows all its card options, is deferred with that shape's NO_CAPACITY sentence (a
+        core task unless it may preempt). Exact: it is `_consider_usable`'s cheap case — a shape's room check
+        (`_may_start` without preemption), once failed, fails for the rest of the cycle (free capacity only
+        shrinks and the failure caches only tighten), and it and its sentence read only the pools of the
+        shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
+        go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
+        when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
+        from its longest runtime; a refusal kept for its project and shape, `QuotaBook.refusals`, answers first), its shape may have room, or it is a core task whose preemption may help.
+        Only those calls can close the cycle (`closed`), so it is checked after them, not before each task."""
+        fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
+        flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
+        submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
+        failures = readiness_failures(self.policy)  # by flags
+        longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, self.policy.quota_expiry_margin_s
+        no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
+        rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
+        helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
+        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
+                                          self.deferred_details.append)
+        no_capacity = R.NO_CAPACITY
+        for position in range(start, len(ordered)):  # not closed at `start` (`walk` checked)
+            task_flags, shape = flags[position], shapes[position]
+            failure = failures[task_flags]
+            if failure is None and projects[position] in limited:
+                refused = refusals.get(projects[position])  # what refused earlier tasks since the project's last charge
+                if refused is not None and (refusal := refused.get(shape)) is not None and (
+                        failure := refusal.of(runtimes[position])) is not None:
+                    add_id(task_ids[position])
+                    add_reason(failure[0])
+                    add_detail(failure[1])
+                    continue
+                gpus, _, card_types = shape_table[shape]
+                longest_s, bound = longest[position], longest_bounds.get(projects[position], no_bounds).get(shape)
+                if bound is None:  # not yet asked since the project's last charge
+                    allowed = quota.allows_longest(projects[position], shape, card_types, gpus, longest_s)
+                else:  # `allows_longest` with its kept bound, inlined: this runs for every task with a quota
+                    allowed = not (bound[0] < longest_s + margin or bound[1] < gpus * longest_s / SECONDS_PER_HOUR)
+                if not allowed:
+                    usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position], shape)
+                    if failure is None and len(usable) < len(card_types):  # some of its options
+                        task = ordered[position]
+                        self._consider_usable(task, tuple([task.options[index] for index in usable]))
+                        if self.closed:
+                            self._defer_rest_from(ordered, position + 1, columns)
+                            return
+                        continue
+            if failure is not None:
+                add_id(task_ids[position])
+                add_reason(failure[0])
+                add_detail(failure[1])
+                continue
+            changes = self.changes
+            known = no_room.get(shape)
+            if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
+                if (task_flags & CORE and self._may_preempt_since(submitted[position])
+                        and self._shape_may_preempt(shape, shape_table[shape], helps)):
+                    self._consider_with_room(ordered, position, columns)  # `_may_start` holds: preemption may help
+                    if self.closed:
+                        self._defer_rest_from(ordered, position + 1, columns)
+                        return
+                else:
+                    add_id(task_ids[position])
+                    add_reason(no_capacity)
+                    add_detail(known[1])
+                continue
+            room = rooms.get(shape)
+            if room is None or room[0] != fleet.version:
+                room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
+            if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
+                           and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
+                self._consider_with_room(ordered, position, columns)
+                if self.closed:
+                    self._defer_rest_from(ordered, position + 1, columns)
+                    return
+            else:
+                task = ordered[position]
+                text = explain.no_capacity(task, task.options)
+                self.defer(task.task_id, no_capacity, text)
+                no_room[shape] = [changes, text, self._changes_on(task.options)]
+
+    def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
+        """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`
+        its options then]) and no grant or preemption touched its card types since: it fails alike and its
+        sentence holds (it reads only those card types' pools). Marks it checked at `changes`."""
+        if known[2] != self._changes_on_types(card_types):
+            return False
+        known[0] = changes
+        return True
+
+    def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns) -> None:
+        """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
+        position, whose quota allows all its card options and which `_may_start` (not asked again). Its shape
+        is `_walk_shape`, made from the columns (the kept queue's shape number instead of its card types), and
+        a repeated failure is said from them too (`_repeat_walk_failure`): the task is read only to attempt it."""
+        task_flags, shape_number, runtimes = columns.flags[position], columns.shapes[position], columns.runtimes[position]
+        card_types, shape = columns.shape_table[shape_number][2], None
+        if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
+            shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
+            if self._repeat_walk_failure(shape, card_types, runtimes, columns.task_ids[position]):
+                return
+        task = ordered[position]
+        self._attempt(task, task.options, shape)
