@@ -138,6 +138,8 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._card_changes: dict[str, int] = {}  # card type -> grants and preemptions on it (`_changes_on`)
         self.changes = 0  # grows with every grant and preemption (`_changed_on`)
         self._lease_scan: tuple | None = None  # `_lease_releases`: (card types, preempted count), its scan
+        self._by_submission: tuple[list, list] | None = None  # `_leases_by_submission`
+        self._ranked_ahead_discarded: dict[VictimIndex, int] = {}  # `_discard_ranked_ahead`: index -> leases done
         self._behind_start: str | None = None  # `_behind_reservation_start`
         self._reserved_options: dict[int, list[int]] = {}  # `_walk_shape`: shape -> its options on the guard's type
         self._behind_texts: dict[int, str] = {}  # `_behind_reservation`: whole minutes of runtime -> sentence

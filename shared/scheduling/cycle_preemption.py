@@ -11,6 +11,7 @@ the preemptor is no victim of it (`ranks_ahead`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from functools import partial
 
@@ -98,7 +99,7 @@ class CyclePreemption:
         cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
         index = self._victim_index_for(task) if budget is None else self._budget_victim_index(budget)
         if self._fifo:
-            index.discard((lease.lease_id for lease in self._opportunistic if ranks_ahead(lease, task)), self.fleet)
+            self._discard_ranked_ahead(index, task)
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -135,6 +136,29 @@ class CyclePreemption:
             self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
             return True
         return False
+
+    def _discard_ranked_ahead(self, index: VictimIndex, task: QueuedTask) -> None:
+        """Under fifo: no lease whose task ranks ahead of `task` (`ranks_ahead`) stays a victim in `index`. Those
+        leases are a prefix of the leases sorted by (submission, task id) (`_leases_by_submission`), and an index's
+        discards stand for the rest of the cycle, so each index keeps how long a prefix it has discarded and
+        discards only what the task's prefix adds: over a walk each lease is discarded at most once per index, not
+        scanned once per preemptor."""
+        keys, lease_ids = self._leases_by_submission()
+        stop = bisect_left(keys, (task.submitted_at, task.task_id))  # the leases before `stop` rank ahead
+        done = self._ranked_ahead_discarded.get(index, 0)
+        if stop > done:
+            index.discard(lease_ids[done:stop], self.fleet)
+            self._ranked_ahead_discarded[index] = stop
+
+    def _leases_by_submission(self) -> tuple[list[tuple[float, str]], list[str]]:
+        """The (submission, task id) of the leases that may be victims and whose submission is known, sorted, and
+        their lease ids in the same order (made once per cycle)."""
+        if self._by_submission is None:
+            ranked = sorted((lease.submitted_at, lease.task_id, lease.lease_id) for lease in self._opportunistic
+                            if lease.submitted_at is not None)
+            self._by_submission = ([(submitted_at, task_id) for submitted_at, task_id, _ in ranked],
+                                   [lease_id for _, _, lease_id in ranked])
+        return self._by_submission
 
     def _release_victims(self, choice: VictimChoice, task: QueuedTask, end: float, taken: int) -> None:
         """For later reservations this cycle: the victims' GPUs come free now, except the `taken` ones

@@ -196,6 +196,7 @@ class VictimIndex:
         self._cheapest: dict[str, list[Victim]] = {}  # per card type, for spanning tasks
         self._left = {card: sum(map(len, nodes.values())) for card, nodes in self._by_card.items()}
         self.version = 0  # grows whenever `may_help` may answer differently (victims taken, a failure learnt)
+        self._victims_by_lease: dict[str, Victim] | None = None  # `_victim_of_lease`
 
     def has_victims(self) -> bool:
         return any(self._left.values())
@@ -229,11 +230,18 @@ class VictimIndex:
     def discard(self, lease_ids: Iterable[str], fleet: Fleet) -> None:
         """These leases were taken by another index of the cycle (or, under fifo, rank ahead of the task about to
         preempt: `cycle_preemption.ranks_ahead`): they are no victims here any more."""
-        wanted = set(lease_ids)
-        taken = tuple(victim for nodes in self._by_card.values() for victims in nodes.values()
-                      for victim in victims if victim.lease.lease_id in wanted)
+        victim_of = self._victim_of_lease()
+        taken = tuple(victim for lease_id in set(lease_ids) if (victim := victim_of.get(lease_id)) is not None)
         if taken:
             self.commit(VictimChoice(taken, ()), fleet)
+
+    def _victim_of_lease(self) -> dict[str, Victim]:
+        """Lease id -> its victim, of the victims still in the index (built on the first `discard`; `commit` keeps it):
+        a discard then costs what it discards, not a scan of every victim."""
+        if self._victims_by_lease is None:
+            self._victims_by_lease = {victim.lease.lease_id: victim for nodes in self._by_card.values()
+                                      for victims in nodes.values() for victim in victims}
+        return self._victims_by_lease
 
     def commit(self, choice: VictimChoice, fleet: Fleet) -> None:
         """The victims are taken (and the held GPUs booked): no later task may count on them again.
@@ -241,9 +249,11 @@ class VictimIndex:
         A node's cost can drop once its cheapest victims are gone, so its fresh cost is pushed into
         every heap of its card type (stale duplicates are discarded when popped).
         """
-        touched = set()
+        touched, by_lease = set(), self._victims_by_lease
         for victim in choice.victims:
             self._by_card[victim.card_type][victim.rank].remove(victim)
+            if by_lease is not None:
+                by_lease.pop(victim.lease.lease_id, None)
             self._left[victim.card_type] -= 1
             self.version += 1
             if victim.card_type in self._cheapest:
