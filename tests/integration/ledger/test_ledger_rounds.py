@@ -206,9 +206,10 @@ def preempted_run(task_id: str = "TP", lease_id: str = "LP", last_checkpoint_at:
 
 
 async def test_a_preempted_runs_loss_counts_from_the_checkpoint_its_release_names(fresh_settings: Settings) -> None:
-    # TC checkpointed 90 s into its 2 minutes; the archive (`audit.events`) has no `task.checkpointed` yet when
-    # the round closes (no archiver runs here). Before, the round read the checkpoint only from the archive and
-    # counted TC's whole 2 minutes as lost; now 30 s, from the checkpoint its `lease.released` names.
+    # TC checkpointed 90 s into its 2 minutes; the archive (`audit.events`) has no `task.checkpointed` when the
+    # round closes (the ledger's archiver runs, but none is published here: as if it had not reached it).
+    # Before, the round read the checkpoint only from the archive and counted TC's whole 2 minutes as lost;
+    # now 30 s, from the checkpoint its `lease.released` names.
     events = preempted_run("TP") + preempted_run("TC", "LC", last_checkpoint_at=T0 + timedelta(seconds=90))
     async with RunningServices(fresh_settings, LEDGER) as running, open_object_store(fresh_settings) as store:
         assert running.pool is not None
