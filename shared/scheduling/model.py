@@ -228,6 +228,10 @@ class Policy:
     # back to a core burst at the cost of a checkpoint write each. Not simulator-only: it reads only a lease's class
     # and `checkpoints_on_preempt`, which the dispatcher's snapshot carries too (`shared/leasing/snapshot.py`).
     checkpointing_standard_yields: bool = False
+    # ... but only to a core task at least as wide as the yielding standard task (its GPUs over all its leases): its
+    # checkpoint write is not what yielding costs, its restart is — requeued, it must find all its GPUs free at once,
+    # and a task wider than the one that took its GPUs needs a larger hole than that task leaves (`Victim.width`).
+    standard_yields_within_width: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

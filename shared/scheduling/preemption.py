@@ -2,7 +2,8 @@
 
 Only opportunistic leases are victims (and, with `policy.checkpointing_standard_borrows`, for core work past
 its grace, standard leases that borrow the headroom — after every opportunistic one; with
-`policy.checkpointing_standard_yields`, after those, any standard lease that checkpoints), only on a card type
+`policy.checkpointing_standard_yields`, after those, any standard lease that checkpoints — with
+`policy.standard_yields_within_width` only one whose task is no wider than the core task: `Victim.width`), only on a card type
 the core task accepts, and only when preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
 progress since their last checkpoint (then the most recently started first): on one node, or across
 nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
@@ -49,6 +50,12 @@ class Victim:
     # 0: opportunistic; FILLER: a standard lease that borrows the headroom, taken after every opportunistic one;
     # YIELDING: a standard lease that checkpoints (`policy.checkpointing_standard_yields`), taken after fillers.
     standard: int = 0
+    # With `policy.standard_yields_within_width`, a YIELDING victim's task GPUs over all its leases: only a core task of
+    # at least as many GPUs takes it. Its checkpoint write is not what yielding costs: requeued, the task must find
+    # all its GPUs free at once again. No wider than the core task, it fits wherever that task could start; wider — a
+    # whole node for a 1-GPU task, two nodes for an 8-GPU one — its restart needs a larger hole than the core task
+    # takes, so its reservation drains GPUs that idle while ready work waits. 0: any core task takes it.
+    width: int = 0
 
     @property
     def order(self) -> tuple[int, float, float, str]:
@@ -160,15 +167,20 @@ class VictimIndex:
     """Opportunistic leases still preemptible this cycle, per card type and node, cheapest first; with
     `borrowing_standard`, standard leases that borrow the headroom too (`RunningLease.borrowed_headroom`),
     after the opportunistic ones on each node (and a node that needs none of them before one that does); with
-    `checkpointing_standard`, after those, every other standard lease that checkpoints on preemption."""
+    `checkpointing_standard`, after those, every other standard lease that checkpoints on preemption — with
+    `within_width` only for a task at least as wide as the lease's task (`Victim.width`)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
                  max_lost_gpu_hours: float | None = float("inf"),
                  spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False,
-                 checkpointing_standard: bool = False) -> None:
+                 checkpointing_standard: bool = False, within_width: bool = False) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
         any_standard = borrowing_standard or checkpointing_standard
+        self._within_width = checkpointing_standard and within_width
+        if self._within_width:
+            leases = tuple(leases)
+            widths = task_widths(leases)
         for lease in leases:
             standard = 0
             if lease.priority_class != opportunistic:
@@ -186,7 +198,8 @@ class VictimIndex:
             if lost > loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12:
                 continue  # protected: preempting it would throw away too much work
             nodes = self._by_card.setdefault(fleet.card_of[rank], {})
-            victim = Victim(lease, rank, fleet.card_of[rank], lost, standard)
+            width = widths[lease.task_id] if standard == YIELDING and self._within_width else 0
+            victim = Victim(lease, rank, fleet.card_of[rank], lost, standard, width)
             nodes.setdefault(rank, []).append(victim)
         for nodes in self._by_card.values():
             for victims in nodes.values():
@@ -221,8 +234,9 @@ class VictimIndex:
         if gpus >= self._failed_at.get(key, gpus + 1):
             return None
         choice = self._choose_single(fleet, pool, gpus, heavy, limit)
-        if choice is None and limit is None:
-            # Victims and free GPUs only shrink during a cycle: no node fits a larger request either.
+        if choice is None and limit is None and not self._within_width:
+            # Victims and free GPUs only shrink during a cycle: no node fits a larger request either (unless a wider
+            # task may take more victims: `Victim.width`).
             self._failed_at[key] = gpus
             self.version += 1
         return choice
@@ -295,10 +309,15 @@ class VictimIndex:
             heappush(heap, entry)
         return choice
 
+    def _on_node(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
+        """The node's victims, cheapest first, that a task of `gpus` GPUs may take (`Victim.width`)."""
+        victims = self._by_card[fleet.card_of[rank]].get(rank, [])
+        return [victim for victim in victims if victim.width <= gpus] if self._within_width else victims
+
     def _victims_for(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
         needed = gpus - fleet.free_count[rank]
         chosen: list[Victim] = []
-        for victim in self._by_card[fleet.card_of[rank]].get(rank, []):
+        for victim in self._on_node(fleet, rank, gpus):
             if needed <= 0:
                 break
             chosen.append(victim)
@@ -312,7 +331,7 @@ class VictimIndex:
         if needed <= 0:
             return None  # it fits without preemption, or is blocked by something preemption cannot fix
         standard, lost, count, latest, heavy_freed = 0, 0.0, 0, float("-inf"), 0
-        for victim in self._by_card[fleet.card_of[rank]].get(rank, ()):
+        for victim in self._on_node(fleet, rank, gpus):
             lease = victim.lease
             standard += victim.standard
             lost += victim.lost_gpu_hours
@@ -337,6 +356,8 @@ class VictimIndex:
             available = sum(fleet.usable_free(rank, heavy) for rank in pool.ranks)
         else:
             available = pool.free_total
+        if self._within_width:
+            candidates = [victim for victim in candidates if victim.width <= gpus]
         chosen: list[Victim] = []
         for victim in candidates:
             if available >= gpus:
@@ -346,6 +367,14 @@ class VictimIndex:
         if available < gpus or not chosen:
             return None
         return VictimChoice(tuple(chosen), _span_holds(fleet, pool, gpus - sum(v.lease.gpus for v in chosen), heavy))
+
+
+def task_widths(leases: Iterable[RunningLease]) -> dict[str, int]:
+    """GPUs per task over all its leases (a task spanning nodes holds one lease per node)."""
+    widths: dict[str, int] = {}
+    for lease in leases:
+        widths[lease.task_id] = widths.get(lease.task_id, 0) + lease.gpus
+    return widths
 
 
 def _span_holds(fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> tuple[tuple[int, int], ...]:

@@ -169,6 +169,10 @@ class LeaseBuilder:
     def borrows_headroom(self) -> LeaseBuilder:
         return self._set(borrowed_headroom=True)
 
+    def of_task(self, task_id: str) -> LeaseBuilder:
+        """The lease's task (a task spanning nodes holds one lease per node)."""
+        return self._set(task_id=task_id)
+
     def submitted(self, at: float) -> LeaseBuilder:
         """When the lease's task was submitted (the fifo order ranks by it)."""
         return self._set(submitted_at=at)

@@ -179,7 +179,8 @@ def repetitive_scenarios(draw):
                      checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()),
                    checkpointing_standard_yields=draw(st.booleans()),
                    holder_reclaims_within_headroom=draw(st.booleans()),
-                   reclaiming_holder_keeps_headroom=draw(st.booleans()))
+                   reclaiming_holder_keeps_headroom=draw(st.booleans()),
+                   standard_yields_within_width=draw(st.booleans()))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy

@@ -71,3 +71,41 @@ def test_a_yielding_standard_lease_does_not_cover_the_headroom():
     result = run([a_node("a").free(4), a_node("b").free(0)], [a_task("t").gpus(4).runs(2 * HOUR)], leases=leases,
                  headroom_tracks_core=False, headroom=0.25, **YIELDS)
     assert not result.grants
+
+
+WITHIN_WIDTH = dict(YIELDS, standard_yields_within_width=True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "core_gpus", "preempted"),
+    [
+        (YIELDS, 1, True),  # without the rule a 1-GPU core task takes the 4-GPU standard task's node share
+        (WITHIN_WIDTH, 1, False),  # the standard task is wider than the core task: it stays
+        (WITHIN_WIDTH, 4, True),  # as wide: it yields
+    ],
+)
+def test_a_standard_task_yields_only_to_a_core_task_at_least_as_wide(policy, core_gpus, preempted):
+    nodes, leases = _full_fleet(checkpoints=True)
+    task = a_task("c").core().gpus(core_gpus).submitted(NOW - HOUR)
+    result = run(nodes, [task], leases=leases, **policy)
+    assert ([p.lease_id for p in result.preemptions] == ["Ls"]) == preempted
+
+
+def test_the_width_counts_every_lease_of_a_task_spanning_nodes():
+    """An 8-GPU standard task on node a's GPUs 0-3 and node b's GPUs 0-3: a 4-GPU core task could take either
+    half, but the task is 8 GPUs wide, so with the rule it stays."""
+    halves = [a_lease(f"Ls{node}").of_task("wide").on(node).gpus(0, 1, 2, 3).checkpoints_on_preempt()
+              .started(NOW - 60).ends(NOW + 5 * HOUR) for node in "ab"]
+    nodes, leases = a_full_fleet_around(*halves)
+    task = a_task("c").core().gpus(4).submitted(NOW - HOUR)
+    assert run(nodes, [task], leases=leases, **YIELDS).preemptions
+    assert not run(nodes, [task], leases=leases, **WITHIN_WIDTH).preemptions
+
+
+def test_a_narrow_core_task_refused_a_wide_victim_leaves_it_to_a_wider_one_later_in_the_cycle():
+    """Two core tasks past their grace, a 1-GPU one first: the standard task (4 GPUs) is too wide for it, not for
+    the 4-GPU one behind it — a failure to preempt for 1 GPU says nothing about 4 GPUs under this rule."""
+    nodes, leases = _full_fleet(checkpoints=True)
+    narrow, wide = a_task("c1").core().gpus(1).submitted(NOW - 2 * HOUR), a_task("c4").core().gpus(4).submitted(NOW - HOUR)
+    result = run(nodes, [narrow, wide], leases=leases, **WITHIN_WIDTH)
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("Ls", "c4")]
