@@ -60,7 +60,7 @@ class SettledWalk:
             if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
                 project = task.project
                 # what refused earlier tasks since the project's last charge; the same check as `_walk_settled`'s, kept
-                # inline: as one helper method for both it cost +0.5% instructions per headline cold plan (scale17)
+                # inline: as one helper method for both it cost +0.5–1.0% instructions per cold plan (BENCHMARKS.md, session 17)
                 refused = refusals.get(project)
                 if refused is not None and (refusal := refused.get(shape)) is not None and (
                         failure := refusal.of(map(_RUNTIME, options))) is not None:
