@@ -76,8 +76,7 @@ async def fleet(dc: Dispatcher, nodes: int) -> None:
                for i in range(nodes)}
     async with dc.write_step() as step:
         changes = BookChanges(nodes=records)
-        await save_changes(step.conn, dc.schema, dc.emitter, changes)
-        step.commit(lambda state: state.apply(changes))
+        step.write(changes, lambda conn, stored: save_changes(conn, dc.schema, dc.emitter, changes, stored))
 
 
 async def arrive(dc: Dispatcher, round_: int, tasks: int) -> None:
@@ -90,8 +89,7 @@ async def arrive(dc: Dispatcher, round_: int, tasks: int) -> None:
     }
     async with dc.write_step() as step:
         changes = BookChanges(tasks=records)
-        await save_changes(step.conn, dc.schema, dc.emitter, changes)
-        step.commit(lambda state: state.apply(changes))
+        step.write(changes, lambda conn, stored: save_changes(conn, dc.schema, dc.emitter, changes, stored))
 
 
 async def finish_all(dc: Dispatcher) -> None:
@@ -172,7 +170,7 @@ async def small_steps(dc: Dispatcher, pool: Any, steps: int) -> StepCost:
     cpu, process, started = await backend_cpu_s(pool), time.process_time(), time.perf_counter()
     for _ in range(steps):
         async with dc.write_step() as step:
-            await step.conn.execute(f"UPDATE {SCHEMA}.nodes SET last_seen = now() WHERE node_id = 'n0000'")
+            step.then(lambda conn: conn.execute(f"UPDATE {SCHEMA}.nodes SET last_seen = now() WHERE node_id = 'n0000'"))
     wall = time.perf_counter() - started
     cpu, process = await backend_cpu_s(pool) - cpu, time.process_time() - process
     return StepCost(wall * 1000 / steps, cpu * 1000 / steps, process * 1000 / steps)

@@ -1,17 +1,24 @@
 """`Dispatcher`: what every dispatcher step needs, and `write_step`, the one way a step writes.
 
-A write step of the leader — a batch of events or reports, a cycle, a sweep — runs as:
+A write step of the leader — a batch of events or reports, a cycle, a sweep — runs in two phases:
 
-    async with dc.write_step() as step:          # in-process lock, transaction (its BEGIN checks the epoch)
-        book = step.state.book(...)              # memory (+ records loaded for this batch)
+    async with dc.write_step() as step:          # DECIDE, under the in-process lock, in a transaction
+        ...                                      #   (its BEGIN checks the epoch); inbox rows, reads
+        book = step.state.book(await step.load_tasks(ids))   # memory (+ records loaded for this batch)
         effects = fold(book, ..., step.now)      # pure
-        await save(step.conn, effects)           # the same transaction
-        step.commit(effects.changes)             # memory takes them over once the transaction commits
+        step.write(effects.changes, lambda conn, stored: save(conn, effects, stored), read=book)
+    # PERSIST, after the lock: the saves, then the commit, once the step before has committed
 
-Steps are serialised by one in-process lock, so each folds over the state the previous one left;
-a cycle waiting for it goes before waiting batches (`step_lock.StepLock`).
-If a step fails after it started writing, its outcome is unknown (the commit may or may not have
-happened): the working set is dropped, and the next step reloads it from the tables.
+Deciding is serialised by one in-process lock (a cycle waiting for it goes before waiting batches,
+`step_lock.StepLock`), and the working set takes a step's changes as soon as it has decided, so each
+step decides over the state the previous ones left — while the previous one still writes and commits.
+Commits happen strictly in the order the steps decided (`commit_order.CommitOrder`), and a step's
+saves start only after the step before it committed, so the tables, the outbox's order and the
+events' subject numbers are those of serial steps. If a step fails (its writes, its commit, or its
+outcome is unknown), the working set is dropped, every step decided on top of it is aborted
+(`StepAborted`: rolled back, none of its rows or events visible; its batch is redelivered), and the
+next step reloads the working set from the tables once no step is pending. A step reading records
+missing from memory first waits for the pending steps that changed them (`Step.load_tasks`).
 
 The dispatcher also keeps its record of report-path outages (`outages`, rules in
 `shared.leasing.outage`): a step that fails because PostgreSQL is unreachable starts one, the next
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -32,16 +39,19 @@ from redis.exceptions import RedisError, ResponseError
 
 from services.common.runtime import Emitter
 from services.config.holder import DocumentHolder, PolicyInForce, policy_in_force_holder
+from services.dispatcher.commit_order import CommitOrder, Pending, StepAborted
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.leader import FencedTransaction
 from services.dispatcher.step_lock import StepLock
-from services.dispatcher.store import load_everything
+from services.dispatcher.store import load_everything, load_leases, load_tasks
 from services.dispatcher.working_set import WorkingSet
 from shared.events import utcnow
 from shared.leasing.outage import OutageSource, OutageWatch, behind_on_reports
 
 
 from shared.leasing.idle import IdleRule
+from shared.leasing.records import LeaseBook, LeaseRecord, QuotaRecord, TaskRecord
+from shared.leasing.work import BookChanges
 from shared.leasing.work import LeaseRules
 from shared.logging import get_logger
 from shared.names import DISPATCHER_GROUP, REPORTS_STREAM
@@ -52,18 +62,64 @@ from shared.scheduling.model import Policy
 log = get_logger(__name__)
 
 
+Save = Callable[[asyncpg.Connection, LeaseBook | None], Awaitable[object]]
+STEPS_IN_FLIGHT = 2  # decided and not yet settled: one writing, one waiting for it (each holds a connection)
+
+
 @dataclass
 class Step:
-    """One write step: its connection (inside the transaction), the working set, and its clock."""
+    """One write step: its connection (inside the transaction), the working set, its clock, and what it
+    will write once it has decided."""
 
     conn: asyncpg.Connection
     state: WorkingSet
     now: datetime
-    _after_commit: list[Callable[[WorkingSet], None]] = field(default_factory=list)
+    dispatcher: Dispatcher
+    generation: int  # of the working set it decides over (`Dispatcher.drop_state` moves it on)
+    saves: list[Callable[[asyncpg.Connection], Awaitable[object]]] = field(default_factory=list)
+    kept: list[tuple[BookChanges, Mapping[str, QuotaRecord] | None]] = field(default_factory=list)
 
-    def commit(self, *apply: Callable[[WorkingSet], None]) -> None:
-        """Apply these to the working set once the transaction has committed."""
-        self._after_commit.extend(apply)
+    def write(self, changes: BookChanges, save: Save, *, read: LeaseBook | None = None,
+              accounts: Mapping[str, QuotaRecord] | None = None) -> None:
+        """Decided: `save(conn, stored)` writes `changes` after the lock, once the step before has committed
+        (`stored`: the stored versions of the records it writes, as `read` holds them now, or None: none
+        known); the working set takes `changes` (and `accounts`) over when the decide phase ends."""
+        stored = None if read is None else stored_versions(read, changes)
+        self.saves.append(lambda conn: save(conn, stored))
+        self.kept.append((changes, accounts))
+
+    def then(self, save: Callable[[asyncpg.Connection], Awaitable[object]]) -> None:
+        """One more write after the ones before, in this step's transaction (no records of the working set)."""
+        self.saves.append(save)
+
+    async def load_tasks(self, task_ids: Collection[str]) -> dict[str, TaskRecord]:
+        """Tasks missing from memory, from the tables — once no pending step changes them."""
+        if not task_ids:
+            return {}
+        await self.dispatcher.commits.settled(tasks=task_ids)
+        return await load_tasks(self.conn, self.dispatcher.schema, task_ids)
+
+    async def load_leases(self, lease_ids: Collection[str]) -> dict[str, LeaseRecord]:
+        """Leases missing from memory (ended ones), from the tables — once no pending step changes them."""
+        if not lease_ids:
+            return {}
+        await self.dispatcher.commits.settled(leases=lease_ids)
+        return await load_leases(self.conn, self.dispatcher.schema, lease_ids)
+
+    def touched(self) -> tuple[set[str], set[str]]:
+        """The task and lease ids this step changes."""
+        tasks = {task_id for changes, _ in self.kept for task_id in changes.tasks}
+        leases = {lease_id for changes, _ in self.kept for lease_id in [*changes.leases, *changes.quiet_leases]}
+        return tasks, leases
+
+
+def stored_versions(read: LeaseBook, changes: BookChanges) -> LeaseBook:
+    """The versions `read` holds now of the records `changes` writes (a copy: memory moves on before the write)."""
+    return LeaseBook(
+        tasks={i: read.tasks[i] for i in changes.tasks if i in read.tasks},
+        leases={i: read.leases[i] for i in changes.leases if i in read.leases},
+        nodes={i: read.nodes[i] for i in changes.nodes if i in read.nodes},
+    )
 
 
 @dataclass
@@ -78,6 +134,8 @@ class Dispatcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     state: WorkingSet | None = None  # None: (re)load before the next step
     reloads: int = 0
+    generation: int = 0  # moves on each time the working set is dropped
+    commits: CommitOrder = field(default_factory=CommitOrder)
     redis: Redis | None = None  # probed every tick (`watch_redis`); None: no probe (tests)
     estimated_at: datetime | None = None  # the last estimate of the queue's starts (`estimates_due`)
     policies: DocumentHolder[PolicyInForce] = field(init=False)
@@ -116,27 +174,72 @@ class Dispatcher:
 
     @contextlib.asynccontextmanager
     async def write_step(self, *, urgent: bool = False) -> AsyncIterator[Step]:
-        """A write step of the leader (see the module docstring); `urgent` ones (the cycle) go
+        """A write step of the leader (see the module docstring); `urgent` ones (the cycle) decide
         before the batches waiting for the lock (`StepLock`)."""
         async with self.write_lock.hold(urgent=urgent):
+            await self.commits.room(STEPS_IN_FLIGHT)
             try:
-                async with self.pool.acquire() as conn:
-                    async with FencedTransaction(conn, self.schema, self.epoch):  # BEGIN + epoch check: one round trip
-                        if self.state is None:
-                            self.state = await load_everything(conn, self.schema, self.config.renewal_event_every_s)
-                            self.reloads += 1
-                            log.info("working set loaded", tasks=len(self.state.tasks), leases=len(self.state.leases),
-                                     nodes=len(self.state.nodes), reloads=self.reloads)
-                        step = Step(conn, self.state, utcnow())
-                        yield step
-                    for apply in step._after_commit:
-                        apply(self.state)
+                conn: asyncpg.Connection = await self.pool.acquire()
             except BaseException as error:
-                self.state = None  # the step's outcome is unknown: reload before the next one
                 if is_unreachable(error):
                     self.source_down(OutageSource.POSTGRES, error)
                 raise
-            self.source_up(OutageSource.POSTGRES)
+            transaction = FencedTransaction(conn, self.schema, self.epoch)
+            try:
+                await transaction.start()  # BEGIN + epoch check: one round trip
+                step = Step(conn, await self._loaded(conn), utcnow(), self, self.generation)
+                yield step
+                if step.generation != self.generation:
+                    raise StepAborted("the working set was dropped while this step decided")
+                for changes, accounts in step.kept:
+                    step.state.apply(changes, accounts)
+                pending = self.commits.join(*step.touched())
+            except BaseException as error:
+                await self._abandon(conn, transaction, error)
+                raise
+        await self._persist(step, transaction, pending)
+
+    async def _loaded(self, conn: asyncpg.Connection) -> WorkingSet:
+        """The working set; after a gap, reloaded — once no step is pending (their writes are settled)."""
+        if self.state is None:
+            await self.commits.drained()
+            self.state = await load_everything(conn, self.schema, self.config.renewal_event_every_s)
+            self.reloads += 1
+            log.info("working set loaded", tasks=len(self.state.tasks), leases=len(self.state.leases),
+                     nodes=len(self.state.nodes), reloads=self.reloads)
+        return self.state
+
+    async def _persist(self, step: Step, transaction: FencedTransaction, pending: Pending) -> None:
+        """The decided step's writes and commit, after the lock, in step order (module docstring)."""
+        try:
+            await self.commits.turn(pending)
+            for save in step.saves:
+                await save(step.conn)
+            await transaction.commit()
+        except BaseException as error:
+            self.commits.settle(pending, committed=False)
+            await self._abandon(step.conn, transaction, error)
+            raise
+        self.commits.settle(pending, committed=True)
+        await self.pool.release(step.conn)
+        self.source_up(OutageSource.POSTGRES)
+
+    async def _abandon(self, conn: asyncpg.Connection, transaction: FencedTransaction, error: BaseException) -> None:
+        """A step failed: roll back what can be, drop the working set, give the connection back."""
+        self.drop_state()
+        try:
+            if conn.is_in_transaction() and not conn.is_closed():
+                with contextlib.suppress(Exception):
+                    await transaction.rollback()
+        finally:
+            await self.pool.release(conn)  # the pool resets (or closes) a connection left mid-transaction
+        if is_unreachable(error):
+            self.source_down(OutageSource.POSTGRES, error)
+
+    def drop_state(self) -> None:
+        """The tables may no longer match memory: reload before the next step decides."""
+        self.state = None
+        self.generation += 1
 
     async def watch_redis(self, timeout_s: float = 2.0) -> None:
         """Probe Redis (the report path's first half); a failure starts an outage, success ends it."""

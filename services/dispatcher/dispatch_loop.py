@@ -7,7 +7,9 @@
     3. fold: apply_plan re-validates and turns the plan into records and events (pure), each grant
        with why it started now; every estimate_every_s the queue's estimated starts and the watches
        (deadlines at risk, core work near its quota's expiry, approvals waiting too long)
-    4. save in the step's transaction (epoch checked); memory takes it over after the commit
+    4. memory takes the changes over; the save runs in the step's transaction (epoch checked) after the
+       step lock, once the step before has committed (`context` module docstring), so the next step
+       decides while this one writes
     5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s after a cycle that left
        tasks waiting, at once after one that left none) and on every tick; the tick
        first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
@@ -21,7 +23,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+import asyncpg
 
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.governance import gate, govern, watch_queue
@@ -33,7 +38,9 @@ from shared.leasing.expiry import expire
 from shared.leasing.outage import OutageSource
 from shared.leasing.plan_effects import CycleEffects, apply_plan, leases_needed
 from shared.leasing.queue_order import start_reasons
+from shared.leasing.records import LeaseBook, TaskRecord
 from shared.logging import get_logger
+from shared.scheduling.estimate import StartEstimate
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 
@@ -64,7 +71,7 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
         queue = step.state.kept_queue(dc.policy)  # kept sorted between cycles (`OrderedQueue`)
         if not queue:
             if dc.estimates_due(step.now):
-                await save_queue_estimates(step.conn, dc.schema, {}, {}, step.now)
+                step.then(lambda conn: save_queue_estimates(conn, dc.schema, {}, {}, step.now))
             observe_cycle(started - entered)
             return CycleReport(0, None, 0.0)
         now_s = step.now.timestamp()
@@ -88,20 +95,33 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
                                              now_s, step.now)
             changes = changes.merge(watched)
         folded = time.perf_counter()
-        # 4. Save; memory follows after the commit.
-        await save_changes(step.conn, dc.schema, dc.emitter, changes, stored=step.state.book())
-        if estimates is not None:
-            await save_queue_estimates(step.conn, dc.schema, estimates, step.state.book(tasks=changes.tasks).tasks, step.now)
-        saved = time.perf_counter()
-        step.commit(lambda state: state.apply(changes))
+        # 4. Memory takes the changes over now; the save runs after the lock, once the step before has committed.
+        marks: dict[str, float] = {}
+        flagged = _tasks_estimated(estimates, step.state.book(tasks=changes.tasks).tasks)
+
+        async def save(conn: asyncpg.Connection, stored: LeaseBook | None) -> None:
+            marks["saving"] = time.perf_counter()
+            await save_changes(conn, dc.schema, dc.emitter, changes, stored)
+            if estimates is not None:
+                await save_queue_estimates(conn, dc.schema, estimates, flagged, step.now)
+            marks["saved"] = time.perf_counter()
+
+        step.write(changes, save, read=step.state.book())
     ended = time.perf_counter()
-    waiting = len(dc.state.queue) if dc.state is not None else 0  # the committed queue, grants taken out
+    waiting = len(dc.state.queue) if dc.state is not None else 0  # the queue in memory, grants taken out
     observe_cycle(started - entered, planned - started, ended - planned)  # Prometheus histogram
     if effects.leases or effects.preempted:
         log.info("cycle", queued=len(queue), leases=effects.leases, preempted=effects.preempted, held=effects.held,
-                 plan_ms=_ms(started, planned), fold_ms=_ms(planned, folded), save_ms=_ms(folded, saved),
-                 commit_ms=_ms(saved, ended))  # fmt: skip
+                 plan_ms=_ms(started, planned), fold_ms=_ms(planned, folded), wait_ms=_ms(folded, marks["saving"]),
+                 save_ms=_ms(marks["saving"], marks["saved"]), commit_ms=_ms(marks["saved"], ended))  # fmt: skip
     return CycleReport(len(queue), effects, (planned - started) * 1000, waiting)
+
+
+def _tasks_estimated(estimates: Mapping[str, StartEstimate] | None, tasks: Mapping[str, TaskRecord]) -> dict[str, TaskRecord]:
+    """The records of the tasks `estimates` covers, as they are now (their flags go with the estimates)."""
+    if estimates is None:
+        return {}
+    return {e.task_id: tasks[e.task_id] for e in estimates.values() if e.task_id in tasks}
 
 
 def _ms(start: float, end: float) -> float:
@@ -115,8 +135,7 @@ async def sweep(dc: Dispatcher) -> int:
         changes = expire(book, step.now, dc.rules, dc.outages.current())
         if not changes:
             return 0
-        await save_changes(step.conn, dc.schema, dc.emitter, changes, stored=book)
-        step.commit(lambda state: state.apply(changes))
+        step.write(changes, lambda conn, stored: save_changes(conn, dc.schema, dc.emitter, changes, stored), read=book)
     expired = sorted(i for i, lease in changes.leases.items() if not lease.active)
     lost = sorted(i for i, node in changes.nodes.items() if not node.alive)
     if expired or lost:

@@ -6,9 +6,9 @@ One batch = one write step:
 2. inbox: record them as consumed; the ones already consumed drop out (facets the fold applies at
    most once by itself, `task_facets.APPLIED_ONCE_BY_THE_FOLD`, get no inbox row: ~3 rows per task);
 3. load: the tasks they name that are not in the working set (final ones, or never seen);
-4. fold: `shared.leasing.task_facets.apply_events` (pure);
-5. save (`store.save_event_effects`): changed records, accounts (with their usage), events; memory takes them
-   over after the commit.
+4. fold: `shared.leasing.task_facets.apply_events` (pure); memory takes the changes over;
+5. save (`store.save_event_effects`, after the step lock, once the step before has committed): changed
+   records, accounts (with their usage), events.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.store import load_tasks, save_event_effects
+from services.dispatcher.store import save_event_effects
 from shared.delivery.inbox import record_consumed_many
 from shared.events import Envelope
 from shared.leasing.task_facets import APPLIED_ONCE_BY_THE_FOLD, RELEVANT, EventEffects, apply_events, task_ids_of
@@ -38,11 +38,10 @@ async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
         todo = [e for e in relevant if isinstance(e, APPLIED_ONCE_BY_THE_FOLD) or e.event_id in fresh]
         if not todo:
             return
-        unknown = task_ids_of(todo) - step.state.tasks.keys()
-        book = step.state.book(tasks=await load_tasks(step.conn, dc.schema, unknown))
+        book = step.state.book(tasks=await step.load_tasks(task_ids_of(todo) - step.state.tasks.keys()))
         effects: EventEffects = apply_events(book, todo, step.now, dc.rules)
-        await save_event_effects(step.conn, dc.schema, dc.emitter, effects, stored=book)
-        step.commit(lambda state: state.apply(effects.changes, effects.accounts))
+        step.write(effects.changes, lambda conn, stored: save_event_effects(conn, dc.schema, dc.emitter, effects, stored),
+                   read=book, accounts=effects.accounts)
     for refusal in effects.refused:
         log.warning("request not carried out", detail=refusal)  # a review or an operator's request
     if effects.wake:

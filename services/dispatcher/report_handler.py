@@ -6,8 +6,10 @@ One batch = one write step (the matcher's shape):
 2. load: the leases they name that are not in the working set (ended ones), with their tasks;
 3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim), given when each
    report reached the stream (its entry id, `shared.delivery.arrival`), not only when it is applied;
-4. save (`store.save_report_effects`): changed records, events and commands, rejected reports,
-   GPU utilisation; a rejected report is also logged with its reason. Memory takes the changes over after the commit.
+   memory takes the changes over;
+4. save (`store.save_report_effects`, after the step lock, once the step before has committed): changed
+   records, events and commands, rejected reports, GPU utilisation; a rejected report is also logged
+   with its reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.dispatcher.context import Dispatcher
-from services.dispatcher.store import load_leases, load_tasks, save_report_effects
+from services.dispatcher.store import save_report_effects
 from shared.delivery.arrival import Arrived
 from shared.delivery.inbox import record_consumed_many
 from shared.events.reports import AgentReport
@@ -37,12 +39,12 @@ async def handle_reports(dc: Dispatcher, arrived: Sequence[Arrived[AgentReport]]
         if not todo:
             return
         named = {claim.lease_id for report in todo for claim in claims_of(report)}
-        ended = await load_leases(step.conn, dc.schema, named - step.state.leases.keys())
-        tasks = await load_tasks(step.conn, dc.schema, {lease.task_id for lease in ended.values()} - step.state.tasks.keys())
+        ended = await step.load_leases(named - step.state.leases.keys())
+        tasks = await step.load_tasks({lease.task_id for lease in ended.values()} - step.state.tasks.keys())
         book = step.state.book(tasks, ended)
         effects: ReportEffects = apply_reports(book, todo, step.now, dc.rules, arrived_at)
-        await save_report_effects(step.conn, dc.schema, dc.emitter, effects, stored=book)
-        step.commit(lambda state: state.apply(effects.changes))
+        step.write(effects.changes, lambda conn, stored: save_report_effects(conn, dc.schema, dc.emitter, effects, stored),
+                   read=book)
     for rejected in effects.rejected:
         log.warning("agent report rejected", report_type=rejected.report_type, agent_id=rejected.agent_id,
                     lease_id=rejected.lease_id, fencing_token=rejected.fencing_token, count=rejected.count,

@@ -155,10 +155,11 @@ class WorkingSet:
         awaiting = [self.queue[task_id] for task_id in set(self.preempted_for.values()) if task_id in self.queue]
         return self._kept.changed(removed=awaiting) if awaiting else self._kept
 
-    # -- what a committed step changed ------------------------------------------------------------
+    # -- what a decided step changes ---------------------------------------------------------------
 
     def apply(self, changes: BookChanges, accounts: Mapping[str, QuotaRecord] | None = None) -> None:
-        """Take over what a committed step wrote (and the renewals it kept in memory only)."""
+        """Take over what a step decided to write (and the renewals it keeps in memory only): at the end of its
+        decide phase, before its commit (`context` module docstring; a step that does not commit drops the set)."""
         for lease in [*changes.leases.values(), *changes.quiet_leases.values()]:
             self._keep_lease(lease)
         for task in changes.tasks.values():
