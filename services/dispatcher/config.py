@@ -59,6 +59,11 @@ class DispatcherConfig(BaseSettings):
         " (a transaction) that a new task's facets and the cycle granting it wait for",
     )
     min_idle_ms: int = Field(30_000, ge=1, description="pending entries older than this are claimed")
+    steps_in_flight: int = Field(
+        1, ge=1, le=4, description="write steps decided and not yet committed: 1, a step commits before the next"
+        " decides; 2 or more, the next step decides while the previous ones write and commit (they commit in"
+        " order; docs/BENCHMARKS.md session 17: not faster on a saturated 2-core machine)",
+    )
 
     def lease_rules(self) -> LeaseRules:
         """The timings the pure folds apply."""

@@ -19,6 +19,8 @@ outcome is unknown), the working set is dropped, every step decided on top of it
 (`StepAborted`: rolled back, none of its rows or events visible; its batch is redelivered), and the
 next step reloads the working set from the tables once no step is pending. A step reading records
 missing from memory first waits for the pending steps that changed them (`Step.load_tasks`).
+How many decided steps may wait for their commit is `DispatcherConfig.steps_in_flight`: with 1 (the
+default) a step persists before it lets go of the lock, so steps are serial as before.
 
 The dispatcher also keeps its record of report-path outages (`outages`, rules in
 `shared.leasing.outage`): a step that fails because PostgreSQL is unreachable starts one, the next
@@ -63,7 +65,6 @@ log = get_logger(__name__)
 
 
 Save = Callable[[asyncpg.Connection, LeaseBook | None], Awaitable[object]]
-STEPS_IN_FLIGHT = 2  # decided and not yet settled: one writing, one waiting for it (each holds a connection)
 
 
 @dataclass
@@ -177,7 +178,7 @@ class Dispatcher:
         """A write step of the leader (see the module docstring); `urgent` ones (the cycle) decide
         before the batches waiting for the lock (`StepLock`)."""
         async with self.write_lock.hold(urgent=urgent):
-            await self.commits.room(STEPS_IN_FLIGHT)
+            await self.commits.room(self.config.steps_in_flight)
             try:
                 conn: asyncpg.Connection = await self.pool.acquire()
             except BaseException as error:
@@ -197,6 +198,9 @@ class Dispatcher:
             except BaseException as error:
                 await self._abandon(conn, transaction, error)
                 raise
+            if self.config.steps_in_flight == 1:  # serial: the next step decides once this one has committed
+                await self._persist(step, transaction, pending)
+                return
         await self._persist(step, transaction, pending)
 
     async def _loaded(self, conn: asyncpg.Connection) -> WorkingSet:

@@ -53,12 +53,14 @@ async def dsn(fresh_settings: Settings) -> AsyncIterator[str]:
     yield fresh_settings.database_dsn or ""
 
 
-async def a_leader_with_a_fleet(pool: asyncpg.Pool, nodes: int = 2, gpus: int = 2) -> Dispatcher:
-    """A fresh `dispatcher` schema (with the FAIL trigger) and a leader over `nodes` alive nodes."""
+async def a_leader_with_a_fleet(pool: asyncpg.Pool, nodes: int = 2, gpus: int = 2, in_flight: int = 2) -> Dispatcher:
+    """A fresh `dispatcher` schema (with the FAIL trigger) and a leader over `nodes` alive nodes, overlapping
+    up to `in_flight` steps."""
     await pool.execute("DROP SCHEMA IF EXISTS dispatcher CASCADE")
     await prepare_schema(pool, SPEC)
     await pool.execute(REFUSE_FAIL_TASKS)
-    dc = Dispatcher(pool, "dispatcher", "dispatcher/test", "service:dispatcher", DispatcherConfig(), epoch=0)
+    dc = Dispatcher(pool, "dispatcher", "dispatcher/test", "service:dispatcher",
+                    DispatcherConfig(steps_in_flight=in_flight), epoch=0)
     now = utcnow()
     records = {f"n{i}": a_node_record(f"n{i}", f"a{i}", gpus=gpus, registered_at=now, last_seen=now)
                for i in range(nodes)}
@@ -94,6 +96,21 @@ async def until_decided(dc: Dispatcher, pending: int) -> None:
 
 async def task_ids(pool: asyncpg.Pool) -> set[str]:
     return {r["task_id"] for r in await pool.fetch("SELECT task_id FROM dispatcher.tasks")}
+
+
+async def test_by_default_a_step_commits_before_the_next_decides(dsn: str) -> None:
+    async with await create_pool(dsn, min_size=1, max_size=5) as pool:
+        dc = await a_leader_with_a_fleet(pool, in_flight=1)
+        assert DispatcherConfig().steps_in_flight == 1
+        async with writes_to_tasks_held(pool):
+            first = asyncio.ensure_future(handle_events(dc, a_ready_task("T1")))
+            await until_a_write_waits(pool)
+            second = asyncio.ensure_future(handle_events(dc, a_ready_task("T2")))
+            await asyncio.sleep(0.2)  # room to go wrong, not a timing claim: it must not decide meanwhile
+            assert dc.write_lock.locked() and len(dc.commits) == 1 and dc.state is not None
+            assert "T2" not in dc.state.tasks
+        await asyncio.gather(first, second)
+        assert await task_ids(pool) == {"T1", "T2"}
 
 
 async def test_the_next_step_decides_while_the_previous_commit_is_held(dsn: str) -> None:
@@ -160,9 +177,9 @@ def step_lists() -> st.SearchStrategy[list[Arrival | Cycle]]:
                                  for i, k in enumerate(ks)])
 
 
-async def run_steps(dsn: str, steps: list[Arrival | Cycle], held: bool) -> None:
+async def run_steps(dsn: str, steps: list[Arrival | Cycle], held: bool, in_flight: int) -> None:
     async with await create_pool(dsn, min_size=1, max_size=6) as pool:
-        dc = await a_leader_with_a_fleet(pool, nodes=2, gpus=2)
+        dc = await a_leader_with_a_fleet(pool, nodes=2, gpus=2, in_flight=in_flight)
         if held:  # the first step's save waits, the others pile up behind it
             async with writes_to_tasks_held(pool):
                 running = [asyncio.ensure_future(step.run(dc)) for step in steps]
@@ -206,7 +223,7 @@ async def check(pool: asyncpg.Pool, dc: Dispatcher, steps: list[Arrival | Cycle]
 
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
-@given(steps=step_lists(), held=st.booleans())
+@given(steps=step_lists(), held=st.booleans(), in_flight=st.sampled_from([1, 2, 3]))
 def test_random_steps_and_failures_commit_in_order_and_never_show_an_aborted_step(
-        dsn: str, steps: list[Arrival | Cycle], held: bool) -> None:
-    asyncio.run(run_steps(dsn, steps, held))
+        dsn: str, steps: list[Arrival | Cycle], held: bool, in_flight: int) -> None:
+    asyncio.run(run_steps(dsn, steps, held, in_flight))
