@@ -7,7 +7,7 @@ A write step of the leader â€” a batch of events or reports, a cycle, a sweep â€
         book = step.state.book(await step.load_tasks(ids))   # memory (+ records loaded for this batch)
         effects = fold(book, ..., step.now)      # pure
         step.write(effects.changes, lambda conn, stored: save(conn, effects, stored), read=book)
-    # PERSIST, after the lock: the saves, then the commit, once the step before has committed
+    # PERSIST: the saves, then the commit, once the step before has committed (after the lock if steps overlap)
 
 Deciding is serialised by one in-process lock (a cycle waiting for it goes before waiting batches,
 `step_lock.StepLock`), and the working set takes a step's changes as soon as it has decided, so each
@@ -82,7 +82,7 @@ class Step:
 
     def write(self, changes: BookChanges, save: Save, *, read: LeaseBook | None = None,
               accounts: Mapping[str, QuotaRecord] | None = None) -> None:
-        """Decided: `save(conn, stored)` writes `changes` after the lock, once the step before has committed
+        """Decided: `save(conn, stored)` writes `changes` once the step before has committed
         (`stored`: the stored versions of the records it writes, as `read` holds them now, or None: none
         known); the working set takes `changes` (and `accounts`) over when the decide phase ends."""
         stored = None if read is None else stored_versions(read, changes)
@@ -214,7 +214,7 @@ class Dispatcher:
         return self.state
 
     async def _persist(self, step: Step, transaction: FencedTransaction, pending: Pending) -> None:
-        """The decided step's writes and commit, after the lock, in step order (module docstring)."""
+        """The decided step's writes and commit, in step order (module docstring)."""
         try:
             await self.commits.turn(pending)
             for save in step.saves:

@@ -7,9 +7,9 @@
     3. fold: apply_plan re-validates and turns the plan into records and events (pure), each grant
        with why it started now; every estimate_every_s the queue's estimated starts and the watches
        (deadlines at risk, core work near its quota's expiry, approvals waiting too long)
-    4. memory takes the changes over; the save runs in the step's transaction (epoch checked) after the
-       step lock, once the step before has committed (`context` module docstring), so the next step
-       decides while this one writes
+    4. memory takes the changes over; the save runs in the step's transaction (epoch checked) once the
+       step before has committed — with `steps_in_flight` > 1 after the step lock, so the next step
+       decides while this one writes (`context` module docstring)
     5. the loop runs 1-4 when relevant events arrived (at most once per debounce_s after a cycle that left
        tasks waiting, at once after one that left none) and on every tick; the tick
        first probes Redis (`Dispatcher.watch_redis`), then sweeps expired leases and silent nodes
@@ -95,7 +95,7 @@ async def run_cycle(dc: Dispatcher, *, skip_if_idle: bool = False) -> CycleRepor
                                              now_s, step.now)
             changes = changes.merge(watched)
         folded = time.perf_counter()
-        # 4. Memory takes the changes over now; the save runs after the lock, once the step before has committed.
+        # 4. Memory takes the changes over now; the save runs once the step before has committed.
         marks: dict[str, float] = {}
         flagged = _tasks_estimated(estimates, step.state.book(tasks=changes.tasks).tasks)
 

@@ -7,7 +7,7 @@ One batch = one write step:
    most once by itself, `task_facets.APPLIED_ONCE_BY_THE_FOLD`, get no inbox row: ~3 rows per task);
 3. load: the tasks they name that are not in the working set (final ones, or never seen);
 4. fold: `shared.leasing.task_facets.apply_events` (pure); memory takes the changes over;
-5. save (`store.save_event_effects`, after the step lock, once the step before has committed): changed
+5. save (`store.save_event_effects`, once the step before has committed): changed
    records, accounts (with their usage), events.
 """
 

@@ -7,7 +7,7 @@ One batch = one write step (the matcher's shape):
 3. fold: `shared.leasing.report_fold.apply_reports` (pure; fencing on EVERY claim), given when each
    report reached the stream (its entry id, `shared.delivery.arrival`), not only when it is applied;
    memory takes the changes over;
-4. save (`store.save_report_effects`, after the step lock, once the step before has committed): changed
+4. save (`store.save_report_effects`, once the step before has committed): changed
    records, events and commands, rejected reports, GPU utilisation; a rejected report is also logged
    with its reason.
 """
