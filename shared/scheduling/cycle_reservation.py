@@ -133,7 +133,9 @@ class CycleReservation:
         snapshot the scan reads only its opportunistic leases (`_scan_kept_leases`)."""
         key = (frozenset(card_types), len(self._preempted))  # the preempted set only grows
         if self._lease_scan is None or self._lease_scan[0] != key:
-            scan = self._scan_leases if self._kept_index is None else self._scan_kept_leases
+            # A kept index keeps the releases of the leases that are not opportunistic as they are: with standard victims
+            # (`_standard_victims`) one of those may be preempted this cycle, so every lease is read.
+            scan = self._scan_leases if self._kept_index is None or self._standard_victims else self._scan_kept_leases
             self._lease_scan = (key, *scan(key[0]))
         _, releases, yielding = self._lease_scan
         grouped = {card_type: list(found) for card_type, found in releases.items()}

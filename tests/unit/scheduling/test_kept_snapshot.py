@@ -211,3 +211,22 @@ def test_the_reservations_lease_releases_over_a_kept_snapshot_are_the_plain_ones
         releases = cycle._lease_releases(card_types, yield_at)
         found.append({card_type: sorted(items) for card_type, items in releases.items() if items})
     assert found[0] == found[1]
+
+
+@pytest.mark.parametrize("victims", [dict(checkpointing_standard_yields=True), dict(checkpointing_standard_borrows=True)])
+def test_a_standard_victim_preempted_this_cycle_frees_nothing_twice_in_the_reservation_over_a_kept_snapshot(victims):
+    """Node n0 (2 GPUs): a standard lease that checkpoints (due now) and a core lease ending in 1 s. The core task past
+    its grace preempts the standard lease and will run on its GPU; the next core task reserves for when the core lease
+    ends — over a kept snapshot too, whose lease index keeps standard releases as they are (found by the property
+    below: the kept plan counted the victim's GPU free at its estimated end as well, and reserved for now)."""
+    standard = a_lease("s", "n0", (0,), STANDARD, end=NOW, checkpoints_on_preempt=True,
+                       borrowed_headroom="checkpointing_standard_borrows" in victims)
+    leases = (standard, a_lease("c", "n0", (1,), CORE, end=NOW + 1.0))
+    nodes = (Node("n0", "H100", 2, frozenset()),)
+    option = (CardOption("H100", 60.0, 1.0),)
+    queue = [QueuedTask("late", "p", CORE, 0, 1, NOW, option), QueuedTask("due", "p", CORE, 0, 1, NOW - 600.0, option)]
+    policy = replace(POLICIES["cardflow"], headroom=0.0, backfill=False, **victims)
+    fresh = plan(Snapshot(nodes, leases), queue, policy, NOW)
+    assert [p.lease_id for p in fresh.preemptions] == ["s"]
+    assert [(r.task_id, r.start_at) for r in fresh.reservations] == [("late", NOW + 1.0)]
+    assert plan(KeptSnapshot(nodes, leases), queue, policy, NOW) == fresh
