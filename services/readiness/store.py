@@ -130,17 +130,18 @@ async def lock_tracked(conn: asyncpg.Connection, schema: str, task_ids: Sequence
     """The open tasks among `task_ids`, row-locked in id order (so concurrent re-checks queue)."""
     q = quote_schema(schema)
     tasks = await conn.fetch(
-        f"SELECT task_id, correlation_id, submitted_event_id, ready, ready_fraction, missing::text FROM {q}.tasks"
-        " WHERE task_id = ANY($1::text[]) AND closed_at IS NULL ORDER BY task_id FOR UPDATE",
+        f"SELECT task_id, correlation_id, submitted_event_id, ready, ready_fraction, missing::text, inputs_total"
+        f" FROM {q}.tasks WHERE task_id = ANY($1::text[]) AND closed_at IS NULL ORDER BY task_id FOR UPDATE",
         list(task_ids),
     )
+    with_inputs = [row["task_id"] for row in tasks if row["inputs_total"]]
     inputs = await conn.fetch(
         f"SELECT i.task_id, i.position, i.ref::text, i.kind, i.key, i.available, d.event_id AS signal_event_id"
         f" FROM {q}.inputs i LEFT JOIN {q}.datasets d ON i.kind = 'dataset'"
         " AND d.dataset = i.ref->>'dataset' AND d.version = i.ref->>'version'"
         " WHERE i.task_id = ANY($1::text[]) ORDER BY i.task_id, i.position",
-        [row["task_id"] for row in tasks],
-    )
+        with_inputs,
+    ) if with_inputs else []  # fmt: skip
     by_task: dict[str, list[InputState]] = {row["task_id"]: [] for row in tasks}
     for row in inputs:
         by_task[row["task_id"]].append(_input_state(row))
@@ -175,7 +176,8 @@ async def save_checks(
     readiness: Sequence[ReadinessUpdate],
     checked: Sequence[str],
 ) -> None:
-    """Write input states, newly reported readiness, and the check time of every task in `checked`."""
+    """Write input states, and per task in `checked` its check time and, if in `readiness`, its newly reported
+    readiness — one statement for both (a task's row is rewritten once per check)."""
     q = quote_schema(schema)
     if inputs:
         await conn.execute(
@@ -189,17 +191,20 @@ async def save_checks(
             [u.error for u in inputs],
             [u.probed for u in inputs],
         )
-    await conn.execute(
-        f"UPDATE {q}.tasks AS t SET ready = u.ready, ready_fraction = u.fraction, missing = u.missing::jsonb,"
-        " ready_since = CASE WHEN u.ready THEN coalesce(t.ready_since, now()) ELSE NULL END"
+    reported = {u.task_id: u.readiness for u in readiness}
+    if not reported.keys() <= set(checked):
+        raise ValueError("a reported task must be among the checked ones")
+    await conn.execute(  # one row version per checked task: its check time and, where reported, its readiness
+        f"UPDATE {q}.tasks AS t SET checked_at = now(), ready = coalesce(u.ready, t.ready),"
+        " ready_fraction = coalesce(u.fraction, t.ready_fraction), missing = coalesce(u.missing::jsonb, t.missing),"
+        " ready_since = CASE WHEN u.ready IS NULL THEN t.ready_since WHEN u.ready THEN coalesce(t.ready_since, now()) END"
         " FROM unnest($1::text[], $2::bool[], $3::float8[], $4::text[]) AS u(task_id, ready, fraction, missing)"
         " WHERE t.task_id = u.task_id",
-        [u.task_id for u in readiness],
-        [u.readiness.ready for u in readiness],
-        [u.readiness.ready_fraction for u in readiness],
-        [json.dumps([ref_to_json(ref) for ref in u.readiness.missing]) for u in readiness],
+        list(checked),
+        [reported[i].ready if i in reported else None for i in checked],
+        [reported[i].ready_fraction if i in reported else None for i in checked],
+        [json.dumps([ref_to_json(ref) for ref in reported[i].missing]) if i in reported else None for i in checked],
     )
-    await conn.execute(f"UPDATE {q}.tasks SET checked_at = now() WHERE task_id = ANY($1::text[])", list(checked))
 
 
 async def probe_targets(conn: asyncpg.Connection | asyncpg.Pool, schema: str, task_ids: Sequence[str]) -> list[str]:
