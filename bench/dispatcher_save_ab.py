@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bench.dispatcher_writes as writes  # noqa: E402
+from bench.ab_rounds import paired_line  # noqa: E402
 import services.dispatcher.dispatch_loop as dispatch_loop  # noqa: E402
 import services.dispatcher.report_handler as report_handler  # noqa: E402
 from bench.throwaway_postgres import run_on_embedded_postgres  # noqa: E402
@@ -129,10 +130,7 @@ async def run(args: argparse.Namespace, dsn: str) -> None:
     for (name, side), values in times.items():
         print(f"  {name:8} {side:14} {statistics.median(values):6.3f} {min(values):6.3f}")
     for name in ("cycle", "reports"):
-        new, older = times[(name, "new")], times[(name, f"old {args.old}")]
-        differences = [a - b for a, b in zip(new, older, strict=True)]
-        print(f"  {name}: new - old per repeat, median {statistics.median(differences):+.3f} ms per task,"
-              f" new lower in {sum(d < 0 for d in differences)} of {len(differences)}")
+        print(paired_line(name, times[(name, "new")], times[(name, f"old {args.old}")], "ms per task", 3, "repeat"))
 
 
 def main() -> None:
