@@ -3,11 +3,11 @@ item 3).
 
 Run: `.venv/bin/python bench/scale_ab.py BEFORE_CHECKOUT AFTER_CHECKOUT [ROUNDS]`. Each checkout's own
 `bench/scale.py` builds its own inputs (so each plans over objects laid out as its bench lays them out):
-the headline fleet and queue, the cold plan over a kept queue, then 6 steady cycles (`next_cycle`); the
-5th (index 4: a GPU stays free to the end, every task walked) and the 6th (no GPU left free) are kept
-(over a kept snapshot, `KeptSnapshot`, where the checkout's bench has one), and so is the headline's cold plan
-(the list and the plain snapshot: what `bench/scale.py --headline --json`'s `ms` times).
-Then ROUNDS rounds (default 9) time one `plan()` of each checkout on each of the three, alternating
+the headline fleet and queue, the first plan over kept inputs (the queue as an `OrderedQueue`, the fleet as a
+`KeptSnapshot` where the checkout has one: what `bench/scale.py --headline --json`'s `ms` times), then 6 steady
+cycles (`next_cycle`); the 5th (index 4: a GPU stays free to the end, every task walked) and the 6th (no GPU left
+free) are kept, and so is the headline's plan over the list and the plain snapshot (`list_ms`).
+Then ROUNDS rounds (default 9) time one `plan()` of each checkout on each of the four, alternating
 which checkout goes first; it prints the load, and per checkout and cycle the best, the median and every
 time (CPU time of the process). Load shifts hit both checkouts alike, unlike runs made one after the other.
 """
@@ -20,8 +20,9 @@ import random
 import sys
 import time
 
-FULL_WALK, NO_FREE, COLD = 4, 5, "cold"
-LABELS = {FULL_WALK: "full walk", NO_FREE: "no GPU free", COLD: "cold plan"}
+FULL_WALK, NO_FREE, FIRST, LISTED = 4, 5, "first", "list"
+LABELS = {FULL_WALK: "full walk", NO_FREE: "no GPU free", FIRST: "first plan", LISTED: "list plan"}
+CYCLES = (FIRST, FULL_WALK, NO_FREE, LISTED)
 
 
 def load(checkout: str) -> tuple:
@@ -36,10 +37,11 @@ def load(checkout: str) -> tuple:
         sys.path.remove(checkout)
     snapshot, queue = scale.headline_inputs()
     policy, rng, now = scale.POLICIES["cardflow"], random.Random("steady"), scale.NOW
-    cycles = {COLD: (snapshot, queue, now)}
+    cycles = {LISTED: (snapshot, queue, now)}
     kept = ordered_queue.OrderedQueue.of(queue, policy)
     if hasattr(scale, "KeptSnapshot"):  # a checkout that keeps the snapshot between cycles plans over a kept one
         snapshot = scale.KeptSnapshot.of(snapshot)
+    cycles[FIRST] = (snapshot, kept, now)
     decided = scale.plan(snapshot, kept, policy, now)
     for cycle in range(NO_FREE + 1):
         snapshot, kept, now, _ = scale.next_cycle(snapshot, kept, decided, now, cycle, rng)
@@ -52,10 +54,10 @@ def main() -> None:
     checkouts, rounds = sys.argv[1:3], int(sys.argv[3]) if len(sys.argv) > 3 else 9
     loaded = [(checkout, *load(checkout)) for checkout in checkouts]
     times: dict[tuple[str, int | str], list[float]] = {(checkout, cycle): [] for checkout in checkouts
-                                                       for cycle in (FULL_WALK, NO_FREE, COLD)}
+                                                       for cycle in CYCLES}
     for index in range(rounds):
         for checkout, plan, policy, cycles in (loaded if index % 2 == 0 else loaded[::-1]):
-            for cycle in (FULL_WALK, NO_FREE, COLD):
+            for cycle in CYCLES:
                 snapshot, kept, now = cycles[cycle]
                 started = time.process_time()
                 plan(snapshot, kept, policy, now)

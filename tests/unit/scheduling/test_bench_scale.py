@@ -9,6 +9,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 
@@ -18,10 +20,12 @@ sys.modules.setdefault("scale_bench", scale)  # its dataclasses look their modul
 _SPEC.loader.exec_module(scale)
 
 
-def test_the_phases_split_the_walk_at_the_last_grant_and_count_every_task() -> None:
+@pytest.mark.parametrize("kept", [False, True], ids=["list", "kept inputs"])
+def test_the_phases_split_the_walk_at_the_last_grant_and_count_every_task(kept: bool) -> None:
     snapshot = scale.build_snapshot(40, random.Random("fleet"))
     queue = scale.build_queue(600, random.Random("queue"))
-    phases = dict(scale.phase_times(snapshot, queue))
+    planned_queue, planned_snapshot = scale._kept_inputs(snapshot, queue, POLICIES["cardflow"]) if kept else (queue, snapshot)
+    phases = dict(scale.phase_times(planned_snapshot, planned_queue))
     # "3a. decide 12,022 tasks, up to the last grant", "3b. decide the other 87,978 (none starts)"
     counts = [int(re.findall(r"\d[\d,]*", label.split(". ", 1)[1])[0].replace(",", ""))
               for label in phases if label[:2] in ("3a", "3b")]
@@ -61,8 +65,16 @@ def test_the_plans_digest_is_reproducible_and_tells_policies_apart() -> None:
     assert digest != scale.plans_digest(snapshot, queue, "easy-backfill", cycles=2)
 
 
-def test_the_headline_record_keeps_the_cold_plan_as_ms_and_names_the_slowest_steady_cycle() -> None:
+def test_the_headline_record_keeps_the_first_plan_over_kept_inputs_as_ms_beside_the_list_and_the_build() -> None:
     steady = [scale.SteadyCycle(kept, 0.0, 3 * kept, 100, full) for kept, full in ((180.0, True), (90.0, False), (70.0, False))]
-    record = scale.headline_record(650.0, steady)
-    assert (record["ms"], record["steady_max_ms"], record["steady_ms"], record["steady_cycles"]) == (650.0, 180.0, 90.0, 3)
+    record = scale.headline_record(scale.FirstPlans(kept_ms=240.0, list_ms=400.0, kept_build_ms=560.0, granted=10), steady)
+    assert (record["ms"], record["list_ms"], record["kept_build_ms"]) == (240.0, 400.0, 560.0)
+    assert (record["steady_max_ms"], record["steady_ms"], record["steady_cycles"]) == (180.0, 90.0, 3)
     assert (record["nodes"], record["queued"]) == scale.HEADLINE
+
+
+def test_the_first_plans_time_kept_inputs_a_list_and_the_build_and_grant_alike() -> None:
+    first = scale.time_plan(scale.Case(40, 600), repeats=1)
+    snapshot, queue = scale._inputs(40, 600)
+    assert first.granted == len(plan(snapshot, queue, POLICIES["cardflow"], scale.NOW).grants) > 0
+    assert min(first.kept_ms, first.list_ms, first.kept_build_ms) > 0
