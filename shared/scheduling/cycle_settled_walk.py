@@ -11,6 +11,7 @@ when the columns cannot decide it) or over a list of tasks (`_walk_settled_tasks
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from operator import attrgetter
 
 from shared.scheduling.eligibility import readiness_failure, readiness_failures
@@ -84,7 +85,7 @@ class SettledWalk:
                         continue
                     if len(usable) < len(options):  # some of its options
                         self._consider_usable(task, tuple([options[index] for index in usable]))
-                        if self.closed:
+                        if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                             self._defer_rest_from(ordered, position + 1, None)
                             return
                         continue
@@ -110,7 +111,7 @@ class SettledWalk:
                     no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
                     continue
             self._consider_room(task, options)  # `_may_start` holds
-            if self.closed:
+            if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                 self._defer_rest_from(ordered, position + 1, None)
                 return
 
@@ -138,12 +139,13 @@ class SettledWalk:
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
         no_capacity = R.NO_CAPACITY
-        for position in range(start, len(ordered)):  # not closed at `start` (`walk` checked)
-            task_flags, shape = flags[position], shapes[position]
+        # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task
+        for position, task_flags, shape, project in zip(range(start, len(ordered)), islice(flags, start, None),
+                                                        islice(shapes, start, None), islice(projects, start, None)):
             failure = failures[task_flags]
-            if failure is None and projects[position] in limited:
+            if failure is None and project in limited:
                 # what refused earlier tasks since the project's last charge (as in `_walk_settled_tasks`, kept inline)
-                refused = refusals.get(projects[position])
+                refused = refusals.get(project)
                 if refused is not None and (refusal := refused.get(shape)) is not None and (
                         failure := refusal.of(runtimes[position])) is not None:
                     add_id(task_ids[position])
@@ -151,17 +153,17 @@ class SettledWalk:
                     add_detail(failure[1])
                     continue
                 gpus, _, card_types = shape_table[shape]
-                longest_s, bound = longest[position], longest_bounds.get(projects[position], no_bounds).get(shape)
+                longest_s, bound = longest[position], longest_bounds.get(project, no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
-                    allowed = quota.allows_longest(projects[position], shape, card_types, gpus, longest_s)
+                    allowed = quota.allows_longest(project, shape, card_types, gpus, longest_s)
                 else:  # `allows_longest` with its kept bound, inlined: this runs for every task with a quota
                     allowed = not (bound[0] < longest_s + margin or bound[1] < gpus * longest_s / SECONDS_PER_HOUR)
                 if not allowed:
-                    usable, failure = quota.usable_indexes(projects[position], card_types, gpus, runtimes[position], shape)
+                    usable, failure = quota.usable_indexes(project, card_types, gpus, runtimes[position], shape)
                     if failure is None and len(usable) < len(card_types):  # some of its options
                         task = ordered[position]
                         self._consider_usable(task, tuple([task.options[index] for index in usable]))
-                        if self.closed:
+                        if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                             self._defer_rest_from(ordered, position + 1, columns)
                             return
                         continue
@@ -176,7 +178,7 @@ class SettledWalk:
                 if (task_flags & CORE and self._may_preempt_since(submitted[position])
                         and self._shape_may_preempt(shape, shape_table[shape], helps)):
                     self._consider_with_room(ordered, position, columns)  # `_may_start` holds: preemption may help
-                    if self.closed:
+                    if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                         self._defer_rest_from(ordered, position + 1, columns)
                         return
                 else:
@@ -190,14 +192,15 @@ class SettledWalk:
             if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
                            and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
                 self._consider_with_room(ordered, position, columns)
-                if self.closed:
+                if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                     self._defer_rest_from(ordered, position + 1, columns)
                     return
-            else:
-                task = ordered[position]
-                text = explain.no_capacity(task, task.options)
-                self.defer(task.task_id, no_capacity, text)
-                no_room[shape] = [changes, text, self._changes_on(task.options)]
+            else:  # the task is not read: its shape says all the sentence needs
+                text = explain.no_capacity_of(shape_table[shape])
+                add_id(task_ids[position])
+                add_reason(no_capacity)
+                add_detail(text)
+                no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
 
     def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`

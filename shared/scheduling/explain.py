@@ -62,16 +62,20 @@ class Explainer:
 
     def no_capacity(self, task: QueuedTask, options: Sequence[CardOption]) -> str:
         """The NO_CAPACITY sentence for a task none of whose card options has room (checked by the caller)."""
-        key = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
-        cached = self._no_room.get(key)
-        if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, key[2])):
-            never = (key[0], key[2])
+        return self.no_capacity_of((task.gpus, task.heavy, tuple(map(_CARD_TYPE, options))))
+
+    def no_capacity_of(self, shape: tuple[int, bool, tuple[str, ...]]) -> str:
+        """`no_capacity` of a task of this (GPUs, heavy, card types of its options in matcher order): all it reads
+        of the task (the settled walk passes a kept queue's shape, without reading the task)."""
+        cached = self._no_room.get(shape)
+        if cached is None or (cached[0] != self._fleet.free_total and not self._still_holds(cached, shape[2])):
+            never = (shape[0], shape[2])
             if never not in self._never:
-                self._never[never] = self.never_fits(task, options)
+                self._never[never] = self._never_fits_of(shape[0], shape[2])
             text = self._never[never]
             if text is None:
-                text = self._capacity_text_of(key[0], key[1], key[2])
-            cached = self._no_room[key] = [self._fleet.free_total, self._free_of(key[2]), text]
+                text = self._capacity_text_of(*shape)
+            cached = self._no_room[shape] = [self._fleet.free_total, self._free_of(shape[2]), text]
         return cached[2]
 
     def _free_of(self, card_types: Sequence[str]) -> tuple[int, ...]:
@@ -92,11 +96,15 @@ class Explainer:
     def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> str | None:
         """The NO_CAPACITY sentence saying so if the task asks for more GPUs than any option's card type
         has (the headroom never keeps a task out for good: see `headroom.headroom_needed`)."""
-        pools = [pool for option in options if (pool := self._fleet.pools.get(option.card_type))]
+        return self._never_fits_of(task.gpus, list(map(_CARD_TYPE, options)))
+
+    def _never_fits_of(self, gpus: int, card_types: Sequence[str]) -> str | None:
+        """`never_fits` of a task of `gpus` GPUs with options of these card types."""
+        pools = [pool for card_type in card_types if (pool := self._fleet.pools.get(card_type))]
         limits = [(pool.card_type, pool.total_gpus) for pool in pools]
-        if not limits or any(task.gpus <= limit for _, limit in limits):
+        if not limits or any(gpus <= limit for _, limit in limits):
             return None
-        return reasons.never_fits(task.gpus, limits)
+        return reasons.never_fits(gpus, limits)
 
     def _detail(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                 wide: bool) -> str:
