@@ -54,6 +54,9 @@ class Explainer:
         # (card type, heavy) -> (the pool's free GPUs then, `Fleet.largest_free` then): a pool's free GPUs only
         # shrink during a cycle, and every change of its nodes' free or heavy counts shrinks them
         self._largest: dict[tuple[str, bool], tuple[int, int]] = {}
+        self._pools_said: dict[tuple, tuple[tuple[str, ...], bool]] = {}  # (GPUs, card types) -> `_pools_to_say`
+        # (GPUs, card types named, their largest free blocks) -> the single-node NO_CAPACITY sentence
+        self._single_texts: dict[tuple, str] = {}
 
     def deferral(self, task: QueuedTask, miss: Miss, misses: Sequence[Miss], guard: ReservationGuard | None,
                  wide: bool = False) -> Deferral:
@@ -126,21 +129,38 @@ class Explainer:
         return cached[2]
 
     def _capacity_text(self, task: QueuedTask, misses: Sequence[Miss]) -> str:
-        return self._capacity_text_of(task.gpus, task.heavy, [item.option.card_type for item in misses])
+        return self._capacity_text_of(task.gpus, task.heavy, tuple([item.option.card_type for item in misses]))
 
     def _capacity_text_of(self, gpus: int, heavy: bool, card_types: Sequence[str]) -> str:
         """The NO_CAPACITY sentence of a task of `gpus` GPUs (`heavy`) that found no room on these card types."""
         pools = self._fleet.pools
-        cards = [card for card in card_types if card in pools]
+        which = self._pools_said.get((gpus, card_types))
+        if which is None:
+            which = self._pools_said[(gpus, card_types)] = self._pools_to_say(gpus, card_types)
+        cards, spans = which
         if not cards:
             return reasons.not_in_fleet(list(card_types))
-        if all(gpus > pools[card].max_node_gpus for card in cards):
+        if spans:
             return reasons.no_capacity_span(gpus, cards, [(card, pools[card].free_total) for card in cards])
-        return reasons.no_capacity(gpus, cards, [(card, self._largest_free(pools[card], heavy)) for card in cards])
+        largest = tuple([self._largest_free(pools[card], heavy) for card in cards])
+        text = self._single_texts.get((gpus, cards, largest))
+        if text is None:
+            text = self._single_texts[(gpus, cards, largest)] = reasons.no_capacity(gpus, cards, list(zip(cards, largest)))
+        return text
+
+    def _pools_to_say(self, gpus: int, card_types: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+        """The card types a capacity sentence names (those in the fleet) and whether the task must span nodes on
+        every one of them — both fixed for the cycle (pools keep their card types and node sizes)."""
+        pools = self._fleet.pools
+        cards = tuple([card for card in card_types if card in pools])
+        return cards, all(gpus > pools[card].max_node_gpus for card in cards)
 
     def _largest_free(self, pool: Pool, heavy: bool) -> int:
-        """`Fleet.largest_free`, asked again only once the pool's free GPUs moved."""
+        """`Fleet.largest_free`, asked again only once the pool's free GPUs moved, and then from the block it had
+        (a pool's largest free block only shrinks during a cycle)."""
         known = self._largest.get((pool.card_type, heavy))
         if known is None or known[0] != pool.free_total:
-            known = self._largest[(pool.card_type, heavy)] = (pool.free_total, self._fleet.largest_free(pool, heavy))
+            at_most = None if known is None else known[1]
+            known = self._largest[(pool.card_type, heavy)] = (pool.free_total,
+                                                              self._fleet.largest_free(pool, heavy, at_most))
         return known[1]

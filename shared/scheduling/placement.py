@@ -119,10 +119,11 @@ class Fleet:
                     return True
         return False
 
-    def largest_free(self, pool: Pool, heavy: bool = False) -> int:
-        """The most free GPUs on any one node of the pool (usable by a heavy task if `heavy`)."""
+    def largest_free(self, pool: Pool, heavy: bool = False, at_most: int | None = None) -> int:
+        """The most free GPUs on any one node of the pool (usable by a heavy task if `heavy`). `at_most`: what it
+        was earlier in this cycle, if known (it only shrinks: free counts only shrink, heavy counts only grow)."""
         buckets = self._buckets(pool, heavy)
-        for count in range(pool.max_node_gpus, 0, -1):
+        for count in range(pool.max_node_gpus if at_most is None else at_most, 0, -1):
             self._clean(buckets[count], count, heavy)
             if buckets[count]:
                 return count
@@ -248,7 +249,8 @@ class Fleet:
         allocation: Allocation = []
         remaining = gpus
         for count in range(pool.max_node_gpus, 0, -1):
-            for rank in self._valid_ranks(buckets[count], count, heavy):
+            whole = remaining // count - (remaining % count == 0)  # nodes of this count taken whole before the last
+            for rank in self._lowest_valid(buckets[count], count, heavy, whole + 1):
                 if count >= remaining:
                     chosen = {rank for rank, _ in allocation}
                     return allocation + [(self._last_fit(pool, remaining, heavy, chosen), remaining)]
@@ -265,10 +267,24 @@ class Fleet:
             if heap and heap[0] not in chosen:
                 return heap[0]
             if heap:
-                spare = [rank for rank in self._valid_ranks(heap, count, heavy) if rank not in chosen]
+                spare = [rank for rank in self._lowest_valid(heap, count, heavy, len(chosen) + 1) if rank not in chosen]
                 if spare:
                     return spare[0]
         raise AssertionError("a spanning task's remainder found no node although the nodes were counted")
+
+    def _lowest_valid(self, heap: list[int], count: int, heavy: bool, most: int) -> list[int]:
+        """The first `most` of `_valid_ranks(heap, count, heavy)` (fewer if the bucket has fewer), without sorting
+        the whole bucket: its valid entries popped in order and pushed back (stale ones met are dropped, as
+        `_clean` drops them: free counts only shrink and heavy counts only grow during a cycle)."""
+        found: list[int] = []
+        while len(found) < most:
+            self._clean(heap, count, heavy)
+            if not heap:
+                break
+            found.append(heappop(heap))
+        for rank in found:
+            heappush(heap, rank)
+        return found
 
     def _valid_ranks(self, heap: list[int], count: int, heavy: bool) -> list[int]:
         """The bucket's current nodes, lowest rank first."""

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Node
-from shared.scheduling.placement import Fleet, gpus_unlimited
+from shared.scheduling.placement import Fleet, gpus_unlimited, span_allocation
 
 from .builders import a_lease, a_node, a_task, deferrals, grants, nodes_of, reason_of, run
 
@@ -123,6 +123,27 @@ def _rooms_of_every_node(fleet: Fleet, pool, heavy: bool, limit) -> list[tuple[i
     rooms = sorted((-min(fleet.usable_free(rank, heavy), limit.get(rank, gpus_unlimited)), rank) for rank in pool.ranks)
     return [(rank, -neg_room) for neg_room, rank in rooms if neg_room < 0]
 
+def _changed_fleet(free: list[int], steps: list, ask_heavy_first: bool) -> Fleet:
+    """An H100 pool of nodes with these free counts (and an A10 node), after these takes and holds."""
+    nodes = [Node(f"n{index:02d}", "H100", 8, frozenset(range(count))) for index, count in enumerate(free)]
+    nodes.append(Node("other", "A10", 8, frozenset(range(8))))
+    fleet = Fleet(nodes, 1, lambda card_type, total: 0)
+    if ask_heavy_first:
+        fleet.largest_free(fleet.pools["H100"], True)  # the heavy buckets built before the changes
+    for kind, node, count, heavy_take in steps:
+        rank = fleet.rank_of.get(f"n{node:02d}")
+        if rank is None or fleet.free_count[rank] < count:
+            continue
+        if kind == "take":
+            fleet.take([(rank, count)], heavy_take)
+        else:
+            fleet.hold(rank, count)
+    return fleet
+
+
+_STEPS = st.lists(st.tuples(st.sampled_from(["take", "hold"]), st.integers(0, 11), st.integers(1, 8), st.booleans()),
+                  max_size=12)
+
 
 @settings(max_examples=300, deadline=None)
 @given(
@@ -138,20 +159,8 @@ def test_rooms_of_a_spanning_task_under_a_limit_are_every_node_with_room(free, s
     """A guarded spanning task's rooms (`Fleet._rooms`, read from the bucket heaps) are, after any takes and
     holds, exactly every node of the pool with usable free GPUs, capped by the limit, most room first, then
     rank — including nodes of another card type named by the limit (left out) and caps above the free count."""
-    nodes = [Node(f"n{index:02d}", "H100", 8, frozenset(range(count))) for index, count in enumerate(free)]
-    nodes.append(Node("other", "A10", 8, frozenset(range(8))))
-    fleet = Fleet(nodes, 1, lambda card_type, total: 0)
+    fleet = _changed_fleet(free, steps, ask_heavy_first)  # the heavy buckets kept up to date by the changes
     pool = fleet.pools["H100"]
-    if ask_heavy_first:
-        fleet.largest_free(pool, True)  # the heavy buckets built before the changes, kept up to date by them
-    for kind, node, count, heavy_take in steps:
-        rank = fleet.rank_of.get(f"n{node:02d}")
-        if rank is None or fleet.free_count[rank] < count:
-            continue
-        if kind == "take":
-            fleet.take([(rank, count)], heavy_take)
-        else:
-            fleet.hold(rank, count)
     limit = {fleet.rank_of["other" if node == 13 else f"n{node:02d}"]: cap for node, cap in caps.items()
              if node == 13 or node < len(free)}
     assert fleet._rooms(pool, heavy, limit) == _rooms_of_every_node(fleet, pool, heavy, limit)
@@ -173,3 +182,43 @@ def test_capacity_sentences_after_a_grant_name_the_largest_free_block_left_and_n
     assert said["c"] == "needs 4 GPUs of H100 on one node; largest free block: H100 2"
     assert said["d"] == "can never start: needs 100 GPUs, but at most H100 16 can ever be used by it"
     assert said["e"] == "needs 5 GPUs of H100 on one node; largest free block: H100 2"
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(free=st.lists(st.integers(0, 8), min_size=1, max_size=12), steps=_STEPS, heavy=st.booleans(),
+       ask_heavy_first=st.booleans(), wanted=st.lists(st.integers(9, 60), min_size=1, max_size=4))
+def test_a_spanning_task_gets_the_whole_nodes_with_most_room_then_the_best_fit_as_if_every_node_were_read(
+        free, steps, heavy, ask_heavy_first, wanted) -> None:
+    """`Fleet.place` of a task wider than any node (`_span`, which reads only as many of a bucket's nodes as it
+    takes: `_lowest_valid`) gives what the rule gives over every node of the pool (`span_allocation` of their
+    rooms, most room first, then rank; the last node the best fit for the remainder), after any takes and
+    holds, and again after each spanning grant."""
+    fleet = _changed_fleet(free, steps, ask_heavy_first)
+    pool = fleet.pools["H100"]
+    for gpus in sorted(wanted):
+        expected = span_allocation(_rooms_of_every_node(fleet, pool, heavy, {}), gpus)
+        allocation = fleet.place(pool, gpus, heavy)
+        assert allocation == expected
+        if allocation is not None:
+            fleet.take(allocation, heavy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(free=st.lists(st.integers(0, 8), min_size=1, max_size=12), steps=_STEPS, heavy=st.booleans(),
+       ask_heavy_first=st.booleans())
+def test_the_largest_free_block_asked_from_the_one_before_is_the_largest_free_block(free, steps, heavy,
+                                                                                    ask_heavy_first) -> None:
+    """`Fleet.largest_free(pool, heavy, at_most)` from the block found earlier in the cycle (what the capacity
+    sentences pass) equals the block found from the top, after each take or hold: it only shrinks."""
+    fleet = _changed_fleet(free, [], ask_heavy_first)
+    pool = fleet.pools["H100"]
+    before = fleet.largest_free(pool, heavy)
+    for step in steps:
+        rank = fleet.rank_of.get(f"n{step[1]:02d}")
+        if rank is None or fleet.free_count[rank] < step[2]:
+            continue
+        fleet.take([(rank, step[2])], step[3]) if step[0] == "take" else fleet.hold(rank, step[2])
+        largest = max([fleet.usable_free(rank, heavy) for rank in pool.ranks])
+        assert fleet.largest_free(pool, heavy, before) == largest == fleet.largest_free(pool, heavy)
+        before = largest
