@@ -133,8 +133,9 @@ class SettledWalk:
         submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
         failures = readiness_failures(self.policy)  # by flags
         longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, self.policy.quota_expiry_margin_s
-        no_room: dict[int, list] = {}  # shape -> [`_changes()` when checked, the sentence, `_changes_on` then]
-        rooms: dict[int, tuple[int, bool]] = {}  # shape -> (`fleet.version` then, `fleet.may_have_room`)
+        # Per shape number (lists indexed by it, read without a call; the shape table does not grow during a plan):
+        no_room: list[list | None] = [None] * len(shape_table)  # [`_changes()` when checked, the sentence, `_changes_on` then]
+        rooms: list[tuple[int, bool] | None] = [None] * len(shape_table)  # (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
                                           self.deferred_details.append)
@@ -173,11 +174,12 @@ class SettledWalk:
                 add_detail(failure[1])
                 continue
             changes = self.changes
-            known = no_room.get(shape)
+            known = no_room[shape]
             if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
                 if (task_flags & CORE and self._may_preempt_since(submitted[position])
                         and self._shape_may_preempt(shape, shape_table[shape], helps)):
-                    self._consider_with_room(ordered, position, columns)  # `_may_start` holds: preemption may help
+                    # `_may_start` holds: preemption may help
+                    self._consider_with_room(ordered, position, columns, task_flags, shape)
                     if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                         self._defer_rest_from(ordered, position + 1, columns)
                         return
@@ -186,12 +188,12 @@ class SettledWalk:
                     add_reason(no_capacity)
                     add_detail(known[1])
                 continue
-            room = rooms.get(shape)
+            room = rooms[shape]
             if room is None or room[0] != fleet.version:
                 room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
             if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
                            and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
-                self._consider_with_room(ordered, position, columns)
+                self._consider_with_room(ordered, position, columns, task_flags, shape)
                 if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
                     self._defer_rest_from(ordered, position + 1, columns)
                     return
@@ -211,13 +213,14 @@ class SettledWalk:
         known[0] = changes
         return True
 
-    def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns) -> None:
+    def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns, task_flags: int,
+                            shape_number: int) -> None:
         """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
-        position, whose quota allows all its card options and which `_may_start` (not asked again). Its shape
-        is `_walk_shape`, made from the columns (the kept queue's shape number instead of its card types), and
-        a repeated failure is said from them too (`_repeat_walk_failure`): the task is read only to attempt it."""
-        task_flags, shape_number, runtimes = columns.flags[position], columns.shapes[position], columns.runtimes[position]
-        card_types, shape = columns.shape_table[shape_number][2], None
+        position (its flags and shape number as the walk read them), whose quota allows all its card options and
+        which `_may_start` (not asked again). Its shape is `_walk_shape`, made from the columns (the kept queue's
+        shape number instead of its card types), and a repeated failure is said from them too
+        (`_repeat_walk_failure`): the task is read only to attempt it."""
+        runtimes, card_types, shape = columns.runtimes[position], columns.shape_table[shape_number][2], None
         if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
             shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
             if self._repeat_walk_failure(shape, card_types, runtimes, columns.task_ids[position]):
