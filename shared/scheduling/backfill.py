@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from shared.scheduling.headroom import headroom_needed
@@ -61,6 +62,9 @@ class Release(NamedTuple):
     gpus: int
     heavy: bool
     borrowed: bool = False  # held by opportunistic work until then (they count as headroom)
+
+
+new_release = partial(tuple.__new__, Release)  # `Release(*fields)` from a tuple of all five, without its Python `__new__`
 
 
 @dataclass(slots=True)

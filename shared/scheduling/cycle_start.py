@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.scheduling.backfill import Release, ReservationGuard, fills_reservation
+from shared.scheduling.backfill import ReservationGuard, fills_reservation, new_release
 from shared.scheduling.explain import Miss
 from shared.scheduling.headroom import (
     blocked_by_headroom,
@@ -41,7 +41,7 @@ class TaskStart:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []
         fills = self.guard_reclaims and fills_reservation(task, self.policy)  # may ignore the guard
-        wide = self.wide(task, options)
+        wide = not self.reservation_settled and self.wide(task, options)  # settled: never wide
         for option in options:
             pool = self.fleet.pools.get(option.card_type)
             if pool is None:
@@ -66,6 +66,8 @@ class TaskStart:
 
     def _eats_headroom(self, task: QueuedTask, pool: Pool, wide: bool) -> bool:
         """True if the task (standard) would leave less than it must (`headroom_needed`) free or borrowed."""
+        if task.priority_class != P.STANDARD:
+            return False  # `blocked_by_headroom` holds only standard work back
         needed = headroom_needed(task.gpus, pool.headroom, pool.total_gpus, wide)
         if not blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed):
             return False  # the free GPUs alone cover it: no need to count the borrowed ones
@@ -141,4 +143,4 @@ class TaskStart:
         if borrowing:
             self.borrowed.change(option.card_type, task.gpus)
         for rank, count in allocation:
-            self._releases.append((option.card_type, Release(end, rank, count, task.heavy, borrowing)))
+            self._releases.append((option.card_type, new_release((end, rank, count, task.heavy, borrowing))))
