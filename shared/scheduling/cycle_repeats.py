@@ -115,24 +115,13 @@ class RepeatedFailures:
         self.defer(task.task_id, reason, detail)
         return True
 
-    def _repeat_walk_failure(self, shape: tuple, card_types: Sequence[str], runtimes: Sequence[float],
-                             task_id: str) -> bool:
-        """`_repeat_failure` of a task in the settled walk, from its columns: its card types (in option order)
-        and its runtimes on them."""
-        known = self._repeats.get(shape)
-        if known is None:
+    def _unchanged_since(self, known: list, card_types: Sequence[str]) -> bool:
+        """True if no grant or preemption touched these card types (a remembered failure's shape's) since the
+        failure was remembered (`known`, as `_remember_failure` keeps it), the cycle's changes elsewhere aside;
+        marks it checked at the cycle's changes now (the settled walk's `_repeat_failure` check)."""
+        if known[0] != self._changes_on_types(card_types):
             return False
-        changes = self.changes
-        if known[4] != changes:  # a change somewhere since: was it on one of the shape's card types?
-            if known[0] != self._changes_on_types(card_types):
-                return False
-            known[4] = changes
-        _, reason, detail, index, _ = known
-        if detail is None:
-            detail = self._behind_reservation(runtimes[index])
-        self.deferred_ids.append(task_id)  # `defer`, inlined: this runs for most tasks with room
-        self.deferred_reasons.append(reason)
-        self.deferred_details.append(detail)
+        known[4] = self.changes
         return True
 
     def _behind_reservation(self, runtime_s: float) -> str:

@@ -218,12 +218,17 @@ class SettledWalk:
         """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
         position (its flags and shape number as the walk read them), whose quota allows all its card options and
         which `_may_start` (not asked again). Its shape is `_walk_shape`, made from the columns (the kept queue's
-        shape number instead of its card types), and a repeated failure is said from them too
-        (`_repeat_walk_failure`): the task is read only to attempt it."""
+        shape number instead of its card types), and a repeated failure (`_repeat_failure`'s rule) is said from
+        them too: the task is read only to attempt it."""
         runtimes, card_types, shape = columns.runtimes[position], columns.shape_table[shape_number][2], None
         if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
             shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
-            if self._repeat_walk_failure(shape, card_types, runtimes, columns.task_ids[position]):
+            known = self._repeats.get(shape)  # `_repeat_failure` from the columns, inlined: most tasks with room end here
+            if known is not None and (known[4] == self.changes or self._unchanged_since(known, card_types)):
+                _, reason, detail, index, _ = known
+                self.deferred_ids.append(columns.task_ids[position])
+                self.deferred_reasons.append(reason)
+                self.deferred_details.append(self._behind_reservation(runtimes[index]) if detail is None else detail)
                 return
         task = ordered[position]
         self._attempt(task, task.options, shape)

@@ -225,18 +225,12 @@ def _behind_a_reservation(priority_class: PriorityClass, submitted: float) -> tu
 
 
 def _plan_counting_repeats(snapshot: Snapshot, tasks: list[QueuedTask], policy: Policy) -> tuple[Plan, list[bool]]:
-    """The cycle's plan, and whether each `_repeat_failure` or `_repeat_walk_failure` call (the settled walk over
-    a kept queue asks the latter) repeated a remembered failure."""
+    """The cycle's plan (walked over a list), and whether each `_repeat_failure` call repeated a remembered failure."""
     repeated = []
 
     class Counting(Cycle):
         def _repeat_failure(self, task, options, shape):
             done = super()._repeat_failure(task, options, shape)
-            repeated.append(done)
-            return done
-
-        def _repeat_walk_failure(self, shape, card_types, runtimes, task_id):
-            done = super()._repeat_walk_failure(shape, card_types, runtimes, task_id)
             repeated.append(done)
             return done
 
