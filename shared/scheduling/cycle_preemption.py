@@ -201,7 +201,8 @@ class CyclePreemption:
                 lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
             self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
                                         borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields,
-                                        within_width=self.policy.standard_yields_within_width)
+                                        within_width=self.policy.standard_yields_within_width,
+                                        priced=self.policy.standard_yields_priced)
         return self._victims
 
     def _victim_index_for(self, task: QueuedTask) -> VictimIndex:

@@ -232,6 +232,11 @@ class Policy:
     # checkpoint write is not what yielding costs, its restart is — requeued, it must find all its GPUs free at once,
     # and a task wider than the one that took its GPUs needs a larger hole than that task leaves (`Victim.width`).
     standard_yields_within_width: bool = False
+    # ... but only when the yield pays (shared/scheduling/yield_price.py): the core task's GPUs × its wait for a hole
+    # that size without preempting exceed the yielding task's width × its wait for a hole of its width once the core
+    # task holds its node — both from the snapshot's free GPUs and leases' estimated ends, which the dispatcher's
+    # snapshot carries too. An as-wide victim then never yields (it would only swap who waits for the same hole).
+    standard_yields_priced: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

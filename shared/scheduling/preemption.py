@@ -3,7 +3,8 @@
 Only opportunistic leases are victims (and, with `policy.checkpointing_standard_borrows`, for core work past
 its grace, standard leases that borrow the headroom — after every opportunistic one; with
 `policy.checkpointing_standard_yields`, after those, any standard lease that checkpoints — with
-`policy.standard_yields_within_width` only one whose task is no wider than the core task: `Victim.width`), only on a card type
+`policy.standard_yields_within_width` only one whose task is no wider than the core task: `Victim.width`; with
+`policy.standard_yields_priced` only one whose restart costs less than the core task's wait: yield_price.py), only on a card type
 the core task accepts, and only when preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
 progress since their last checkpoint (then the most recently started first): on one node, or across
 nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
@@ -34,6 +35,7 @@ from heapq import heapify, heappop, heappush
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Fleet, Pool
 from shared.scheduling.quota import SECONDS_PER_HOUR
+from shared.scheduling.yield_price import HoleTimes, yield_pays
 
 _STANDARD = PriorityClass.STANDARD
 
@@ -54,7 +56,8 @@ class Victim:
     # at least as many GPUs takes it. Its checkpoint write is not what yielding costs: requeued, the task must find
     # all its GPUs free at once again. No wider than the core task, it fits wherever that task could start; wider — a
     # whole node for a 1-GPU task, two nodes for an 8-GPU one — its restart needs a larger hole than the core task
-    # takes, so its reservation drains GPUs that idle while ready work waits. 0: any core task takes it.
+    # takes, so its reservation drains GPUs that idle while ready work waits. With `policy.standard_yields_priced`
+    # the width prices its restart instead (yield_price.py). 0: any core task takes it.
     width: int = 0
 
     @property
@@ -168,19 +171,24 @@ class VictimIndex:
     `borrowing_standard`, standard leases that borrow the headroom too (`RunningLease.borrowed_headroom`),
     after the opportunistic ones on each node (and a node that needs none of them before one that does); with
     `checkpointing_standard`, after those, every other standard lease that checkpoints on preemption — with
-    `within_width` only for a task at least as wide as the lease's task (`Victim.width`)."""
+    `within_width` only for a task at least as wide as the lease's task (`Victim.width`), with `priced` only for a
+    task whose wait costs more than the lease's restart (`yield_pays`)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
                  max_lost_gpu_hours: float | None = float("inf"),
                  spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False,
-                 checkpointing_standard: bool = False, within_width: bool = False) -> None:
+                 checkpointing_standard: bool = False, within_width: bool = False, priced: bool = False) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
         any_standard = borrowing_standard or checkpointing_standard
         self._within_width = checkpointing_standard and within_width
-        if self._within_width:
+        # Whether a YIELDING victim may be taken depends on the task (`_takes`): no failure is learnt by GPU count.
+        self._per_task = checkpointing_standard and (within_width or priced)
+        self._holes: HoleTimes | None = None  # `priced`: the hole estimates of `yield_pays`
+        if self._per_task:
             leases = tuple(leases)
             widths = task_widths(leases)
+            self._holes = HoleTimes(leases, fleet, now) if priced else None
         for lease in leases:
             standard = 0
             if lease.priority_class != opportunistic:
@@ -198,7 +206,7 @@ class VictimIndex:
             if lost > loss_cap_gpu_hours(lease.gpus, max_lost_gpu_hours) + 1e-12:
                 continue  # protected: preempting it would throw away too much work
             nodes = self._by_card.setdefault(fleet.card_of[rank], {})
-            width = widths[lease.task_id] if standard == YIELDING and self._within_width else 0
+            width = widths[lease.task_id] if standard == YIELDING and self._per_task else 0
             victim = Victim(lease, rank, fleet.card_of[rank], lost, standard, width)
             nodes.setdefault(rank, []).append(victim)
         for nodes in self._by_card.values():
@@ -234,9 +242,9 @@ class VictimIndex:
         if gpus >= self._failed_at.get(key, gpus + 1):
             return None
         choice = self._choose_single(fleet, pool, gpus, heavy, limit)
-        if choice is None and limit is None and not self._within_width:
+        if choice is None and limit is None and not self._per_task:
             # Victims and free GPUs only shrink during a cycle: no node fits a larger request either (unless a wider
-            # task may take more victims: `Victim.width`).
+            # task may take more victims: `_takes`).
             self._failed_at[key] = gpus
             self.version += 1
         return choice
@@ -310,9 +318,18 @@ class VictimIndex:
         return choice
 
     def _on_node(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
-        """The node's victims, cheapest first, that a task of `gpus` GPUs may take (`Victim.width`)."""
+        """The node's victims, cheapest first, that a task of `gpus` GPUs may take (`_takes`)."""
         victims = self._by_card[fleet.card_of[rank]].get(rank, [])
-        return [victim for victim in victims if victim.width <= gpus] if self._within_width else victims
+        return [victim for victim in victims if self._takes(victim, gpus)] if self._per_task else victims
+
+    def _takes(self, victim: Victim, gpus: int) -> bool:
+        """True if a core task of `gpus` GPUs may take the victim: any victim but a YIELDING one, and that one only
+        if no wider than the task (`within_width`) and if its yield pays (`priced`: `yield_pays`)."""
+        if victim.standard != YIELDING:
+            return True
+        if self._within_width and victim.width > gpus:
+            return False
+        return self._holes is None or yield_pays(self._holes, victim.card_type, gpus, victim.width, victim.rank)
 
     def _victims_for(self, fleet: Fleet, rank: int, gpus: int) -> list[Victim]:
         needed = gpus - fleet.free_count[rank]
@@ -356,8 +373,8 @@ class VictimIndex:
             available = sum(fleet.usable_free(rank, heavy) for rank in pool.ranks)
         else:
             available = pool.free_total
-        if self._within_width:
-            candidates = [victim for victim in candidates if victim.width <= gpus]
+        if self._per_task:
+            candidates = [victim for victim in candidates if self._takes(victim, gpus)]
         chosen: list[Victim] = []
         for victim in candidates:
             if available >= gpus:

@@ -109,7 +109,8 @@ def _policies(draw):
                    checkpointing_standard_yields=draw(st.booleans()),
                    holder_reclaims_within_headroom=draw(st.booleans()),
                    reclaiming_holder_keeps_headroom=draw(st.booleans()),
-                   standard_yields_within_width=draw(st.booleans()))
+                   standard_yields_within_width=draw(st.booleans()),
+                   standard_yields_priced=draw(st.booleans()))
 
 
 @st.composite
@@ -310,7 +311,8 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
     """Victims are opportunistic (or, with policy.checkpointing_standard_borrows, standard leases that borrowed the
     headroom, for core work past its grace; with policy.checkpointing_standard_yields, standard leases that
-    checkpoint, for core work past its grace — with policy.standard_yields_within_width, no wider than it), each
+    checkpoint, for core work past its grace — with policy.standard_yields_within_width, no wider than it; with
+    policy.standard_yields_priced, narrower unless it spans nodes: yield_price.py), each
     preempted once, for a core task (policy.preemption) or for the
     cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
     after the preemptor's grace (or, with policy.preempt_at_once, inside it a victim that checkpoints
@@ -332,8 +334,11 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
             else:  # ... or, with policy.checkpointing_standard_yields, one that checkpoints
                 assert policy.checkpointing_standard_yields and victim.checkpoints_on_preempt
                 assert NOW - task.submitted_at >= policy.preempt_after_s
+                task_leases = [lease for lease in snapshot.leases if lease.task_id == victim.task_id]
                 if policy.standard_yields_within_width:  # ... no wider than the core task (every lease of its task)
-                    assert sum(lease.gpus for lease in snapshot.leases if lease.task_id == victim.task_id) <= task.gpus
+                    assert sum(lease.gpus for lease in task_leases) <= task.gpus
+                if policy.standard_yields_priced and len(task_leases) == 1:  # ... narrower: an as-wide one never pays
+                    assert victim.gpus < task.gpus
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations
         assert reasons[preemption.for_task_id] == DeferralReason.AWAITING_PREEMPTION

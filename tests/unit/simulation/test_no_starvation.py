@@ -52,6 +52,7 @@ def policies(draw: st.DrawFn) -> Policy:
         holder_reclaims_within_headroom=draw(st.booleans()),
         reclaiming_holder_keeps_headroom=draw(st.booleans()),
         standard_yields_within_width=draw(st.booleans()),
+        standard_yields_priced=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),
