@@ -4,6 +4,7 @@ the stream, and `cardflow doctor` shows both."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -75,9 +76,12 @@ async def test_a_stream_is_trimmed_only_below_what_every_group_has_read_and_acke
 
 async def test_a_routed_stream_keeps_what_its_group_read_for_routed_keep_not_stream_keep(redis: Redis) -> None:
     policy = RetentionPolicy(stream_keep=timedelta(hours=24), routed_keep=timedelta(0))
-    for stream in ("cf:test:kept-a-day", routed_stream("test-retention")):
+    # The routed stream's entries are a minute old: with routed_keep 0 an entry made in the trim's own millisecond
+    # is not yet older than 0, and on a fast machine all of this can run within one millisecond.
+    a_minute_ago_ms = int(time.time() * 1000) - 60_000
+    for stream, first_ms in (("cf:test:kept-a-day", None), (routed_stream("test-retention"), a_minute_ago_ms)):
         for n in range(3):
-            await redis.xadd(stream, {"n": str(n)})
+            await redis.xadd(stream, {"n": str(n)}, id="*" if first_ms is None else f"{first_ms}-{n + 1}")
         await redis.xgroup_create(stream, "reader", id="0")
         read = await redis.xreadgroup("reader", "c", {stream: ">"})
         await redis.xack(stream, "reader", *[i for i, _ in read[0][1]])
