@@ -49,7 +49,8 @@ def test_the_trim_point_is_where_every_group_is_past_and_the_window_has_passed(
 
 async def test_a_stream_is_trimmed_only_below_what_every_group_has_read_and_acked(redis: Redis) -> None:
     stream = "cf:test:retention"
-    ids = [(await redis.xadd(stream, {"n": str(n)})).decode() for n in range(10)]
+    a_minute_ago_ms = int(time.time() * 1000) - 60_000  # older than KEEP_NOTHING's 0 even within one millisecond
+    ids = [(await redis.xadd(stream, {"n": str(n)}, id=f"{a_minute_ago_ms}-{n + 1}")).decode() for n in range(10)]
     await redis.xgroup_create(stream, "fast", id="0")
     await redis.xgroup_create(stream, "slow", id="0")
     fast = await redis.xreadgroup("fast", "c", {stream: ">"})
