@@ -19,8 +19,9 @@ outcome is unknown), the working set is dropped, every step decided on top of it
 (`StepAborted`: rolled back, none of its rows or events visible; its batch is redelivered), and the
 next step reloads the working set from the tables once no step is pending. A step reading records
 missing from memory first waits for the pending steps that changed them (`Step.load_tasks`).
-How many decided steps may wait for their commit is `DispatcherConfig.steps_in_flight`: with 1 (the
-default) a step persists before it lets go of the lock, so steps are serial as before.
+How many decided steps may wait for their commit is `DispatcherConfig.steps_in_flight`: with 2 (the
+default) the next step decides while this one persists; with 1 a step persists before it lets go of the lock,
+so steps are serial.
 
 The dispatcher also keeps its record of report-path outages (`outages`, rules in
 `shared.leasing.outage`): a step that fails because PostgreSQL is unreachable starts one, the next
