@@ -52,8 +52,6 @@ class HoleTimes:
             rank = rank_of.get(lease.node_id)
             if rank is not None:
                 self._ends.setdefault(rank, []).append((max(now, lease.estimated_end), lease.gpus))
-        for ends in self._ends.values():
-            ends.sort()
         self._holes: dict[tuple[str, int], Hole] = {}
 
     def wait(self, card_type: str, gpus: int, excluding: int | None = None) -> float:
