@@ -114,7 +114,7 @@ async def test_an_outbox_row_is_pruned_only_once_its_entry_left_the_stream(fresh
 
 
 async def test_doctor_shows_streams_and_outboxes(fresh_settings: Settings, redis: Redis) -> None:
-    from services.cli.backends import DOCTOR_WORDS, _retention_tables
+    from services.cli.doctor import DOCTOR_WORDS, _retention_tables
     from services.cli.lang import CliLang
 
     await redis.xadd("cf:test:doctor", {"n": "1"})
