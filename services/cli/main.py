@@ -19,13 +19,14 @@ app = typer.Typer(
 def _register() -> None:
     """Attach each area's commands. Each module exposes `register(app)`."""
     from services.cli import (
-        agent, alerts, apply_logins, approvals, audit, backends, board, config_commands, deadletter, doctor, enroll, export, ledger, nodes,
-        operator_verbs, pg_roles, preflight, queue, redis_users, service, simulate, submit, tokens, views,
+        agent, alerts, apply_logins, approvals, audit, backends, board, config_commands, deadletter, doctor, enroll, export,
+        ledger, nodes, operator_verbs, pg_roles, preflight, queue, redis_users, review, rounds, service, simulate, submit,
+        tokens, views,
     )
 
     for module in (agent, backends, doctor, service, simulate, views, submit, preflight, queue, approvals, alerts, ledger,
-                   board, tokens, config_commands, export, deadletter, nodes, operator_verbs, audit, redis_users, pg_roles,
-                   enroll, apply_logins):
+                   board, tokens, config_commands, export, deadletter, nodes, operator_verbs, audit, rounds, review,
+                   redis_users, pg_roles, enroll, apply_logins):
         module.register(app)
 
 
