@@ -30,7 +30,7 @@ from copy import copy
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice, repeat
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq, ge, itemgetter, not_, sub
 from math import inf
 from typing import overload
 
@@ -179,6 +179,21 @@ def sort_equal_runs(ordered: list[QueuedTask], keys: Sequence[float], tie_key: C
     return True
 
 
+# Two neighbours in the kept order whose `aged` values differ by at least this much have strictly increasing float
+# keys in the cycle's order at any `now` that `ordering` accepts (|key| < 2**32, so each key is within 2**-21 of
+# its exact value: two of them cannot meet or cross over a gap of 2**-16). `ordering` checks only the other pairs.
+NEAR_GAP = 2.0 ** -16
+
+
+def near_next_column(aged: Sequence[float]) -> array:
+    """1 where a task's `aged` is not at least `NEAR_GAP` below its successor's (or is not a number), else 0 (and 0
+    for the last task): the pairs whose float keys `ordering` must compare at `now` (`OrderedQueue.near_next`)."""
+    near = array("b", map(not_, map(ge, map(sub, islice(aged, 1, None), aged), repeat(NEAR_GAP))))
+    if aged:
+        near.append(0)
+    return near
+
+
 def _core_tasks(tasks: Sequence[QueuedTask], classes: Sequence[PriorityClass]) -> list[QueuedTask]:
     return [task for task, klass in zip(tasks, classes) if klass == PriorityClass.CORE]
 
@@ -210,7 +225,8 @@ class OrderedQueue(Sequence[QueuedTask]):
     the tasks: `offsets` (the class offset of `ordering`) and `aged`; `submitted` and `longest` (each task's
     submit time and `longest_runtime`), `runtimes` (`runtimes_of` each) and `grace_bits` (for the preemption
     grace `grace_s` of the policy it was made for) let the walk decide most tasks without reading them. `submitted_bounds` and `priorities`
-    (a count per priority) let `ordering` check that its float key is exact; `with_deadline` counts the
+    (a count per priority) let `ordering` check that its float key is exact, and `near_next` (1 where a task's `aged`
+    is within `NEAR_GAP` of the next task's) which neighbours' keys it must compare; `with_deadline` counts the
     tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
     deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`, `OPPORTUNISTIC`,
     `CHECKPOINTS`), `projects` (one string object
@@ -223,7 +239,7 @@ class OrderedQueue(Sequence[QueuedTask]):
     __slots__ = ("order", "rate", "tasks", "offsets", "aged", "submitted_bounds", "priorities", "with_deadline",
                  "flags", "projects", "shapes", "task_ids", "core_gpus", "submitted", "longest", "_shape_ids",
                  "shape_table", "_project_names", "runtimes", "grace_s",
-                 "grace_bits")
+                 "grace_bits", "near_next")
 
     def __init__(self, order: str, rate: float, tasks: list[QueuedTask], priorities: Counter[int],
                  submitted_bounds: tuple[float, float] | None = None, grace_s: float = 0.0,
@@ -233,6 +249,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         classes = list(map(_CLASS, tasks))
         self.offsets = array("d", map(_CLASS_OFFSETS.__getitem__, classes))
         self.aged = array("d", [rate * task.submitted_at - task.priority for task in tasks] if aged is None else aged)
+        self.near_next = near_next_column(self.aged)
         self.submitted = array("d", map(_SUBMITTED, tasks))
         self.submitted_bounds = (submitted_bounds if submitted_bounds is not None or not tasks
                                  else (min(self.submitted), max(self.submitted)))
@@ -290,6 +307,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         for slot, name in enumerate(_COLUMNS):
             setattr(queue, name, _merged(getattr(self, name), events, slot))
         queue._refuse_duplicates(events)
+        queue._refresh_near_next(events)
         if narrowed:
             queue.submitted_bounds = _span(queue.tasks)
         return queue
@@ -305,7 +323,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         runtimes = runtimes_of(task)
         return (task, _CLASS_OFFSETS[task.priority_class], self.rate * task.submitted_at - task.priority,
                 flags_of(task), self._project(task), self._shape_id(task), task.task_id, task.submitted_at,
-                longest_runtime(task), runtimes, grace_bits(runtimes, self.grace_s))
+                longest_runtime(task), runtimes, grace_bits(runtimes, self.grace_s), 1)  # near_next: `_refresh_near_next`
 
     def _count(self, task: QueuedTask, sign: int) -> None:
         """The counts kept over the whole queue, with the task added (1) or taken out (-1)."""
@@ -330,6 +348,23 @@ class OrderedQueue(Sequence[QueuedTask]):
                     raise ValueError(f"task {row[0].task_id} is queued already")
             else:
                 position -= 1
+
+    def _refresh_near_next(self, events: list[tuple[int, int, tuple | None]]) -> None:
+        """`near_next` (merged as a column, an added task's entry 1) said afresh for every pair of neighbours the
+        events made: an added task and each of its neighbours, and the two tasks either side of a dropped one."""
+        touched, position = [], 0
+        for index, kind, _ in events:  # the new positions, in the same pass as `_merged`
+            if kind == _INSERT:
+                at = index + position
+                position += 1
+                touched += (at - 1, at)
+            else:
+                touched.append(index + position - 1)
+                position -= 1
+        near, aged, last = self.near_next, self.aged, len(self.aged) - 1
+        for at in touched:
+            if 0 <= at <= last:
+                near[at] = at < last and not aged[at + 1] - aged[at] >= NEAR_GAP
 
     def with_tasks(self, tasks: Sequence[QueuedTask]) -> OrderedQueue:
         """These tasks — mostly this queue's own task objects (a filtered or partly replaced copy of it) —
@@ -409,7 +444,7 @@ _INSERT, _DROP = 0, 1  # `changed`'s events at one index: insertions go before t
 _EVENT_ORDER = itemgetter(0, 1)
 # The per-task columns, in `OrderedQueue._row`'s order.
 _COLUMNS = ("tasks", "offsets", "aged", "flags", "projects", "shapes", "task_ids", "submitted", "longest", "runtimes",
-            "grace_bits")
+            "grace_bits", "near_next")
 
 
 def _merged(column, events: list[tuple[int, int, tuple | None]], slot: int):

@@ -22,6 +22,7 @@ their order) — one more sort of only those tasks. `order_key` states the same 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import islice, repeat
@@ -116,14 +117,17 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
                + max(abs(value) for value in priorities))  # as in _fast_keys
     if largest >= _SAFE_MAGNITUDE:
         return None
-    # The cycle's key of each task from its kept columns: offset + (aged - rate * now), as in _fast_keys.
-    keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
-    if all(map(lt, keys, islice(keys, 1, None))):  # one pass for the usual case: in order, no equal keys
+    if _keys_rise_where_near(queue, shift):  # the usual case, in order without equal keys: most keys not worked out
         moved = False
-    elif not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
-        return None
     else:
-        moved = sort_equal_runs(tasks, keys, _tie_key(policy))
+        # The cycle's key of each task from its kept columns: offset + (aged - rate * now), as in _fast_keys.
+        keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
+        if all(map(lt, keys, islice(keys, 1, None))):  # in order, no equal keys
+            moved = False
+        elif not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
+            return None
+        else:
+            moved = sort_equal_runs(tasks, keys, _tie_key(policy))
     if policy.order == "cardflow" and queue.with_deadline:
         _deadlines_first(tasks)
         moved = True
@@ -131,6 +135,26 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
         return tasks, queue.walk_columns(None, policy.preempt_after_s)
     kept_at = {id(task): index for index, task in enumerate(queue.tasks)}
     return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks], policy.preempt_after_s)
+
+
+def _keys_rise_where_near(queue: OrderedQueue, shift: float) -> bool:
+    """True if the cycle's float keys (offset + (aged - shift), as `_kept_order` works them out) rise strictly from
+    each task to the next at every pair `queue.near_next` marks and where the class changes: then they rise at
+    every pair (`ordered_queue.NEAR_GAP`: `_kept_order` has checked that the keys stay below 2**31 + 2**29). False
+    (work every key out) also when more than one pair in 32 is marked: a queue of many equal keys."""
+    offsets, aged, last = queue.offsets, queue.aged, len(queue.aged) - 1
+    marks = bytes(queue.near_next)
+    if marks.count(1) * 32 > len(marks):
+        return False
+    pairs = [bisect_left(offsets, offset) - 1 for offset in sorted(_RANK.values())]  # the last task of a class
+    at = marks.find(1)
+    while at >= 0:
+        pairs.append(at)
+        at = marks.find(1, at + 1)
+    for at in pairs:
+        if 0 <= at < last and not offsets[at] + (aged[at] - shift) < offsets[at + 1] + (aged[at + 1] - shift):
+            return False
+    return True
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:

@@ -160,9 +160,9 @@ def test_a_filtered_or_partly_replaced_copy_becomes_a_kept_queue_of_exactly_thos
 @given(history=histories(), core_options=st.lists(st.sampled_from(("H100", "A100", "L40S")), unique=True,
                                                   min_size=1, max_size=3))
 def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(history, core_options) -> None:
-    """Ids, flags, projects, submit times, longest runtimes, shapes and the core tasks' GPUs per card type
-    (the headroom's queued core demand) are updated with each change, not recounted: after every change
-    they equal a fresh queue's, and its tasks'."""
+    """Ids, flags, projects, submit times, longest runtimes, shapes, the core tasks' GPUs per card type
+    (the headroom's queued core demand) and which neighbours' `aged` values are near (`near_next`) are updated
+    with each change, not recounted: after every change they equal a fresh queue's, and its tasks'."""
     first, steps, policy = history
 
     def widened(tasks):  # core tasks ask for several card types and GPUs, so the counts can cancel out
@@ -184,6 +184,7 @@ def test_the_columns_carried_through_changes_are_those_of_a_queue_made_afresh(hi
             (task.gpus, task.heavy, tuple(option.card_type for option in task.options)) for task in kept]
         assert len({id(project) for project in kept.projects}) == len(set(kept.projects))  # one object per name
         assert [list(runtimes) for runtimes in kept.runtimes] == [[option.runtime_s for option in task.options] for task in kept]
+        assert list(kept.near_next) == list(fresh.near_next)  # the pairs whose keys `ordering` compares
         assert list(kept.grace_bits) == list(fresh.grace_bits) == [
             grace_bits([option.runtime_s for option in task.options], policy.preempt_after_s) for task in kept]
 
@@ -231,3 +232,16 @@ def test_grace_bits_say_which_options_return_within_the_grace() -> None:
     assert grace_bits([600.0, 2400.0, 900.0], 1800.0) == 0b1101  # a leading 1, then per option in order
     assert grace_bits([], 1800.0) == 1
     assert grace_bits([1.0] * 63, 1800.0) == -1  # more than a 64-bit column holds
+
+
+def test_near_next_marks_the_neighbours_whose_keys_ordering_compares() -> None:
+    """A pair whose `aged` values are closer than `NEAR_GAP` is marked (and a pair of equal ones); a pair far apart
+    is not, nor the last task; `ordering` then orders the queue as a fresh sort, equal keys by submit time."""
+    policy = Policy(aging_per_hour=0.0, order="priority")
+    at = NOW - 3600.0
+    queue = [QueuedTask(task_id, "p0", STANDARD, priority, 1, submitted, (CardOption("H100", 60.0, 1.0),))
+             for task_id, priority, submitted in (("a", 5, at), ("b", 3, at + 1.0), ("c", 3, at), ("d", 0, at))]
+    kept = OrderedQueue.of(queue, policy)
+    assert ids(kept) == ["a", "c", "b", "d"]
+    assert list(kept.near_next) == [0, 1, 0, 0]
+    assert ids(order_queue(kept, policy, NOW)) == ids(order_queue(queue, policy, NOW)) == ["a", "c", "b", "d"]
