@@ -544,7 +544,7 @@ REPORT_PATH_NOTES = (
     "- A service started while its Redis stalls (frozen with SIGSTOP for 7 s, longer than redis-py's 5 s "
     "socket timeout) waits for it and then works: each step of a subscriber's start (creating its consumer "
     "group, FastStream's own start) is tried again after a growing pause while Redis does not answer "
-    "(`shared/delivery/consumer.py`, `_until_redis_answers`). Before, the start's "
+    "(`shared/delivery/faststream_glue.py`, `until_redis_answers`). Before, the start's "
     '`redis.exceptions.TimeoutError` ended the service (a dispatcher died this way in a parallel `make test` '
     'at load 9): `tests/reliability/test_redis_stall_at_start.py` (intake; every service checked by hand).',
     "- A misbehaving agent sending 3,000 valid checkpoint reports for one lease as fast as Redis takes them: at most"

@@ -43,10 +43,11 @@ that nothing waits on right after an event (`OFF_PATH_LINGER_MS`), which at a lo
 otherwise handle every event as a batch, and a transaction, of its own. Entries that arrive while
 it lingers are simply not read yet (nothing is pending on their behalf).
 
-Entries are read undecoded (`parse_undecoded`): whatever bytes an entry holds, it reaches step 2
-and, if unreadable, is dead-lettered with the reason instead of failing inside FastStream forever.
-The raw message is the handler's argument (`decode_to_raw`), not a `Context("message")`, which
-FastStream resolves in a worker thread for every message.
+Entries are read undecoded (`shared.delivery.faststream_glue.parse_undecoded`): whatever bytes an
+entry holds, it reaches step 2 and, if unreadable, is dead-lettered with the reason instead of failing
+inside FastStream forever. The raw message is the handler's argument (`decode_to_raw`), not a
+`Context("message")`, which FastStream resolves in a worker thread for every message. A subscriber's
+start outlasts a slow or silent Redis (`survive_a_slow_start`, same module).
 """
 
 from __future__ import annotations
@@ -54,20 +55,17 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar, Unpack
 
-from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.delivery.arrival import Arrived
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_and_ack, deadletter_fields
+from shared.delivery.faststream_glue import subscriber_options, survive_a_slow_start, until_redis_answers
 from shared.delivery.wire import BODY_FIELD, ensure_group, extract_body
 from shared.events.envelope import Envelope
 from shared.events.ownership import refused_producer
@@ -378,8 +376,8 @@ def _register_claimer(broker: RedisBroker, pipeline: DeliveryPipeline, handler: 
             polling_interval=sub.claim_interval_ms,
         )
 
-    claimer = broker.subscriber(stream=claim_stream, **_subscriber_options(sub, "claimer"))
-    _survive_a_slow_start(claimer, sub, "claimer")
+    claimer = broker.subscriber(stream=claim_stream, **subscriber_options(_title(sub, "claimer")))
+    survive_a_slow_start(claimer, _title(sub, "claimer"))
 
     @claimer
     async def claim(raw: Any) -> None:
@@ -394,109 +392,20 @@ def _reader(broker: RedisBroker, sub: Subscription, *, batch: bool) -> Any:
         polling_interval=sub.block_ms,
     )  # fmt: skip
     role = "batch-reader" if batch else "reader"
-    reader = broker.subscriber(stream=stream, **_subscriber_options(sub, role))
-    _survive_a_slow_start(reader, sub, role)
+    reader = broker.subscriber(stream=stream, **subscriber_options(_title(sub, role)))
+    survive_a_slow_start(reader, _title(sub, role))
     faststream_start = reader.start
 
     async def start_after_group() -> None:
         async def create_group() -> None:
             await ensure_group(await broker.connect(), sub.stream, sub.group, sub.start_id)
 
-        await _until_redis_answers(create_group, "create the consumer group", _title(sub, role))
+        await until_redis_answers(create_group, "create the consumer group", _title(sub, role))
         await faststream_start()
 
     reader.start = start_after_group
     return reader
 
 
-FASTSTREAM_START_LIMIT_S = 3.0
-"""How long FastStream's `start` waits for a subscriber's consume loop to answer its first PING."""
-
-
-def _survive_a_slow_start(subscriber: Any, sub: Subscription, role: str) -> None:
-    """Make `subscriber.start` outlast FastStream's 3 s limit instead of killing its service.
-
-    FastStream's `start` creates the subscriber's consume loop, then waits at most 3 s (hard-coded)
-    for that loop's first PING to Redis and raises `TimeoutError` when it overruns. Nothing is wrong
-    with the subscriber then: its loop runs on and reads once the event loop turns again. But in-process
-    services share one event loop, and on a busy machine a synchronous stretch of one of them, or a
-    process starved of CPU, can stall it past 3 s: the service died at start. Here the overrun is logged
-    and the start goes on; a consume loop that truly cannot reach Redis logs and retries as it does
-    after any later outage. A start whose own Redis calls (FastStream creates the group first) find
-    Redis unreachable or silent past redis-py's socket timeout is tried again (`_until_redis_answers`).
-    """
-    faststream_start = subscriber.start
-
-    async def start_despite_a_stall() -> None:
-        began = time.monotonic()
-        try:
-            await _until_redis_answers(faststream_start, "start the consume loop", _title(sub, role))
-        except TimeoutError:
-            waited = round(time.monotonic() - began, 2)
-            log.warning("subscriber's first ping overran FastStream's start limit; it starts anyway",
-                        subscriber=_title(sub, role), limit_s=FASTSTREAM_START_LIMIT_S, waited_s=waited)  # fmt: skip
-
-    subscriber.start = start_despite_a_stall
-
-
-REDIS_RETRY_MAX_S = 5.0
-"""The longest wait between two attempts of a subscriber's start while Redis does not answer."""
-
-REDIS_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
-"""What a redis-py call raises when Redis cannot be reached or does not answer within the socket
-timeout (5 s by default): a Redis stalled on a busy machine, restarting, or not up yet. (Not the
-builtin `TimeoutError` of FastStream's start limit: that start went through, see
-`_survive_a_slow_start`.)"""
-
-
-async def _until_redis_answers(attempt: Callable[[], Awaitable[None]], what: str, subscriber: str) -> None:
-    """Run `attempt` (a step of a subscriber's start), again after a growing pause for as long as Redis
-    does not answer. Without this, a service started while its Redis stalled died at start
-    (`tests/reliability/test_redis_stall_at_start.py`)."""
-    delay = 0.1
-    while True:
-        try:
-            await attempt()
-            return
-        except REDIS_UNREACHABLE as error:
-            log.warning("Redis does not answer; trying again shortly", step=what, subscriber=subscriber,
-                        retry_in_s=delay, error=repr(error))  # fmt: skip
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, REDIS_RETRY_MAX_S)
-
-
 def _title(sub: Subscription, role: str) -> str:
     return f"{sub.stream}:{sub.group}:{role}"
-
-
-def _subscriber_options(sub: Subscription, role: str) -> dict[str, Any]:
-    return {"ack_policy": AckPolicy.MANUAL, "title": _title(sub, role), "parser": parse_undecoded,
-            "decoder": decode_to_raw}
-
-
-async def decode_to_raw(message: Any, original_decoder: Callable[[Any], Awaitable[Any]]) -> Any:
-    """The handler's one argument is the raw message (`parse_undecoded` keeps it), not a decoded body.
-
-    The handlers used to take it as `Context("message")`: fast_depends resolves such a parameter
-    with a synchronous call it runs in anyio's worker thread, so every message (and every batch)
-    cost two thread hand-overs — CPU, and on a busy machine milliseconds of waiting for the
-    thread and for the loop's wake-up.
-    """
-    return message.raw_message
-
-
-async def parse_undecoded(message: Any, original_parser: Callable[[Any], Awaitable[Any]]) -> Any:
-    """FastStream's message with the fields left undecoded (`entries_of` reads them raw).
-
-    FastStream's own parser turns every field into JSON text before a handler runs: an entry
-    holding bytes that are not UTF-8 made it raise before our steps, so such an entry was never
-    acked nor dead-lettered, only claimed again and again. Here it parses an empty stand-in and
-    keeps the raw entry, so every entry reaches `parse_or_dead` whatever its bytes. A batch's
-    stand-in is an empty list: FastStream's batch parser tries (and fails) to decode every item,
-    about 4 us an entry for nothing.
-    """
-    data = message["data"]
-    stand_in: dict[bytes, bytes] | list[Any] = {} if isinstance(data, dict) else []
-    parsed = await original_parser({**message, "data": stand_in})
-    parsed.raw_message = message
-    return parsed
