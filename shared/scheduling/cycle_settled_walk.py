@@ -21,8 +21,8 @@ from shared.scheduling.quota import SECONDS_PER_HOUR
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _CARD_TYPE = attrgetter("card_type")
-_RUNTIME = attrgetter("runtime_s")
 P = enum_members(PriorityClass)
+_CONSIDERED = ("considered", "on the options its quota allows")  # `_walk_settled`: no deferral to add, only `closed` to check
 
 
 
@@ -58,18 +58,19 @@ class SettledWalk:
                 add_detail(failure[1])
                 continue
             shape = (task.gpus, task.heavy, tuple(map(_CARD_TYPE, options)))
+            considered = False  # on some of its options (the quota allows only those)
             if task.project in limited:  # the quota as `_walk_settled` asks it, the shape as its key
                 project = task.project
                 # what refused earlier tasks since the project's last charge; the same check as `_walk_settled`'s, kept
                 # inline: as one helper method for both it cost +0.5–1.0% instructions per cold plan (BENCHMARKS.md, session 17)
+                runtimes = runtimes_of(task)
                 refused = refusals.get(project)
                 if refused is not None and (refusal := refused.get(shape)) is not None and (
-                        failure := refusal.of(map(_RUNTIME, options))) is not None:
+                        failure := refusal.of(runtimes)) is not None:
                     add_id(task.task_id)
                     add_reason(failure[0])
                     add_detail(failure[1])
                     continue
-                runtimes = runtimes_of(task)
                 longest_s = longest_of(runtimes)
                 bound = longest_bounds.get(project, no_bounds).get(shape)
                 if bound is None:  # not yet asked since the project's last charge
@@ -85,33 +86,32 @@ class SettledWalk:
                         continue
                     if len(usable) < len(options):  # some of its options
                         self._consider_usable(task, tuple([options[index] for index in usable]))
-                        if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
-                            self._defer_rest_from(ordered, position + 1, None)
-                            return
+                        considered = True
+            if not considered:
+                changes = self.changes
+                known = no_room.get(shape)
+                if known is not None and (known[0] == changes or self._still_no_room(known, shape[2], changes)):
+                    if not (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                            and self._shape_may_preempt(shape, shape, helps)):
+                        add_id(task.task_id)
+                        add_reason(no_capacity)
+                        add_detail(known[1])
                         continue
-            changes = self.changes
-            known = no_room.get(shape)
-            if known is not None and (known[0] == changes or self._still_no_room(known, shape[2], changes)):
-                if not (task.priority_class == core and self._may_preempt_since(task.submitted_at)
-                        and self._shape_may_preempt(shape, shape, helps)):
-                    add_id(task.task_id)
-                    add_reason(no_capacity)
-                    add_detail(known[1])
-                    continue
-            else:
-                room = rooms.get(shape)
-                if room is None or room[0] != fleet.version:
-                    room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
-                if not (room[1] or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
-                                    and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
-                    text = explain.no_capacity(task, options)
-                    add_id(task.task_id)
-                    add_reason(no_capacity)
-                    add_detail(text)
-                    no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
-                    continue
-            self._consider_room(task, options)  # `_may_start` holds
-            if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
+                else:
+                    room = rooms.get(shape)
+                    if room is None or room[0] != fleet.version:
+                        room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
+                    if not (room[1] or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                                        and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
+                        text = explain.no_capacity(task, options)
+                        add_id(task.task_id)
+                        add_reason(no_capacity)
+                        add_detail(text)
+                        no_room[shape] = [changes, text, self._changes_on_types(shape[2])]
+                        continue
+                self._consider_room(task, options)  # `_may_start` holds
+            # Only the calls above can close the cycle; the reservation is settled, so `closed` is this:
+            if self.blocked is not None or fleet.free_total == 0:
                 self._defer_rest_from(ordered, position + 1, None)
                 return
 
@@ -164,45 +164,41 @@ class SettledWalk:
                     if failure is None and len(usable) < len(card_types):  # some of its options
                         task = ordered[position]
                         self._consider_usable(task, tuple([task.options[index] for index in usable]))
-                        if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
-                            self._defer_rest_from(ordered, position + 1, columns)
-                            return
-                        continue
+                        failure = _CONSIDERED
             if failure is not None:
-                add_id(task_ids[position])
-                add_reason(failure[0])
-                add_detail(failure[1])
-                continue
-            changes = self.changes
-            known = no_room[shape]
-            if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
-                if (task_flags & CORE and self._may_preempt_since(submitted[position])
-                        and self._shape_may_preempt(shape, shape_table[shape], helps)):
-                    # `_may_start` holds: preemption may help
-                    self._consider_with_room(ordered, position, columns, task_flags, shape)
-                    if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
-                        self._defer_rest_from(ordered, position + 1, columns)
-                        return
-                else:
+                if failure is not _CONSIDERED:
                     add_id(task_ids[position])
-                    add_reason(no_capacity)
-                    add_detail(known[1])
-                continue
-            room = rooms[shape]
-            if room is None or room[0] != fleet.version:
-                room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
-            if room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
-                           and self._shape_may_preempt(shape, shape_table[shape], helps)):  # `_may_start`
+                    add_reason(failure[0])
+                    add_detail(failure[1])
+                    continue
+            else:
+                changes = self.changes
+                known = no_room[shape]
+                if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
+                    if not (task_flags & CORE and self._may_preempt_since(submitted[position])
+                            and self._shape_may_preempt(shape, shape_table[shape], helps)):
+                        add_id(task_ids[position])
+                        add_reason(no_capacity)
+                        add_detail(known[1])
+                        continue
+                else:
+                    room = rooms[shape]
+                    if room is None or room[0] != fleet.version:
+                        room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
+                    if not (room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
+                                        and self._shape_may_preempt(shape, shape_table[shape], helps))):  # `_may_start`
+                        text = explain.no_capacity_of(shape_table[shape])  # the task is not read: its shape says it
+                        add_id(task_ids[position])
+                        add_reason(no_capacity)
+                        add_detail(text)
+                        no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
+                        continue
+                # `_may_start` holds (room, or preemption may help)
                 self._consider_with_room(ordered, position, columns, task_flags, shape)
-                if self.blocked is not None or fleet.free_total == 0:  # `closed`: the reservation is settled
-                    self._defer_rest_from(ordered, position + 1, columns)
-                    return
-            else:  # the task is not read: its shape says all the sentence needs
-                text = explain.no_capacity_of(shape_table[shape])
-                add_id(task_ids[position])
-                add_reason(no_capacity)
-                add_detail(text)
-                no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
+            # Only the calls above can close the cycle; the reservation is settled, so `closed` is this:
+            if self.blocked is not None or fleet.free_total == 0:
+                self._defer_rest_from(ordered, position + 1, columns)
+                return
 
     def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`

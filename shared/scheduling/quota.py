@@ -10,7 +10,7 @@ Work no account applies to is unlimited.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from math import inf
 
 from shared.scheduling import reasons
@@ -300,20 +300,16 @@ class StandingRefusal:
         self.soonest_name = ""  # how sentences name that account
         self.left_text = ""  # `reasons.quota_left` of the poorest account in force
 
-    def of(self, runtimes: Iterable[float]) -> tuple[DeferralReason, str] | None:
-        """The deferral reason and sentence of a task with these runtimes (per option, read once: the walk over a
-        list passes them unread from the task's options) if the quota allows none of its options (what
-        `usable_indexes` would say); None if it allows one."""
-        gpus, margin, first_s = self.gpus, self.margin_s, None
+    def of(self, runtimes: Sequence[float]) -> tuple[DeferralReason, str] | None:
+        """The deferral reason and sentence of a task with these runtimes (per option, in matcher order) if the quota
+        allows none of its options (what `usable_indexes` would say); None if it allows one."""
+        gpus, margin = self.gpus, self.margin_s
         for (left_s, left_gpu_hours), runtime_s in zip(self.bounds, runtimes):
             if not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR):
                 return None
-            if first_s is None:
-                first_s = runtime_s
         if self.settled is not None:
             return self.settled
-        runtime_s = first_s  # the first option's failure (`failure_under`), in its words (`_problem_on`)
-        assert runtime_s is not None
+        runtime_s = runtimes[0]  # the first option's failure (`failure_under`), in its words (`_problem_on`)
         if self.expiry_gate and self.soonest_left_s < runtime_s + margin:
             return R.QUOTA_EXPIRES, reasons.quota_expires(self.soonest_name, self.card_type, runtime_s,
                                                           self.soonest_left_s, margin)
