@@ -390,6 +390,8 @@ class _PhaseEvents:
         if kind == "usage.recorded" or kind not in seen:
             seen[kind] = datetime.fromisoformat(event["occurred_at"]).timestamp()
             seen[f"{kind}@stream"] = on_stream
+        if kind == "task.succeeded" and data.get("released"):  # the lease's end rides on the success
+            self.note({**event, "data": {"task_id": data["task_id"]}}, "lease.released", on_stream)
 
     async def read_agent_streams(self, redis: Redis, since: str) -> None:
         """When each grant command reached its agent's inbox, and each finished report `cf:reports`."""

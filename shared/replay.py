@@ -10,8 +10,9 @@ shows and what `cardflow audit verify` compares with the live read models.
 - Tasks: `shared.projection.evolve`, unchanged, so replay and the console can never disagree by
   construction, only by what they were fed.
 - Leases: `lease.granted` opens, `lease.renewed` moves `renewed_until`, `lease.revoked` marks why
-  the dispatcher took it back, `lease.released` ends it (any arrival order: a release seen before
-  its grant opens the record from its own fields).
+  the dispatcher took it back, `lease.released` ends it, or the `task.succeeded` / `task.failed` that
+  carries its release (`shared.events.carried`; any arrival order: a release seen before its grant
+  opens the record from its own fields).
 - Usage: each `usage.recorded` is a slice of one lease's time; its floats are read back as exact
   decimals (`Decimal(str(x))`: the ledger's values have at most 15 significant digits, so this is
   the ledger's number to the last digit). A slice booked to project `unknown` (the lease opened
@@ -29,6 +30,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from shared.events.carried import carried_release
 from shared.events.envelope import Envelope
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -201,6 +203,9 @@ def replay_event(state: ReplayState, event: Envelope) -> None:
     task_id = task_id_of(event)
     if task_id is not None:
         state.tasks[task_id] = evolve(state.tasks.get(task_id), event)  # type: ignore[assignment]
+    release = carried_release(event)  # a run's end may carry its lease's end
+    if release is not None:
+        _released(state, release.data, release)
     applier = _APPLY.get(event.type)
     if applier is not None:
         applier(state, event.data, event)

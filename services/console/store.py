@@ -10,8 +10,8 @@ One call per consumed batch, inside the batch's transaction:
    cached versions and gets the view's JSON back only for rows that changed since (another views
    instance, a rolled-back batch), so a view still as cached is not parsed again — a task's view
    is loaded about seven times on its way, and parsing it was the service's largest cost;
-2. fleet events: nodes (registered / lost / drained / undrained) and leases (granted / ended), as order-independent
-   upserts.
+2. fleet events: nodes (registered / lost / drained / undrained) and leases (granted / ended, also by the release a
+   `task.succeeded` / `task.failed` carries), as order-independent upserts.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import asyncpg
 from services.common.bulk import column_arrays, execute_bulk
 from services.console.sentences import sentence_fields
 from shared.events import Envelope
+from shared.events.carried import with_carried_releases
 from shared.logging import get_logger
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -63,7 +64,7 @@ class ViewCache:
 async def apply_events(conn: asyncpg.Connection, events: Sequence[Envelope], cache: ViewCache | None = None) -> None:
     """Project `events` (already de-duplicated, in stream order) in the caller's transaction."""
     await project_tasks(conn, [e for e in events if task_id_of(e) is not None], cache or ViewCache(0))
-    await project_fleet(conn, [e for e in events if e.type in FLEET_TYPES])
+    await project_fleet(conn, [e for e in with_carried_releases(events) if e.type in FLEET_TYPES])
 
 
 async def project_tasks(conn: asyncpg.Connection, events: Sequence[Envelope], cache: ViewCache) -> None:

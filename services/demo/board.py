@@ -2,7 +2,7 @@
 
 - tasks: the same projection as the console (`shared.projection.evolve`);
 - fleet: registered nodes (card type, GPUs) and the GPUs active leases hold right now;
-- leases: GPU-seconds of every ended lease (`lease.released`), priced with the card catalog —
+- leases: GPU-seconds of every ended lease (`lease.released`, or the release a run's end carries), priced with the card catalog —
   what the ledger should have charged;
 - ledger: what the ledger did charge (`usage.recorded`), per project.
 """
@@ -25,6 +25,7 @@ from shared.events import (
     UnmatchableReason,
     UsageRecordedData,
 )
+from shared.events.carried import carried_release
 from shared.leasing.records import PERSON_HOLDS
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -85,6 +86,8 @@ class Board:
         task_id = task_id_of(event)
         if task_id is not None:
             self.tasks[task_id] = evolve(self.tasks.get(task_id), event)  # type: ignore[assignment]
+        if (release := carried_release(event)) is not None:  # a run's end may carry its lease's end
+            _released(self, release.data)
         handler = _FLEET_AND_MONEY.get(event.type)
         if handler is not None:
             handler(self, event.data)

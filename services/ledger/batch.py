@@ -9,7 +9,8 @@
   `accounting.with_utilisation`);
 - `lease.released` -> accounted up to `ended_at` and closed, likewise (opened from its own data, at
   time scale 1, if the grant was never seen), with its run's `last_checkpoint_at` (a round's
-  preemption losses count from there);
+  preemption losses count from there); a release carried by a `task.succeeded` / `task.failed`
+  (`released`) likewise, just before its carrier (`shared.events.carried.with_carried_releases`);
 - `task.checkpointed` / `task.succeeded` with `output_units` -> the output of that run (lease),
   the highest value reported wins; a `task.succeeded` with `flags` (the dispatcher did not take it
   at the agent's word) makes that run's output FLAGGED instead (`ledger.flagged_output`): kept and
@@ -51,6 +52,7 @@ from shared.events import (
     NodeLost,
     NodeRegistered,
     TaskCheckpointed,
+    TaskFailed,
     TaskFlagCleared,
     TaskMatched,
     TaskSubmitted,
@@ -58,12 +60,13 @@ from shared.events import (
     UsageRecorded,
     UsageRecordedData,
 )
+from shared.events.carried import with_carried_releases
 from shared.events.subjects import lease_subject
 from shared.logging import get_logger
 
 RELEVANT_TYPES: tuple[type[Envelope], ...] = (
-    TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskMatched,
-    TaskFlagCleared, NodeRegistered, NodeLost,
+    TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskFailed,
+    TaskMatched, TaskFlagCleared, NodeRegistered, NodeLost,
 )  # fmt: skip
 UNKNOWN_PROJECT = "unknown"
 """Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
@@ -136,6 +139,8 @@ def is_repeatable(event: Envelope) -> bool:
       lease had no row at the first delivery, that delivery changed nothing: applying it later is its
       first effect, and a lease's increments add up to its whole cost however they are split.)
     - `lease.released`: closes the account; a closed account is never changed (`accounting.close`).
+      So is a release carried by a `task.succeeded` or `task.failed`.
+    - `task.failed`: nothing of it is folded but the release it may carry.
     - `task.succeeded` without flags: the run's output is raised to the highest value reported over the
       loaded row, which the first delivery left at least that high and final: no rise, so no output
       increment, and the same row; no flagged success exists for that run (a lease ends with one success).
@@ -155,7 +160,7 @@ def is_repeatable(event: Envelope) -> bool:
     to the second (`store.save_effects`)."""
     if isinstance(event, TaskSucceeded):
         return not event.data.flags
-    return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskMatched))
+    return isinstance(event, (TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskFailed, TaskMatched))
 
 
 @dataclass
@@ -292,7 +297,7 @@ def fold_batch(
     """Apply `events` in order over the loaded leases, task projects, runs' output and nodes' open spans
     (by node id); return what to write."""
     fold = _Fold(catalog, leases, projects, output or OutputSnapshot(), open_spans or {})
-    for event in events:
+    for event in with_carried_releases(events):
         fold.apply(event)
     return fold.effects
 
@@ -314,7 +319,8 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
 
 
 def lease_ids_of(events: Iterable[Envelope]) -> set[str]:
-    return {e.data.lease_id for e in events if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased))}
+    return {e.data.lease_id for e in with_carried_releases(events)
+            if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased))}  # fmt: skip
 
 
 def runs_of(events: Iterable[Envelope]) -> set[Run]:
@@ -332,7 +338,8 @@ def cleared_tasks_of(events: Iterable[Envelope]) -> set[str]:
 
 
 def task_ids_of(events: Iterable[Envelope]) -> set[str]:
-    return {e.data.task_id for e in events if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted))}
+    return {e.data.task_id for e in with_carried_releases(events)
+            if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted))}  # fmt: skip
 
 
 def _decimal(value: float | None) -> Decimal | None:

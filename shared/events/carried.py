@@ -1,43 +1,79 @@
 """`carried_events`: the transitions an event carries for another, as the events they stand for.
 
-A `lease.granted` may carry its task's entry into the queue (`queued`) and a `task.succeeded` or
-`task.failed` its run's start (`started`) instead of a `task.queued` / `task.started` of their own (see
-`shared.events.dispatch`). Whoever tells a task's history step by step (the audit story, its
-Chinese retelling) tells those transitions with their own sentences, as if their events had come
-just before the carrier:
+A `lease.granted` may carry its task's entry into the queue (`queued`), and a `task.succeeded` or
+`task.failed` its run's start (`started`) and its lease's end (`released`), instead of a `task.queued` /
+`task.started` / `lease.released` of their own (see `shared.events.dispatch`). Whoever tells a task's
+history step by step (the audit story, its Chinese retelling) tells those transitions with their own
+sentences, as if their events had come just before the carrier:
 
     for told in (*carried_events(event), event): ...
 
-The events returned are for telling only: each shares its carrier's event id, time, producer,
-actor, links and subject sequence number (so it is never a new fact, nor archived or published).
-Folding them through `shared.projection.evolve` would be wrong — the projection applies a
-carrier's transitions itself.
+The events returned share their carrier's event id, time, producer, actor, links and subject sequence
+number (so each is never a new fact, nor archived or published). Folding a carried start or queue
+entry through `shared.projection.evolve` would be wrong — the projection applies a carrier's task
+transitions itself. A carried release is a lease's end, which the projection does not fold: the folds
+of lease ends (the ledger's accounts, the views' lease rows, audit replay) apply it as the event it
+stands for (`carried_release`, `with_carried_releases`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from shared.events.dispatch import TaskQueued, TaskStarted
 from shared.events.envelope import Envelope
-from shared.events.subjects import task_subject
+from shared.events.leases import LeaseReleased, LeaseReleasedData
+from shared.events.subjects import lease_subject, task_subject
 
 
-RUN_ENDS_CARRYING_START = frozenset({"task.succeeded", "task.failed"})
-"""The events that may carry their run's start (`started`)."""
+RUN_ENDS = frozenset({"task.succeeded", "task.failed"})
+"""The events that may carry their run's start (`started`) and their lease's end (`released`)."""
 
 
 def carried_events(event: Envelope) -> tuple[Envelope, ...]:
-    """The `task.queued` / `task.started` `event` carries, rebuilt (empty when it carries none)."""
+    """The `task.queued`, or the `task.started` and `lease.released`, `event` carries, rebuilt in the order
+    their own events would have come (empty when it carries none)."""
     data = event.data
     if event.type == "lease.granted" and data.queued is not None:
-        return (_told_as(event, TaskQueued, {"task_id": data.task_id, **data.queued.model_dump()}),)
-    if event.type in RUN_ENDS_CARRYING_START and data.started is not None:
+        return (_told_as(event, TaskQueued, task_subject(data.task_id), {"task_id": data.task_id,
+                                                                          **data.queued.model_dump()}),)
+    if event.type not in RUN_ENDS:
+        return ()
+    told = []
+    if data.started is not None:
         facts = {"task_id": data.task_id, "lease_id": data.lease_id, **data.started.model_dump()}
-        return (_told_as(event, TaskStarted, facts),)
-    return ()
+        told.append(_told_as(event, TaskStarted, task_subject(data.task_id), facts))
+    if (release := carried_release(event)) is not None:
+        told.append(release)
+    return tuple(told)
 
 
-def _told_as(carrier: Envelope, kind: type[Envelope], data: dict[str, Any]) -> Envelope:
-    envelope = carrier.model_dump(exclude={"type", "subject", "schema_version", "data"})
-    return kind.model_validate({**envelope, "subject": task_subject(data["task_id"]), "data": data})
+def carried_release(event: Envelope) -> LeaseReleased | None:
+    """The `lease.released` a run's end carries, rebuilt (None when `event` carries none)."""
+    if event.type not in RUN_ENDS or event.data.released is None:
+        return None
+    data = event.data  # validated with its carrier: built without validating again (folds call this often)
+    facts = LeaseReleasedData.model_construct(lease_id=data.lease_id, task_id=data.task_id, **dict(data.released))
+    envelope = {name: value for name, value in event if name not in _OWN_FIELDS}
+    return LeaseReleased.model_construct(**envelope, subject=lease_subject(data.lease_id), data=facts)
+
+
+def with_carried_releases(events: Iterable[Envelope]) -> list[Envelope]:
+    """`events` with every carried `lease.released` just before its carrier, where its own event would have
+    been: what a fold of lease ends reads instead of `events`."""
+    unfolded: list[Envelope] = []
+    for event in events:
+        if (release := carried_release(event)) is not None:
+            unfolded.append(release)
+        unfolded.append(event)
+    return unfolded
+
+
+_OWN_FIELDS = frozenset({"type", "subject", "schema_version", "data"})
+"""The envelope fields a told event does not take from its carrier."""
+
+
+def _told_as(carrier: Envelope, kind: type[Envelope], subject: str, data: dict[str, Any]) -> Envelope:
+    envelope = carrier.model_dump(exclude=_OWN_FIELDS)
+    return kind.model_validate({**envelope, "subject": subject, "data": data})

@@ -1,6 +1,6 @@
 """Task events the dispatcher writes: queueing, holds, approval, and a run's start and end.
 
-Two transitions are sometimes carried by the event of the next one instead of an event of their own
+Three transitions are sometimes carried by the event of the next one instead of an event of their own
 (one outbox row, stream entry, archive row and history row fewer per task), never dropped:
 
 - a task granted GPUs in the cycle that first finds it eligible enters the queue and leaves it at
@@ -8,10 +8,15 @@ Two transitions are sometimes carried by the event of the next one instead of an
   `task.queued` is written;
 - a run whose first report is its end starts and ends at once: its `task.succeeded` or `task.failed`
   carries the start (`RunStart`, `TaskSucceededData.started`, `TaskFailedData.started`) and no
-  `task.started` is written.
+  `task.started` is written;
+- a run's end ends its lease: its `task.succeeded` or `task.failed` carries the lease's end
+  (`LeaseRelease`, `TaskSucceededData.released`, `TaskFailedData.released`) and no `lease.released` is
+  written.
 
 Readers (the projection, the audit story, the console's history) tell a carried transition as if
-its own event had come just before its carrier, at the same time.
+its own event had come just before its carrier, at the same time; those that fold lease ends (the
+ledger, the views' lease rows, audit replay) apply a carried release as its own event
+(`shared.events.carried`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import RequeueReason, SuccessFlag
+from shared.events.reasons import ReleaseReason, RequeueReason, SuccessFlag
 from shared.events.values import Detail, EntityId, Fraction, NonNegative
 from shared.scheduling.model import DeferralReason, PriorityClass
 
@@ -139,6 +144,26 @@ class RunStart(Payload):
     resumed_from: str | None = Field(None, description="checkpoint the run resumed from, if any")
 
 
+class LeaseRelease(Payload):
+    """How a lease ended (`lease.released`'s facts beside its lease and task)."""
+
+    node_id: EntityId
+    card_type: EntityId
+    gpus: int = Field(ge=1, description="number of GPUs the lease held")
+    granted_at: AwareDatetime
+    ended_at: AwareDatetime
+    reason: ReleaseReason
+    idle_gpu_seconds: NonNegative = Field(0.0, description="idle GPU-seconds since the last lease.renewed")
+    gpu_util_pct: float | None = Field(
+        None, ge=0, le=100, description="mean utilisation of the lease's GPUs over the heartbeats since the last"
+        " lease.renewed (None: not reported)",
+    )
+    last_checkpoint_at: AwareDatetime | None = Field(
+        None, description="when the dispatcher applied the run's last checkpoint (None: it never checkpointed);"
+        " the ledger counts a preempted or lost run's loss from here",
+    )
+
+
 class TaskStartedData(Payload):
     task_id: EntityId
     lease_id: EntityId
@@ -185,6 +210,9 @@ class TaskSucceededData(Payload):
     started: RunStart | None = Field(
         None, description="the run's start, carried here when the agent's first report about the lease was its"
         " end: the run started at this event's time and no `task.started` was written (None: one was)")
+    released: LeaseRelease | None = Field(
+        None, description="how the run's lease ended, carried here when the report that ended the run ended its"
+        " lease: no `lease.released` was written for it (None: one was, or the task never ran)")
 
 
 class TaskSucceeded(Envelope):
@@ -203,6 +231,9 @@ class TaskFailedData(Payload):
         None, description="the run's start, carried here when the agent's first report about the lease was its"
         " end: the run started at this event's time and no `task.started` was written (None: one was, or the"
         " task never ran)")
+    released: LeaseRelease | None = Field(
+        None, description="how the run's lease ended, carried here when the report that ended the run ended its"
+        " lease: no `lease.released` was written for it (None: one was, or the task never ran)")
 
 
 class TaskFailed(Envelope):

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.events.dispatch import QueueEntry
+from shared.events.dispatch import LeaseRelease, QueueEntry
 from shared.events.envelope import Envelope, Payload
-from shared.events.reasons import NodeMode, ReleaseReason, RevokeReason, StartReason
+from shared.events.reasons import NodeMode, RevokeReason, StartReason
 from shared.events.values import Detail, EntityId, FencingToken, GpuIndices, NonNegative, Positive
 
 
@@ -107,28 +107,14 @@ class LeaseRevoked(Envelope):
     data: LeaseRevokedData
 
 
-class LeaseReleasedData(Payload):
+class LeaseReleasedData(LeaseRelease):
     lease_id: EntityId
     task_id: EntityId
-    node_id: EntityId
-    card_type: EntityId
-    gpus: int = Field(ge=1, description="number of GPUs the lease held")
-    granted_at: AwareDatetime
-    ended_at: AwareDatetime
-    reason: ReleaseReason
-    idle_gpu_seconds: NonNegative = Field(0.0, description="idle GPU-seconds since the last lease.renewed")
-    gpu_util_pct: float | None = Field(
-        None, ge=0, le=100, description="mean utilisation of the lease's GPUs over the heartbeats since the last"
-        " lease.renewed (None: not reported)",
-    )
-    last_checkpoint_at: AwareDatetime | None = Field(
-        None, description="when the dispatcher applied the run's last checkpoint (None: it never checkpointed);"
-        " the ledger counts a preempted or lost run's loss from here",
-    )
 
 
 class LeaseReleased(Envelope):
-    """A lease ended and its GPUs are free; written once for every lease, whatever ended it.
+    """A lease ended and its GPUs are free; once for every lease, whatever ended it — as an event of its own,
+    or carried by the `task.succeeded` / `task.failed` of the report that ended it (`TaskSucceededData.released`).
 
     The ledger charges `granted_at`..`ended_at`; audits check no GPU is in two overlapping leases.
     """

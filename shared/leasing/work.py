@@ -5,7 +5,8 @@ the book through a `LeaseWork`, so a later step of the same batch sees the effec
 ones, and changes it only through these verbs:
 
 - `end_lease`: EVERY lease ends here, exactly once: `lease.released` (after `lease.expired` when
-  the TTL ran out), and the task moves as `lease_end.decide_lease_end` says;
+  the TTL ran out; carried by the `task.succeeded` / `task.failed` when the run's end ends it), and the
+  task moves as `lease_end.decide_lease_end` says;
 - `revoke` / `preempt` / `stop_zombie`: ask an agent to stop a run (once per lease);
 - `mark_started`: the first accepted report about a lease says its run is going (`task.started`);
 - `renew`: a heartbeat extends the lease; `lease.renewed` is coalesced.
@@ -55,6 +56,9 @@ from shared.names import EVENTS_STREAM, agent_inbox
 from shared.scheduling.model import DeferralReason
 
 Record = TaskRecord | LeaseRecord | NodeRecord
+RUN_END_EFFECTS = frozenset({TaskEffect.SUCCEED, TaskEffect.FAIL})
+"""The task effects whose event (`task.succeeded` / `task.failed`) carries the lease's end instead of a
+`lease.released` of its own (`shared.events.carried`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +241,11 @@ class LeaseWork:
         decision = decide_lease_end(_ending(lease, task, len(others)), trigger, outcome.exit_code, outcome.error)
         ended_at = run_end(lease, outcome, self.now)
         self.put(replace(lease, state=LeaseState.ENDED, ended_at=ended_at, end_reason=decision.release))
-        self._emit_lease_end(lease, trigger, decision, cause, ended_at)
+        release = lease_release(lease, decision, ended_at)
+        carried = decision.effect in RUN_END_EFFECTS  # the run's end carries its lease's end
+        self._emit_lease_end(lease, trigger, cause, None if carried else release)
         if decision.effect is not TaskEffect.NONE:
-            self._emit_task_effect(lease, task, decision, outcome, cause)
+            self._emit_task_effect(lease, task, decision, outcome, cause, release if carried else None)
             flags = task.flags | set(outcome.flags) if decision.effect is TaskEffect.SUCCEED else task.flags
             self.put(replace(task, state=NEW_TASK_STATE[decision.effect], deferral_reason=None, deferral_detail=None,
                              updated_at=self.now, flags=flags))
@@ -357,36 +363,32 @@ class LeaseWork:
 
     # -- events of a lease end ------------------------------------------------------------------
 
-    def _emit_lease_end(self, lease: LeaseRecord, trigger: Trigger, decision: LeaseEnd, cause: Envelope | None,
-                        ended_at: datetime) -> None:
+    def _emit_lease_end(self, lease: LeaseRecord, trigger: Trigger, cause: Envelope | None,
+                        release: dict[str, Any] | None) -> None:
+        """`lease.expired` when the TTL ran out; `lease.released` unless the task's event carries it (None)."""
         subject = lease_subject(lease.lease_id)
         if trigger is Trigger.EXPIRED:
             self.emit(LeaseExpired, subject, {
                 "lease_id": lease.lease_id, "task_id": lease.task_id, "last_renewed_at": lease.last_renewed_at,
             }, cause=cause)
-        self.emit(LeaseReleased, subject, {
-            "lease_id": lease.lease_id, "task_id": lease.task_id, "node_id": lease.node_id,
-            "card_type": lease.card_type, "gpus": len(lease.gpu_indices), "granted_at": lease.granted_at,
-            "ended_at": ended_at, "reason": decision.release, "idle_gpu_seconds": lease.idle_gpu_seconds,
-            "gpu_util_pct": lease.util_pct_sum / lease.util_readings if lease.util_readings else None,
-            "last_checkpoint_at": lease.last_checkpoint_at,
-        }, cause=cause)
+        if release is not None:
+            self.emit(LeaseReleased, subject, {"lease_id": lease.lease_id, "task_id": lease.task_id} | release,
+                      cause=cause)
 
     def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,
-                          cause: Envelope | None) -> None:
+                          cause: Envelope | None, release: dict[str, Any] | None) -> None:
         effect, task_id, lease_id = decision.effect, task.task_id, lease.lease_id
         subject = task_subject(task_id)
-        if effect is TaskEffect.SUCCEED:
-            data = outcome.succeeded_data(task_id, lease_id)
-            if task.state is TaskState.LEASED:  # no report before the end: the start rides on the success
+        if effect in RUN_END_EFFECTS:
+            if effect is TaskEffect.SUCCEED:
+                kind, data = TaskSucceeded, outcome.succeeded_data(task_id, lease_id)
+            else:
+                error = outcome.error or f"the task exited with code {outcome.exit_code}"
+                kind, data = TaskFailed, {"task_id": task_id, "lease_id": lease_id, "error": error,
+                                          "exit_code": outcome.exit_code}
+            if task.state is TaskState.LEASED:  # no report before the end: the start rides on the end
                 data["started"] = run_start(lease)
-            self.emit(TaskSucceeded, subject, data, cause=cause)
-        elif effect is TaskEffect.FAIL:
-            error = outcome.error or f"the task exited with code {outcome.exit_code}"
-            data = {"task_id": task_id, "lease_id": lease_id, "error": error, "exit_code": outcome.exit_code}
-            if task.state is TaskState.LEASED:  # it exited before any report: the start rides on the failure
-                data["started"] = run_start(lease)
-            self.emit(TaskFailed, subject, data, cause=cause)
+            self.emit(kind, subject, data | {"released": release}, cause=cause)
         elif effect is TaskEffect.CANCEL:
             self.emit(TaskCancelled, subject, {"task_id": task_id, "lease_id": lease_id,
                                                 "reason": task.cancel_reason}, cause=cause)
@@ -419,6 +421,17 @@ def run_start(lease: LeaseRecord) -> dict[str, Any]:
     """Where the run under `lease` started (`task.started`'s facts; `started` of `task.succeeded` or `task.failed`
     when carried)."""
     return {"node_id": lease.node_id, "resumed_from": lease.resume_from}
+
+
+def lease_release(lease: LeaseRecord, decision: LeaseEnd, ended_at: datetime) -> dict[str, Any]:
+    """How `lease` ended (`lease.released`'s facts beside its ids; `released` of the run's end when carried)."""
+    return {
+        "node_id": lease.node_id, "card_type": lease.card_type, "gpus": len(lease.gpu_indices),
+        "granted_at": lease.granted_at, "ended_at": ended_at, "reason": decision.release,
+        "idle_gpu_seconds": lease.idle_gpu_seconds,
+        "gpu_util_pct": lease.util_pct_sum / lease.util_readings if lease.util_readings else None,
+        "last_checkpoint_at": lease.last_checkpoint_at,
+    }
 
 
 def _commands_first(emissions: list[Emission]) -> tuple[Emission, ...]:

@@ -24,6 +24,7 @@ from services.common.runtime import ServiceSpec, run_service
 from shared.delivery.db import create_pool
 from shared.delivery.wire import extract_body, wire_fields
 from shared.events import Envelope, parse_event
+from shared.events.carried import with_carried_releases
 from shared.events.routing import forwarded_to
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -115,10 +116,13 @@ class RunningServices:
     # -- reading ---------------------------------------------------------------------------------
 
     async def events(self, event_type: str | None = None) -> list[Any]:
-        """Every event on `cf:events` (optionally of one type), oldest first."""
+        """Every event on `cf:events` (optionally of one type), oldest first; asked for `lease.released`, the
+        releases run ends carry too, as the events they stand for."""
         entries = await self.redis.xrange(EVENTS_STREAM)
         events = [parse_event(extract_body(fields)) for _, fields in entries]
-        return [e for e in events if event_type is None or e.type == event_type]
+        if event_type is None:
+            return events
+        return [e for e in with_carried_releases(events) if e.type == event_type]
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         """Rows of a query; [] while the schema does not exist yet."""

@@ -40,6 +40,7 @@ from services.demo.tail import EventTail
 from shared.cards import Catalog
 from shared.delivery.db import create_pool
 from shared.events import Envelope
+from shared.events.carried import with_carried_releases
 from shared.projection import TaskView, evolve, task_id_of
 from shared.settings import Settings
 from shared.storage import open_object_store
@@ -226,7 +227,8 @@ class RunningSystem:
             await asyncio.sleep(0.1)
 
     def of_type(self, *types: str) -> list[Envelope]:
-        return [event for event in self.events if event.type in types]
+        """The events of these types; a release a run's end carries counts as the `lease.released` it stands for."""
+        return [event for event in with_carried_releases(self.events) if event.type in types]
 
     def task_by_name(self, name: str) -> TaskView | None:
         found = [view for view in self.views.values() if view.name == name]
@@ -320,7 +322,7 @@ class GpuInterval:
 
 def gpu_intervals(events: Sequence[Envelope]) -> list[GpuInterval]:
     """Every (node, GPU) hold, from the lease events of the log."""
-    ended = {e.data.lease_id: e.data.ended_at for e in events if e.type == "lease.released"}
+    ended = {e.data.lease_id: e.data.ended_at for e in with_carried_releases(events) if e.type == "lease.released"}
     return [
         GpuInterval(e.data.node_id, gpu, e.data.lease_id, e.occurred_at, ended.get(e.data.lease_id))
         for e in events
@@ -346,13 +348,14 @@ def double_leases(events: Sequence[Envelope]) -> list[tuple[GpuInterval, GpuInte
 def leased_money_by_project(
     events: Sequence[Envelope], views: Mapping[str, TaskView], catalog: Catalog, *, cost_quantum: Decimal
 ) -> dict[str, tuple[Decimal, Decimal]]:
-    """Per project: (GPU-seconds, cost) of every ended lease, from `lease.released` alone.
+    """Per project: (GPU-seconds, cost) of every ended lease, from `lease.released` alone (or the release a run's
+    end carries).
 
     GPU-seconds = GPUs x (ended_at - granted_at) in whole microseconds; cost = GPU-seconds x the
     catalog price / 3600, rounded half-even to `cost_quantum` per lease (the ledger's stated precision).
     """
     totals: dict[str, tuple[Decimal, Decimal]] = {}
-    for event in events:
+    for event in with_carried_releases(events):
         if event.type != "lease.released":
             continue
         data = event.data

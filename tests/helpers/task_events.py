@@ -134,22 +134,38 @@ class TaskStory:
 
     def succeeded(self, output_units: float | None = 1000.0, flags: tuple[str, ...] = (), detail: str = "",
                   claimed: float | None = None, *, started_on: str | None = None,
-                  resumed_from: str | None = None) -> Envelope:
-        """`started_on`: the success carries its run's start on that node (no `task.started` of its own)."""
+                  resumed_from: str | None = None, releasing: bool = False) -> Envelope:
+        """`started_on`: the success carries its run's start on that node (no `task.started` of its own);
+        `releasing`: it carries its lease's end, `release_facts("succeeded")` (no `lease.released` of its own)."""
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "output_units": output_units}
         if started_on is not None:
             data["started"] = {"node_id": started_on, "resumed_from": resumed_from}
+        if releasing:
+            data["released"] = self.release_facts("succeeded")
         if flags:
             data |= {"flags": flags, "flag_detail": detail, "claimed_output_units": claimed}
         return self.emit("dispatcher", "task.succeeded", data)
 
     def failed(self, error: str = "CUDA out of memory", exit_code: int | None = 1, *,
-               started_on: str | None = None) -> Envelope:
-        """`started_on`: the failure carries its run's start on that node (no `task.started` of its own)."""
+               started_on: str | None = None, releasing: bool = False) -> Envelope:
+        """`started_on`: the failure carries its run's start on that node (no `task.started` of its own);
+        `releasing`: it carries its lease's end, `release_facts("failed")` (no `lease.released` of its own)."""
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "error": error, "exit_code": exit_code}
         if started_on is not None:
             data["started"] = {"node_id": started_on, "resumed_from": None}
+        if releasing:
+            data["released"] = self.release_facts("failed")
         return self.emit("dispatcher", "task.failed", data)
+
+    def released(self, reason: str = "succeeded") -> Envelope:
+        """The lease's end as an event of its own (`release_facts(reason)`)."""
+        data = {"lease_id": self.lease_id, "task_id": self.task_id, **self.release_facts(reason)}
+        return self.emit("dispatcher", "lease.released", data, subject=lease_subject(self.lease_id))
+
+    def release_facts(self, reason: str) -> dict[str, Any]:
+        """How the current lease ended: granted at T0 on node n1, two A100 GPUs, held one hour."""
+        return {"node_id": "n1", "card_type": "A100", "gpus": 2, "granted_at": T0, "ended_at": T0 + timedelta(hours=1),
+                "reason": reason}
 
     def requeued(self, reason: str = "preempted", resume_from: str | None = "s3://ckpt/T1/0.5") -> Envelope:
         data = {"task_id": self.task_id, "lease_id": self.lease_id, "reason": reason, "resume_from": resume_from}

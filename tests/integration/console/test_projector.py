@@ -310,3 +310,24 @@ async def test_history_rows_store_their_facts_as_json_text_and_have_no_index_bes
         assert [row["indexname"] for row in indexes] == ["events_pkey"]
         assert [h.type for h in history] == ["task.submitted", "task.readiness_changed", "task.matched"]
         assert all(h.facts for h in history)
+
+
+async def test_a_lease_end_carried_by_the_run_end_ends_the_lease_row(fresh_settings: Settings) -> None:
+    story = TaskStory(new_event_id())
+    events = [node_registered(story, "n1"), story.submitted(), story.granted(node="n1"),
+              story.succeeded(started_on="n1", releasing=True)]  # fmt: skip
+    async with RunningServices(fresh_settings, VIEWS) as services:
+        pool = services.pool
+        await services.publish(*events)
+        query = "SELECT ended_at, end_reason FROM views.leases WHERE lease_id = $1"
+
+        async def ended() -> bool:
+            row = await pool.fetchrow(query, story.lease_id)
+            return row is not None and row["ended_at"] is not None
+
+        assert await services.wait_until(ended)
+        facts = story.release_facts("succeeded")
+        assert dict(await pool.fetchrow(query, story.lease_id)) == {"ended_at": facts["ended_at"], "end_reason": "succeeded"}
+        assert (await load_task(pool, story.task_id)).state is TaskState.SUCCEEDED
+        history = [entry.type for entry in await task_history(pool, story.task_id)]
+        assert history[-1] == "task.succeeded" and "lease.released" not in history

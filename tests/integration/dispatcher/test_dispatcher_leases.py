@@ -32,6 +32,14 @@ async def granted_lease(h: DispatcherHarness, task_id: str, count: int = 1) -> t
     return grants[-1].data.lease_id, grants[-1].data.fencing_token
 
 
+async def one_gpu_for_two_tasks(h: DispatcherHarness) -> tuple[str, int]:
+    """A dispatcher, one node of one GPU, tasks T1 and T2 ready: T1's lease (T2 waits for the GPU)."""
+    h.start()
+    await h.report(registered("a1", "n1", gpus=1))
+    await h.publish(*a_ready_task("T1"), *a_ready_task("T2"))
+    return await granted_lease(h, "T1")
+
+
 async def rejections(h: DispatcherHarness) -> list[asyncpg.Record]:
     return await h.fetch("SELECT * FROM dispatcher.rejected_reports ORDER BY id")
 
@@ -54,6 +62,22 @@ async def test_a_report_with_a_stale_fencing_token_is_rejected_logged_and_counte
         assert all(r["report_type"] == "report.finished" and r["detail"] for r in rows)
         assert await h.task_state("T1") == "running"  # the refused "finished" reports were never applied
         assert await h.events("task.succeeded") == [] and await h.events("lease.released") == []
+
+
+async def test_a_run_end_carries_its_lease_end_instead_of_a_lease_released_of_its_own(fresh_settings: Settings) -> None:
+    async with DispatcherHarness(fresh_settings) as h:
+        first, token = await one_gpu_for_two_tasks(h)
+        await h.report(finished("a1", first, "T1", token, exit_code=0, output_units=5.0))
+        second, token = await granted_lease(h, "T2", 2)
+        await h.report(finished("a1", second, "T2", token, exit_code=3, error="boom"))
+        await h.wait_for_events("task.failed")
+        published = await h.events()
+
+    assert [e.type for e in published if e.type == "lease.released"] == []  # no event of its own
+    ends = {e.data.task_id: e for e in published if e.type in ("task.succeeded", "task.failed")}
+    assert {task: (e.data.released.reason, e.data.released.node_id, e.data.released.gpus)
+            for task, e in ends.items()} == {"T1": ("succeeded", "n1", 1), "T2": ("failed", "n1", 1)}  # fmt: skip
+    assert [e.data.lease_id for e in await h.events("lease.released")] == [first, second]  # as the events they stand for
 
 
 async def test_an_expired_lease_requeues_the_task_from_its_last_checkpoint(fresh_settings: Settings) -> None:
@@ -126,10 +150,7 @@ async def test_a_run_whose_reports_are_read_late_is_charged_until_it_ended_not_u
 
 async def test_cancel_of_a_queued_task_and_of_a_leased_task(fresh_settings: Settings) -> None:
     async with DispatcherHarness(fresh_settings) as h:
-        h.start()
-        await h.report(registered("a1", "n1", gpus=1))
-        await h.publish(*a_ready_task("T1"), *a_ready_task("T2"))
-        lease_id, token = await granted_lease(h, "T1")
+        lease_id, token = await one_gpu_for_two_tasks(h)
         assert await h.wait_until(lambda: _state_is(h, "T2", "queued"))  # T2 waits: the only GPU is T1's
 
         await h.publish(cancel_requested("T2"), cancel_requested("T1"))

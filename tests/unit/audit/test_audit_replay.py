@@ -11,6 +11,7 @@ from services.audit.live import LiveIncrement, LiveLease, LiveLeaseUsage, LiveSt
 from services.ledger.quotas import QuotaStatus
 from shared.replay import replay
 from tests.unit.audit.builders import T0, granted, quota, released, renewed, submitted, usage
+from tests.unit.ledger.builders import succeeded
 
 H = timedelta(hours=1)
 
@@ -44,6 +45,16 @@ def test_a_release_seen_before_its_grant_still_makes_a_whole_lease() -> None:
     state = replay([events[4], events[1]])
     lease = state.leases["L1"]
     assert (lease.node_id, lease.fencing_token, lease.ended_at) == ("n1", 1, T0 + 2 * H)
+
+
+def test_a_release_carried_by_the_run_end_ends_the_lease_as_its_own_event_would() -> None:
+    events = history()
+    release = events[4]
+    carried = [*events[:4], succeeded("T1", "L1", 3.0, at=T0 + 2 * H, carrying=release), *events[5:]]
+    alone, folded = replay(events).leases["L1"], replay(carried).leases["L1"]
+    assert (folded.ended_at, folded.end_reason, folded.gpus) == (alone.ended_at, alone.end_reason, alone.gpus)
+    assert folded.released_event == carried[4].event_id and replay(carried).tasks["T1"].state.value == "succeeded"
+    assert compare_models(replay(carried), live_matching(carried), {"T1": carried}) == []
 
 
 def live_matching(events) -> LiveState:

@@ -86,3 +86,21 @@ def test_a_failure_that_carries_its_start_is_told_with_the_start_first() -> None
     alone, carried = TaskStory("T1"), TaskStory("T1")
     separate = told([alone.submitted(), alone.granted(), alone.started(), alone.failed("boom", 3)])
     assert told([carried.submitted(), carried.granted(), carried.failed("boom", 3, started_on="n1")]) == separate
+
+
+def test_a_lease_end_carried_by_the_run_end_is_told_as_a_step_of_its_own() -> None:
+    def told(events: list) -> list[tuple[str, int | None, str]]:
+        story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+        return [(step.type, step.run, step.sentence) for step in story.steps]
+
+    for outcome in ("succeeded", "failed"):
+        alone, carried = TaskStory("T1"), TaskStory("T1")
+        end = alone.succeeded if outcome == "succeeded" else alone.failed
+        separate = told([alone.submitted(), alone.granted(), alone.started(), alone.released(outcome), end()])
+        carrier = carried.succeeded if outcome == "succeeded" else carried.failed
+        events = [carried.submitted(), carried.granted(), carrier(started_on="n1", releasing=True)]
+        assert told(events) == separate
+        assert [step.type for step in tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)]).steps] == [
+            "task.submitted", "lease.granted", "task.started", "lease.released", f"task.{outcome}"]
+        story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+        assert (story.runs[0].end_reason, story.runs[0].ended_at) == (outcome, carried.release_facts(outcome)["ended_at"])

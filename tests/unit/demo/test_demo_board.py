@@ -81,6 +81,14 @@ def test_leased_money_is_lease_time_times_gpus_times_price_and_usage_is_what_the
     assert board.charged["llm"].gpu_seconds == 100.0
 
 
+def test_a_release_carried_by_the_run_end_frees_the_gpus_and_counts_its_money_alike() -> None:
+    release = released("T1", "L1", 0, 90).data.model_dump(mode="json", exclude={"lease_id", "task_id"})
+    carrier = event("task.succeeded", "task/T1", {"task_id": "T1", "lease_id": "L1", "released": release}, 90)
+    board = Board(CATALOG)
+    board.apply_all([node(), submitted("T1", "k1"), granted("T1", "L1", 0), carrier])
+    assert board.fleet() == {"H100": (0, 8)} and board.leased["llm"].gpu_seconds == 180.0
+
+
 def test_settled_needs_every_key_known_and_finished() -> None:
     board = Board(CATALOG)
     board.apply_all([submitted("T1", "k1"), submitted("T2", "k2"), granted("T1", "L1", 1), succeeded("T1", "L1", 5)])

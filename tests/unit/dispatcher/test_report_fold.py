@@ -39,7 +39,8 @@ ENDED = dict(state=LeaseState.ENDED, ended_at=NOW - timedelta(seconds=5), end_re
 class Outcome:
     """What a fold did, in words a table can hold."""
 
-    emitted: list[str]  # types of the events and commands, in order (commands first)
+    emitted: list[str]  # types of the events and commands, in order (commands first); a carried release as
+    # "lease.released (carried)" just before its carrier
     rejected: list[str]  # rejection reasons, in order
     task: str | None  # T1's state afterwards
     lease: str | None  # L1's release reason afterwards ("active" while it runs)
@@ -50,11 +51,16 @@ def outcome(book: LeaseBook, effects: ReportEffects) -> Outcome:
     task = changes.tasks.get("T1") or book.tasks.get("T1")
     lease = changes.leases.get("L1") or changes.quiet_leases.get("L1") or book.leases.get("L1")
     return Outcome(
-        emitted=[e.event_type.model_fields["type"].default for e in changes.emissions],
+        emitted=[told for e in changes.emissions for told in _told(e)],
         rejected=[r.refusal.reason.value for r in effects.rejected],
         task=task.state.value if task else None,
         lease=(lease.end_reason.value if lease.end_reason else lease.state.value) if lease else None,
     )
+
+
+def _told(emission: Any) -> list[str]:
+    carried = ["lease.released (carried)"] if isinstance(emission.data, dict) and emission.data.get("released") else []
+    return [*carried, emission.event_type.model_fields["type"].default]
 
 
 def fold(book: LeaseBook, *reports: Any) -> ReportEffects:
@@ -63,10 +69,10 @@ def fold(book: LeaseBook, *reports: Any) -> ReportEffects:
 
 CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
     ("the holder reports success", a_running_lease_book(), [finished("a1", "L1", "T1", 7, exit_code=0)],
-     Outcome(["lease.released", "task.succeeded"], [], "succeeded", "succeeded")),
+     Outcome(["lease.released (carried)", "task.succeeded"], [], "succeeded", "succeeded")),
     ("a failure of the task itself", a_running_lease_book(state=TaskState.RUNNING),
      [finished("a1", "L1", "T1", 7, exit_code=3, error="Traceback ...")],
-     Outcome(["lease.released", "task.failed"], [], "failed", "failed")),
+     Outcome(["lease.released (carried)", "task.failed"], [], "failed", "failed")),
     ("a stale token changes nothing", a_running_lease_book(), [finished("a1", "L1", "T1", 6, exit_code=0)],
      Outcome([], ["stale_token"], "leased", "active")),
     ("another agent's report changes nothing", a_running_lease_book(), [finished("a2", "L1", "T1", 7, exit_code=0)],
@@ -96,7 +102,7 @@ CASES: list[tuple[str, LeaseBook, list[Any], Outcome]] = [
      [finished("a1", "L1", "T1", 7, exit_code=0)], Outcome([], ["lease_ended"], "queued", "expired")),
     ("a duplicate finish (another report id) in the same batch", a_running_lease_book(),
      [finished("a1", "L1", "T1", 7, exit_code=0), finished("a1", "L1", "T1", 7, exit_code=0)],
-     Outcome(["lease.released", "task.succeeded"], ["lease_ended"], "succeeded", "succeeded")),
+     Outcome(["lease.released (carried)", "task.succeeded"], ["lease_ended"], "succeeded", "succeeded")),
     ("checkpoint, then the agent restarts without the lease: requeued from the checkpoint", a_running_lease_book(),
      [checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"), registered("a1", "n1", started_at=NOW)],
      Outcome(["task.started", "task.checkpointed", "lease.released", "task.requeued"], [], "queued", "revoked")),
@@ -181,13 +187,23 @@ def test_a_finished_lease_is_charged_until_the_run_ended(finished_s_ago: int, re
     book = a_book(a_node_record(), a_task_record(), a_lease_record(last_renewed_at=NOW - renewed_s_ago * s))
     report = finished("a1", "L1", "T1", 7, exit_code=0).model_copy(update={"occurred_at": NOW - finished_s_ago * s})
     effects = fold(book, report)
-    [released] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
-    assert released.data["ended_at"] == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
+    assert released_at(effects) == effects.changes.leases["L1"].ended_at == NOW - charged_until_s_ago * s
+
+
+def releases(effects: ReportEffects) -> list[dict[str, Any]]:
+    """The facts of every lease end the fold emitted: `lease.released` events and the releases run ends carry."""
+    found = []
+    for e in effects.changes.emissions:
+        if e.event_type.model_fields["type"].default == "lease.released":
+            found.append(e.data)
+        elif isinstance(e.data, dict) and e.data.get("released"):
+            found.append(e.data["released"])
+    return found
 
 
 def released_at(effects: ReportEffects) -> Any:
-    [released] = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
-    return released.data["ended_at"]
+    [released] = releases(effects)
+    return released["ended_at"]
 
 
 @pytest.mark.parametrize(("heartbeat_arrived_s_ago", "finished_s_ago", "charged_until_s_ago"), [
@@ -250,11 +266,9 @@ def test_a_lease_release_names_when_its_run_last_checkpointed() -> None:
     # The ledger counts a lost run's GPU time from this checkpoint (a round's preemption losses).
     effects = fold(a_running_lease_book(), checkpointed("a1", "L1", "T1", 7, "s3://ckpt/T1/1"),
                    registered("a1", "n1", started_at=NOW))
-    released = [e for e in effects.changes.emissions if e.event_type.model_fields["type"].default == "lease.released"]
-    assert [e.data["last_checkpoint_at"] for e in released] == [NOW]
+    assert [facts["last_checkpoint_at"] for facts in releases(effects)] == [NOW]
     unchecked = fold(a_running_lease_book(), registered("a1", "n1", started_at=NOW))
-    assert [e.data["last_checkpoint_at"] for e in unchecked.changes.emissions
-            if e.event_type.model_fields["type"].default == "lease.released"] == [None]
+    assert [facts["last_checkpoint_at"] for facts in releases(unchecked)] == [None]
 
 
 def test_a_checkpoint_of_an_older_run_does_not_move_the_resume_point() -> None:

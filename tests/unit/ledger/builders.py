@@ -10,6 +10,7 @@ from shared.events import (
     LeaseReleased,
     LeaseRenewed,
     TaskCheckpointed,
+    TaskFailed,
     TaskFlagCleared,
     TaskMatched,
     TaskSucceeded,
@@ -18,7 +19,8 @@ from shared.events import (
 from shared.events.subjects import lease_subject, task_subject
 from tests.unit.matcher.builders import T0, submitted
 
-__all__ = ["T0", "checkpointed", "flag_cleared", "granted", "matched", "released", "renewed", "submitted", "succeeded"]
+__all__ = ["T0", "checkpointed", "failed", "flag_cleared", "granted", "matched", "release_facts", "released", "renewed",
+           "submitted", "succeeded"]
 
 
 def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str, Any]) -> Any:
@@ -66,13 +68,31 @@ def checkpointed(task_id: str, lease_id: str, output_units: float | None, *, at:
 
 
 def succeeded(task_id: str, lease_id: str, output_units: float | None, *, at: datetime = T0,
-              flags: tuple[str, ...] = (), claimed: float | None = None) -> TaskSucceeded:
+              flags: tuple[str, ...] = (), claimed: float | None = None,
+              carrying: LeaseReleased | None = None) -> TaskSucceeded:
+    """`carrying`: the success carries that lease end (`released`) instead of it being an event of its own."""
     flagged = {"flags": flags, "flag_detail": "judged", "claimed_output_units": claimed} if flags else {}
     return make_event(
         TaskSucceeded, subject=task_subject(task_id), subject_seq=6, producer="dispatcher/t",
         actor="service:dispatcher", occurred_at=at,
-        data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units, **flagged},
+        data={"task_id": task_id, "lease_id": lease_id, "output_units": output_units, **flagged,
+              "released": release_facts(carrying)},
     )  # fmt: skip
+
+
+def failed(task_id: str, lease_id: str, *, at: datetime = T0, carrying: LeaseReleased | None = None) -> TaskFailed:
+    """`carrying`: the failure carries that lease end (`released`) instead of it being an event of its own."""
+    return make_event(
+        TaskFailed, subject=task_subject(task_id), subject_seq=6, producer="dispatcher/t",
+        actor="service:dispatcher", occurred_at=at,
+        data={"task_id": task_id, "lease_id": lease_id, "error": "boom", "exit_code": 1,
+              "released": release_facts(carrying)},
+    )  # fmt: skip
+
+
+def release_facts(release: LeaseReleased | None) -> dict[str, Any] | None:
+    """What a run's end carries of `release` (its facts beside the lease and task ids)."""
+    return None if release is None else release.data.model_dump(exclude={"lease_id", "task_id"})
 
 
 def matched(task_id: str, card_type: str, *, seq: int, at: datetime = T0) -> TaskMatched:

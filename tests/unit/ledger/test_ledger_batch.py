@@ -8,11 +8,18 @@ from decimal import Decimal
 import pytest
 
 from services.ledger.accounting import cost_of, gpu_seconds_between
-from services.ledger.batch import UNKNOWN_PROJECT, UnpricedCardError, fold_batch, is_repeatable
+from services.ledger.batch import (
+    UNKNOWN_PROJECT,
+    UnpricedCardError,
+    fold_batch,
+    is_repeatable,
+    lease_ids_of,
+    task_ids_of,
+)
 from shared.cards import load_catalog
 from shared.events import UsageRecordedData
 
-from .builders import T0, checkpointed, granted, matched, released, renewed, submitted, succeeded
+from .builders import T0, checkpointed, failed, granted, matched, released, renewed, submitted, succeeded
 
 CATALOG = load_catalog()
 H100 = Decimal(str(CATALOG.card("H100").price_per_gpu_hour))
@@ -154,3 +161,26 @@ def test_of_two_matches_at_the_same_instant_the_matchers_later_one_is_kept_in_an
     for events in ([first, rematch], [rematch, first]):
         kept = fold_batch(events, CATALOG, {}, {}).matches["T1"]
         assert (kept.chosen, kept.subject_seq, kept.order) == ("A100", 2, (T0, 2))
+
+
+@pytest.mark.parametrize("carrier", [succeeded, failed])
+def test_a_release_carried_by_the_run_end_is_charged_and_closed_like_its_own_event(carrier) -> None:
+    # The dispatcher writes a one-lease run's end as ONE event: task.succeeded / task.failed carrying its release.
+    t1, t2 = T0 + timedelta(seconds=30), T0 + timedelta(seconds=95)
+    release = released("L1", "T1", ended_at=t2, util=20.0, last_checkpoint_at=t1)
+    end = (lambda **kw: succeeded("T1", "L1", 7, at=t2, **kw)) if carrier is succeeded else (
+        lambda **kw: failed("T1", "L1", at=t2, **kw))
+    opening = [submitted("T1"), granted("L1", "T1"), renewed("L1", "T1", at=t1, util=50.0)]
+    alone = fold_batch([*opening, release, end()], CATALOG, {}, {})
+    carried = fold_batch([*opening, end(carrying=release)], CATALOG, {}, {})
+    assert carried.leases == alone.leases and carried.leases["L1"].closed_at == t2
+    assert [increment for increment, _ in carried.increments] == [increment for increment, _ in alone.increments]
+    assert [e.data for e in carried.emissions] == [e.data for e in alone.emissions] and len(carried.emissions) == 2
+    assert (lease_ids_of([end(carrying=release)]), task_ids_of([end(carrying=release)])) == ({"L1"}, {"T1"})
+    assert lease_ids_of([end()]) == task_ids_of([end()]) == set()
+    # a release seen without its grant (the grant's batch failed) opens the account from its own facts
+    unseen = fold_batch([end(carrying=release)], CATALOG, {}, {"T1": "proj-a"})
+    assert unseen.opened == {"L1"} and unseen.leases["L1"].closed_at == t2
+    # repeatable: a second delivery over the closed account changes nothing
+    again = fold_batch([end(carrying=release)], CATALOG, carried.leases, {"T1": "proj-a"})
+    assert is_repeatable(end(carrying=release)) and again.emissions == [] and again.leases == carried.leases
