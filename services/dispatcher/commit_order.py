@@ -8,14 +8,27 @@ was itself aborted), the step was decided on changes that are not in the tables,
 (`StepAborted`: rolled back, nothing of it visible). A step that reads records missing from memory
 first waits for the pending steps that changed them (`settled`): the tables hold their old version
 until those commit.
+
+An aborted step's batch is decided again at once (`again_if_aborted`): nothing is wrong with it, only with
+the step under it, and memory is reloaded from the tables before it decides again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from shared.logging import get_logger
+
+log = get_logger(__name__)
+T = TypeVar("T")
+
+DECIDED_AGAIN_AT_MOST = 2
+"""How many times in a row a batch's step aborted under other steps is decided again at once (then the
+abort is raised: the batch stays pending for the claimer, as after any failure)."""
 
 
 class StepAborted(RuntimeError):
@@ -78,3 +91,17 @@ class CommitOrder:
         """Wait until fewer than `limit` steps are pending."""
         while len(self._pending) >= limit:
             await asyncio.shield(self._pending[0].committed)
+
+
+async def again_if_aborted(step: Callable[[], Awaitable[T]], times: int = DECIDED_AGAIN_AT_MOST) -> T:
+    """Run a write step; if it is aborted (`StepAborted`: a step it was decided on top of did not commit),
+    run it again at once, up to `times` more times. The aborted step was rolled back whole, so its batch is
+    still to do, and it decides again over memory reloaded from the tables. Without this the batch waited
+    for the claimer (`min_idle_ms`, 30 s) when it was one entry, or was applied an entry a transaction."""
+    for attempt in range(times):
+        try:
+            return await step()
+        except StepAborted as aborted:
+            log.info("write step aborted under a step that did not commit; deciding it again", attempt=attempt + 1,
+                     reason=str(aborted))
+    return await step()

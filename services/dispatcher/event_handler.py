@@ -9,12 +9,15 @@ One batch = one write step:
 4. fold: `shared.leasing.task_facets.apply_events` (pure); memory takes the changes over;
 5. save (`store.save_event_effects`, once the step before has committed): changed
    records, accounts (with their usage), events.
+
+A step aborted because a step under it did not commit is decided again at once (`commit_order.again_if_aborted`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.dispatcher.commit_order import again_if_aborted
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import save_event_effects
 from shared.delivery.inbox import record_consumed_many
@@ -30,8 +33,12 @@ log = get_logger(__name__)
 async def handle_events(dc: Dispatcher, events: Sequence[object]) -> None:
     """Apply a batch of `cf:events` entries (see the module docstring)."""
     relevant: list[Envelope] = list({e.event_id: e for e in events if isinstance(e, RELEVANT)}.values())
-    if not relevant:
-        return
+    if relevant:
+        await again_if_aborted(lambda: events_step(dc, relevant))
+
+
+async def events_step(dc: Dispatcher, relevant: Sequence[Envelope]) -> None:
+    """Steps 2-5 of the module docstring: one write step over the batch's relevant events."""
     async with dc.write_step() as step:
         guarded = [e.event_id for e in relevant if not isinstance(e, APPLIED_ONCE_BY_THE_FOLD)]
         fresh = await record_consumed_many(step.conn, dc.schema, EVENTS_CONSUMER, guarded) if guarded else set()

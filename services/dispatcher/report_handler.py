@@ -10,12 +10,15 @@ One batch = one write step (the matcher's shape):
 4. save (`store.save_report_effects`, once the step before has committed): changed
    records, events and commands, rejected reports, GPU utilisation; a rejected report is also logged
    with its reason.
+
+A step aborted because a step under it did not commit is decided again at once (`commit_order.again_if_aborted`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.dispatcher.commit_order import again_if_aborted
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.store import save_report_effects
 from shared.delivery.arrival import Arrived
@@ -31,6 +34,11 @@ REPORTS_CONSUMER = "dispatcher:reports"
 
 async def handle_reports(dc: Dispatcher, arrived: Sequence[Arrived[AgentReport]]) -> None:
     """Apply a batch of agent reports, each with when it reached `cf:reports` (see the module docstring)."""
+    await again_if_aborted(lambda: reports_step(dc, arrived))
+
+
+async def reports_step(dc: Dispatcher, arrived: Sequence[Arrived[AgentReport]]) -> None:
+    """Steps 1-4 of the module docstring: one write step over the batch."""
     arrived_at = {a.envelope.event_id: a.arrived_at for a in reversed(arrived)}  # a duplicate: its first copy
     unique = list({a.envelope.event_id: a.envelope for a in arrived}.values())
     async with dc.write_step() as step:

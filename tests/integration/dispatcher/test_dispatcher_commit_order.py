@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -25,7 +25,7 @@ from services.dispatcher.commit_order import StepAborted
 from services.dispatcher.config import DispatcherConfig
 from services.dispatcher.context import Dispatcher
 from services.dispatcher.dispatch_loop import run_cycle
-from services.dispatcher.event_handler import handle_events
+from services.dispatcher.event_handler import events_step, handle_events
 from services.dispatcher.service import SPEC
 from services.dispatcher.store import load_everything, save_changes
 from shared.delivery.db import create_pool
@@ -132,16 +132,22 @@ async def test_the_next_step_decides_while_the_previous_commit_is_held(dsn: str)
         assert dc.reloads == 1  # nothing failed: never reloaded
 
 
+async def a_failing_step_and_one_on_top(pool: asyncpg.Pool, dc: Dispatcher,
+                                        on_top: Callable[[], Awaitable[object]]) -> list[object]:
+    """FAIL1's batch decides and its save waits; `on_top` decides over it; then FAIL1's save fails. Both outcomes."""
+    async with writes_to_tasks_held(pool):
+        failing = asyncio.ensure_future(handle_events(dc, a_ready_task("FAIL1")))
+        await until_a_write_waits(pool)
+        second = asyncio.ensure_future(on_top())
+        await until_decided(dc, 2)
+        assert dc.state is not None and {"FAIL1", "T2"} <= dc.state.tasks.keys()
+    return await asyncio.gather(failing, second, return_exceptions=True)
+
+
 async def test_a_step_that_fails_aborts_the_step_decided_on_top_of_it_and_memory_is_reloaded(dsn: str) -> None:
     async with await create_pool(dsn, min_size=1, max_size=5) as pool:
         dc = await a_leader_with_a_fleet(pool)
-        async with writes_to_tasks_held(pool):
-            failing = asyncio.ensure_future(handle_events(dc, a_ready_task("FAIL1")))
-            await until_a_write_waits(pool)
-            on_top = asyncio.ensure_future(handle_events(dc, a_ready_task("T2")))
-            await until_decided(dc, 2)
-            assert dc.state is not None and {"FAIL1", "T2"} <= dc.state.tasks.keys()
-        outcomes = await asyncio.gather(failing, on_top, return_exceptions=True)
+        outcomes = await a_failing_step_and_one_on_top(pool, dc, lambda: events_step(dc, a_ready_task("T2")))  # once
         assert isinstance(outcomes[0], asyncpg.RaiseError) and isinstance(outcomes[1], StepAborted)
         assert dc.state is None and len(dc.commits) == 0
         assert await task_ids(pool) == set()
@@ -151,6 +157,16 @@ async def test_a_step_that_fails_aborts_the_step_decided_on_top_of_it_and_memory
         await handle_events(dc, a_ready_task("T2"))  # the aborted batch, redelivered
         assert dc.reloads == 2 and dc.state is not None
         assert await task_ids(pool) == {"T2"} and set(dc.state.tasks) == {"T2"}
+
+
+async def test_a_batch_whose_step_was_aborted_is_decided_again_at_once_over_reloaded_memory(dsn: str) -> None:
+    # Not left pending for the claimer (`min_idle_ms`, 30 s): handle_events decides the batch again.
+    async with await create_pool(dsn, min_size=1, max_size=5) as pool:
+        dc = await a_leader_with_a_fleet(pool)
+        outcomes = await a_failing_step_and_one_on_top(pool, dc, lambda: handle_events(dc, a_ready_task("T2")))
+        assert isinstance(outcomes[0], asyncpg.RaiseError) and outcomes[1] is None
+        assert dc.reloads == 2 and dc.state is not None and set(dc.state.tasks) == {"T2"}
+        assert await task_ids(pool) == {"T2"}  # committed by the second decision, not by the aborted one
 
 
 # -- the property: random steps, random failures ---------------------------------------------------
