@@ -94,6 +94,10 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._fillers = policy.checkpointing_standard_borrows and policy.preemption
         self._standard_yields = policy.checkpointing_standard_yields and policy.preemption
         self._standard_victims = self._fillers or self._standard_yields  # some standard leases may be victims
+        # Yields priced against the drain they lengthen (`_drain_paying`): over the queue too, with what it read last.
+        self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
+        self._queue = queue
+        self._drain_state: tuple | None = None  # `_drain_inputs`: (changes, holes, holder, task widths)
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"

@@ -6,13 +6,15 @@ its grace is over (`_may_preempt`; inside it the plan asks to be revisited, `Pla
 built victim indexes (`_victim_index_for`: any victim, checkpointing ones only, not standard ones, standard
 fillers, or within a GPU-hour budget); `_preempt` takes the cheapest victims that let it start, holds their
 GPUs for it and records what later reservations may count on. Under fifo a lease whose task ranks ahead of
-the preemptor is no victim of it (`ranks_ahead`).
+the preemptor is no victim of it (`ranks_ahead`). With `policy.standard_yields_drain_priced` a choice that takes a
+standard lease which yields is priced against the drain it lengthens too (`_drain_paying`, yield_drain.py): refused,
+the next node's choice is tried.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from shared.scheduling import reasons
@@ -29,12 +31,15 @@ from shared.scheduling.model import (
     enum_members,
 )
 from shared.scheduling.preemption import (
+    YIELDING,
     VictimChoice,
     VictimIndex,
     budget_gpu_hours,
     ends_within_grace,
     not_reclaimable_at_once,
 )
+from shared.scheduling.yield_drain import CoreTake, DrainHolder, drain_yield_pays
+from shared.scheduling.yield_price import HoleTimes, task_widths
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 P = enum_members(PriorityClass)
@@ -108,7 +113,10 @@ class CyclePreemption:
             guard = self.guard if self.guard is not None and self.guard.applies(option.card_type, end) else None
             if guard is not None and task.gpus > guard.room(False):  # core work borrows nothing
                 continue
-            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, guard.limit(task.heavy) if guard else None)
+            limit = guard.limit(task.heavy) if guard else None
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, limit)
+            if choice is not None and self._drain_priced:
+                choice = self._drain_paying(index, task, option, choice, limit)
             if choice is None or (budget is not None and choice.lost_gpu_hours > budget + 1e-12):
                 continue
             if guard is not None:
@@ -136,6 +144,55 @@ class CyclePreemption:
             self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
             return True
         return False
+
+    def _drain_paying(self, index: VictimIndex, task: QueuedTask, option: CardOption, choice: VictimChoice,
+                      limit: Mapping[int, int] | None) -> VictimChoice | None:
+        """`choice`, or the cheapest choice on another node, whose yields pay once the drain they lengthen is counted
+        (`policy.standard_yields_drain_priced`: yield_drain.py); None if none does. A refused node is left out of the
+        next choice; a task spanning nodes gets no other."""
+        excluded = dict(limit or {})
+        pool = self.fleet.pools[option.card_type]
+        while choice is not None and not self._yield_pays_with_drain(task, option, choice):
+            if task.gpus > pool.max_node_gpus:
+                return None
+            excluded.update((rank, 0) for rank, _ in choice.holds)
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, excluded)
+        return choice
+
+    def _yield_pays_with_drain(self, task: QueuedTask, option: CardOption, choice: VictimChoice) -> bool:
+        """True if the choice takes no yielding standard lease, or if its yields pay (`drain_yield_pays`)."""
+        if all(victim.standard != YIELDING for victim in choice.victims):
+            return True
+        holes, holder, widths = self._drain_inputs()
+        core = CoreTake(option.card_type, task.gpus, self.now + option.runtime_s)
+        return drain_yield_pays(holes, choice, core, holder, widths)
+
+    def _drain_inputs(self) -> tuple[HoleTimes, DrainHolder | None, dict[str, int]]:
+        """The hole estimates over the cycle as it is now (free GPUs, the leases not preempted, the cycle's grants
+        and holds), the drain holder (`_drain_holder`) and the task widths — made again after a grant or preemption."""
+        state = self._drain_state
+        if state is None or state[0] != self.changes:
+            leases = [lease for lease in self.leases if lease.lease_id not in self._preempted]
+            holes = HoleTimes(leases, self.fleet, self.now, [release for _, release in self._releases])
+            widths = state[3] if state is not None else task_widths(self.leases)
+            state = self._drain_state = (self.changes, holes, self._drain_holder(), widths)
+        return state[1], state[2], state[3]
+
+    def _drain_holder(self) -> DrainHolder | None:
+        """The task whose drain a yield may lengthen: the widest queued task that is not core, is ready and fits
+        nowhere now (best fit; headroom and quota aside; the first of equals). Not the first such task only: a pinned
+        node keeps every wider task behind it waiting too. Core tasks are passed over: past their grace they preempt,
+        so their drains are short; the drains that idle GPUs for hours are wide standard tasks' (docs/BENCHMARKS.md,
+        policy session 19). None: no such task."""
+        fleet, widest = self.fleet, None
+        for task in self._queue:
+            if (task.priority_class == P.CORE or not task.options or not task.approved or (self._gate and not task.data_ready)
+                    or (widest is not None and task.gpus <= widest.gpus)):
+                continue
+            pools = [fleet.pools[option.card_type] for option in task.options if option.card_type in fleet.pools]
+            if pools and all(fleet.place(pool, task.gpus, task.heavy) is None for pool in pools):
+                widest = DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools))
+        return widest
 
     def _discard_ranked_ahead(self, index: VictimIndex, task: QueuedTask) -> None:
         """Under fifo: no lease whose task ranks ahead of `task` (`ranks_ahead`) stays a victim in `index`. Those
@@ -202,7 +259,8 @@ class CyclePreemption:
             self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
                                         borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields,
                                         within_width=self.policy.standard_yields_within_width,
-                                        priced=self.policy.standard_yields_priced)
+                                        priced=self.policy.standard_yields_priced,
+                                        releases=[release for _, release in self._releases])
         return self._victims
 
     def _victim_index_for(self, task: QueuedTask) -> VictimIndex:

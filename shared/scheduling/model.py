@@ -237,6 +237,12 @@ class Policy:
     # task holds its node — both from the snapshot's free GPUs and leases' estimated ends, which the dispatcher's
     # snapshot carries too. An as-wide victim then never yields (it would only swap who waits for the same hole).
     standard_yields_priced: bool = False
+    # ... and priced against the drain it lengthens too (shared/scheduling/yield_drain.py): taken only when the core
+    # task's GPUs × its wait exceed the yielding tasks' restarts plus the drain holder's GPUs (the widest waiting task
+    # that is not core and fits nowhere now) × how much later the nodes the yield touches (the core task's, the one
+    # each requeued task restarts on) can next hold it — from the snapshot's free GPUs and leases' estimated ends and
+    # the queue, which the dispatcher passes plan() too.
+    standard_yields_drain_priced: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

@@ -4,7 +4,8 @@ Only opportunistic leases are victims (and, with `policy.checkpointing_standard_
 its grace, standard leases that borrow the headroom — after every opportunistic one; with
 `policy.checkpointing_standard_yields`, after those, any standard lease that checkpoints — with
 `policy.standard_yields_within_width` only one whose task is no wider than the core task: `Victim.width`; with
-`policy.standard_yields_priced` only one whose restart costs less than the core task's wait: yield_price.py), only on a card type
+`policy.standard_yields_priced` only one whose restart costs less than the core task's wait: yield_price.py; with
+`policy.standard_yields_drain_priced` the choice is priced against the drain it lengthens too: yield_drain.py), only on a card type
 the core task accepts, and only when preempting them actually makes the task fit. Victims are chosen to lose the fewest GPU-hours of
 progress since their last checkpoint (then the most recently started first): on one node, or across
 nodes for a task that must span. The free GPUs the task will also need on those nodes are held back
@@ -35,7 +36,7 @@ from heapq import heapify, heappop, heappush
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
 from shared.scheduling.placement import Fleet, Pool
 from shared.scheduling.quota import SECONDS_PER_HOUR
-from shared.scheduling.yield_price import HoleTimes, yield_pays
+from shared.scheduling.yield_price import HoleTimes, task_widths, yield_pays
 
 _STANDARD = PriorityClass.STANDARD
 
@@ -172,12 +173,14 @@ class VictimIndex:
     after the opportunistic ones on each node (and a node that needs none of them before one that does); with
     `checkpointing_standard`, after those, every other standard lease that checkpoints on preemption — with
     `within_width` only for a task at least as wide as the lease's task (`Victim.width`), with `priced` only for a
-    task whose wait costs more than the lease's restart (`yield_pays`)."""
+    task whose wait costs more than the lease's restart (`yield_pays`, over the free GPUs now and the ends of the
+    leases and of the cycle's grants and holds so far, `releases`)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
                  max_lost_gpu_hours: float | None = float("inf"),
                  spared: Callable[[RunningLease], bool] | None = None, borrowing_standard: bool = False,
-                 checkpointing_standard: bool = False, within_width: bool = False, priced: bool = False) -> None:
+                 checkpointing_standard: bool = False, within_width: bool = False, priced: bool = False,
+                 releases: Iterable[tuple] = ()) -> None:
         self._by_card: dict[str, dict[int, list[Victim]]] = {}
         opportunistic, rank_of = PriorityClass.OPPORTUNISTIC, fleet.rank_of  # read once: most leases are not
         any_standard = borrowing_standard or checkpointing_standard
@@ -188,7 +191,7 @@ class VictimIndex:
         if self._per_task:
             leases = tuple(leases)
             widths = task_widths(leases)
-            self._holes = HoleTimes(leases, fleet, now) if priced else None
+            self._holes = HoleTimes(leases, fleet, now, releases) if priced else None
         for lease in leases:
             standard = 0
             if lease.priority_class != opportunistic:
@@ -384,14 +387,6 @@ class VictimIndex:
         if available < gpus or not chosen:
             return None
         return VictimChoice(tuple(chosen), _span_holds(fleet, pool, gpus - sum(v.lease.gpus for v in chosen), heavy))
-
-
-def task_widths(leases: Iterable[RunningLease]) -> dict[str, int]:
-    """GPUs per task over all its leases (a task spanning nodes holds one lease per node)."""
-    widths: dict[str, int] = {}
-    for lease in leases:
-        widths[lease.task_id] = widths.get(lease.task_id, 0) + lease.gpus
-    return widths
 
 
 def _span_holds(fleet: Fleet, pool: Pool, gpus: int, heavy: bool) -> tuple[tuple[int, int], ...]:

@@ -181,7 +181,8 @@ def repetitive_scenarios(draw):
                    holder_reclaims_within_headroom=draw(st.booleans()),
                    reclaiming_holder_keeps_headroom=draw(st.booleans()),
                    standard_yields_within_width=draw(st.booleans()),
-                   standard_yields_priced=draw(st.booleans()))
+                   standard_yields_priced=draw(st.booleans()),
+                   standard_yields_drain_priced=draw(st.booleans()))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)
     return Snapshot(tuple(nodes), tuple(leases), quotas), queue, policy

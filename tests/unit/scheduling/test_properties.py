@@ -110,7 +110,8 @@ def _policies(draw):
                    holder_reclaims_within_headroom=draw(st.booleans()),
                    reclaiming_holder_keeps_headroom=draw(st.booleans()),
                    standard_yields_within_width=draw(st.booleans()),
-                   standard_yields_priced=draw(st.booleans()))
+                   standard_yields_priced=draw(st.booleans()),
+                   standard_yields_drain_priced=draw(st.booleans()))
 
 
 @st.composite
@@ -312,7 +313,8 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
     """Victims are opportunistic (or, with policy.checkpointing_standard_borrows, standard leases that borrowed the
     headroom, for core work past its grace; with policy.checkpointing_standard_yields, standard leases that
     checkpoint, for core work past its grace — with policy.standard_yields_within_width, no wider than it; with
-    policy.standard_yields_priced, narrower unless it spans nodes: yield_price.py), each
+    policy.standard_yields_priced or standard_yields_drain_priced, narrower unless it spans nodes: yield_price.py,
+    yield_drain.py), each
     preempted once, for a core task (policy.preemption) or for the
     cycle's reservation holder reclaiming GPUs its fillers hold (policy.fill_reservations) — only
     after the preemptor's grace (or, with policy.preempt_at_once, inside it a victim that checkpoints
@@ -337,7 +339,8 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
                 task_leases = [lease for lease in snapshot.leases if lease.task_id == victim.task_id]
                 if policy.standard_yields_within_width:  # ... no wider than the core task (every lease of its task)
                     assert sum(lease.gpus for lease in task_leases) <= task.gpus
-                if policy.standard_yields_priced and len(task_leases) == 1:  # ... narrower: an as-wide one never pays
+                # ... narrower: an as-wide one never pays (its restart alone costs what the core task saves)
+                if (policy.standard_yields_priced or policy.standard_yields_drain_priced) and len(task_leases) == 1:
                     assert victim.gpus < task.gpus
         assert task.priority_class != PriorityClass.OPPORTUNISTIC
         assert policy.preemption or policy.fill_reservations

@@ -53,6 +53,7 @@ def policies(draw: st.DrawFn) -> Policy:
         reclaiming_holder_keeps_headroom=draw(st.booleans()),
         standard_yields_within_width=draw(st.booleans()),
         standard_yields_priced=draw(st.booleans()),
+        standard_yields_drain_priced=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
         readiness_gate=draw(st.booleans()),

@@ -1,0 +1,82 @@
+"""A standard lease yields to core work only when the yield pays with the drain it lengthens counted too
+(`Policy.standard_yields_drain_priced`, shared/scheduling/yield_drain.py): a long narrow task that yields restarts on
+another node and pins it, and the wide task waiting for that node to empty waits the rest of its estimate longer."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.scheduling.model import Node
+from shared.scheduling.placement import Fleet
+from shared.scheduling.yield_price import NEVER, HoleTimes
+
+from .builders import HOUR, NOW, a_lease, a_node, a_task, run
+
+PRICED = dict(checkpointing_standard_yields=True, standard_yields_priced=True)
+DRAIN_PRICED = dict(PRICED, standard_yields_drain_priced=True)
+
+CORE = a_task("c").core().gpus(2).submitted(NOW - HOUR)  # past its grace; runs an hour
+WIDE = a_task("w").standard().gpus(8).submitted(NOW - 2 * HOUR)  # fits nowhere now: it will hold the reservation
+NARROWER = a_task("s4").standard().gpus(4).submitted(NOW - 3 * HOUR)  # fits nowhere now either, ahead of the wide one
+
+
+def _victim_on_a(victim_ends: float):
+    """Node a: GPU 7 free, a one-GPU standard lease that checkpoints on GPU 0 (ending at `victim_ends`), core work on
+    1-6 for 9 h. Node b: GPU 7 free, core work on 0-6 for an hour — the first node to empty for an 8-GPU task. The
+    2-GPU core task fits only on node a by taking the lease (without it, it would wait an hour for node b); the
+    requeued lease restarts at once on node b's free GPU (best fit)."""
+    nodes = [a_node("a").free_indices(7), a_node("b").free_indices(7)]
+    leases = [a_lease("Va").on("a").gpus(0).checkpoints_on_preempt().started(NOW - 60).ends(victim_ends),
+              a_lease("La").on("a").gpus(*range(1, 7)).core().ends(NOW + 9 * HOUR),
+              a_lease("Lb").on("b").gpus(*range(7)).core().ends(NOW + HOUR)]
+    return nodes, leases
+
+
+@pytest.mark.parametrize(
+    ("policy", "queue", "victim_ends", "preempted"),
+    [
+        # the restart price alone: the core task saves 2 GPU-hours, the lease restarts at once — it yields
+        (PRICED, [CORE, WIDE], NOW + 100 * HOUR, ["Va"]),
+        # ... but pinned on node b for its 100 h left, the 8-GPU task's hole there opens 99 h later: refused
+        (DRAIN_PRICED, [CORE, WIDE], NOW + 100 * HOUR, []),
+        # no wide task waiting: no drain to lengthen — the restart price decides, as without the field
+        (DRAIN_PRICED, [CORE], NOW + 100 * HOUR, ["Va"]),
+        # a 4-GPU task ahead of the wide one: node b still holds 4 GPUs in an hour, but the widest waiting task decides
+        (DRAIN_PRICED, [CORE, NARROWER, WIDE], NOW + 100 * HOUR, []),
+        (DRAIN_PRICED, [CORE, NARROWER], NOW + 100 * HOUR, ["Va"]),
+        # the lease ends in 30 min: restarted on node b it is gone before node b empties anyway
+        (DRAIN_PRICED, [CORE, WIDE], NOW + HOUR / 2, ["Va"]),
+    ],
+)
+def test_a_yield_that_pins_the_node_a_wide_task_drains_is_refused(policy, queue, victim_ends, preempted):
+    nodes, leases = _victim_on_a(victim_ends)
+    result = run(nodes, queue, leases=leases, **policy)
+    assert [p.lease_id for p in result.preemptions] == preempted
+
+
+def test_a_refused_node_leaves_the_core_task_the_next_node_whose_yield_pays():
+    """As above, plus node c: GPU 7 free, a one-GPU standard lease (100 h left, started earlier than node a's, so node
+    a is the cheaper choice) and core work on 1-6 for 9 h. Node a's lease would restart on node b and pin it; node c's
+    would restart on node a (best fit, lowest rank), which its own long lease pins as long anyway."""
+    nodes, leases = _victim_on_a(NOW + 100 * HOUR)
+    nodes.append(a_node("c").free_indices(7))
+    leases += [a_lease("Vc").on("c").gpus(0).checkpoints_on_preempt().started(NOW - 120).ends(NOW + 100 * HOUR),
+               a_lease("Lc").on("c").gpus(*range(1, 7)).core().ends(NOW + 9 * HOUR)]
+    assert [p.lease_id for p in run(nodes, [CORE, WIDE], leases=leases, **PRICED).preemptions] == ["Va"]
+    assert [p.lease_id for p in run(nodes, [CORE, WIDE], leases=leases, **DRAIN_PRICED).preemptions] == ["Vc"]
+
+
+def test_the_field_needs_yields_a_preset_without_them_never_takes_a_standard_lease():
+    nodes, leases = _victim_on_a(NOW + 100 * HOUR)
+    assert run(nodes, [CORE, WIDE], leases=leases, standard_yields_drain_priced=True).preemptions == ()
+
+
+def test_hole_times_count_the_cycles_grants_as_coming_free_at_their_end():
+    """Node a was empty when the cycle began and a grant took all of it (its release: 2 h); node b is full for 3 h.
+    Read after the grant, the hole estimate counts the grant's end — without it node a would never empty."""
+    nodes = [Node("a", "H100", 8, frozenset(range(8))), Node("b", "H100", 8, frozenset())]
+    fleet = Fleet(nodes, 8, lambda card_type, total: 0)
+    fleet.take([(0, 8)], False)
+    leases = [a_lease("b1").on("b").gpus(*range(8)).ends(NOW + 3 * HOUR).build()]
+    assert HoleTimes(leases, fleet, NOW, [(NOW + 2 * HOUR, 0, 8)]).wait("H100", 8) == 2 * HOUR
+    assert HoleTimes(leases, fleet, NOW).wait("H100", 8, excluding=1) == NEVER
