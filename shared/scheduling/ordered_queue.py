@@ -9,7 +9,8 @@ id) is already in the order of the cycle's float keys; `ordering.order_queue` on
 keys in this order and re-sorts the runs of exactly equal keys by (submitted, task id), as it does for a
 fresh queue — the result is exactly the fresh order, for every `now` (tasks whose `aged` values differ
 but whose keys round to the same float at this `now` are the one case where the kept order alone would
-differ; the re-sort settles it).
+differ; the re-sort settles it). Keys can meet only where neighbours' `aged` values are near (`NEAR_GAP`):
+`near_next` marks those neighbours, so `ordering` compares only their keys first.
 
 A value: `of` sorts a queue once — by class, then by one float per task (`aged`), re-sorting only the runs of
 equal floats (`sorted_kept`: the order of a sort by `kept_key`, without a tuple per task) — and builds its
