@@ -98,6 +98,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
         self._queue = queue
         self._drain_state: tuple | None = None  # `_drain_inputs`: (changes, holes, holder, task widths)
+        self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"

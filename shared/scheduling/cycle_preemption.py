@@ -183,16 +183,22 @@ class CyclePreemption:
         nowhere now (best fit; headroom and quota aside; the first of equals). Not the first such task only: a pinned
         node keeps every wider task behind it waiting too. Core tasks are passed over: past their grace they preempt,
         so their drains are short; the drains that idle GPUs for hours are wide standard tasks' (docs/BENCHMARKS.md,
-        policy session 19). None: no such task."""
-        fleet, widest = self.fleet, None
-        for task in self._queue:
-            if (task.priority_class == P.CORE or not task.options or not task.approved or (self._gate and not task.data_ready)
-                    or (widest is not None and task.gpus <= widest.gpus)):
-                continue
+        policy session 19). None: no such task. The candidates are ranked once per cycle, widest first, and the scan
+        stops at the first that fits now."""
+        if self._drain_candidates is None:
+            gate = self._gate
+            ready = [(-task.gpus, position, task) for position, task in enumerate(self._queue)
+                     if task.priority_class != P.CORE and task.options and task.approved and (task.data_ready or not gate)]
+            self._drain_candidates = [task for _, _, task in sorted(ready, key=lambda item: item[:2])]
+        fleet = self.fleet
+        for task in self._drain_candidates:
             pools = [fleet.pools[option.card_type] for option in task.options if option.card_type in fleet.pools]
-            if pools and all(fleet.place(pool, task.gpus, task.heavy) is None for pool in pools):
-                widest = DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools))
-        return widest
+            if not pools:
+                continue
+            if any(fleet.place(pool, task.gpus, task.heavy) is not None for pool in pools):
+                return None  # it fits now, and so, nearly always, does every narrower one: not scanned
+            return DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools))
+        return None
 
     def _discard_ranked_ahead(self, index: VictimIndex, task: QueuedTask) -> None:
         """Under fifo: no lease whose task ranks ahead of `task` (`ranks_ahead`) stays a victim in `index`. Those
