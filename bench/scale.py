@@ -70,7 +70,8 @@ from shared.scheduling.model import (  # noqa: E402
     Snapshot,
 )
 from shared.scheduling.kept_snapshot import KeptSnapshot  # noqa: E402
-from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns  # noqa: E402
+from shared.scheduling.ordered_queue import OrderedQueue  # noqa: E402
+from shared.scheduling.queue_columns import WalkColumns  # noqa: E402
 from shared.scheduling.ordering import order_queue, walk_order  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402

@@ -60,9 +60,9 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
-from shared.scheduling.ordered_queue import WalkColumns
 from shared.scheduling.placement import Fleet
 from shared.scheduling.preemption import VictimIndex, reclaimable_within_grace
+from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import QuotaBook
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster

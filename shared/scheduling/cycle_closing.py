@@ -20,7 +20,7 @@ from shared.scheduling.model import (
     QueuedTask,
     enum_members,
 )
-from shared.scheduling.ordered_queue import CORE, FLAG_VALUES, WalkColumns
+from shared.scheduling.queue_columns import CORE, FLAG_VALUES, WalkColumns
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 P = enum_members(PriorityClass)

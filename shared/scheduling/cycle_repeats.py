@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from shared.scheduling import reasons
 from shared.scheduling.explain import Miss
 from shared.scheduling.model import CardOption, DeferralReason, QueuedTask, enum_members
-from shared.scheduling.ordered_queue import CHECKPOINTS, CORE, OPPORTUNISTIC
+from shared.scheduling.queue_columns import CHECKPOINTS, CORE, OPPORTUNISTIC
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class and whether it checkpoints

@@ -16,7 +16,7 @@ from operator import attrgetter
 
 from shared.scheduling.eligibility import readiness_failure, readiness_failures
 from shared.scheduling.model import DeferralReason, PriorityClass, QueuedTask, enum_members
-from shared.scheduling.ordered_queue import CORE, WalkColumns, longest_of, runtimes_of
+from shared.scheduling.queue_columns import CORE, WalkColumns, longest_of, runtimes_of
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from shared.scheduling import reasons
 from shared.scheduling.model import DeferralReason, Policy, QueuedTask, enum_members
-from shared.scheduling.ordered_queue import APPROVED, FLAG_VALUES, MATCHED, READY
+from shared.scheduling.queue_columns import APPROVED, FLAG_VALUES, MATCHED, READY
 
 R = enum_members(DeferralReason)  # the members, read faster
 
@@ -31,7 +31,7 @@ def readiness_failure(task: QueuedTask, policy: Policy) -> tuple[DeferralReason,
 
 
 def readiness_failures(policy: Policy) -> list[tuple[DeferralReason, str] | None]:
-    """`readiness_failure` of a task by its `ordered_queue.flags_of` (the list's index), in the same order."""
+    """`readiness_failure` of a task by its `queue_columns.flags_of` (the list's index), in the same order."""
     def failure(flags: int) -> tuple[DeferralReason, str] | None:
         if policy.readiness_gate and not flags & READY:
             return DATA_NOT_READY

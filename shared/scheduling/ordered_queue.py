@@ -26,16 +26,17 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from copy import copy
-from dataclasses import dataclass
 from functools import partial
 from itertools import islice, repeat
 from operator import attrgetter, eq, ge, itemgetter, not_, sub
-from math import inf
 from typing import overload
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.queue_columns import (
+    WalkColumns, flags_column, flags_of, grace_bits, longest_column, longest_runtime, runtimes_of,
+)
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
 _CLASS_RANK = {cls: cls.rank for cls in PriorityClass}
@@ -59,75 +60,6 @@ def kept_key(task: QueuedTask, order: str, rate: float) -> tuple:
     if order == "fifo":
         return (task.submitted_at, task.task_id)
     return (_CLASS_RANK[task.priority_class], rate * task.submitted_at - task.priority, task.submitted_at, task.task_id)
-
-
-# `flags_of`: data ready; has card options; approved; core class; opportunistic class; checkpoints
-READY, MATCHED, APPROVED, CORE, OPPORTUNISTIC, CHECKPOINTS = 1, 2, 4, 8, 16, 32
-FLAG_VALUES = range(64)  # every value `flags_of` can take
-
-
-_CLASS_FLAGS = {cls: (CORE * (cls == PriorityClass.CORE)) | (OPPORTUNISTIC * (cls == PriorityClass.OPPORTUNISTIC))
-                for cls in PriorityClass}
-
-
-def flags_of(task: QueuedTask) -> int:
-    return _flags_column([task], [task.priority_class])[0]
-
-
-def _flags_column(tasks: Sequence[QueuedTask], classes: Sequence[PriorityClass]) -> list[int]:
-    """`flags_of` each task, given their classes."""
-    return [_CLASS_FLAGS[klass] | (READY * task.data_ready) | (MATCHED * bool(task.options))
-            | (APPROVED * task.approved) | (CHECKPOINTS * (task.checkpoint_interval_s is not None))
-            for task, klass in zip(tasks, classes)]
-
-
-def grace_bits(runtimes: Sequence[float], grace_s: float) -> int:
-    """1 followed by one bit per card option in matcher order: its runtime is within `grace_s` (the
-    preemption grace). -1 for more options than a 64-bit column holds (the walk works them out itself)."""
-    if len(runtimes) > _MOST_BITS:
-        return -1
-    bits = 1
-    for runtime_s in runtimes:
-        bits = bits + bits + (runtime_s <= grace_s)
-    return bits
-
-
-_MOST_BITS = 62
-
-
-def runtimes_of(task: QueuedTask) -> tuple[float, ...]:
-    """The task's runtime per card option, in matcher order, as one small tuple (read without the options;
-    it holds the options' own float objects, so reading it allocates nothing)."""
-    return tuple(map(_RUNTIME, task.options))
-
-
-def longest_runtime(task: QueuedTask) -> float:
-    """The task's longest runtime over its card options (0 without options; inf if one is not a number,
-    so that a check against it never passes where one against each option would not)."""
-    return longest_of(runtimes_of(task))
-
-
-def longest_of(runtimes: Sequence[float]) -> float:
-    """`longest_runtime` of a task whose `runtimes_of` these are."""
-    longest = 0.0
-    for runtime_s in runtimes:
-        if runtime_s != runtime_s:
-            return inf
-        if runtime_s > longest:
-            longest = runtime_s
-    return longest
-
-
-def _longest_column(runtimes: list[tuple[float, ...]]) -> list[float]:
-    """`longest_of` each task's runtimes: the largest, found by C code, where every runtime is a number and
-    the largest (and the sum, which is not a number if one is not) is not negative; else one by one."""
-    longest = [max(task_runtimes) if task_runtimes else 0.0 for task_runtimes in runtimes]
-    if all(map(_NOT_NEGATIVE, longest)) and all(map(_NOT_NEGATIVE, map(sum, runtimes))):
-        return longest
-    return list(map(longest_of, runtimes))
-
-
-_NOT_NEGATIVE = (0.0).__le__  # False for a negative number and for one that is not a number
 
 
 def sorted_kept(tasks: list[QueuedTask], order: str, rate: float) -> tuple[list[QueuedTask], list[float] | None]:
@@ -199,26 +131,6 @@ def _core_tasks(tasks: Sequence[QueuedTask], classes: Sequence[PriorityClass]) -
     return [task for task, klass in zip(tasks, classes) if klass == PriorityClass.CORE]
 
 
-@dataclass(frozen=True, slots=True)
-class WalkColumns:
-    """Per task of a walk, in its order: `flags_of` it, its project, the number of its (GPUs, heavy, card
-    types), its id, its submit time, its `longest_runtime`, its `runtimes_of` and their `grace_bits`. Two tasks with the same shape number have
-    the same GPUs, heaviness and card types: `shape_table[number]` is that (GPUs, heavy, card types).
-    And for the whole queue: `core_gpus`, the GPUs its core tasks ask for per card type (each task on
-    every card type it accepts: `headroom.core_demand`'s queued part)."""
-
-    flags: Sequence[int]
-    projects: Sequence[str]
-    shapes: Sequence[int]
-    task_ids: Sequence[str]
-    core_gpus: Mapping[str, int]
-    submitted: Sequence[float]
-    longest: Sequence[float]
-    shape_table: Sequence[tuple[int, bool, tuple[str, ...]]]
-    runtimes: Sequence[Sequence[float]]
-    grace_bits: Sequence[int]
-
-
 class OrderedQueue(Sequence[QueuedTask]):
     """Queued tasks in their `now`-free order (`kept_key`), for one queue order and aging rate.
 
@@ -229,8 +141,8 @@ class OrderedQueue(Sequence[QueuedTask]):
     (a count per priority) let `ordering` check that its float key is exact, and `near_next` (1 where a task's `aged`
     is within `NEAR_GAP` of the next task's) which neighbours' keys it must compare; `with_deadline` counts the
     tasks with a deadline. Three more columns let the walk tell, without reading a task, that it is
-    deferred like an earlier one (`WalkColumns`): `flags` (`READY`, `MATCHED`, `APPROVED`, `CORE`, `OPPORTUNISTIC`,
-    `CHECKPOINTS`), `projects` (one string object
+    deferred like an earlier one (`WalkColumns`): `flags` (`queue_columns.READY`, `MATCHED`, `APPROVED`, `CORE`,
+    `OPPORTUNISTIC`, `CHECKPOINTS`), `projects` (one string object
     per project name), and `shapes` — the number of the task's (GPUs, heavy, card types),
     in a table shared by the queues made from this one (`shape_table`) — and `task_ids`; `core_gpus` sums what its core tasks ask for per card type (the
     queued part of the headroom's core demand, kept instead of counted every cycle). Never mutated (the
@@ -258,7 +170,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         self._shape_ids: dict[tuple, int] = {}
         self._project_names: dict[str, str] = {}  # one string object per project name (`_project`)
         self.shape_table: list[tuple[int, bool, tuple[str, ...]]] = []  # shape number -> (GPUs, heavy, card types)
-        self.flags = array("b", _flags_column(tasks, classes))
+        self.flags = array("b", flags_column(tasks, classes))
         projects = list(map(_PROJECT, tasks))
         self.projects = list(map(self._project_names.setdefault, projects, projects))
         options = list(map(_OPTIONS, tasks))
@@ -266,7 +178,7 @@ class OrderedQueue(Sequence[QueuedTask]):
         self.shapes = array("i", map(self._shape_number, zip(map(_GPUS, tasks), map(_HEAVY, tasks), card_types)))
         self.task_ids = list(map(_TASK_ID, tasks))
         self.runtimes = [tuple(map(_RUNTIME, task_options)) for task_options in options]
-        self.longest = array("d", _longest_column(self.runtimes))
+        self.longest = array("d", longest_column(self.runtimes))
         self.grace_bits = array("q", map(grace_bits, self.runtimes, repeat(grace_s)))
         self.core_gpus: dict[str, int] = {}
         for task in _core_tasks(tasks, classes):

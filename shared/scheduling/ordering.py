@@ -29,7 +29,8 @@ from itertools import islice, repeat
 from operator import add, attrgetter, le, lt, sub
 
 from shared.scheduling.model import Policy, PriorityClass, QueuedTask
-from shared.scheduling.ordered_queue import OrderedQueue, WalkColumns, sort_equal_runs
+from shared.scheduling.ordered_queue import OrderedQueue, sort_equal_runs
+from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
 ORDERS = ("cardflow", "priority", "fifo")

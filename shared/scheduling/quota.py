@@ -170,7 +170,7 @@ class QuotaBook:
     def allows_longest(self, project: str, shape_key: int, card_types: Sequence[str], gpus: int,
                        longest_s: float) -> bool:
         """True only if the quota allows every card option of a task of the project with these GPUs and
-        card types whose longest runtime is `longest_s` (`ordered_queue.longest_runtime`) — without reading
+        card types whose longest runtime is `longest_s` (`queue_columns.longest_runtime`) — without reading
         the task: the longest runtime against the tightest bounds of `_limit` over the card types (kept per
         `shape_key`, which the caller gives the same card types). Each option's test is monotone in its
         runtime and its bounds (float addition and multiplication round monotonically), so passing it

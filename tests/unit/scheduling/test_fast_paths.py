@@ -38,7 +38,8 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
 )
-from shared.scheduling.ordered_queue import OrderedQueue, longest_runtime
+from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.queue_columns import longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.quota import QuotaBook
 from shared.scheduling.plan import plan

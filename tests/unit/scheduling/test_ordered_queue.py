@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
-from shared.scheduling.ordered_queue import OrderedQueue, aging_rate, grace_bits, kept_key, longest_runtime
+from shared.scheduling.ordered_queue import OrderedQueue, aging_rate, kept_key
+from shared.scheduling.queue_columns import grace_bits, longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
