@@ -27,7 +27,7 @@ from shared.events.reasons import ReleaseReason
 from shared.leasing.fencing import Refusal, Rejection
 from shared.leasing.lease_end import succeeded
 from shared.leasing.records import LeaseRecord, TaskRecord
-from shared.leasing.work import RunOutcome
+from shared.leasing.run_outcome import RunOutcome
 
 
 def reconcilable(refusal: Refusal, lease: LeaseRecord | None, task: TaskRecord | None, outcome: RunOutcome) -> bool:

@@ -31,7 +31,7 @@ from shared.events.reasons import SuccessFlag
 from shared.leasing.fencing import Refusal, Rejection
 from shared.leasing.records import LeaseRecord, NodeRecord, TaskRecord
 from shared.leasing.report_limits import ReportLimits
-from shared.leasing.work import RunOutcome, run_end
+from shared.leasing.run_outcome import RunOutcome, run_end
 from shared.scheduling.reasons import format_duration
 
 

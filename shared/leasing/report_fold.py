@@ -51,7 +51,8 @@ from shared.leasing.lease_end import Trigger, succeeded
 from shared.leasing.plausibility import judge_success, refused_output
 from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord
 from shared.leasing.screening import admit, screen_claim
-from shared.leasing.work import BookChanges, LeaseRules, LeaseWork, RunOutcome
+from shared.leasing.run_outcome import RunOutcome
+from shared.leasing.work import BookChanges, LeaseRules, LeaseWork
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from shared.events import (
     TaskSucceeded,
 )
 from shared.events.emission import Emission
-from shared.events.reasons import RequeueReason, RevokeReason, SuccessFlag
+from shared.events.reasons import RequeueReason, RevokeReason
 from shared.events.reports import PreemptCommand, RevokeCommand
 from shared.events.states import TaskState
 from shared.events.subjects import agent_subject, lease_subject, task_subject
@@ -52,6 +52,7 @@ from shared.leasing.lease_end import (
 from shared.leasing.idle import IdleRule, held_after_reclaim, held_detail
 from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, TaskRecord
 from shared.leasing.report_limits import ReportLimits
+from shared.leasing.run_outcome import RunOutcome, run_end
 from shared.names import EVENTS_STREAM, agent_inbox
 from shared.scheduling.model import DeferralReason
 
@@ -74,43 +75,6 @@ class LeaseRules:
     capacity_reason_every_s: float = 10.0  # see `waiting.update_waiting`
     idle: IdleRule = IdleRule()  # the policy's idle reclaim (off unless the policy document turns it on)
     reports: ReportLimits = ReportLimits()  # per-lease report rate caps (the policy's `reports` section)
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """What the agent said about a finished run (`report.finished` only)."""
-
-    exit_code: int | None = None
-    output_units: float | None = None
-    error: str | None = None
-    finished_at: datetime | None = None  # when the agent saw the run end (the report's `occurred_at`)
-    # a success judged by `plausibility.judge_success`: what is not taken at the agent's word
-    flags: tuple[SuccessFlag, ...] = ()
-    flag_detail: str = ""
-    claimed_output_units: float | None = None  # output claimed beyond the policy's bound (then `output_units` is None)
-
-    def succeeded_data(self, task_id: str, lease_id: str) -> dict[str, Any]:
-        """`task.succeeded`'s payload for this outcome."""
-        data: dict[str, Any] = {"task_id": task_id, "lease_id": lease_id, "output_units": self.output_units}
-        if self.flags:
-            data |= {"flags": self.flags, "flag_detail": self.flag_detail,
-                     "claimed_output_units": self.claimed_output_units}
-        return data
-
-
-def run_end(lease: LeaseRecord, outcome: RunOutcome, now: datetime) -> datetime:
-    """When the lease's use of its GPUs ended, as charged (`lease.released`'s `ended_at`): when the
-    agent saw the run end — not when its report got through (after an outage, much later) — but no
-    earlier than the last report that showed the lease held reached `cf:reports`, and no later than
-    now (an agent's clock is not trusted beyond what Redis and the dispatcher saw themselves).
-    Without a finish time: now.
-
-    "Reached", not "was applied": a heartbeat sent before the run ended but applied after it (the
-    dispatcher behind on `cf:reports`, e.g. after an outage) proves the lease held only until it
-    reached the stream. A lease stored before `last_heard_at` existed falls back to its last renewal."""
-    if outcome.finished_at is None:
-        return now
-    return min(now, max(lease.granted_at, lease.last_heard, outcome.finished_at))
 
 
 @dataclass(frozen=True)
