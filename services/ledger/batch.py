@@ -60,7 +60,7 @@ from shared.events import (
     UsageRecorded,
     UsageRecordedData,
 )
-from shared.events.carried import with_carried_releases
+from shared.events.carried import carries_release, with_carried_releases
 from shared.events.subjects import lease_subject
 from shared.logging import get_logger
 
@@ -319,8 +319,9 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
 
 
 def lease_ids_of(events: Iterable[Envelope]) -> set[str]:
-    return {e.data.lease_id for e in with_carried_releases(events)
-            if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased))}  # fmt: skip
+    """The leases the batch's lease events are about, a carried release's among them (its carrier's `lease_id`)."""
+    return {e.data.lease_id for e in events
+            if isinstance(e, (LeaseGranted, LeaseRenewed, LeaseReleased)) or carries_release(e)}  # fmt: skip
 
 
 def runs_of(events: Iterable[Envelope]) -> set[Run]:
@@ -338,8 +339,9 @@ def cleared_tasks_of(events: Iterable[Envelope]) -> set[str]:
 
 
 def task_ids_of(events: Iterable[Envelope]) -> set[str]:
-    return {e.data.task_id for e in with_carried_releases(events)
-            if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted))}  # fmt: skip
+    """The tasks whose project the batch needs, a carried release's among them (its carrier's `task_id`)."""
+    return {e.data.task_id for e in events
+            if isinstance(e, (LeaseGranted, LeaseReleased, TaskSubmitted)) or carries_release(e)}  # fmt: skip
 
 
 def _decimal(value: float | None) -> Decimal | None:

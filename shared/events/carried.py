@@ -49,9 +49,14 @@ def carried_events(event: Envelope) -> tuple[Envelope, ...]:
     return tuple(told)
 
 
+def carries_release(event: Envelope) -> bool:
+    """True if `event` is a run's end that carries its lease's end (its `lease_id` and `task_id` are the release's)."""
+    return event.type in RUN_ENDS and event.data.released is not None
+
+
 def carried_release(event: Envelope) -> LeaseReleased | None:
     """The `lease.released` a run's end carries, rebuilt (None when `event` carries none)."""
-    if event.type not in RUN_ENDS or event.data.released is None:
+    if not carries_release(event):
         return None
     data = event.data  # validated with its carrier: built without validating again (folds call this often)
     facts = LeaseReleasedData.model_construct(lease_id=data.lease_id, task_id=data.task_id, **dict(data.released))
