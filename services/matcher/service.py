@@ -6,8 +6,9 @@ One batch subscriber on `cf:events` (group `matcher`); each batch is one transac
    status updates and skip the inbox);
 2. take the fleet lock (exclusive if the batch registers or loses nodes or brings a new card
    catalog), load the card catalog in force (`config.changed` hot reload: a newer `cards`
-   version is picked up here, by every instance), the fleet, and the pending tasks (waiting or
-   open; also unmatchable on a catalog change) when nodes register or the catalog changed;
+   version is picked up here, by every instance), the fleet (kept between batches, reloaded when
+   `matcher.fleet_version` moved: `KeptFleet`), and the pending tasks (waiting or open; also
+   unmatchable on a catalog change) when nodes register or the catalog changed;
 3. fold the events in order (`services.matcher.batch.fold_batch`, pure);
 4. write fleet, matches, tasks, closed matches and the `task.matched` / `task.unmatchable` events
    (outbox).
@@ -30,7 +31,7 @@ from services.matcher.batch import (
     fold_batch,
 )
 from services.matcher.decide import catalog_fingerprint
-from services.matcher.store import SCHEMA, load_nodes, load_pending, lock_fleet, save_effects
+from services.matcher.store import SCHEMA, KeptFleet, load_pending, lock_fleet, save_effects
 from shared.cards import Catalog, load_catalog
 from shared.config import CARDS, catalog_of
 from shared.events import Envelope, NodeRegistered
@@ -44,7 +45,10 @@ log = get_logger(__name__)
 
 
 async def handle_batch(
-    ctx: ServiceContext, catalogs: DocumentHolder[MatcherConfig], events: Sequence[Envelope | SkippedEntry]
+    ctx: ServiceContext,
+    catalogs: DocumentHolder[MatcherConfig],
+    fleet: KeptFleet,
+    events: Sequence[Envelope | SkippedEntry],
 ) -> None:
     """The numbered recipe of the module docstring, for one batch."""
     relevant = once_per_id(events, RELEVANT_TYPES)
@@ -57,7 +61,7 @@ async def handle_batch(
         new_catalog = any(changes_catalog(e) for e in todo)
         await lock_fleet(conn, exclusive=new_catalog or any(isinstance(e, FLEET_TYPES) for e in todo))
         await catalogs.refresh(conn)
-        nodes = await load_nodes(conn)
+        nodes = await fleet.nodes(conn)
         rematch = new_catalog or any(isinstance(e, NodeRegistered) for e in todo)
         pending = await load_pending(conn, unmatchable=new_catalog) if rematch else []
         effects = fold_batch(todo, catalogs.value, nodes, pending)
@@ -79,9 +83,10 @@ def build_spec(catalog: Catalog | None = None, *, batch_size: int = BATCH_SIZE) 
 
     async def setup(ctx: ServiceContext) -> None:
         catalogs = catalog_in_force(catalog or load_catalog())
+        fleet = KeptFleet()
 
         async def on_events(events: list[Envelope | SkippedEntry]) -> None:
-            await handle_batch(ctx, catalogs, events)
+            await handle_batch(ctx, catalogs, fleet, events)
 
         subscribe_event_batches(ctx, group=MATCHER_GROUP, types=RELEVANT_TYPES, batch_size=batch_size, handle=on_events)
 

@@ -9,6 +9,8 @@ batch is still changing, and a match is not closed while a registration batch re
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import asyncpg
@@ -34,6 +36,27 @@ async def load_nodes(conn: asyncpg.Connection) -> dict[str, NodeState]:
     return {row["node_id"]: NodeState(**dict(row)) for row in rows}
 
 
+class KeptFleet:
+    """One instance's copy of `matcher.fleet`, loaded again only when the fleet's version moved.
+
+    Every write of the fleet bumps `matcher.fleet_version` in its own transaction under the
+    exclusive fleet lock; a reader holds the lock shared, so the version it reads and the nodes
+    it loads belong together, and an unchanged version means the kept nodes are the table's.
+    """
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._nodes: Mapping[str, NodeState] = MappingProxyType({})
+
+    async def nodes(self, conn: asyncpg.Connection) -> Mapping[str, NodeState]:
+        """The fleet as committed, read-only (call with the fleet lock held)."""
+        version = await conn.fetchval(f"SELECT version FROM {SCHEMA}.fleet_version")
+        if version != self._version:
+            self._nodes = MappingProxyType(await load_nodes(conn))
+            self._version = version
+        return self._nodes
+
+
 async def load_pending(conn: asyncpg.Connection, *, unmatchable: bool = False) -> list[TaskRow]:
     """Tasks a registration may change: waiting (unmatchable for lack of a fitting card type in the
     fleet) and open (matched, not yet granted); with `unmatchable`, also those no card type of the
@@ -54,7 +77,7 @@ async def load_pending(conn: asyncpg.Connection, *, unmatchable: bool = False) -
 
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
     """Write nodes, matches (with their events' ids), tasks and cancellations; append the events."""
-    await _save_nodes(conn, list(effects.nodes.values()))
+    await save_nodes(conn, list(effects.nodes.values()))
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
     await _save_matches(conn, effects, [event.event_id for event in events])
     await _save_tasks(conn, list(effects.tasks.values()))
@@ -80,7 +103,11 @@ async def _close(conn: asyncpg.Connection, closed: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-async def _save_nodes(conn: asyncpg.Connection, nodes: list[NodeState]) -> None:
+async def save_nodes(conn: asyncpg.Connection, nodes: list[NodeState]) -> None:
+    """Upsert the changed nodes and bump the fleet's version (`KeptFleet` instances reload)."""
+    if not nodes:
+        return
+    await conn.execute(f"UPDATE {SCHEMA}.fleet_version SET version = version + 1")
     await execute_bulk(
         conn,
         f"INSERT INTO {SCHEMA}.fleet AS f (node_id, agent_id, card_type, gpus, alive, changed_at)"

@@ -40,6 +40,6 @@ async def test_open_tasks_get_the_ranked_card_types_of_their_match(fresh_setting
         rows = await pool.fetch("SELECT task_id, last_ranked FROM matcher.tasks ORDER BY task_id")
         [match] = await pool.fetch("SELECT pg_typeof(ranking)::text AS type, ranking FROM matcher.matches")
 
-    assert [m.version for m in applied] == [2, 3, 4, 5]
+    assert [m.version for m in applied] == [2, 3, 4, 5, 6]
     assert (match["type"], match["ranking"]) == ("json", RANKING)
     assert {row["task_id"]: row["last_ranked"] for row in rows} == {"T1": ["A10", "L40S"], "T2": []}
