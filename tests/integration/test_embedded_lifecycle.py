@@ -72,6 +72,17 @@ def processes_naming(data_dir: Path) -> list[psutil.Process]:
     return mentioned
 
 
+def described(pid: int) -> str:
+    """A process for an assertion message: pid, name, status, process group, parent and command line."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return (f"{pid} {proc.name()} {proc.status()} pgid={os.getpgid(pid)} ppid={proc.ppid()}"
+                    f" {' '.join(proc.cmdline())[:200]}")  # fmt: skip
+    except (psutil.Error, ProcessLookupError) as gone:
+        return f"{pid} (gone while described: {type(gone).__name__})"
+
+
 def wait_for(condition, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -123,13 +134,15 @@ def test_next_start_stops_the_servers_of_a_killed_owner(data_dir: Path) -> None:
     # the crash left the servers running (their short-lived workers may come and go by themselves)
     assert all(psutil.pid_exists(server["pid"]) for server in leaders)
 
-    with Backends(Settings(), data_dir, durable=False) as endpoints:
+    backends = Backends(Settings(), data_dir, durable=False)
+    with backends as endpoints:
         health = run_sync(lambda: probe_backends(endpoints))
-        still_alive = [pid for pid, created in leftovers if process_matches(pid, created)]
+        still_alive = [described(pid) for pid, created in leftovers if process_matches(pid, created)]
 
-    assert still_alive == []
+    stopped = f"the start stopped {backends.leftovers_stopped}"  # says what happened if an assertion fails
+    assert still_alive == [], stopped
     assert all(h.ok for h in health), health
-    assert processes_naming(data_dir) == []
+    assert [described(p.pid) for p in processes_naming(data_dir)] == [], stopped
 
 
 @pytest.mark.usefixtures("no_backend_env")
