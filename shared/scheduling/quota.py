@@ -11,7 +11,8 @@ Work no account applies to is unlimited.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from math import inf
+from math import inf, nextafter
+from operator import le
 
 from shared.scheduling import reasons
 from shared.scheduling.model import CardOption, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
@@ -43,7 +44,7 @@ class QuotaBook:
     """Remaining GPU-hours per account for this cycle (a private copy; inputs stay untouched)."""
 
     __slots__ = ("_by_project", "_remaining", "_now", "_margin_s", "_expiry_gate", "_rules", "projects", "_names",
-                 "_standings", "_limits", "longest_bounds", "_left_texts", "refusals")
+                 "_standings", "_limits", "longest_bounds", "_left_texts", "refusals", "_refusals_from")
 
     def __init__(self, accounts: Mapping[str, QuotaAccount], policy: Policy, now: float) -> None:
         self._by_project: dict[str, list[QuotaTerms]] = {}
@@ -71,6 +72,8 @@ class QuotaBook:
         # project -> shape key -> what refused every option of a task of that shape (`usable_indexes`; a project's
         # are dropped with its standings, on a charge)
         self.refusals: dict[str, dict[object, StandingRefusal]] = {}
+        # (an option's `_limit`, GPUs) -> `refused_from` them (`_refused_from`; by value, so kept through charges)
+        self._refusals_from: dict[tuple[tuple[float, float], int], float] = {}
 
     def usable_options(self, task: QueuedTask) -> tuple[tuple[CardOption, ...], tuple[DeferralReason, str] | None]:
         """The task's card options its quota allows (matcher order kept), or if none, why not: the
@@ -137,16 +140,25 @@ class QuotaBook:
         """What refused a task of the project with these GPUs and card types (`problem`, from the first card
         type's `standing` and its `failure`), for later tasks of the same shape until the project's next charge."""
         limits = self._limits_of(project)
-        refusal = StandingRefusal(tuple([limits[card_type] for card_type in card_types]), gpus, card_types[0],
-                                  self._margin_s, self._expiry_gate)
+        bounds = tuple([limits[card_type] for card_type in card_types])
+        refusal = StandingRefusal(bounds, gpus, card_types[0], self._margin_s, self._expiry_gate,
+                                  tuple([self._refused_from(bound, gpus) for bound in bounds]))
         settled, _, soonest_left_s, soonest, _, poorest = standing
         if settled:  # not yet valid, or expired: the sentence names no runtime
             refusal.settled = problem
             return refusal
         assert soonest is not None and poorest is not None and failure[0] in (C.EXPIRES_FIRST, C.EXHAUSTED)
         refusal.soonest_left_s, refusal.soonest_name = soonest_left_s, self._name(project, soonest)
-        refusal.left_text = self._left_text(project, poorest)
+        refusal.exhausted = reasons.quota_exhausted_template(card_types[0], self._left_text(project, poorest))
         return refusal
+
+    def _refused_from(self, bound: tuple[float, float], gpus: int) -> float:
+        """`refused_from` these bounds (`_limit`) for a task of `gpus` GPUs, kept for the cycle (by value)."""
+        key = (bound, gpus)
+        found = self._refusals_from.get(key)
+        if found is None:
+            found = self._refusals_from[key] = refused_from(bound[0], bound[1], gpus, self._margin_s)
+        return found
 
     def allows_every_option(self, task: QueuedTask) -> bool:
         """True if the quota allows each of the task's card options (`usable_options` would return them
@@ -289,28 +301,62 @@ class StandingRefusal:
     its runtimes alone, with the same float operations as `QuotaBook.usable_indexes` and `failure_under`."""
 
     __slots__ = ("bounds", "gpus", "card_type", "margin_s", "expiry_gate", "settled", "soonest_left_s",
-                 "soonest_name", "left_text")
+                 "soonest_name", "exhausted", "refused_from")
 
     def __init__(self, bounds: tuple[tuple[float, float], ...], gpus: int, card_type: str, margin_s: float,
-                 expiry_gate: bool) -> None:
+                 expiry_gate: bool, refused_from_each: tuple[float, ...] | None = None) -> None:
         self.bounds, self.gpus, self.card_type = bounds, gpus, card_type  # per option: `_limit` of its card type
         self.margin_s, self.expiry_gate = margin_s, expiry_gate
         self.settled: tuple[DeferralReason, str] | None = None  # no account in force: every task is told this
         self.soonest_left_s = 0.0  # seconds until the soonest-ending account in force ends
         self.soonest_name = ""  # how sentences name that account
-        self.left_text = ""  # `reasons.quota_left` of the poorest account in force
+        self.exhausted = ""  # the "exhausted" sentence with the task's need left out (`reasons.quota_exhausted_template`)
+        # per option: a runtime from which on the option is refused (`refused_from`, unless given): most tasks are
+        # refused by one comparison per option, in C, instead of the bounds' arithmetic
+        self.refused_from = refused_from_each if refused_from_each is not None else tuple(
+            [refused_from(left_s, left_gpu_hours, gpus, margin_s) for left_s, left_gpu_hours in bounds])
 
     def of(self, runtimes: Sequence[float]) -> tuple[DeferralReason, str] | None:
         """The deferral reason and sentence of a task with these runtimes (per option, in matcher order) if the quota
         allows none of its options (what `usable_indexes` would say); None if it allows one."""
         gpus, margin = self.gpus, self.margin_s
-        for (left_s, left_gpu_hours), runtime_s in zip(self.bounds, runtimes):
-            if not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR):
-                return None
+        if not all(map(le, self.refused_from, runtimes)):  # not refused from its runtimes alone: the bounds decide
+            for (left_s, left_gpu_hours), runtime_s in zip(self.bounds, runtimes):
+                if not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR):
+                    return None
         if self.settled is not None:
             return self.settled
         runtime_s = runtimes[0]  # the first option's failure (`failure_under`), in its words (`_problem_on`)
         if self.expiry_gate and self.soonest_left_s < runtime_s + margin:
             return R.QUOTA_EXPIRES, reasons.quota_expires(self.soonest_name, self.card_type, runtime_s,
                                                           self.soonest_left_s, margin)
-        return R.QUOTA_EXHAUSTED, reasons.quota_need(self.card_type, gpus * runtime_s / SECONDS_PER_HOUR) + self.left_text
+        return R.QUOTA_EXHAUSTED, self.exhausted % (gpus * runtime_s / SECONDS_PER_HOUR)
+
+
+def refused_from(left_s: float, left_gpu_hours: float, gpus: int, margin_s: float) -> float:
+    """A runtime from which on a task of `gpus` GPUs is refused on an option with these bounds (`QuotaBook._limit`):
+    every runtime at least as long has `left_s < runtime + margin_s` or `left_gpu_hours < gpus * runtime / 3600`
+    — each side rounds monotonically in the runtime (for `gpus` > 0), so once a runtime passes a test, every
+    longer one does. The first runtime found to pass near each test's exact crossing (checked with these float
+    operations, a few floats up from the crossing); inf where none is found (the caller then asks the bounds)."""
+    found, runtime_s = inf, left_s - margin_s
+    for _ in range(_STEPS):
+        if runtime_s != runtime_s:  # not a number: no crossing
+            break
+        if left_s < runtime_s + margin_s:
+            found = runtime_s
+            break
+        runtime_s = nextafter(runtime_s, inf)
+    if gpus > 0:
+        runtime_s = left_gpu_hours * SECONDS_PER_HOUR / gpus
+        for _ in range(_STEPS):
+            if runtime_s != runtime_s:
+                break
+            if left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR:
+                found = min(found, runtime_s)
+                break
+            runtime_s = nextafter(runtime_s, inf)
+    return found
+
+
+_STEPS = 4  # floats tried from a test's computed crossing up

@@ -83,6 +83,12 @@ def quota_need(card_type: str, need_gpu_hours: float) -> str:
     return f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}"
 
 
+def quota_exhausted_template(card_type: str, account_half: str) -> str:
+    """`quota_need(card_type, need) + account_half` with the need left as `%.1f`: `template % need` says it for
+    any need (the same digits: both format the float alike). A refusal kept for many tasks formats one number."""
+    return "needs %.1f" + f" GPU-hours on {card_type}{account_half}".replace("%", "%%")
+
+
 def quota_left(account: str, left_gpu_hours: float) -> str:
     """The account's half of `quota_exhausted` (the same for every task until the account is charged)."""
     return f"; {account} has {max(0.0, left_gpu_hours):.1f} GPU-hours of quota left"

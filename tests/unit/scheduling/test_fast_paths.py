@@ -10,13 +10,16 @@
   list and over a kept queue (`OrderedQueue`, whose walk keys remembered failures by its shape numbers).
 - `QuotaBook` (which keeps each rule's standing per project and card type until a charge) against one
   that works the standing out for every task, in the same comparison; and its kept refusals
-  (`QuotaBook.refusals`, per project and (GPUs, card types) until the project's next charge) against it.
+  (`QuotaBook.refusals`, per project and (GPUs, card types) until the project's next charge) against it,
+  with the runtime from which on each refuses (`quota.refused_from`) and its sentence's template
+  (`reasons.quota_exhausted_template`) against the bounds' arithmetic and the sentence said in full.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from math import inf, nextafter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +44,8 @@ from shared.scheduling.model import (
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.queue_columns import longest_runtime
 from shared.scheduling.ordering import order_queue
-from shared.scheduling.quota import QuotaBook
+from shared.scheduling import reasons
+from shared.scheduling.quota import QuotaBook, refused_from
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
@@ -465,3 +469,45 @@ def test_a_refusal_after_a_charge_says_the_hours_left_after_it() -> None:
     book.charge(small, small.options[0])  # 2 GPU-hours
     assert book.usable_indexes("p0", ("A10",), 4, [4 * HOUR])[1] == (
         DeferralReason.QUOTA_EXHAUSTED, "needs 16.0 GPU-hours on A10; project p0 has 8.0 GPU-hours of quota left")
+
+
+finite = st.floats(-1e7, 1e7, allow_nan=False)
+
+
+@settings(max_examples=1000)
+@given(left_s=finite | st.sampled_from((inf, -inf)), left_gpu_hours=finite | st.sampled_from((inf, -inf)),
+       gpus=st.integers(0, 64), margin=st.sampled_from((0.0, HOUR, 0.1)), beyond=st.floats(0.0, 1e6))
+def test_from_the_runtime_a_refusal_starts_at_every_longer_runtime_is_refused(left_s, left_gpu_hours, gpus, margin,
+                                                                              beyond) -> None:
+    """`refused_from` (what `StandingRefusal.of` compares each runtime with before any arithmetic) is a runtime
+    that the bounds' own test refuses — its computed crossing is often one float short, which the test does not
+    refuse — and so is every longer one (the test is monotone in the runtime)."""
+    def refused(runtime_s: float) -> bool:
+        return left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / HOUR
+
+    start = refused_from(left_s, left_gpu_hours, gpus, margin)
+    if start == inf:
+        return  # nothing found: `of` asks the bounds
+    assert refused(start)
+    assert refused(start + beyond)
+    assert refused(nextafter(start, inf))
+
+
+@pytest.mark.parametrize("left_gpu_hours, gpus", [(0.1, 3), (2.505070314848129, 1), (7.3, 7), (1e-3, 16)])
+def test_the_crossing_as_computed_is_not_always_refused(left_gpu_hours, gpus) -> None:
+    """Where `left_gpu_hours * 3600 / gpus` rounds so that its own need is not above what is left, `refused_from`
+    returns a longer runtime that is (the first float up that the test refuses)."""
+    crossing = left_gpu_hours * HOUR / gpus
+    start = refused_from(inf, left_gpu_hours, gpus, 0.0)
+    assert left_gpu_hours < gpus * start / HOUR
+    assert start == crossing or not left_gpu_hours < gpus * crossing / HOUR
+
+
+@pytest.mark.parametrize("need", [0.0, 0.04999, 0.05, 0.25, 1.0 / 3, 12.349999, 12.35, 2.5e6, 1e-300])
+@pytest.mark.parametrize("account", ["project p0", "account a1 of project 100%-team (H100 only)"])
+def test_the_exhausted_template_says_what_the_sentence_says(need, account) -> None:
+    """A kept refusal's sentence (`template % need`) is the one `quota_need` + `quota_left` say, for any need
+    and for names holding a `%`."""
+    left = reasons.quota_left(account, 3.25)
+    template = reasons.quota_exhausted_template("H100", left)
+    assert template % need == reasons.quota_need("H100", need) + left
