@@ -98,11 +98,15 @@ class SettledWalk:
                         add_detail(known[1])
                         continue
                 else:
-                    room = rooms.get(shape)
-                    if room is None or room[0] != fleet.version:
-                        room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
-                    if not (room[1] or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
-                                        and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
+                    if known is None:
+                        room = rooms.get(shape)
+                        if room is None or room[0] != fleet.version:
+                            room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape))
+                        has_room = room[1]
+                    else:  # its room check failed before: it fails for the rest of the cycle, only its sentence may not hold
+                        has_room = False
+                    if not (has_room or (task.priority_class == core and self._may_preempt_since(task.submitted_at)
+                                         and self._shape_may_preempt(shape, shape, helps))):  # `_may_start`
                         text = explain.no_capacity(task, options)
                         add_id(task.task_id)
                         add_reason(no_capacity)
@@ -116,6 +120,31 @@ class SettledWalk:
                 return
 
     def _walk_settled(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> None:
+        """`_walk_over_columns`, whose deferrals name no task: their ids are the kept queue's own, those of its
+        positions from `start` on but the ones granted meanwhile (`_ids_from_columns`); then, if the walk closed
+        the cycle before the end, the rest deferred cheaply (`_defer_rest_from`)."""
+        kept, granted = len(self.deferred_ids), len(self.grants)
+        stop = self._walk_over_columns(ordered, start, columns)
+        self._ids_from_columns(columns.task_ids, start, stop, kept, granted)
+        if stop < len(ordered):
+            self._defer_rest_from(ordered, stop, columns)
+
+    def _ids_from_columns(self, task_ids: list[str], start: int, end: int, kept: int, granted: int) -> None:
+        """Make the deferred ids after the first `kept` those of the kept queue's positions start..end-1 (`task_ids`)
+        but the tasks of the grants after the first `granted`: every task of the walk is granted or deferred, once,
+        in queue order (ids are unique), so these are the deferred tasks in their order — copied between the
+        grants' positions. The ids said on the way (`defer`, in the calls the walk makes) are dropped."""
+        ids = self.deferred_ids
+        del ids[kept:]
+        position = start
+        for grant in self.grants[granted:]:
+            at = task_ids.index(grant.task_id, position, end)
+            ids += task_ids[position:at]
+            position = at + 1
+        ids += task_ids[position:end]
+        assert len(ids) == len(self.deferred_reasons), "a settled walk deferred a task twice or not at all"
+
+    def _walk_over_columns(self, ordered: Sequence[QueuedTask], start: int, columns: WalkColumns) -> int:
         """The walk from `start` on, the reservation settled, as `walk` does it — but the readiness failure
         of a task is read from its flags (`columns.flags`), and a task whose shape (GPUs, heavy, card types:
         `columns.shapes`) already found no room since the last grant or preemption on one of its card types,
@@ -127,9 +156,11 @@ class SettledWalk:
         go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
         when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
         from its longest runtime; a refusal kept for its project and shape, `QuotaBook.refusals`, answers first), its shape may have room, or it is a core task whose preemption may help.
-        Only those calls can close the cycle (`closed`), so it is checked after them, not before each task."""
+        Only those calls can close the cycle (`closed`), so it is checked after them, not before each task; once
+        closed the walk stops. Returns where it stopped (the position after the last task it decided). The
+        deferrals' ids are not said here (`_walk_settled` says them)."""
         fleet, limited, quota, explain = self.fleet, self._limited, self.quota, self.explain
-        flags, projects, shapes, task_ids = columns.flags, columns.projects, columns.shapes, columns.task_ids
+        flags, projects, shapes = columns.flags, columns.projects, columns.shapes
         submitted, longest, shape_table, runtimes = columns.submitted, columns.longest, columns.shape_table, columns.runtimes
         failures = readiness_failures(self.policy)  # by flags
         longest_bounds, refusals, no_bounds, margin = quota.longest_bounds, quota.refusals, {}, self.policy.quota_expiry_margin_s
@@ -137,8 +168,7 @@ class SettledWalk:
         no_room: list[list | None] = [None] * len(shape_table)  # [`_changes()` when checked, the sentence, `_changes_on` then]
         rooms: list[tuple[int, bool] | None] = [None] * len(shape_table)  # (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
-        add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,
-                                          self.deferred_details.append)
+        add_reason, add_detail = self.deferred_reasons.append, self.deferred_details.append  # the ids: `_walk_settled`
         no_capacity = R.NO_CAPACITY
         # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task
         for position, task_flags, shape, project in zip(range(start, len(ordered)), islice(flags, start, None),
@@ -149,7 +179,6 @@ class SettledWalk:
                 refused = refusals.get(project)
                 if refused is not None and (refusal := refused.get(shape)) is not None and (
                         failure := refusal.of(runtimes[position])) is not None:
-                    add_id(task_ids[position])
                     add_reason(failure[0])
                     add_detail(failure[1])
                     continue
@@ -167,7 +196,6 @@ class SettledWalk:
                         failure = _CONSIDERED
             if failure is not None:
                 if failure is not _CONSIDERED:
-                    add_id(task_ids[position])
                     add_reason(failure[0])
                     add_detail(failure[1])
                     continue
@@ -177,18 +205,20 @@ class SettledWalk:
                 if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
                     if not (task_flags & CORE and self._may_preempt_since(submitted[position])
                             and self._shape_may_preempt(shape, shape_table[shape], helps)):
-                        add_id(task_ids[position])
                         add_reason(no_capacity)
                         add_detail(known[1])
                         continue
                 else:
-                    room = rooms[shape]
-                    if room is None or room[0] != fleet.version:
-                        room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
-                    if not (room[1] or (task_flags & CORE and self._may_preempt_since(submitted[position])
-                                        and self._shape_may_preempt(shape, shape_table[shape], helps))):  # `_may_start`
+                    if known is None:
+                        room = rooms[shape]
+                        if room is None or room[0] != fleet.version:
+                            room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
+                        has_room = room[1]
+                    else:  # its room check failed before: it fails for the rest of the cycle, only its sentence may not hold
+                        has_room = False
+                    if not (has_room or (task_flags & CORE and self._may_preempt_since(submitted[position])
+                                         and self._shape_may_preempt(shape, shape_table[shape], helps))):  # `_may_start`
                         text = explain.no_capacity_of(shape_table[shape])  # the task is not read: its shape says it
-                        add_id(task_ids[position])
                         add_reason(no_capacity)
                         add_detail(text)
                         no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
@@ -197,8 +227,8 @@ class SettledWalk:
                 self._consider_with_room(ordered, position, columns, task_flags, shape)
             # Only the calls above can close the cycle; the reservation is settled, so `closed` is this:
             if self.blocked is not None or fleet.free_total == 0:
-                self._defer_rest_from(ordered, position + 1, columns)
-                return
+                return position + 1
+        return len(ordered)
 
     def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`
@@ -215,14 +245,13 @@ class SettledWalk:
         position (its flags and shape number as the walk read them), whose quota allows all its card options and
         which `_may_start` (not asked again). Its shape is `_walk_shape`, made from the columns (the kept queue's
         shape number instead of its card types), and a repeated failure (`_repeat_failure`'s rule) is said from
-        them too: the task is read only to attempt it."""
+        them too: the task is read only to attempt it. (Its id is not said: `_walk_settled` says the walk's.)"""
         runtimes, card_types, shape = columns.runtimes[position], columns.shape_table[shape_number][2], None
         if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
             shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
             known = self._repeats.get(shape)  # `_repeat_failure` from the columns, inlined: most tasks with room end here
             if known is not None and (known[4] == self.changes or self._unchanged_since(known, card_types)):
                 _, reason, detail, index, _ = known
-                self.deferred_ids.append(columns.task_ids[position])
                 self.deferred_reasons.append(reason)
                 self.deferred_details.append(self._behind_reservation(runtimes[index]) if detail is None else detail)
                 return
