@@ -50,7 +50,7 @@ SETTLE_BEFORE_COUNTING_S = 5.0
 """`--deliveries`: how long after the last task ended the counters are read (the ledger, audit and views
 consume the last events after the dispatcher stored the end)."""
 TRACKED = ("task.submitted", "task.readiness_changed", "task.matched", "task.queued", "lease.granted",
-           "task.started", "task.succeeded", "lease.released", "usage.recorded")  # fmt: skip
+           "task.started", "task.succeeded", "lease.released", "usage.recorded", "usage.batch_recorded")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -378,6 +378,10 @@ class _PhaseEvents:
 
     def note(self, event: dict[str, Any], kind: str, on_stream: float) -> None:
         data = event["data"]
+        if kind == "usage.batch_recorded":  # a ledger batch's usage: a usage.recorded per lease, at its carrier's time
+            for piece in data["slices"]:
+                self.note({**event, "data": piece}, "usage.recorded", on_stream)
+            return
         if kind == "task.submitted" and data["submission"]["project"] == self.project:
             self.label_of[data["task_id"]] = data["submission"]["labels"]["bench"]
         label = self.label_of.get(data.get("task_id", ""))

@@ -146,7 +146,7 @@ CONSUMER_GROUPS: tuple[ConsumerGroup, ...] = (
     ConsumerGroup(names.EVENTS_STREAM, names.DISPATCHER_GROUP, "dispatcher",
                   "The leader's queue, leases and nodes; emits the dispatcher's task, lease and node events."),
     ConsumerGroup(names.EVENTS_STREAM, names.LEDGER_GROUP, "ledger",
-                  "Usage, cost and quotas; emits usage.recorded and the quota events."),
+                  "Usage, cost and quotas; emits usage.batch_recorded (a usage.recorded per lease) and the quota events."),
     ConsumerGroup(names.EVENTS_STREAM, names.AUDIT_GROUP, "ledger",
                   "The audit archiver: every event into audit.events with a hash chain, rolled to object storage."),
     ConsumerGroup(names.routed_stream(names.ALERTS_GROUP), names.ALERTS_GROUP, "ledger",

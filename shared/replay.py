@@ -13,7 +13,9 @@ shows and what `cardflow audit verify` compares with the live read models.
   the dispatcher took it back, `lease.released` ends it, or the `task.succeeded` / `task.failed` that
   carries its release (`shared.events.carried`; any arrival order: a release seen before its grant
   opens the record from its own fields).
-- Usage: each `usage.recorded` is a slice of one lease's time; its floats are read back as exact
+- Usage: each `usage.recorded` is a slice of one lease's time (on its own in archives from before, or
+  carried by a `usage.batch_recorded`: one per ledger batch and project, a slice per lease, each folded
+  as the event it stands for, `shared.events.carried.carried_usage`); its floats are read back as exact
   decimals (`Decimal(str(x))`: the ledger's values have at most 15 significant digits, so this is
   the ledger's number to the last digit). A slice booked to project `unknown` (the lease opened
   before the ledger saw the task) counts for the task's project, as the ledger later books it.
@@ -30,7 +32,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from shared.events.carried import carried_release
+from shared.events.carried import carried_release, carried_usage
 from shared.events.envelope import Envelope
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -71,7 +73,9 @@ class ReplayedLease:
 
 @dataclass(frozen=True, slots=True)
 class UsageSlice:
-    """One `usage.recorded`: a lease's GPU time and cost over one interval."""
+    """One `usage.recorded`: a lease's GPU time and cost over one interval. `event_id` is the archived event
+    that says it (a carried slice's: its carrier's, which says one slice per lease), so (`event_id`,
+    `lease_id`) names a slice."""
 
     event_id: str
     lease_id: str
@@ -200,6 +204,9 @@ def replay_event(state: ReplayState, event: Envelope) -> None:
     state.events += 1
     if state.as_of is None or event.occurred_at > state.as_of:
         state.as_of = event.occurred_at
+    for piece in carried_usage(event):  # a batch's usage: each lease's slice as its own event
+        state.tasks[piece.data.task_id] = evolve(state.tasks.get(piece.data.task_id), piece)  # type: ignore[assignment]
+        _usage(state, piece.data, piece)
     task_id = task_id_of(event)
     if task_id is not None:
         state.tasks[task_id] = evolve(state.tasks.get(task_id), event)  # type: ignore[assignment]

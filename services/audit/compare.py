@@ -8,8 +8,9 @@ what differs, and the archived event where the two first part ways (or the event
   views never applied;
 - leases: grant fields against `dispatcher.leases` (named event: `lease.granted`), end time and
   reason (named event: `lease.released`), and leases one side does not know;
-- ledger: each `usage.recorded` against its `ledger.usage_increments` row, to the last digit; each
-  lease's total against `ledger.lease_usage`;
+- ledger: each `usage.recorded` (a slice of one lease, on its own or carried by a `usage.batch_recorded`)
+  against its `ledger.usage_increments` row, by event id and lease, to the last digit; each lease's total
+  against `ledger.lease_usage`;
 - quotas: hours and window against `quota.granted` (+ adjustments), used GPU-hours to 1e-9 h.
 """
 
@@ -163,10 +164,10 @@ def compare_ledger(replayed: ReplayState, live: LiveState) -> list[Mismatch]:
     if "ledger.usage_increments" in live.missing:
         return []
     found = []
-    archived_ids = set()
+    archived = set()
     for piece in replayed.usage:
-        archived_ids.add(piece.event_id)
-        row = live.increments.get(piece.event_id)
+        archived.add((piece.event_id, piece.lease_id))
+        row = live.increments.get((piece.event_id, piece.lease_id))
         if row is None:
             found.append(Mismatch(Model.LEDGER, piece.lease_id, "usage.recorded is archived, the ledger has no such"
                                   " increment", piece.event_id))  # fmt: skip
@@ -174,8 +175,8 @@ def compare_ledger(replayed: ReplayState, live: LiveState) -> list[Mismatch]:
             found.append(Mismatch(Model.LEDGER, piece.lease_id,
                                   f"increment: archive {piece.gpu_seconds} GPU-s / {piece.cost}, ledger"
                                   f" {row.gpu_seconds} GPU-s / {row.cost}", piece.event_id))  # fmt: skip
-    for event_id, row in sorted(live.increments.items()):
-        if event_id not in archived_ids:
+    for (event_id, lease_id), row in sorted(live.increments.items()):
+        if (event_id, lease_id) not in archived:
             found.append(Mismatch(Model.LEDGER, row.lease_id, f"the ledger's increment {event_id} (usage.recorded)"
                                   " is not archived", event_id))  # fmt: skip
     return found + _lease_totals(replayed, live)

@@ -4,7 +4,8 @@
   `views.events` (each applied event and the state it left), to name the first event that differs;
 - leases: the dispatcher's `dispatcher.leases` (its system of record for grants and ends);
 - ledger: `ledger.lease_usage` (totals per lease) and `ledger.usage_increments` (one row per
-  `usage.recorded`, by event id);
+  `usage.recorded`, by the id of the event that says it and the lease: a `usage.batch_recorded` says
+  one slice per lease);
 - quotas: `ledger.quotas` with their used GPU-hours (`services.ledger.quotas.load_quota_status`).
 
 A schema that does not exist yet (its service never ran) reads as empty, and `missing` says so.
@@ -65,7 +66,8 @@ class LiveState:
     task_history: dict[str, dict[str, str]] = field(default_factory=dict)
     leases: dict[str, LiveLease] = field(default_factory=dict)
     lease_usage: dict[str, LiveLeaseUsage] = field(default_factory=dict)
-    increments: dict[str, LiveIncrement] = field(default_factory=dict)
+    increments: dict[tuple[str, str], LiveIncrement] = field(default_factory=dict)
+    """By (event id, lease id)."""
     quotas: dict[str, QuotaStatus] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
 
@@ -114,7 +116,7 @@ async def _lease_usage(pool: asyncpg.Pool, live: LiveState) -> None:
 
 async def _increments(pool: asyncpg.Pool, live: LiveState) -> None:
     for row in await pool.fetch("SELECT event_id, lease_id, gpu_seconds, cost FROM ledger.usage_increments"):
-        live.increments[row["event_id"]] = LiveIncrement(**dict(row))
+        live.increments[row["event_id"], row["lease_id"]] = LiveIncrement(**dict(row))
 
 
 async def _quotas(pool: asyncpg.Pool, live: LiveState) -> None:

@@ -6,6 +6,7 @@ versions, so the code folding them only ever sees the newest shapes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +15,7 @@ import asyncpg
 
 from services.audit.chain import StoredLink
 from shared.events import Envelope, parse_event
+from shared.events.carried import USAGE_CARRIER
 
 SCHEMA = "audit"
 CHUNK = 5_000
@@ -61,10 +63,16 @@ async def chain_links(pool: asyncpg.Pool, *, after_seq: int = 0, chunk: int = CH
 
 
 async def task_events(pool: asyncpg.Pool, task_id: str) -> list[ArchivedEvent]:
-    """Every archived event about a task: its own, its leases' (renewals, revocations, releases, usage)."""
+    """Every archived event about a task: its own, its leases' (renewals, revocations, releases, usage), and the
+    `usage.batch_recorded`s since its first event that carry a slice of it (they name no one task: found by the
+    slice's `"task_id":"<id>"` in their body, among the usage events archived since)."""
     rows = await pool.fetch(
-        f"SELECT seq, body FROM {SCHEMA}.events WHERE task_id = $1 ORDER BY seq", task_id
-    )
+        f"SELECT seq, body FROM {SCHEMA}.events WHERE task_id = $1"
+        f" UNION ALL SELECT seq, body FROM {SCHEMA}.events WHERE type = $2"
+        f" AND seq > (SELECT min(seq) FROM {SCHEMA}.events WHERE task_id = $1) AND strpos(body, $3) > 0"
+        " ORDER BY seq",
+        task_id, USAGE_CARRIER, f'"task_id":{json.dumps(task_id)}',
+    )  # fmt: skip
     return [ArchivedEvent(row["seq"], parse_event(row["body"])) for row in rows]
 
 

@@ -4,7 +4,8 @@
 
 Each step is one archived event told as a sentence, with its time, actor and run (a transition an
 event carries for another — a queue entry on a grant, a run's start on its success — is a step of
-its own just before it, `shared.events.carried`): submission
+its own just before it, and each of the task's usage slices a `usage.batch_recorded` carries a step of
+its own, `shared.events.carried`): submission
 (project, template, resolved fields), readiness (which inputs were missing, when they came),
 match (chosen card, every alternative with its runtime and cost, catalog version), every deferral
 with the dispatcher's own sentence, grants (node, GPUs, policy version when recorded),
@@ -23,7 +24,7 @@ from typing import Any
 
 from services.audit.reading import ArchivedEvent
 from shared.events import Envelope
-from shared.events.carried import carried_events
+from shared.events.carried import USAGE_CARRIER, carried_events, carried_usage
 from shared.projection import TaskView, evolve
 from shared.replay import exact
 
@@ -110,6 +111,11 @@ class _Teller:
         self.story.view = evolve(self.story.view, event) or self.story.view
         if event.type == "lease.renewed":
             self._run(event).renewals += event.data.heartbeats  # folded into the run, not a step
+            return
+        if event.type == USAGE_CARRIER:  # a batch's usage: this task's slices, each told as its own event
+            for piece in carried_usage(event, self.story.task_id):
+                self.story.view = evolve(self.story.view, piece) or self.story.view
+                self._step(item.seq, piece)
             return
         told = _TELL.get(event.type)
         if told is None:

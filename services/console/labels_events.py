@@ -20,7 +20,7 @@ from shared.events import (
     TaskDeadlineEndangered, TaskDenied, TaskFailed, TaskFlagCleared, TaskHeld, TaskHoldRequested, TaskMatched,
     TaskPriorityChanged, TaskPriorityChangeRequested, TaskQueued, TaskQuotaEndangered, TaskReadinessChanged,
     TaskRejected, TaskReleased, TaskReleaseRequested, TaskRequeued, TaskRequeueRequested, TaskReviewed, TaskStarted,
-    TaskSubmitted, TaskSucceeded, TaskUnmatchable, TemplateChanged, TokenCreated, TokenRevoked, UsageRecorded,
+    TaskSubmitted, TaskSucceeded, TaskUnmatchable, TemplateChanged, TokenCreated, TokenRevoked, UsageBatchRecorded, UsageRecorded,
 )  # fmt: skip
 from shared.events.deadletters import DeadLetterPurged, DeadLetterReplayed
 
@@ -39,7 +39,7 @@ EVENT_LABELS_ZH: Mapping[type[Envelope], str] = {
     LeaseGranted: "已分配 GPU（租约）", LeaseRenewed: "租约续期", LeaseExpired: "租约过期",
     LeaseRevoked: "租约被收回", LeaseReleased: "租约已释放", NodeRegistered: "节点注册", NodeLost: "节点失联",
     # ledger
-    UsageRecorded: "记录用量", QuotaGranted: "授予配额", QuotaAdjusted: "调整配额",
+    UsageRecorded: "记录用量", UsageBatchRecorded: "批量记录用量", QuotaGranted: "授予配额", QuotaAdjusted: "调整配额",
     QuotaThresholdCrossed: "配额用量越过阈值", QuotaExpiring: "配额即将到期", RoundClosed: "结算周期关闭",
     RoundNoteAmended: "修改周期复盘备注",
     # config, identity, dead letters

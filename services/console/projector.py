@@ -28,6 +28,7 @@ from shared.delivery.consumer import Entry, reliable_batch_subscriber
 from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event
+from shared.events.carried import USAGE_CARRIER
 from shared.names import CONSOLE_GROUP, EVENTS_STREAM
 from shared.projection import TASK_EVENT_TYPES
 
@@ -36,7 +37,7 @@ BATCH_SIZE = 500
 INBOX_RETENTION = timedelta(days=2)
 """Consumed ids are kept far longer than any redelivery (claimer) window, then forgotten."""
 
-PROJECTED_TYPES = TASK_EVENT_TYPES | FLEET_TYPES
+PROJECTED_TYPES = TASK_EVENT_TYPES | FLEET_TYPES | {USAGE_CARRIER}
 
 
 @dataclass(frozen=True, slots=True)

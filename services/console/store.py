@@ -2,8 +2,9 @@
 
 One call per consumed batch, inside the batch's transaction:
 
-1. task events: lock the batch's task ids (advisory, in a fixed order, so two views instances
-   never interleave on one task), load their views, `evolve` in stream order (pure), then one
+1. task events (among them the `usage.recorded`s a `usage.batch_recorded` carries, each for its task):
+   lock the batch's task ids (advisory, in a fixed order, so two views instances never interleave on
+   one task), load their views, `evolve` in stream order (pure), then one
    multi-row upsert of the views and one multi-row insert of the history (each line with the
    `sentence_fields` its Chinese sentence is rendered from). A `ViewCache` keeps the
    views this process last read or wrote with their row version (`xmin`): the load sends the
@@ -25,7 +26,7 @@ import asyncpg
 from services.common.bulk import column_arrays, execute_bulk
 from services.console.sentences import sentence_fields
 from shared.events import Envelope
-from shared.events.carried import with_carried_releases
+from shared.events.carried import with_carried_releases, with_carried_usage
 from shared.logging import get_logger
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -63,7 +64,8 @@ class ViewCache:
 
 async def apply_events(conn: asyncpg.Connection, events: Sequence[Envelope], cache: ViewCache | None = None) -> None:
     """Project `events` (already de-duplicated, in stream order) in the caller's transaction."""
-    await project_tasks(conn, [e for e in events if task_id_of(e) is not None], cache or ViewCache(0))
+    tasks = [e for e in with_carried_usage(events) if task_id_of(e) is not None]
+    await project_tasks(conn, tasks, cache or ViewCache(0))
     await project_fleet(conn, [e for e in with_carried_releases(events) if e.type in FLEET_TYPES])
 
 

@@ -25,7 +25,7 @@ from shared.events import (
     UnmatchableReason,
     UsageRecordedData,
 )
-from shared.events.carried import carried_release
+from shared.events.carried import carried_release, carried_usage
 from shared.leasing.records import PERSON_HOLDS
 from shared.projection import TaskView, evolve, task_id_of
 
@@ -77,12 +77,15 @@ class Board:
     nodes: dict[str, Node] = field(default_factory=dict)
     active: dict[str, ActiveLease] = field(default_factory=dict)
     leased: dict[str, Money] = field(default_factory=dict)  # per project, from lease.released
-    charged: dict[str, Money] = field(default_factory=dict)  # per project, from usage.recorded
+    charged: dict[str, Money] = field(default_factory=dict)  # per project, from usage.recorded (carried ones too)
     events: int = 0
     deadletters: int = 0
 
     def apply(self, event: Envelope) -> None:
         self.events += 1
+        for piece in carried_usage(event):  # a batch's usage: each lease's slice as its own event
+            self.tasks[piece.data.task_id] = evolve(self.tasks.get(piece.data.task_id), piece)  # type: ignore[assignment]
+            _usage(self, piece.data)
         task_id = task_id_of(event)
         if task_id is not None:
             self.tasks[task_id] = evolve(self.tasks.get(task_id), event)  # type: ignore[assignment]

@@ -87,6 +87,15 @@ class Increment:
     idle_gpu_seconds: Decimal = Decimal(0)
 
 
+def joined(first: Increment, later: Increment) -> Increment:
+    """One lease's two consecutive increments as one (the later starts where the first ends): the same
+    interval, GPU-seconds, cost and idle share in all, so every sum over increments stays what it was."""
+    if later.lease_id != first.lease_id or later.from_at != first.to_at:
+        raise ValueError(f"increments of lease {first.lease_id} are not consecutive: {first} then {later}")
+    return Increment(first.lease_id, first.from_at, later.to_at, first.gpu_seconds + later.gpu_seconds,
+                     first.cost + later.cost, first.idle_gpu_seconds + later.idle_gpu_seconds)
+
+
 def with_idle(account: LeaseAccount, increment: Increment, idle_gpu_seconds: float) -> tuple[LeaseAccount, Increment]:
     """The increment with the idle GPU-seconds the dispatcher counted over it (at most the increment)."""
     idle = min(Decimal(str(idle_gpu_seconds)), increment.gpu_seconds)

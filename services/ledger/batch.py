@@ -22,8 +22,12 @@
 - `node.registered` / `node.lost` -> the node's alive spans (`ledger.node_spans`, `services.ledger.capacity`),
   which a round's capacity counts.
 
-Each accounted increment becomes a `usage.recorded` event (one per lease per renewal/end) and a row
-of `ledger.usage_increments`; `BatchEffects.increments[i]` is announced by `emissions[i]`. Each change
+A lease's increments in one batch are joined into one (`accounting.joined`: consecutive, so the sums are
+the same), a row of `ledger.usage_increments`; the batch's increments of one project are announced by one
+`usage.batch_recorded` (`usage_emissions`), which carries a `usage.recorded` slice per lease — one event,
+one delivery per consumer and one dispatcher inbox row per batch and project instead of one per lease per
+renewal or end. `BatchEffects.emissions` holds one per project, in the order the batch first accounted
+it; an increment's row names the event of its lease's project (`store.save_effects`). Each change
 of a run's counted output (a rise, a flag, a clearing) becomes a row of `ledger.output_increments`
 (`services.ledger.outputs`), over the runs' rows the handler loaded and locked.
 
@@ -40,7 +44,16 @@ from decimal import Decimal
 from typing import Any
 
 from shared.events.emission import Emission
-from services.ledger.accounting import Increment, LeaseAccount, advance, close, price_of, with_idle, with_utilisation
+from services.ledger.accounting import (
+    Increment,
+    LeaseAccount,
+    advance,
+    close,
+    joined,
+    price_of,
+    with_idle,
+    with_utilisation,
+)
 from services.ledger.capacity import AliveSpan, NodeSpanEffects, NodeSpanFold
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputFold, OutputSnapshot, Run
 from shared.cards import Catalog
@@ -49,6 +62,7 @@ from shared.events import (
     LeaseGranted,
     LeaseReleased,
     LeaseRenewed,
+    LeaseUsageSlice,
     NodeLost,
     NodeRegistered,
     TaskCheckpointed,
@@ -57,11 +71,11 @@ from shared.events import (
     TaskMatched,
     TaskSubmitted,
     TaskSucceeded,
-    UsageRecorded,
-    UsageRecordedData,
+    UsageBatchRecorded,
+    UsageBatchRecordedData,
 )
 from shared.events.carried import carries_release, with_carried_releases
-from shared.events.subjects import lease_subject
+from shared.events.subjects import usage_subject
 from shared.logging import get_logger
 
 RELEVANT_TYPES: tuple[type[Envelope], ...] = (
@@ -169,7 +183,9 @@ class BatchEffects:
     opened: set[str] = field(default_factory=set)
     """Ids of the leases this batch opened (no row was loaded): written only if still absent."""
     increments: list[tuple[Increment, LeaseAccount]] = field(default_factory=list)
+    """One per lease the batch accounted (its increments joined), with the account as it stood after."""
     emissions: list[Emission] = field(default_factory=list)
+    """The `usage.batch_recorded` of each project in `increments`."""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     output: OutputEffects = field(default_factory=OutputEffects)
     """Runs' counted output, flagged and cleared runs, and the output increments (`outputs.OutputFold`)."""
@@ -185,6 +201,7 @@ class _Fold:
         self.leases = dict(leases)
         self.projects = dict(projects)
         self.effects = BatchEffects()
+        self.accounted: dict[str, tuple[Increment, LeaseAccount]] = {}  # by lease, in the order first accounted
         self.outputs = OutputFold(output, self.effects.output, lambda lease_id: self.card_of(lease_id, output))
         self.nodes = NodeSpanFold(open_spans, self.effects.nodes)
 
@@ -282,8 +299,12 @@ class _Fold:
             updated = with_utilisation(updated, increment, cause.data.gpu_util_pct)
         self.keep(updated)
         if increment is not None:
-            self.effects.increments.append((increment, updated))
-            self.effects.emissions.append(usage_emission(updated, increment, cause))
+            self.account(increment, updated)
+
+    def account(self, increment: Increment, lease: LeaseAccount) -> None:
+        """Keep the lease's increment, joined to the one this batch already accounted for it."""
+        before = self.accounted.get(lease.lease_id)
+        self.accounted[lease.lease_id] = (increment if before is None else joined(before[0], increment), lease)
 
     def keep(self, lease: LeaseAccount) -> None:
         self.leases[lease.lease_id] = lease
@@ -299,14 +320,29 @@ def fold_batch(
     fold = _Fold(catalog, leases, projects, output or OutputSnapshot(), open_spans or {})
     for event in with_carried_releases(events):
         fold.apply(event)
+    fold.effects.increments = list(fold.accounted.values())
+    fold.effects.emissions = usage_emissions(fold.effects.increments)
     return fold.effects
 
 
-def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -> Emission:
-    data = UsageRecordedData(
+def usage_emissions(increments: Iterable[tuple[Increment, LeaseAccount]]) -> list[Emission]:
+    """One `usage.batch_recorded` per project of `increments` (each with at most one increment per lease),
+    carrying a slice per increment in the given order."""
+    by_project: dict[str, list[LeaseUsageSlice]] = {}
+    for increment, lease in increments:
+        by_project.setdefault(lease.project, []).append(usage_slice(lease, increment))
+    return [
+        Emission(UsageBatchRecorded, usage_subject(project), UsageBatchRecordedData(project=project, slices=tuple(slices)),
+                 actor="service:ledger")
+        for project, slices in by_project.items()
+    ]  # fmt: skip
+
+
+def usage_slice(lease: LeaseAccount, increment: Increment) -> LeaseUsageSlice:
+    """What the ledger says of one increment: the lease's `usage.recorded`, carried by its project's event."""
+    return LeaseUsageSlice(
         lease_id=lease.lease_id,
         task_id=lease.task_id,
-        project=lease.project,
         card_type=lease.card_type,
         gpu_seconds=float(increment.gpu_seconds),
         cost=float(increment.cost),
@@ -315,7 +351,6 @@ def usage_emission(lease: LeaseAccount, increment: Increment, cause: Envelope) -
         gpus=lease.gpus,
         idle_gpu_seconds=float(increment.idle_gpu_seconds),
     )
-    return Emission(UsageRecorded, lease_subject(lease.lease_id), data, cause=cause, actor="service:ledger")
 
 
 def lease_ids_of(events: Iterable[Envelope]) -> set[str]:

@@ -14,6 +14,7 @@ from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, TaskInfo, TaskM
 from services.ledger.capacity import AliveSpan, NodeSpanEffects
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputIncrement, OutputSnapshot, Run, RunOutput
 from services.ledger.quotas import lock_usage
+from shared.events import UsageBatchRecorded
 
 SCHEMA = "ledger"
 
@@ -84,7 +85,7 @@ async def load_open_spans(conn: asyncpg.Connection, node_ids: Iterable[str]) -> 
 
 
 async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: BatchEffects) -> None:
-    """Write tasks, leases, usage increments (with their usage.recorded ids), the runs' output and its
+    """Write tasks, leases, usage increments (each with the id of the usage.batch_recorded that carries its slice), the runs' output and its
     increments, the nodes' alive spans; append the events.
 
     A batch that records usage first takes the usage lock (`quotas.lock_usage`): a quota grant or
@@ -94,7 +95,8 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     await _save_tasks(conn, list(effects.tasks.values()))
     await _save_leases(conn, list(effects.leases.values()), effects.opened)
     events = await emitter.emit(conn, effects.emissions) if effects.emissions else []
-    await _save_increments(conn, effects, [event.event_id for event in events])
+    announced = {event.data.project: event.event_id for event in events if isinstance(event, UsageBatchRecorded)}
+    await _save_increments(conn, effects, [announced[lease.project] for _, lease in effects.increments])
     await _save_outputs(conn, effects.output)
     await _save_flagged(conn, list(effects.output.flagged.values()))
     await _save_cleared(conn, effects.output.cleared)

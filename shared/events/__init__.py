@@ -97,6 +97,7 @@ from shared.events.leases import (
     NodeRegisteredData,
 )
 from shared.events.ledger import (
+    LeaseUsageSlice,
     QuotaAdjusted,
     QuotaAdjustedData,
     QuotaExpiring,
@@ -109,6 +110,8 @@ from shared.events.ledger import (
     RoundClosedData,
     RoundNoteAmended,
     RoundNoteAmendedData,
+    UsageBatchRecorded,
+    UsageBatchRecordedData,
     UsageRecorded,
     UsageRecordedData,
 )

@@ -8,8 +8,17 @@ sentences, as if their events had come just before the carrier:
 
     for told in (*carried_events(event), event): ...
 
+A `usage.batch_recorded` carries one `usage.recorded` per lease a ledger batch accounted for a project
+(`carried_usage`, `with_carried_usage`); whoever folds usage per lease (the dispatcher's quota counts, the
+views' task views, audit replay and verify, the audit story) reads those instead of the carrier.
+
 The events returned share their carrier's event id, time, producer, actor, links and subject sequence
-number (so each is never a new fact, nor archived or published). Folding a carried start or queue
+number (so each is never a new fact, nor archived or published). A carried `usage.recorded` has the
+subject `usage/<project>/<lease id>` (`carried_usage_subject`), which only the projection's "already
+applied?" test reads (per owner and subject, by number): the ledger numbers a project's carriers in
+commit order and says at most one slice of a lease in each, so a lease's slices come with rising numbers,
+and a repeated carrier is seen as applied — apart from the numbers of the `lease/<id>` usage events
+written on their own before, and from a lease's slices booked to `unknown` before its task was seen. Folding a carried start or queue
 entry through `shared.projection.evolve` would be wrong — the projection applies a carrier's task
 transitions itself. A carried release is a lease's end, which the projection does not fold: the folds
 of lease ends (the ledger's accounts, the views' lease rows, audit replay) apply it as the event it
@@ -24,6 +33,7 @@ from typing import Any
 from shared.events.dispatch import TaskQueued, TaskStarted
 from shared.events.envelope import Envelope
 from shared.events.leases import LeaseReleased, LeaseReleasedData
+from shared.events.ledger import UsageRecorded, UsageRecordedData
 from shared.events.subjects import lease_subject, task_subject
 
 
@@ -72,6 +82,39 @@ def with_carried_releases(events: Iterable[Envelope]) -> list[Envelope]:
         if (release := carried_release(event)) is not None:
             unfolded.append(release)
         unfolded.append(event)
+    return unfolded
+
+
+USAGE_CARRIER = "usage.batch_recorded"
+"""The event that carries `usage.recorded`s (one per lease)."""
+
+
+def carried_usage(event: Envelope, task_id: str | None = None) -> tuple[UsageRecorded, ...]:
+    """The `usage.recorded` of each lease a `usage.batch_recorded` carries, in its order (empty for any other
+    event); with `task_id`, only those of that task's leases."""
+    if event.type != USAGE_CARRIER:
+        return ()
+    envelope = {name: value for name, value in event if name not in _OWN_FIELDS}
+    project = event.data.project  # validated with its carrier: built without validating again
+    return tuple(
+        UsageRecorded.model_construct(**envelope, subject=carried_usage_subject(event.subject, piece.lease_id),
+                                      data=UsageRecordedData.model_construct(project=project, **dict(piece)))
+        for piece in event.data.slices if task_id is None or piece.task_id == task_id
+    )  # fmt: skip
+
+
+def carried_usage_subject(carrier_subject: str, lease_id: str) -> str:
+    """`usage/<project>/<lease id>`: the subject of a lease's slice its project's carrier says (the module
+    docstring says why not `lease/<id>`)."""
+    return f"{carrier_subject}/{lease_id}"
+
+
+def with_carried_usage(events: Iterable[Envelope]) -> list[Envelope]:
+    """`events` with every `usage.batch_recorded` replaced by the `usage.recorded`s it carries: what a fold of
+    usage per lease reads instead of `events`."""
+    unfolded: list[Envelope] = []
+    for event in events:
+        unfolded.extend(carried_usage(event) if event.type == USAGE_CARRIER else (event,))
     return unfolded
 
 

@@ -55,6 +55,7 @@ from shared.events.ledger import (
     QuotaThresholdCrossed,
     RoundClosed,
     RoundNoteAmended,
+    UsageBatchRecorded,
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
@@ -84,7 +85,7 @@ Event = Annotated[
         # dispatcher: leases and nodes
         LeaseGranted, LeaseRenewed, LeaseExpired, LeaseRevoked, LeaseReleased, NodeRegistered, NodeLost,
         # ledger
-        UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed,
+        UsageRecorded, UsageBatchRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed,
         RoundNoteAmended,
         # config
         ConfigChanged, TemplateChanged,

@@ -11,10 +11,12 @@ from shared.events.envelope import Envelope, Payload
 from shared.events.values import Detail, EntityId, Fraction, NonNegative, Positive
 
 
-class UsageRecordedData(Payload):
+class LeaseUsageSlice(Payload):
+    """What the ledger accounted for one lease over one interval (a `usage.recorded` says one; a
+    `usage.batch_recorded` one per lease, all of its project)."""
+
     lease_id: EntityId
     task_id: EntityId
-    project: EntityId
     card_type: EntityId
     gpu_seconds: NonNegative = Field(description="GPU-seconds used since the previous record of this lease")
     cost: NonNegative = Field(description="gpu_seconds x the card type's price, in the catalog currency")
@@ -25,11 +27,38 @@ class UsageRecordedData(Payload):
     idle_gpu_seconds: NonNegative = Field(0.0, description="of gpu_seconds, those its GPUs sat under the idle threshold")
 
 
+class UsageRecordedData(LeaseUsageSlice):
+    project: EntityId
+
+
 class UsageRecorded(Envelope):
-    """GPU time and output of one lease since its previous record (from heartbeats)."""
+    """GPU time and output of one lease since its previous record (from heartbeats). The ledger writes them
+    carried by a `usage.batch_recorded` now; events archived before were written on their own."""
 
     type: Literal["usage.recorded"] = "usage.recorded"
     data: UsageRecordedData
+
+
+class UsageBatchRecordedData(Payload):
+    project: EntityId
+    slices: tuple[LeaseUsageSlice, ...] = Field(
+        min_length=1, description="one per lease of the project the ledger batch accounted: what a usage.recorded of"
+        " its own said, but the project"
+    )
+
+    @model_validator(mode="after")
+    def _one_slice_per_lease(self) -> UsageBatchRecordedData:
+        if len({piece.lease_id for piece in self.slices}) != len(self.slices):
+            raise ValueError("a lease has at most one slice per event")
+        return self
+
+
+class UsageBatchRecorded(Envelope):
+    """The usage one ledger batch accounted for one project: a `usage.recorded` per lease, carried
+    (`shared.events.carried.carried_usage`), so a batch is one event and one delivery per consumer."""
+
+    type: Literal["usage.batch_recorded"] = "usage.batch_recorded"
+    data: UsageBatchRecordedData
 
 
 class QuotaGrantedData(Payload):

@@ -51,6 +51,7 @@ from shared.events.ledger import (
     QuotaThresholdCrossed,
     RoundClosed,
     RoundNoteAmended,
+    UsageBatchRecorded,
     UsageRecorded,
 )
 from shared.events.matching import TaskMatched, TaskReadinessChanged, TaskUnmatchable
@@ -68,7 +69,7 @@ _FACETS: dict[str, tuple[type[Envelope], ...]] = {
     "readiness": (TaskReadinessChanged,),
     "matcher": (TaskMatched, TaskUnmatchable),
     DISPATCHER: _DISPATCHER_FACETS,
-    "ledger": (UsageRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed, RoundNoteAmended),
+    "ledger": (UsageRecorded, UsageBatchRecorded, QuotaGranted, QuotaAdjusted, QuotaThresholdCrossed, QuotaExpiring, RoundClosed, RoundNoteAmended),
     "config": (ConfigChanged, TemplateChanged),
     "identity": (TokenCreated, TokenRevoked, AgentEnrolled, AgentUnenrolled),
 }

@@ -23,6 +23,11 @@ def quota_subject(account_id: str) -> str:
     return f"quota/{account_id}"
 
 
+def usage_subject(project: str) -> str:
+    """`usage/<project>`: the ledger's `usage.batch_recorded` events of one project."""
+    return f"usage/{project}"
+
+
 def round_subject(round_id: str) -> str:
     return f"round/{round_id}"
 

@@ -13,7 +13,8 @@ enters the queue once its facets are complete (`TaskRecord.complete`).
 - `task.reviewed`: a reviewer approves a waiting task (`task.approved`) or denies one that waits
   for approval (`task.denied`, `task.cancelled`) — `approvals.apply_review`;
 - `quota.granted` / `quota.adjusted`: the project's accounts, with the usage each counted so far
-  (the ledger's count in the event); `usage.recorded`: every account the usage applies to counts
+  (the ledger's count in the event); `usage.recorded` (on its own in events from before, or carried by a
+  `usage.batch_recorded`, one per ledger batch and project): every account the usage applies to counts
   its part (`quota_balance.counted_gpu_seconds`, cut at the account's window).
 - operators' requests (`task.hold_requested` ... `node.undrain_requested`): `operator.apply_operator_request`;
 """
@@ -35,8 +36,10 @@ from shared.events import (
     TaskReviewed,
     TaskSubmitted,
     TaskUnmatchable,
+    UsageBatchRecorded,
     UsageRecorded,
 )
+from shared.events.carried import carried_usage
 from shared.events.operator import OPERATOR_REQUESTS, TASK_REQUESTS
 from shared.events.reasons import RevokeReason
 from shared.events.states import TaskState
@@ -50,7 +53,7 @@ from shared.scheduling.quota_balance import SECONDS_PER_HOUR, UsageSlice, counte
 
 RELEVANT: tuple[type[Envelope], ...] = (
     TaskSubmitted, TaskReadinessChanged, TaskMatched, TaskUnmatchable, TaskCancelRequested, TaskReviewed,
-    QuotaGranted, QuotaAdjusted, UsageRecorded, *OPERATOR_REQUESTS,
+    QuotaGranted, QuotaAdjusted, UsageRecorded, UsageBatchRecorded, *OPERATOR_REQUESTS,
 )
 """The `cf:events` types the dispatcher consumes; it skips every other type unparsed."""
 
@@ -58,6 +61,9 @@ APPLIED_ONCE_BY_THE_FOLD: tuple[type[Envelope], ...] = (TaskSubmitted, TaskReadi
 """Facets `apply_events` itself applies at most once: the submission is written once, readiness and
 match only when newer by `subject_seq`, so a redelivered one changes nothing and needs no inbox
 row (the others do: usage counts, cancellations revoke, reviews and requests act)."""
+
+USAGE: tuple[type[Envelope], ...] = (UsageRecorded, UsageBatchRecorded)
+"""The usage events: they only lower quotas, so a batch of nothing else wakes no cycle."""
 
 _RUNNING_STATES = frozenset({TaskState.LEASED, TaskState.RUNNING})
 
@@ -93,7 +99,10 @@ def apply_events(book: LeaseBook, events: Sequence[Envelope], now: datetime, rul
             _apply_quota(book, accounts, event)
         elif isinstance(event, UsageRecorded):
             _count_usage(book, accounts, event)
-    wake = any(not isinstance(event, UsageRecorded) for event in events)
+        elif isinstance(event, UsageBatchRecorded):
+            for piece in carried_usage(event):
+                _count_usage(book, accounts, piece)
+    wake = any(not isinstance(event, USAGE) for event in events)
     return EventEffects(work.changes(), accounts, wake, tuple(refused))
 
 

@@ -24,7 +24,7 @@ from services.common.runtime import ServiceSpec, run_service
 from shared.delivery.db import create_pool
 from shared.delivery.wire import extract_body, wire_fields
 from shared.events import Envelope, parse_event
-from shared.events.carried import with_carried_releases
+from shared.events.carried import with_carried_releases, with_carried_usage
 from shared.events.routing import forwarded_to
 from shared.names import EVENTS_STREAM
 from shared.settings import Settings
@@ -117,12 +117,16 @@ class RunningServices:
 
     async def events(self, event_type: str | None = None) -> list[Any]:
         """Every event on `cf:events` (optionally of one type), oldest first; asked for `lease.released`, the
-        releases run ends carry too, as the events they stand for."""
+        releases run ends carry too, and for `usage.recorded` the slices `usage.batch_recorded`s carry, as the
+        events they stand for."""
         entries = await self.redis.xrange(EVENTS_STREAM)
         events = [parse_event(extract_body(fields)) for _, fields in entries]
         if event_type is None:
             return events
-        return [e for e in with_carried_releases(events) if e.type == event_type]
+        unfolded = with_carried_releases(events)
+        if event_type == "usage.recorded":
+            unfolded = with_carried_usage(unfolded)
+        return [e for e in unfolded if e.type == event_type]
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         """Rows of a query; [] while the schema does not exist yet."""

@@ -40,7 +40,7 @@ from services.demo.tail import EventTail
 from shared.cards import Catalog
 from shared.delivery.db import create_pool
 from shared.events import Envelope
-from shared.events.carried import with_carried_releases
+from shared.events.carried import with_carried_releases, with_carried_usage
 from shared.projection import TaskView, evolve, task_id_of
 from shared.settings import Settings
 from shared.storage import open_object_store
@@ -200,7 +200,7 @@ class RunningSystem:
             if event.event_id not in self._seen_event_ids:
                 self._seen_event_ids.add(event.event_id)
                 new.append(event)
-        for event in new:
+        for event in with_carried_usage(new):
             task_id = task_id_of(event)
             if task_id is not None:
                 self.views[task_id] = evolve(self.views.get(task_id), event)  # type: ignore[assignment]
@@ -227,8 +227,12 @@ class RunningSystem:
             await asyncio.sleep(0.1)
 
     def of_type(self, *types: str) -> list[Envelope]:
-        """The events of these types; a release a run's end carries counts as the `lease.released` it stands for."""
-        return [event for event in with_carried_releases(self.events) if event.type in types]
+        """The events of these types; a release a run's end carries counts as the `lease.released` it stands for,
+        each usage slice a `usage.batch_recorded` carries as the `usage.recorded` it stands for."""
+        unfolded = with_carried_releases(self.events)
+        if "usage.recorded" in types:
+            unfolded = with_carried_usage(unfolded)
+        return [event for event in unfolded if event.type in types]
 
     def task_by_name(self, name: str) -> TaskView | None:
         found = [view for view in self.views.values() if view.name == name]

@@ -53,8 +53,8 @@ async def test_every_event_is_archived_once_in_a_hash_chain(fresh_settings: Sett
         await running.publish(*events)
         await running.publish(events[0], events[3])  # redelivered duplicates
         rows = await running.wait_for_count(lambda: archived(running), len(events))
-        # the ledger's own usage.recorded events come back through cf:events and are archived too
-        usage = await running.wait_for_count(lambda: running.events("usage.recorded"), 1)
+        # the ledger's own usage events come back through cf:events and are archived too
+        usage = await running.wait_for_count(lambda: running.events("usage.batch_recorded"), 1)
         rows = await running.wait_for_count(lambda: archived(running), len(events) + len(usage))
 
     by_id = {row["event_id"]: row for row in rows}

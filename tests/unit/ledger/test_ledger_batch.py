@@ -17,7 +17,6 @@ from services.ledger.batch import (
     task_ids_of,
 )
 from shared.cards import load_catalog
-from shared.events import UsageRecordedData
 
 from .builders import T0, checkpointed, failed, granted, matched, released, renewed, submitted, succeeded
 
@@ -34,11 +33,17 @@ def test_grant_renew_release_charge_the_lease_from_grant_to_end() -> None:
     assert lease.project == "proj-a" and lease.price_per_gpu_hour == H100
     assert lease.gpu_seconds == gpu_seconds_between(2, T0, t2) and lease.cost == cost_of(lease.gpu_seconds, H100)
     assert (lease.closed_at, lease.close_reason) == (t2, "succeeded")
-    usage = [e.data for e in effects.emissions]
-    assert all(isinstance(u, UsageRecordedData) for u in usage) and len(usage) == 2
-    assert usage[0].gpu_seconds == 80.0 and sum(u.gpu_seconds for u in usage) == float(lease.gpu_seconds)
-    assert [inc.from_at for inc, _ in effects.increments] == [T0, t1]
-    assert effects.emissions[1].cause is events[3]
+    (usage,) = effects.emissions  # one event for the batch's project, one slice for the lease
+    assert usage.subject == "usage/proj-a" and usage.data.project == "proj-a"
+    (piece,) = usage.data.slices  # the renewal's increment and the end's, joined
+    assert (piece.lease_id, piece.from_at, piece.to_at) == ("L1", T0, t2)
+    assert piece.gpu_seconds == float(lease.gpu_seconds) and piece.cost == float(lease.cost)
+    assert [(inc.from_at, inc.to_at, inc.gpu_seconds) for inc, _ in effects.increments] == [(T0, t2, lease.gpu_seconds)]
+    # the same lease over two batches: one slice in each, adding up to the same
+    first = fold_batch(events[:3], CATALOG, {}, {})
+    second = fold_batch(events[3:], CATALOG, first.leases, {})
+    assert [s.gpu_seconds for e in (*first.emissions, *second.emissions) for s in e.data.slices] == [80.0, 70.00001]
+    assert second.leases == effects.leases
 
 
 def test_a_renewal_applied_late_accounts_only_up_to_when_its_heartbeat_reached_the_stream() -> None:
@@ -175,7 +180,7 @@ def test_a_release_carried_by_the_run_end_is_charged_and_closed_like_its_own_eve
     carried = fold_batch([*opening, end(carrying=release)], CATALOG, {}, {})
     assert carried.leases == alone.leases and carried.leases["L1"].closed_at == t2
     assert [increment for increment, _ in carried.increments] == [increment for increment, _ in alone.increments]
-    assert [e.data for e in carried.emissions] == [e.data for e in alone.emissions] and len(carried.emissions) == 2
+    assert [e.data for e in carried.emissions] == [e.data for e in alone.emissions] and len(carried.emissions) == 1
     assert (lease_ids_of([end(carrying=release)]), task_ids_of([end(carrying=release)])) == ({"L1"}, {"T1"})
     assert lease_ids_of([end()]) == task_ids_of([end()]) == set()
     # a release seen without its grant (the grant's batch failed) opens the account from its own facts
