@@ -149,7 +149,8 @@ class QuotaBook:
             return refusal
         assert soonest is not None and poorest is not None and failure[0] in (C.EXPIRES_FIRST, C.EXHAUSTED)
         refusal.soonest_left_s, refusal.soonest_name = soonest_left_s, self._name(project, soonest)
-        refusal.exhausted = reasons.quota_exhausted_template(card_types[0], self._left_text(project, poorest))
+        refusal.need_before, refusal.need_after = reasons.quota_exhausted_around(card_types[0],
+                                                                                 self._left_text(project, poorest))
         return refusal
 
     def _refused_from(self, bound: tuple[float, float], gpus: int) -> float:
@@ -301,7 +302,7 @@ class StandingRefusal:
     its runtimes alone, with the same float operations as `QuotaBook.usable_indexes` and `failure_under`."""
 
     __slots__ = ("bounds", "gpus", "card_type", "margin_s", "expiry_gate", "settled", "soonest_left_s",
-                 "soonest_name", "exhausted", "refused_from")
+                 "soonest_name", "need_before", "need_after", "refused_from")
 
     def __init__(self, bounds: tuple[tuple[float, float], ...], gpus: int, card_type: str, margin_s: float,
                  expiry_gate: bool, refused_from_each: tuple[float, ...] | None = None) -> None:
@@ -310,7 +311,8 @@ class StandingRefusal:
         self.settled: tuple[DeferralReason, str] | None = None  # no account in force: every task is told this
         self.soonest_left_s = 0.0  # seconds until the soonest-ending account in force ends
         self.soonest_name = ""  # how sentences name that account
-        self.exhausted = ""  # the "exhausted" sentence with the task's need left out (`reasons.quota_exhausted_template`)
+        # the "exhausted" sentence before and after the task's need (`reasons.quota_exhausted_around`)
+        self.need_before = self.need_after = ""
         # per option: a runtime from which on the option is refused (`refused_from`, unless given): most tasks are
         # refused by one comparison per option, in C, instead of the bounds' arithmetic
         self.refused_from = refused_from_each if refused_from_each is not None else tuple(
@@ -330,7 +332,7 @@ class StandingRefusal:
         if self.expiry_gate and self.soonest_left_s < runtime_s + margin:
             return R.QUOTA_EXPIRES, reasons.quota_expires(self.soonest_name, self.card_type, runtime_s,
                                                           self.soonest_left_s, margin)
-        return R.QUOTA_EXHAUSTED, self.exhausted % (gpus * runtime_s / SECONDS_PER_HOUR)
+        return R.QUOTA_EXHAUSTED, f"{self.need_before}{gpus * runtime_s / SECONDS_PER_HOUR:.1f}{self.need_after}"
 
 
 def refused_from(left_s: float, left_gpu_hours: float, gpus: int, margin_s: float) -> float:

@@ -83,10 +83,10 @@ def quota_need(card_type: str, need_gpu_hours: float) -> str:
     return f"needs {need_gpu_hours:.1f} GPU-hours on {card_type}"
 
 
-def quota_exhausted_template(card_type: str, account_half: str) -> str:
-    """`quota_need(card_type, need) + account_half` with the need left as `%.1f`: `template % need` says it for
-    any need (the same digits: both format the float alike). A refusal kept for many tasks formats one number."""
-    return "needs %.1f" + f" GPU-hours on {card_type}{account_half}".replace("%", "%%")
+def quota_exhausted_around(card_type: str, account_half: str) -> tuple[str, str]:
+    """`quota_need(card_type, need) + account_half` split around the need, as (before, after): a refusal kept for
+    many tasks says `f"{before}{need:.1f}{after}"`, one number formatted per task."""
+    return "needs ", f" GPU-hours on {card_type}{account_half}"
 
 
 def quota_left(account: str, left_gpu_hours: float) -> str:

@@ -11,8 +11,8 @@
 - `QuotaBook` (which keeps each rule's standing per project and card type until a charge) against one
   that works the standing out for every task, in the same comparison; and its kept refusals
   (`QuotaBook.refusals`, per project and (GPUs, card types) until the project's next charge) against it,
-  with the runtime from which on each refuses (`quota.refused_from`) and its sentence's template
-  (`reasons.quota_exhausted_template`) against the bounds' arithmetic and the sentence said in full.
+  with the runtime from which on each refuses (`quota.refused_from`) and its sentence around the need
+  (`reasons.quota_exhausted_around`) against the bounds' arithmetic and the sentence said in full.
 """
 
 from __future__ import annotations
@@ -505,9 +505,9 @@ def test_the_crossing_as_computed_is_not_always_refused(left_gpu_hours, gpus) ->
 
 @pytest.mark.parametrize("need", [0.0, 0.04999, 0.05, 0.25, 1.0 / 3, 12.349999, 12.35, 2.5e6, 1e-300])
 @pytest.mark.parametrize("account", ["project p0", "account a1 of project 100%-team (H100 only)"])
-def test_the_exhausted_template_says_what_the_sentence_says(need, account) -> None:
-    """A kept refusal's sentence (`template % need`) is the one `quota_need` + `quota_left` say, for any need
-    and for names holding a `%`."""
+def test_the_exhausted_sentence_around_the_need_says_what_the_sentence_says(need, account) -> None:
+    """A kept refusal's sentence (the need formatted between `quota_exhausted_around`'s parts) is the one
+    `quota_need` + `quota_left` say, for any need."""
     left = reasons.quota_left(account, 3.25)
-    template = reasons.quota_exhausted_template("H100", left)
-    assert template % need == reasons.quota_need("H100", need) + left
+    before, after = reasons.quota_exhausted_around("H100", left)
+    assert f"{before}{need:.1f}{after}" == reasons.quota_need("H100", need) + left
