@@ -34,7 +34,8 @@ from typing import Any
 
 from shared.events.carried import carried_release, carried_usage
 from shared.events.envelope import Envelope
-from shared.projection import TaskView, evolve, task_id_of
+from shared.projection import evolve, task_id_of
+from shared.task_view import TaskView
 
 UNKNOWN_PROJECT = "unknown"
 _SECONDS_PER_HOUR = Decimal(3600)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shared.events.states import TaskState
-from shared.projection import TaskView
+from shared.task_view import TaskView
 
 TASK_COLUMNS = (
     "task_id", "name", "project", "priority_class", "priority", "gpus", "estimate_gpu_hours", "template",

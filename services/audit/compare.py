@@ -24,7 +24,8 @@ from typing import Any
 
 from services.audit.live import LiveState
 from shared.events.envelope import Envelope
-from shared.projection import TaskView, evolve
+from shared.projection import evolve
+from shared.task_view import TaskView
 from shared.replay import ReplayState
 
 TASK_FIELDS = ("state", "reason", "project", "output_units", "ready", "cancel_requested", "approved")

@@ -25,7 +25,8 @@ from typing import Any
 from services.audit.reading import ArchivedEvent
 from shared.events import Envelope
 from shared.events.carried import USAGE_CARRIER, carried_events, carried_usage
-from shared.projection import TaskView, evolve
+from shared.projection import evolve
+from shared.task_view import TaskView
 from shared.replay import exact
 
 

@@ -29,7 +29,7 @@ from shared.delivery.migrations import advisory_key
 from shared.events import new_event_id, utcnow
 from shared.logging import get_logger
 from shared.names import REPORTS_BUCKET
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.storage import ObjectStore
 from shared.task_export import DEMAND_COLUMNS, TASK_COLUMNS, demand_rows, task_rows, to_csv
 

@@ -43,7 +43,7 @@ from services.intake.commands import load_task_project, request_cancel, submit_t
 from services.readiness.board import load_board
 from shared.events.states import TaskState
 from shared.identity import Role, require
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.submission import Problem
 from shared.submission.limits import MAX_SUBMISSION_BYTES
 from shared.submission.storable import unstorable_text

@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from shared.events.reasons import RequeueReason, UnmatchableReason
-from shared.projection import TaskView, ViewReason
+from shared.task_view import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason, Policy, PriorityClass, QueuedTask
 from shared.scheduling.ordering import order_queue
 

@@ -19,7 +19,7 @@ from services.console.labels import Language
 from services.console.sentences import needs_original, reason_sentence
 from services.console.store import SCHEMA as VIEWS
 from services.readiness.board import READINESS_SCHEMA
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from services.console.views import MISSING_TABLES
 
 OPEN_LIMIT = 5000

@@ -18,7 +18,7 @@ from typing import Any
 
 from services.console.labels import GPU_STATUS_LABELS, REASON_LABELS_ZH, Language
 from shared.events.reasons import RequeueReason, UnmatchableReason
-from shared.projection import TaskView, ViewReason
+from shared.task_view import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason
 
 MISSING = "?"

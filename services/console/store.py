@@ -28,7 +28,8 @@ from services.console.sentences import sentence_fields
 from shared.events import Envelope
 from shared.events.carried import with_carried_releases, with_carried_usage
 from shared.logging import get_logger
-from shared.projection import TaskView, evolve, task_id_of
+from shared.projection import evolve, task_id_of
+from shared.task_view import TaskView
 
 SCHEMA = "views"
 LEASE_END_TYPES = {"lease.released", "lease.expired", "lease.revoked"}

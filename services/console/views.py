@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.console.store import SCHEMA
 from shared.events.states import TaskState
-from shared.projection import TaskView
+from shared.task_view import TaskView
 
 DEFAULT_LIMIT = 200
 

@@ -27,7 +27,8 @@ from shared.events import (
 )
 from shared.events.carried import carried_release, carried_usage
 from shared.leasing.records import PERSON_HOLDS
-from shared.projection import TaskView, evolve, task_id_of
+from shared.projection import evolve, task_id_of
+from shared.task_view import TaskView
 
 _SECONDS_PER_HOUR = 3600.0
 PASSING_UNMATCHABLE = frozenset({UnmatchableReason.NO_FLEET.value})

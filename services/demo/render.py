@@ -22,7 +22,7 @@ from services.console.labels import reason_in_chinese, state_label
 from services.demo.board import Board, Money
 from services.demo.supervisor import ChildStatus, Notice
 from shared.events import TaskState
-from shared.projection import TaskView
+from shared.task_view import TaskView
 
 DEMO_WORDS: dict[CliLang, dict[str, str]] = {
     CliLang.EN: {

@@ -24,7 +24,7 @@ from services.cli.lang import CliLang
 from services.console.routes.approvals import awaits_approval  # what the API accepts a review for
 from services.demo.workload import DEMO_REVIEWS, DemoReview
 from shared.config.demo_policy import DEMO_APPROVAL_RULE, DEMO_REVIEWER
-from shared.projection import TaskView
+from shared.task_view import TaskView
 
 REVIEWER_TOKEN_FILE = "demo-reviewer.token"
 

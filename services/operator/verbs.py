@@ -31,7 +31,7 @@ from shared.events.operator import (
 )
 from shared.events.states import TaskState
 from shared.events.subjects import node_subject, task_subject
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.leasing.records import PERSON_HOLDS
 from shared.scheduling.model import DeferralReason
 

@@ -36,7 +36,7 @@ from services.common.runtime import Emitter
 from services.console.app import create_app
 from services.identity.bootstrap import bootstrap_admin
 from services.ledger.quotas import grant_quota
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.settings import Settings
 from tests.helpers.system import RunningSystem, running_system
 

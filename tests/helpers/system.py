@@ -41,7 +41,8 @@ from shared.cards import Catalog
 from shared.delivery.db import create_pool
 from shared.events import Envelope
 from shared.events.carried import with_carried_releases, with_carried_usage
-from shared.projection import TaskView, evolve, task_id_of
+from shared.projection import evolve, task_id_of
+from shared.task_view import TaskView
 from shared.settings import Settings
 from shared.storage import open_object_store
 from shared.embedded.redis_users import USERS_FILE

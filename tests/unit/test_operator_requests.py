@@ -14,7 +14,8 @@ from services.operator.verbs import NodeVerb, TaskVerb, node_verb_refusal, task_
 from shared.events import make_event
 from shared.events.states import TaskState
 from shared.events.subjects import task_subject
-from shared.projection import TaskView, evolve
+from shared.projection import evolve
+from shared.task_view import TaskView
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,7 +10,8 @@ import pytest
 from shared.events import make_event
 from shared.events.states import TaskState
 from shared.events.subjects import node_subject
-from shared.projection import TASK_EVENT_TYPES, TaskView, evolve, fold, replay_order, task_id_of
+from shared.projection import TASK_EVENT_TYPES, evolve, fold, replay_order, task_id_of
+from shared.task_view import TaskView
 from tests.helpers.task_events import TaskStory
 
 S = TaskState

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.console.store import ViewCache
-from shared.projection import TaskView
+from shared.task_view import TaskView
 
 
 def test_the_cache_keeps_the_latest_version_and_forgets_the_least_recently_used_beyond_its_capacity() -> None:

@@ -42,7 +42,7 @@ from shared.events.states import TaskState
 from shared.events.subjects import task_subject
 from shared.events.values import Detail
 from shared.identity import Principal, Role, require
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.scheduling.model import DeferralReason, Policy
 
 router = APIRouter(tags=["approvals"])

@@ -16,7 +16,7 @@ from services.console.routes.common import Lang, Pool, now_utc
 from services.console.sentences import needs_original, reason_sentence
 from services.console.snapshots import SnapshotWritten, list_snapshots, write_board_snapshot
 from shared.events.states import TaskState
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from shared.scheduling.model import Policy
 
 router = APIRouter(tags=["board"])

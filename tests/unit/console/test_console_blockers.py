@@ -9,7 +9,8 @@ import pytest
 
 from services.console.blockers import BLOCKER_OF_REASON, BlockerKind, Check, blocker_of, group_board, preflight, queue_order
 from shared.events.reasons import RequeueReason, UnmatchableReason
-from shared.projection import TaskView, ViewReason, evolve
+from shared.projection import evolve
+from shared.task_view import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason
 from tests.helpers.task_events import T0, TaskStory
 

@@ -12,7 +12,8 @@ from services.console.quota_banner import banner_alerts, quota_alerts
 from shared.alerts import AlertKind
 from services.console.sentences import ZH_TEMPLATES, reason_sentence, sentence_fields, template_fields
 from shared.events.reasons import RequeueReason, UnmatchableReason
-from shared.projection import TaskView, ViewReason, evolve
+from shared.projection import evolve
+from shared.task_view import TaskView, ViewReason
 from shared.scheduling.model import DeferralReason
 from tests.helpers.task_events import TaskStory
 

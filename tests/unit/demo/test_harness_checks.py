@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.cards import load_catalog
 from shared.events import Envelope, make_event
-from shared.projection import TaskView
+from shared.task_view import TaskView
 from tests.helpers.system import double_leases, gpu_intervals, leased_money_by_project
 
 T0 = datetime(2025, 6, 1, 12, tzinfo=UTC)
