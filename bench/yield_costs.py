@@ -10,6 +10,9 @@ idle under a backlog. For the standard leases preempted by core work (`Policy.ch
 many, how many GPUs, how many were wider (their task's GPUs over all its leases) than the core task that took
 them, how long their tasks waited to start again, and how many later held the reservation. Diagnosis behind
 docs/BENCHMARKS.md, "Tried or considered": why yields lose utilisation where 80% of tasks checkpoint.
+`--trace` also prints every yield as it is planned: when, the core task that takes it (GPUs, estimate), the yielding
+lease (task, GPUs, node, estimate left), where its task would restart (`HoleTimes.restart_node`, its node left out)
+and the cycle's first reservation (task, GPUs, start, nodes); and each restart of a yielded task.
 
     nice -n 10 .venv/bin/python bench/yield_costs.py --cell 0.8 0 1.0 core-heavy --window 2017-11-16 --seed 1 \
         --variant "checkpointing_standard_yields=true reclaiming_holder_keeps_headroom=true"
@@ -31,9 +34,11 @@ sys.path.insert(0, str(REPO))
 import policies as bench  # noqa: E402  (bench/ is on sys.path when run as a script)
 import policies_grid as grid  # noqa: E402
 
-from shared.scheduling.model import Plan, Policy, PriorityClass, QueuedTask, Snapshot  # noqa: E402
+from shared.scheduling.model import Plan, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot  # noqa: E402
+from shared.scheduling.placement import Fleet  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
-from shared.scheduling.policies import POLICIES  # noqa: E402
+from shared.scheduling.policies import NO_HEAVY_LIMIT, POLICIES  # noqa: E402
+from shared.scheduling.yield_price import HoleTimes  # noqa: E402
 from shared.simulation.metrics import Recorder, window  # noqa: E402
 from shared.simulation.runner import Scenario, simulate_policy  # noqa: E402
 
@@ -94,7 +99,8 @@ def split_by_backlog(segments: Segments, backlog: list[tuple[float, float]], lo:
 class Observer:
     """Wraps `plan()`: records each plan's victims, grants, reservation holder and free GPUs."""
 
-    def __init__(self) -> None:
+    def __init__(self, trace: bool = False, origin: float = 0.0) -> None:
+        self.trace, self.origin = trace, origin  # `--trace`: times printed in hours since `origin`
         self.yields = Yields()
         self.preemptions: Counter = Counter()
         self.timeline: list[tuple[float, int, str]] = []  # (time, GPUs free after the plan, reservation holder)
@@ -108,6 +114,9 @@ class Observer:
         for grant in result.grants:
             if grant.task_id in self._requeued_at:
                 self.yields.requeue_waits_s.append(now - self._requeued_at.pop(grant.task_id))
+                if self.trace:
+                    nodes = ", ".join(placement.node_id for placement in grant.placements)
+                    print(f"    {(now - self.origin) / 3600:8.2f} h restart {grant.task_id} on {nodes}", flush=True)
         preempted = {p.lease_id for p in result.preemptions}
         held = sum(lease.gpus for lease in snapshot.leases if lease.lease_id not in preempted)
         granted = sum(len(placement.gpu_indices) for grant in result.grants for placement in grant.placements)
@@ -132,6 +141,9 @@ class Observer:
             self.yields.wider_than_taker += taker is not None and widths[lease.task_id] > taker.gpus
             self._victims.add(lease.task_id)
             self._requeued_at.setdefault(lease.task_id, now)
+            if self.trace:
+                line = trace_line(snapshot, result, tasks, lease, taker, now, widths[lease.task_id])
+                print(f"    {(now - self.origin) / 3600:8.2f} h {line}", flush=True)
 
     def _holder(self, result: Plan, tasks: dict[str, QueuedTask]) -> str:
         if not result.reservations:
@@ -145,9 +157,29 @@ class Observer:
         return f"{task.priority_class}, {task.gpus} GPUs"
 
 
-def measure(scenario: Scenario, policy: Policy) -> Shares:
+def trace_line(snapshot: Snapshot, result: Plan, tasks: dict[str, QueuedTask], lease: RunningLease,
+               taker: QueuedTask | None, now: float, width: int) -> str:
+    """One yield (`--trace`): the core task, the yielding lease, where its task restarts, the cycle's reservation."""
+    fleet = Fleet(snapshot.nodes, NO_HEAVY_LIMIT, lambda card_type, total: 0)
+    rank = fleet.rank_of.get(lease.node_id)
+    card_type = fleet.card_of_node(lease.node_id)
+    restart = HoleTimes(snapshot.leases, fleet, now).restart_node(card_type, width, rank) if rank is not None else None
+    where = "nowhere" if restart is None else f"{fleet.node_ids[restart[0]]} at +{(restart[1] - now) / 3600:.2f} h"
+    core = "?" if taker is None else f"{taker.task_id} ({taker.gpus} GPUs, {min(o.runtime_s for o in taker.options) / 3600:.2f} h)"
+    reservation = "none"
+    if result.reservations:
+        held = result.reservations[0]
+        holder = tasks.get(held.task_id)
+        reservation = (f"{held.task_id} ({holder.gpus if holder else '?'} GPUs, {holder.priority_class if holder else '?'}) "
+                       f"at +{(held.start_at - now) / 3600:.2f} h on {', '.join(held.node_ids)}")
+    return (f"yield {lease.task_id} ({width} GPUs, {lease.node_id}, "
+            f"{max(0.0, lease.estimated_end - now) / 3600:.1f} h left) to {core}; restarts {where}; "
+            f"reservation {reservation}")
+
+
+def measure(scenario: Scenario, policy: Policy, trace: bool = False) -> Shares:
     lo, hi = window(scenario.tasks)
-    observer = Observer()
+    observer = Observer(trace, lo)
     outcome = simulate_policy(scenario, policy, observer, None)
     recorder, capacity = outcome.recorder, scenario.cluster.capacity
     backlog = backlog_intervals(recorder, lo, hi)
@@ -189,6 +221,7 @@ def main() -> None:
     parser.add_argument("--window", nargs="+", default=["2017-09-29"], help="Philly grid windows' first days")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variant", action="append", default=[], metavar='"FIELD=VALUE ..."')
+    parser.add_argument("--trace", action="store_true", help="print every yield and restart as it is planned")
     args = parser.parse_args()
     checkpoint, delay, sigma, mix = args.cell
     cell = grid.Cell(float(checkpoint), float(delay), float(sigma), mix)
@@ -198,7 +231,9 @@ def main() -> None:
         scenario = bench.grid_scenario(grid.Run(cell, start, args.seed, preset))
         print(f"{cell.label}, window {start}, seed {args.seed}, {scenario.cluster.capacity} GPUs", flush=True)
         for name, policy in policies.items():
-            print("\n".join("  " + line for line in report(name, measure(scenario, policy))), flush=True)
+            if args.trace:
+                print(f"  {name}:", flush=True)
+            print("\n".join("  " + line for line in report(name, measure(scenario, policy, args.trace))), flush=True)
 
 
 if __name__ == "__main__":

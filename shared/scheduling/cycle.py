@@ -64,6 +64,7 @@ from shared.scheduling.placement import Fleet
 from shared.scheduling.preemption import VictimIndex, reclaimable_within_grace
 from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import QuotaBook
+from shared.scheduling.yield_drain import DrainInputs
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _CARD_TYPE, _NODE_ID = attrgetter("card_type"), attrgetter("node_id")
@@ -97,7 +98,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # Yields priced against the drain they lengthen (`_drain_paying`): over the queue too, with what it read last.
         self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
         self._queue = queue
-        self._drain_state: tuple | None = None  # `_drain_inputs`: (changes, holes, holder, task widths)
+        self._drain_state: DrainInputs | None = None  # `_drain_inputs`, made again after a grant or preemption
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.

@@ -30,6 +30,7 @@ from shared.scheduling.model import (
     RunningLease,
     enum_members,
 )
+from shared.scheduling.placement import Pool
 from shared.scheduling.preemption import (
     YIELDING,
     VictimChoice,
@@ -38,7 +39,7 @@ from shared.scheduling.preemption import (
     ends_within_grace,
     not_reclaimable_at_once,
 )
-from shared.scheduling.yield_drain import CoreTake, DrainHolder, drain_yield_pays
+from shared.scheduling.yield_drain import CoreTake, DrainHolder, DrainInputs, drain_yield_pays
 from shared.scheduling.yield_price import HoleTimes, task_widths
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
@@ -163,20 +164,21 @@ class CyclePreemption:
         """True if the choice takes no yielding standard lease, or if its yields pay (`drain_yield_pays`)."""
         if all(victim.standard != YIELDING for victim in choice.victims):
             return True
-        holes, holder, widths = self._drain_inputs()
+        inputs = self._drain_inputs()
         core = CoreTake(option.card_type, task.gpus, self.now + option.runtime_s)
-        return drain_yield_pays(holes, choice, core, holder, widths)
+        return drain_yield_pays(inputs.holes, choice, core, inputs.holder, inputs.widths)
 
-    def _drain_inputs(self) -> tuple[HoleTimes, DrainHolder | None, dict[str, int]]:
+    def _drain_inputs(self) -> DrainInputs:
         """The hole estimates over the cycle as it is now (free GPUs, the leases not preempted, the cycle's grants
         and holds), the drain holder (`_drain_holder`) and the task widths — made again after a grant or preemption."""
         state = self._drain_state
-        if state is None or state[0] != self.changes:
+        if state is None or state.changes != self.changes:
             leases = [lease for lease in self.leases if lease.lease_id not in self._preempted]
-            holes = HoleTimes(leases, self.fleet, self.now, [release for _, release in self._releases])
-            widths = state[3] if state is not None else task_widths(self.leases)
-            state = self._drain_state = (self.changes, holes, self._drain_holder(), widths)
-        return state[1], state[2], state[3]
+            kept = self._headroom_kept_from_standard() if self.policy.standard_yields_restart_after_headroom else None
+            holes = HoleTimes(leases, self.fleet, self.now, [release for _, release in self._releases], kept)
+            widths = state.widths if state is not None else task_widths(self.leases)
+            state = self._drain_state = DrainInputs(self.changes, holes, self._drain_holder(), widths)
+        return state
 
     def _drain_holder(self) -> DrainHolder | None:
         """The task whose drain a yield may lengthen: the widest queued task that is not core, is ready and fits
@@ -184,21 +186,44 @@ class CyclePreemption:
         node keeps every wider task behind it waiting too. Core tasks are passed over: past their grace they preempt,
         so their drains are short; the drains that idle GPUs for hours are wide standard tasks' (docs/BENCHMARKS.md,
         policy session 19). None: no such task. The candidates are ranked once per cycle, widest first, and the scan
-        stops at the first that fits now."""
+        stops at the first that fits now. With `policy.standard_yields_drain_kth_hole` the holder carries how many
+        candidates are that wide (`DrainHolder.backlog`)."""
         if self._drain_candidates is None:
             gate = self._gate
             ready = [(-task.gpus, position, task) for position, task in enumerate(self._queue)
                      if task.priority_class != P.CORE and task.options and task.approved and (task.data_ready or not gate)]
             self._drain_candidates = [task for _, _, task in sorted(ready, key=lambda item: item[:2])]
         fleet = self.fleet
-        for task in self._drain_candidates:
+        for position, task in enumerate(self._drain_candidates):
             pools = [fleet.pools[option.card_type] for option in task.options if option.card_type in fleet.pools]
             if not pools:
                 continue
-            if any(fleet.place(pool, task.gpus, task.heavy) is not None for pool in pools):
+            if any(fleet.place(pool, task.gpus, task.heavy) is not None and not self._headroom_keeps_out(task, pool)
+                   for pool in pools):
                 return None  # it fits now, and so, nearly always, does every narrower one: not scanned
-            return DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools))
+            backlog = self._drain_backlog(position) if self.policy.standard_yields_drain_kth_hole else None
+            return DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools), backlog)
         return None
+
+    def _headroom_kept_from_standard(self) -> dict[str, int]:
+        """Per card type: the headroom's GPUs less what opportunistic work borrows of them — free GPUs a requeued
+        standard task may not restart on (`policy.standard_yields_restart_after_headroom`)."""
+        return {card_type: max(0, pool.headroom - self.borrowed.of(card_type)) for card_type, pool in self.fleet.pools.items()}
+
+    def _headroom_keeps_out(self, task: QueuedTask, pool: Pool) -> bool:
+        """With `policy.standard_yields_restart_after_headroom`: True if the headroom keeps the (standard) task out of
+        the pool now (`_eats_headroom`, as a task that holds no reservation)."""
+        return self.policy.standard_yields_restart_after_headroom and self._eats_headroom(task, pool, False)
+
+    def _drain_backlog(self, position: int) -> int:
+        """How many drain candidates from `position` on (widest first) are as wide as the one there."""
+        candidates = self._drain_candidates
+        gpus, count = candidates[position].gpus, 0
+        for task in candidates[position:]:
+            if task.gpus != gpus:
+                break
+            count += 1
+        return count
 
     def _discard_ranked_ahead(self, index: VictimIndex, task: QueuedTask) -> None:
         """Under fifo: no lease whose task ranks ahead of `task` (`ranks_ahead`) stays a victim in `index`. Those

@@ -243,6 +243,14 @@ class Policy:
     # each requeued task restarts on) can next hold it — from the snapshot's free GPUs and leases' estimated ends and
     # the queue, which the dispatcher passes plan() too.
     standard_yields_drain_priced: bool = False
+    # ... with the pin priced by how much later the k-th hole of the drain holder's width opens over the card type's
+    # nodes, k the waiting tasks that wide (yield_drain.py), instead of each touched node's delay summed: a node pinned
+    # while enough others empty for the wide backlog sooner costs nothing.
+    standard_yields_drain_kth_hole: bool = False
+    # ... with a requeued task's restart (its price, and from when it pins the node it restarts on) waiting also until
+    # the card type's free GPUs exceed what the headroom keeps from standard work by its width, and the drain holder
+    # counted as fitting now only where the headroom lets it start (yield_drain.py).
+    standard_yields_restart_after_headroom: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

@@ -15,14 +15,17 @@ yields when its smaller hole comes sooner enough; a wider one only when the core
 
 `HoleTimes` also answers what yield_drain.py (`Policy.standard_yields_drain_priced`) asks: when a hole opens on one
 node whose free GPUs and ends a yield changes (`opens_on`), and on which node a requeued victim restarts
-(`restart_node`). It reads the free GPUs when it is made and counts the ends of the cycle's grants and holds it is
-given (`releases`): GPUs granted earlier in the cycle come free again at their grant's estimated end.
+(`restart_node`), and — with `Policy.standard_yields_drain_kth_hole` — when the k-th hole of some width opens over a
+card type's nodes, some of them changed (`kth_opening`). It reads the free GPUs when it is made and counts the ends of
+the cycle's grants and holds it is given (`releases`): GPUs granted earlier in the cycle come free again at their
+grant's estimated end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from shared.scheduling.model import RunningLease
 from shared.scheduling.placement import Fleet
@@ -30,6 +33,7 @@ from shared.scheduling.placement import Fleet
 NEVER = float("inf")
 
 Ends = Sequence[tuple[float, int]]  # (estimated end, GPUs) of what holds a node's GPUs now
+Changed = Mapping[int, tuple[int, Ends]]  # rank -> free GPUs and ends of nodes as a yield would leave them
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,9 @@ class HoleTimes:
     node, over the whole card type for one that spans nodes. Computed once per (card type, GPU count)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
-                 releases: Iterable[tuple] = ()) -> None:
+                 releases: Iterable[tuple] = (), kept: Mapping[str, int] | None = None) -> None:
         self.fleet, self.now = fleet, now
+        self.kept = kept or {}  # card type -> GPUs the headroom keeps from standard restarts (`restart_wait`)
         self.free: list[int] = list(fleet.free_count)  # as it is now: the cycle's later grants do not change it
         self.ends: dict[int, list[tuple[float, int]]] = {}  # rank -> (end, GPUs) of its leases
         rank_of = fleet.rank_of
@@ -65,6 +70,7 @@ class HoleTimes:
         for at, rank, gpus, *_ in releases:
             self.ends.setdefault(rank, []).append((max(now, at), gpus))
         self._holes: dict[tuple[str, int], Hole] = {}
+        self._openings: dict[tuple[str, int], list[tuple[float, int]]] = {}
 
     def wait(self, card_type: str, gpus: int, excluding: int | None = None) -> float:
         """Seconds until `gpus` GPUs are free at once on the card type (on a node other than `excluding`)."""
@@ -82,7 +88,7 @@ class HoleTimes:
         return _opens_at(self.free[rank] if free is None else free,
                          self.ends.get(rank, ()) if ends is None else ends, gpus, self.now)
 
-    def opens_on_pool(self, card_type: str, gpus: int, changed: dict[int, tuple[int, Ends]] | None = None) -> float:
+    def opens_on_pool(self, card_type: str, gpus: int, changed: Changed | None = None) -> float:
         """When `gpus` GPUs are free at once over the card type's nodes, some of them (`changed`: rank -> free GPUs,
         ends) changed."""
         pool = self.fleet.pools.get(card_type)
@@ -96,20 +102,60 @@ class HoleTimes:
             ends.extend(node_ends)
         return _opens_at(free, ends, gpus, self.now)
 
-    def restart_node(self, card_type: str, gpus: int, excluding: int) -> tuple[int, float] | None:
+    def kth_opening(self, card_type: str, gpus: int, k: int, changed: Changed | None = None) -> float:
+        """When the k-th hole of `gpus` GPUs opens on the card type (k ≥ 1), some nodes changed (`changed`: rank -> free
+        GPUs, ends): a node holds its j-th such hole once j × `gpus` of its GPUs are free at once (`node_openings`). A
+        changed node's j-th hole opens no sooner than it did: narrow work refills a node emptied sooner long before a
+        wide task's drain could use it. Fewer holes than k ever: the last one's time (NEVER: none at all, or fewer once changed)."""
+        key = (card_type, gpus)
+        openings = self._openings.get(key)
+        if openings is None:
+            pool = self.fleet.pools.get(card_type)
+            ranks = pool.ranks if pool is not None else ()
+            openings = self._openings[key] = sorted(
+                (at, rank) for rank in ranks for at in node_openings(self.free[rank], self.ends.get(rank, ()), gpus, self.now))
+        changed, k = changed or {}, min(k, len(openings))
+        kept = []
+        for at, rank in openings:
+            if rank not in changed:
+                kept.append(at)
+                if len(kept) == k:
+                    break
+        for rank, (free, ends) in changed.items():
+            before = node_openings(self.free[rank], self.ends.get(rank, ()), gpus, self.now)
+            after = node_openings(free, ends, gpus, self.now)
+            kept.extend(at for at in map(max, zip_longest(after, before, fillvalue=NEVER)) if at != NEVER)
+        kept.sort()
+        return kept[k - 1] if 0 < k <= len(kept) else NEVER
+
+    def restart_wait(self, card_type: str, gpus: int, excluding: int, taken: Changed | None = None) -> float:
+        """Seconds until a requeued standard task of `gpus` GPUs may restart on the card type, off its node
+        `excluding`: a hole that wide, and — where the headroom keeps GPUs from standard work (`kept`, with
+        `Policy.standard_yields_restart_after_headroom`) — the card type's free GPUs past what it keeps, its nodes as
+        the preempting core task's take leaves them (`taken`: rank -> free GPUs, ends)."""
+        return max(self.wait(card_type, gpus, excluding), self._headroom_lets(card_type, gpus, taken) - self.now)
+
+    def restart_node(self, card_type: str, gpus: int, excluding: int,
+                     taken: Changed | None = None) -> tuple[int, float] | None:
         """Where and when a requeued task of `gpus` GPUs restarts on the card type, its own node `excluding` left
         out: best fit among the nodes with room now (fewest free GPUs, then rank), else the node whose hole opens
-        first. None: no other node ever holds it."""
+        first — no sooner than the headroom lets it (`restart_wait`). None: no other node ever holds it."""
         pool = self.fleet.pools.get(card_type)
         if pool is None:
             return None
-        free = self.free
+        free, allowed = self.free, self._headroom_lets(card_type, gpus, taken)
         roomy = [(free[rank], rank) for rank in pool.ranks if rank != excluding and free[rank] >= gpus]
-        if roomy:
+        if roomy and allowed <= self.now:
             return min(roomy)[1], self.now
-        opening = min(((self.opens_on(rank, gpus), rank) for rank in pool.ranks if rank != excluding),
+        opening = min(((max(self.opens_on(rank, gpus), allowed), rank) for rank in pool.ranks if rank != excluding),
                       default=(NEVER, -1))
         return None if opening[0] == NEVER else (opening[1], opening[0])
+
+    def _headroom_lets(self, card_type: str, gpus: int, taken: Changed | None) -> float:
+        """When the card type's free GPUs (some nodes `taken`: changed) first exceed what the headroom keeps (`kept`)
+        by `gpus` (now: it keeps none)."""
+        kept = self.kept.get(card_type, 0)
+        return self.now if kept <= 0 else self.opens_on_pool(card_type, kept + gpus, taken)
 
     def _hole(self, card_type: str, gpus: int) -> Hole:
         pool = self.fleet.pools.get(card_type)
@@ -136,6 +182,21 @@ def _opens_at(free: int, ends: Ends, gpus: int, now: float) -> float:
         if free >= gpus:
             return end
     return NEVER
+
+
+def node_openings(free: int, ends: Ends, gpus: int, now: float) -> list[float]:
+    """When one node holds its first, second, … hole of `gpus` GPUs: the times `free` GPUs plus those of the `ends`
+    come to 1, 2, … × `gpus` (as `_opens_at`, each multiple in turn)."""
+    times, want = [], gpus
+    while free >= want:
+        times.append(now)
+        want += gpus
+    for end, count in sorted(ends):
+        free += count
+        while free >= want:
+            times.append(max(now, end))
+            want += gpus
+    return times
 
 
 def yield_pays(holes: HoleTimes, card_type: str, core_gpus: int, victim_width: int, victim_rank: int) -> bool:

@@ -80,3 +80,85 @@ def test_hole_times_count_the_cycles_grants_as_coming_free_at_their_end():
     leases = [a_lease("b1").on("b").gpus(*range(8)).ends(NOW + 3 * HOUR).build()]
     assert HoleTimes(leases, fleet, NOW, [(NOW + 2 * HOUR, 0, 8)]).wait("H100", 8) == 2 * HOUR
     assert HoleTimes(leases, fleet, NOW).wait("H100", 8, excluding=1) == NEVER
+
+
+KTH_HOLE = dict(DRAIN_PRICED, standard_yields_drain_kth_hole=True)
+WIDE_TOO = a_task("w2").standard().gpus(8).submitted(NOW - 2 * HOUR + 60)  # a second task as wide, behind the first
+
+
+def _node_c_empties_first():
+    """As `_victim_on_a` (100 h left on the one-GPU lease), plus node c: full of core work for 30 min — the first node
+    to empty for an 8-GPU task, ahead of node b, which the requeued lease would pin (best fit among nodes with room)."""
+    nodes, leases = _victim_on_a(NOW + 100 * HOUR)
+    nodes.append(a_node("c").free_indices())
+    leases.append(a_lease("Lc").on("c").gpus(*range(8)).core().ends(NOW + HOUR / 2))
+    return nodes, leases
+
+
+@pytest.mark.parametrize(
+    ("policy", "queue", "preempted"),
+    [
+        # each touched node's delay summed: node b pinned for 99 h more, refused although node c empties first
+        (DRAIN_PRICED, [CORE, WIDE], []),
+        # the k-th hole (k = 1 task that wide): node c's, as soon after the yield as before — it yields
+        (KTH_HOLE, [CORE, WIDE], ["Va"]),
+        # two tasks that wide: the second hole was node b's in an hour, now node a's in 100 h — refused
+        (KTH_HOLE, [CORE, WIDE, WIDE_TOO], []),
+    ],
+)
+def test_a_pin_is_priced_by_the_kth_hole_of_the_holders_width(policy, queue, preempted):
+    nodes, leases = _node_c_empties_first()
+    assert [p.lease_id for p in run(nodes, queue, leases=leases, **policy).preemptions] == preempted
+
+
+def test_without_another_node_emptying_sooner_the_kth_hole_refuses_the_pin_too():
+    nodes, leases = _victim_on_a(NOW + 100 * HOUR)
+    assert run(nodes, [CORE, WIDE], leases=leases, **KTH_HOLE).preemptions == ()
+
+
+def test_a_node_holds_one_hole_per_multiple_of_the_width_and_a_changed_node_opens_no_sooner():
+    """Node a: 2 GPUs free, 2 more in 1 h, 4 more in 3 h — 2-GPU holes now, in 1 h, 3 h and 3 h. Node b: full for 2 h.
+    Changed, node a emptied at once still opens its holes no sooner than before (narrow work refills it)."""
+    nodes = [Node("a", "H100", 8, frozenset({0, 1})), Node("b", "H100", 8, frozenset())]
+    fleet = Fleet(nodes, 8, lambda card_type, total: 0)
+    leases = [a_lease("a1").on("a").gpus(2, 3).ends(NOW + HOUR).build(),
+              a_lease("a2").on("a").gpus(4, 5, 6, 7).ends(NOW + 3 * HOUR).build(),
+              a_lease("b1").on("b").gpus(*range(8)).ends(NOW + 2 * HOUR).build()]
+    holes = HoleTimes(leases, fleet, NOW)
+    assert [holes.kth_opening("H100", 2, k) - NOW for k in (1, 2, 3, 4)] == [0, HOUR, 2 * HOUR, 2 * HOUR]
+    assert holes.kth_opening("H100", 8, 2) - NOW == 3 * HOUR
+    assert holes.kth_opening("H100", 8, 1, {1: (0, [(NOW + 5 * HOUR, 8)])}) - NOW == 3 * HOUR
+    assert holes.kth_opening("H100", 8, 1, {0: (8, [])}) - NOW == 2 * HOUR
+
+
+AFTER_HEADROOM = dict(DRAIN_PRICED, standard_yields_restart_after_headroom=True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "preempted"),
+    [
+        # a restart in any free GPU: node b's, at once — gone 30 min later, before node b empties: it yields
+        (DRAIN_PRICED, ["Va"]),
+        # the headroom (1 of 16 GPUs) keeps node b's free GPU from standard work once the core task holds node a's:
+        # the lease restarts only when node b empties (1 h), pins it 30 min more — priced above the core task's wait
+        (AFTER_HEADROOM, []),
+    ],
+)
+def test_a_restart_waits_for_free_gpus_beyond_the_headroom(policy, preempted):
+    nodes, leases = _victim_on_a(NOW + HOUR / 2)
+    assert [p.lease_id for p in run(nodes, [CORE, WIDE], leases=leases, **policy).preemptions] == preempted
+
+
+def test_hole_times_restart_after_what_the_headroom_keeps():
+    """Node a: 1 GPU free, node b: 1 GPU free and the rest for 1 h. Keeping 1 GPU, with node a's free GPU taken by a
+    core task: a one-GPU restart waits until node b's lease ends; with node a as it is, it restarts at once."""
+    nodes = [Node("a", "H100", 8, frozenset({7})), Node("b", "H100", 8, frozenset({7}))]
+    fleet = Fleet(nodes, 8, lambda card_type, total: 0)
+    leases = [a_lease("a1").on("a").gpus(*range(7)).ends(NOW + 9 * HOUR).build(),
+              a_lease("b1").on("b").gpus(*range(7)).ends(NOW + HOUR).build()]
+    taken = {0: (0, [(NOW + 9 * HOUR, 7), (NOW + 2 * HOUR, 1)])}
+    assert HoleTimes(leases, fleet, NOW).restart_wait("H100", 1, 0, taken) == 0
+    kept = HoleTimes(leases, fleet, NOW, kept={"H100": 1})
+    assert kept.restart_wait("H100", 1, 0, taken) == HOUR
+    assert kept.restart_node("H100", 1, 0, taken) == (1, NOW + HOUR)
+    assert kept.restart_node("H100", 1, 0) == (1, NOW)

@@ -111,7 +111,9 @@ def _policies(draw):
                    reclaiming_holder_keeps_headroom=draw(st.booleans()),
                    standard_yields_within_width=draw(st.booleans()),
                    standard_yields_priced=draw(st.booleans()),
-                   standard_yields_drain_priced=draw(st.booleans()))
+                   standard_yields_drain_priced=draw(st.booleans()),
+                   standard_yields_drain_kth_hole=draw(st.booleans()),
+                   standard_yields_restart_after_headroom=draw(st.booleans()))
 
 
 @st.composite
