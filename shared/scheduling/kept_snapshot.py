@@ -6,15 +6,17 @@ the victim index and the headroom's borrowed GPUs (the opportunistic leases), an
 core leases) — about a tenth of the instructions of the headline's full-walk cycle (callgrind; BENCHMARKS.md,
 session 12). Between two cycles only a few hundred leases start or end
 and the nodes stay the same. So the dispatcher and the simulator keep one `KeptSnapshot` and update it
-from what changed (`changed`), and `plan()` reads what it keeps (`NodeLayout`, `LeaseIndex`) instead.
+from what changed (`changed`), and `plan()` reads what it keeps (`NodeLayout`, `LeaseIndex`, each node's free
+GPUs sorted) instead.
 
 A value: it *is* a `Snapshot` (its nodes in rank order, its leases, its quotas), and what it keeps beside
-is a function of those alone — the layout of the nodes, and the leases on them grouped by the card type
-of their node (the parts of the cycle that depend on the policy or on `now` are still worked out by the
-cycle, from the kept groups). `plan()` therefore decides exactly as for a plain `Snapshot` with the same
-nodes, leases and quotas; `changed` updates the kept parts so that they equal what `of` builds from the
-result (tests compare both after generated sequences of grants, releases, preemptions and node changes).
-A node added, removed or changed in card type or size changes the layout: the index is then built afresh.
+is a function of those alone — the layout of the nodes, their free GPUs in ascending order, and the leases
+on them grouped by the card type of their node (the parts of the cycle that depend on the policy or on `now`
+are still worked out by the cycle, from the kept groups). `plan()` therefore decides exactly as for a plain
+`Snapshot` with the same nodes, leases and quotas; `changed` updates the kept parts so that they equal what
+`of` builds from the result (tests compare both after generated sequences of grants, releases, preemptions
+and node changes). A node added, removed or changed in card type or size changes the layout: the index is
+then built afresh.
 """
 
 from __future__ import annotations
@@ -166,16 +168,22 @@ class LeaseIndex:
             del (self.releases, self.opportunistic, self.core)[kind][card_type]
 
 
+def _sorted_free(ordered: Iterable[Node]) -> tuple[tuple[int, ...], ...]:
+    """Each node's free GPUs in ascending order."""
+    return tuple(tuple(sorted(node.free)) for node in ordered)
+
+
 def _release(lease: RunningLease, rank: int) -> Release:
     """When a lease that is not opportunistic frees its GPUs, as the reservation's sweep sees it."""
     return Release(lease.estimated_end, rank, len(lease.gpu_indices), lease.heavy, False)
 
 
 class KeptSnapshot(Snapshot):
-    """A `Snapshot` (nodes sorted by node id) with its `layout` and its leases' `index` kept beside.
+    """A `Snapshot` (nodes sorted by node id) with its `layout`, its leases' `index` and its nodes' free GPUs
+    sorted (`free_sorted`, by rank: what `placement.Fleet` hands out lowest first) kept beside.
     Made by `of` (or the constructor, from nodes, leases and quotas) and `changed`; never mutated."""
 
-    __slots__ = ("layout", "index", "_by_id")
+    __slots__ = ("layout", "index", "free_sorted", "_by_id")
 
     def __init__(self, nodes: Iterable[Node] = (), leases: Iterable[RunningLease] = (),
                  quotas: Mapping[str, QuotaAccount] | None = None) -> None:
@@ -184,7 +192,8 @@ class KeptSnapshot(Snapshot):
         if len(by_id) != len(leases):
             raise ValueError("lease ids must be unique")
         layout = NodeLayout.of(ordered)
-        self._set(ordered, by_id, dict(quotas or {}), layout, LeaseIndex.of(by_id.values(), layout))
+        self._set(ordered, by_id, dict(quotas or {}), layout, LeaseIndex.of(by_id.values(), layout),
+                  _sorted_free(ordered))
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> KeptSnapshot:
@@ -194,9 +203,9 @@ class KeptSnapshot(Snapshot):
         return cls(snapshot.nodes, snapshot.leases, snapshot.quotas)
 
     def _set(self, nodes: tuple[Node, ...], by_id: dict[str, RunningLease], quotas: Mapping[str, QuotaAccount],
-             layout: NodeLayout, index: LeaseIndex) -> None:
+             layout: NodeLayout, index: LeaseIndex, free_sorted: tuple[tuple[int, ...], ...]) -> None:
         for name, value in (("nodes", nodes), ("leases", tuple(by_id.values())), ("quotas", quotas),
-                            ("layout", layout), ("index", index), ("_by_id", by_id)):
+                            ("layout", layout), ("index", index), ("free_sorted", free_sorted), ("_by_id", by_id)):
             object.__setattr__(self, name, value)
 
     def running(self, lease_id: str) -> RunningLease | None:
@@ -225,14 +234,25 @@ class KeptSnapshot(Snapshot):
         for lease in new:
             if by_id.setdefault(lease.lease_id, lease) is not lease:
                 raise ValueError(f"lease {lease.lease_id} is running already")
-        ordered, layout = self._nodes_after(list(nodes), set(removed_nodes))
+        nodes = list(nodes)
+        ordered, layout = self._nodes_after(nodes, set(removed_nodes))
         quotas = self.quotas if quotas is None else dict(quotas)
         kept = object.__new__(KeptSnapshot)
         if layout is self.layout:
-            kept._set(ordered, by_id, quotas, layout, self.index.changed(new, gone, layout))
+            kept._set(ordered, by_id, quotas, layout, self.index.changed(new, gone, layout),
+                      self._free_sorted_after(nodes, layout))
         else:
-            kept._set(ordered, by_id, quotas, layout, LeaseIndex.of(by_id.values(), layout))
+            kept._set(ordered, by_id, quotas, layout, LeaseIndex.of(by_id.values(), layout), _sorted_free(ordered))
         return kept
+
+    def _free_sorted_after(self, nodes: list[Node], layout: NodeLayout) -> tuple[tuple[int, ...], ...]:
+        """`free_sorted` after these nodes replaced theirs, the layout standing."""
+        if not nodes:
+            return self.free_sorted
+        free = list(self.free_sorted)
+        for node in nodes:
+            free[layout.rank_of[node.node_id]] = tuple(sorted(node.free))
+        return tuple(free)
 
     def _nodes_after(self, nodes: list[Node], removed: set[str]) -> tuple[tuple[Node, ...], NodeLayout]:
         """The nodes in rank order after the change, and their layout (this one's while it stands)."""

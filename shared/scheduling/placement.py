@@ -59,9 +59,10 @@ class Fleet:
     """Free GPUs per node and per card type for one cycle, indexed for best fit."""
 
     def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int],
-                 layout: NodeLayout | None = None) -> None:
+                 layout: NodeLayout | None = None, free_sorted: Sequence[tuple[int, ...]] | None = None) -> None:
         """`layout`: the nodes' `kept_snapshot.NodeLayout`, when they come in its rank order (a kept snapshot's
-        nodes): its ranks, ids and card types are used as they are (read only) instead of worked out again."""
+        nodes): its ranks, ids and card types are used as they are (read only) instead of worked out again;
+        `free_sorted`: then their free GPUs in ascending order (the kept snapshot's), not sorted at a first grant."""
         if layout is None:
             ordered = sorted(nodes, key=_NODE_ID)
             self.node_ids: Sequence[str] = list(map(_NODE_ID, ordered))
@@ -70,7 +71,7 @@ class Fleet:
         else:
             ordered = nodes if isinstance(nodes, (list, tuple)) else list(nodes)
             self.node_ids, self.rank_of, self.card_of = layout.node_ids, layout.rank_of, layout.card_of
-        self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered))
+        self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered) if free_sorted is None else free_sorted)
         self.free_count = list(map(len, self.free_gpus))
         self.heavy = list(map(_HEAVY_RUNNING, ordered))
         self.max_heavy = max_heavy
@@ -312,11 +313,13 @@ class Fleet:
         return rooms
 
     def _remove_gpus(self, rank: int, count: int) -> tuple[int, ...]:
+        """The node's `count` lowest free GPUs, no longer free (its free GPUs are sorted at its first grant,
+        unless they came sorted: a kept snapshot's `free_sorted`)."""
         free = self.free_gpus[rank]
-        if not isinstance(free, list):
-            free = sorted(free)
+        if not isinstance(free, tuple):
+            free = tuple(sorted(free))
         self.free_gpus[rank] = free[count:]
-        return tuple(free[:count])
+        return free[:count]
 
     def _set_free(self, rank: int, count: int) -> None:
         self.version += 1

@@ -40,9 +40,10 @@ def fleet() -> KeptSnapshot:
 
 
 def assert_kept_as_fresh(kept: KeptSnapshot) -> None:
-    """The kept layout and lease index equal those `of` builds from the same nodes and leases."""
+    """The kept layout, lease index and sorted free GPUs equal those `of` builds from the same nodes and leases."""
     fresh = KeptSnapshot.of(Snapshot(tuple(kept.nodes), tuple(kept.leases), kept.quotas))
     assert kept.nodes == fresh.nodes
+    assert kept.free_sorted == fresh.free_sorted == tuple(tuple(sorted(node.free)) for node in kept.nodes)
     assert kept.layout.key == fresh.layout.key
     assert kept.layout.rank_of == fresh.layout.rank_of and kept.layout.pool_ranks == fresh.layout.pool_ranks
     assert kept.index == fresh.index
