@@ -100,6 +100,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._queue = queue
         self._drain_state: DrainInputs | None = None  # `_drain_inputs`, made again after a grant or preemption
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
+        self._narrowest_opportunistic: dict[str, int] | None = None  # `_opportunistic_narrowest`
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"

@@ -49,7 +49,7 @@ class TaskStart:
                 continue
             filler = False  # standard work that checkpoints, granted on headroom GPUs (`_fills_headroom`)
             if self._eats_headroom(task, pool, wide) and not self._may_use_headroom(option):
-                if not self._fills_headroom(task):
+                if not self._fills_headroom(task, pool):
                     misses.append(Miss(R.HEADROOM, option, pool))
                     continue
                 filler = True
@@ -74,10 +74,29 @@ class TaskStart:
         borrowed = self.borrowed.of(pool.card_type)
         return blocked_by_headroom(task.priority_class, task.gpus, pool.free_total, needed, borrowed)
 
-    def _fills_headroom(self, task: QueuedTask) -> bool:
+    def _fills_headroom(self, task: QueuedTask, pool: Pool) -> bool:
         """True if the task may take headroom GPUs as a filler (`policy.checkpointing_standard_borrows`): it
-        checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write."""
-        return self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None
+        checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write — with
+        `policy.fillers_after_opportunistic`, only where no ready opportunistic task the pool's free GPUs could hold
+        waits (`_opportunistic_narrowest`): that one would borrow them instead."""
+        if not (self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None):
+            return False
+        if not self.policy.fillers_after_opportunistic:
+            return True
+        return self._opportunistic_narrowest().get(pool.card_type, pool.free_total + 1) > pool.free_total
+
+    def _opportunistic_narrowest(self) -> dict[str, int]:
+        """Per card type: the fewest GPUs a ready opportunistic task in the queue asks for there (made once per
+        cycle; the queue does not change within it)."""
+        if self._narrowest_opportunistic is None:
+            narrowest: dict[str, int] = {}
+            gate = self._gate
+            for task in self._queue:
+                if task.priority_class == P.OPPORTUNISTIC and task.approved and (task.data_ready or not gate):
+                    for option in task.options:
+                        narrowest[option.card_type] = min(narrowest.get(option.card_type, task.gpus), task.gpus)
+            self._narrowest_opportunistic = narrowest
+        return self._narrowest_opportunistic
 
     def _may_use_headroom(self, option: CardOption) -> bool:
         """True if a standard task may take headroom GPUs on this option: it returns them within the grace

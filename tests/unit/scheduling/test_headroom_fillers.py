@@ -96,3 +96,22 @@ def test_opportunistic_victims_go_before_standard_ones():
                                         opportunistic.started(NOW - 120).ends(NOW + 5 * HOUR))
     result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=leases, **FILLERS)
     assert [p.lease_id for p in result.preemptions] == ["Lo"]
+
+
+AFTER_OPPORTUNISTIC = dict(FILLERS, fillers_after_opportunistic=True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "opportunistic_gpus", "filled"),
+    [
+        (FILLERS, 2, True),  # the filler ranks ahead of the opportunistic task and takes the headroom
+        (AFTER_OPPORTUNISTIC, 2, False),  # a ready opportunistic task would borrow it: the filler waits
+        (AFTER_OPPORTUNISTIC, 8, True),  # one the free GPUs could not hold lends nothing: the filler takes them
+    ],
+)
+def test_a_filler_leaves_the_headroom_to_opportunistic_work_that_would_borrow_it(policy, opportunistic_gpus, filled):
+    queue = [a_task("s").gpus(4).runs(2 * HOUR).checkpoints(), a_task("o").opportunistic().gpus(opportunistic_gpus)]
+    result = run(FULL_BUT_HEADROOM, queue, **policy)
+    assert ("s" in grants(result)) == filled
+    if not filled:
+        assert reason_of(result, "s") == R.HEADROOM and "o" in grants(result)
