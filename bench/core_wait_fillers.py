@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 import policies as bench  # noqa: E402  (bench/ is on sys.path when run as a script)
 import policies_grid as grid  # noqa: E402
 
-from shared.scheduling.model import Plan, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot  # noqa: E402
+from shared.scheduling.model import Plan, PriorityClass, QueuedTask, RunningLease, Snapshot  # noqa: E402
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
 from shared.simulation.metrics import window  # noqa: E402

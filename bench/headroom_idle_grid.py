@@ -39,7 +39,8 @@ import policies_grid as grid  # noqa: E402
 import policies_windows as windows  # noqa: E402
 
 from shared.scheduling.headroom import core_demand, headroom_gpus  # noqa: E402
-from shared.scheduling.model import DeferralReason, Plan, Policy, PriorityClass, QueuedTask, Snapshot  # noqa: E402
+from shared.scheduling.model import DeferralReason, Plan, PriorityClass, QueuedTask, Snapshot  # noqa: E402
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
 from shared.simulation.metrics import window  # noqa: E402

@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from rich.console import Console  # noqa: E402
 
-from shared.scheduling.model import Policy  # noqa: E402
+from shared.scheduling.policy_knobs import Policy  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
 from shared.simulation.cluster import nodes_from_rows  # noqa: E402
 from shared.simulation.matching import CatalogCardModel  # noqa: E402

@@ -47,7 +47,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import shared.scheduling.plan  # noqa: F401  (loaded before any worker forks: runs use the code they were keyed by)
-from shared.scheduling.model import Policy, PriorityClass
+from shared.scheduling.model import PriorityClass
+from shared.scheduling.policy_knobs import Policy
 from shared.simulation.metrics import busy_while_queued, window
 from shared.simulation.runner import Scenario, simulate_policy
 from shared.simulation.synthesize import SynthesisParams

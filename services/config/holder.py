@@ -31,7 +31,7 @@ from shared.config import (
     validate_document,
 )
 from shared.logging import get_logger
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 T = TypeVar("T")
 

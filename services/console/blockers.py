@@ -18,7 +18,8 @@ from enum import StrEnum
 
 from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.task_view import TaskView, ViewReason
-from shared.scheduling.model import DeferralReason, Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import DeferralReason, PriorityClass, QueuedTask
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import order_queue
 
 

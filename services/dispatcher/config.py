@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.leasing.work import LeaseRules
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.policies import get_policy
 
 

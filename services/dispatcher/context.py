@@ -60,7 +60,7 @@ from shared.logging import get_logger
 from shared.names import DISPATCHER_GROUP, REPORTS_STREAM
 from shared.config import PolicyDocument
 from shared.config.governance import IdleReclaimSection
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 log = get_logger(__name__)
 

@@ -29,7 +29,8 @@ from shared.leasing.records import LeaseBook, LeaseRecord, NodeRecord, QuotaReco
 from shared.leasing.snapshot import build_snapshot, fleet_node, running_lease, runs
 from shared.leasing.work import BookChanges
 from shared.scheduling.kept_snapshot import KeptSnapshot
-from shared.scheduling.model import Node, Policy, QueuedTask, QuotaAccount, RunningLease
+from shared.scheduling.model import Node, QueuedTask, QuotaAccount, RunningLease
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordered_queue import OrderedQueue
 
 

@@ -33,7 +33,8 @@ from shared.cards import load_catalog
 from shared.config import resolve_submission
 from shared.leasing.approvals import approval_needed
 from shared.scheduling.estimate import estimate_starts
-from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.quota import QuotaBook

@@ -24,7 +24,7 @@ from shared.config.governance import (
     ReviewersSection,
 )
 from shared.leasing.report_limits import ReportLimits
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 from shared.submission.fields import CardTypeName
 from shared.submission.limits import SubmissionLimits
 

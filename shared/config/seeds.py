@@ -12,7 +12,7 @@ from importlib import resources
 from shared.cards.catalog import PACKAGED_CATALOG
 from shared.config.policy import policy_document
 from shared.config.yaml_text import render_commented
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 
 def policy_seed_text(policy: Policy, source: str) -> str:

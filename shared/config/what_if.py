@@ -21,7 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.cards import Catalog, scale_runtime_s
-from shared.scheduling.model import Policy, PriorityClass, Profile
+from shared.scheduling.model import PriorityClass, Profile
+from shared.scheduling.policy_knobs import Policy
 from shared.simulation.cluster import Cluster, ClusterNode
 from shared.simulation.engine import Simulation
 from shared.simulation.matching import CatalogCardModel

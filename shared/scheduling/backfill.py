@@ -33,7 +33,8 @@ from functools import partial
 from typing import NamedTuple
 
 from shared.scheduling.headroom import headroom_needed
-from shared.scheduling.model import CardOption, Policy, PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.model import CardOption, PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.placement import Allocation, Fleet, Pool, span_allocation
 from shared.scheduling.preemption import checkpoint_write_gpu_hours, loss_cap_gpu_hours, may_be_victim
 

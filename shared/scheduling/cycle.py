@@ -48,11 +48,8 @@ from shared.scheduling.model import (
     DeferralReason,
     Deferrals,
     Grant,
-    HeadroomCoreDemand,
     Plan,
-    Policy,
     Preemption,
-    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     Reservation,
@@ -60,6 +57,7 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
+from shared.scheduling.policy_knobs import HeadroomCoreDemand, Policy, PreemptAtOnce
 from shared.scheduling.placement import Fleet
 from shared.scheduling.preemption import VictimIndex, reclaimable_within_grace
 from shared.scheduling.queue_columns import WalkColumns

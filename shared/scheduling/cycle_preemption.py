@@ -23,13 +23,12 @@ from shared.scheduling.model import (
     CardOption,
     DeferralReason,
     Preemption,
-    PreemptAtOnce,
-    PreemptionBudget,
     PriorityClass,
     QueuedTask,
     RunningLease,
     enum_members,
 )
+from shared.scheduling.policy_knobs import PreemptAtOnce, PreemptionBudget
 from shared.scheduling.placement import Pool
 from shared.scheduling.preemption import (
     YIELDING,

@@ -26,13 +26,13 @@ from shared.scheduling.model import (
     CardOption,
     Deferral,
     DeferralReason,
-    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     Reservation,
     RunningLease,
     enum_members,
 )
+from shared.scheduling.policy_knobs import PreemptAtOnce
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
 _FIRST = itemgetter(0)

@@ -8,7 +8,8 @@ checked next, per card option, by `quota.QuotaBook`; capacity after that, by pla
 from __future__ import annotations
 
 from shared.scheduling import reasons
-from shared.scheduling.model import DeferralReason, Policy, QueuedTask, enum_members
+from shared.scheduling.model import DeferralReason, QueuedTask, enum_members
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.queue_columns import APPROVED, FLAG_VALUES, MATCHED, READY
 
 R = enum_members(DeferralReason)  # the members, read faster

@@ -16,7 +16,8 @@ from operator import attrgetter
 from shared.scheduling import reasons
 from shared.scheduling.backfill import ReservationGuard
 from shared.scheduling.headroom import Borrowed, headroom_needed
-from shared.scheduling.model import CardOption, Deferral, DeferralReason, Policy, QueuedTask, enum_members
+from shared.scheduling.model import CardOption, Deferral, DeferralReason, QueuedTask, enum_members
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.placement import Fleet, Pool
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.model import PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.policy_knobs import Policy
 
 _STANDARD = PriorityClass.STANDARD  # read once: Enum.MEMBER is slow in CPython 3.11 (model.enum_members)
 

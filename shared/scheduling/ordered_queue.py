@@ -33,7 +33,8 @@ from itertools import islice, repeat
 from operator import attrgetter, eq, ge, itemgetter, not_, sub
 from typing import overload
 
-from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import PriorityClass, QueuedTask
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.queue_columns import (
     WalkColumns, flags_column, flags_of, grace_bits, longest_column, longest_runtime, runtimes_of,
 )

@@ -28,7 +28,8 @@ from functools import partial
 from itertools import islice, repeat
 from operator import add, attrgetter, le, lt, sub
 
-from shared.scheduling.model import Policy, PriorityClass, QueuedTask
+from shared.scheduling.model import PriorityClass, QueuedTask
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordered_queue import OrderedQueue, sort_equal_runs
 from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import SECONDS_PER_HOUR

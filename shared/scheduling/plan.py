@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from shared.scheduling.cycle import Cycle
-from shared.scheduling.model import Plan, Policy, QueuedTask, Snapshot
+from shared.scheduling.model import Plan, QueuedTask, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import walk_order
 
 

@@ -15,7 +15,7 @@ dates (a quota's remaining amount is still respected, as Slurm enforces associat
 
 from __future__ import annotations
 
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 NO_HEAVY_LIMIT = 1 << 30  # baselines do not spread memory/bandwidth-heavy tasks
 

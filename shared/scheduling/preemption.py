@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
-from shared.scheduling.model import Policy, PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.model import PriorityClass, QueuedTask, RunningLease
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.placement import Fleet, Pool
 from shared.scheduling.quota import SECONDS_PER_HOUR
 from shared.scheduling.yield_price import HoleTimes, task_widths, yield_pays

@@ -15,7 +15,8 @@ from math import inf, nextafter
 from operator import le
 
 from shared.scheduling import reasons
-from shared.scheduling.model import CardOption, DeferralReason, Policy, QueuedTask, QuotaAccount, enum_members
+from shared.scheduling.model import CardOption, DeferralReason, QueuedTask, QuotaAccount, enum_members
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.quota_balance import (
     Coverage,
     CoverageRule,

@@ -15,9 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from shared.scheduling.model import (
-    Plan, Policy, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot,
-)
+from shared.scheduling.model import Plan, PriorityClass, QueuedTask, QuotaAccount, RunningLease, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.kept_snapshot import KeptSnapshot
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S

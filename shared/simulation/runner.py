@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from shared.scheduling.model import Policy, QuotaAccount
+from shared.scheduling.model import QuotaAccount
+from shared.scheduling.policy_knobs import Policy
 from shared.simulation.cardmodel import CardModel
 from shared.simulation.cluster import Cluster, nodes_from_rows, size_for_load
 from shared.simulation.engine import Outcome, PlanFn, Simulation

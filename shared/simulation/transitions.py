@@ -19,7 +19,7 @@ from shared.scheduling.preemption import PREEMPT_CHECKPOINT_COST_S
 from shared.simulation.state import EventKind, LeaseRun, TaskRun
 
 if TYPE_CHECKING:
-    from shared.scheduling.model import Policy
+    from shared.scheduling.policy_knobs import Policy
     from shared.simulation.cardmodel import CardModel
     from shared.simulation.fleet import Fleet
     from shared.simulation.metrics import Recorder

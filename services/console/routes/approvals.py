@@ -43,7 +43,8 @@ from shared.events.subjects import task_subject
 from shared.events.values import Detail
 from shared.identity import Principal, Role, require
 from shared.task_view import TaskView
-from shared.scheduling.model import DeferralReason, Policy
+from shared.scheduling.model import DeferralReason
+from shared.scheduling.policy_knobs import Policy
 
 router = APIRouter(tags=["approvals"])
 INTAKE_SCHEMA = "intake"

@@ -17,7 +17,7 @@ from services.console.sentences import needs_original, reason_sentence
 from services.console.snapshots import SnapshotWritten, list_snapshots, write_board_snapshot
 from shared.events.states import TaskState
 from shared.task_view import TaskView
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 router = APIRouter(tags=["board"])
 

@@ -17,7 +17,7 @@ from shared.config.demo_policy import (
     is_demo_change,
     values_of,
 )
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 
 GRACE = "preemption.after_s"
 

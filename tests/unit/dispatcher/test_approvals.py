@@ -10,7 +10,8 @@ from shared.leasing.approvals import approval_needed, explain_approvals, gate_qu
 from shared.leasing.records import LeaseBook
 from shared.leasing.task_facets import apply_events
 from shared.leasing.work import LeaseRules
-from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, Snapshot
+from shared.scheduling.model import CardOption, DeferralReason, Node, PriorityClass, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan
 from tests.unit.dispatcher.builders import NOW, a_book, a_task_record, reviewed, submitted
 

@@ -75,7 +75,7 @@ def test_records_loaded_for_a_batch_are_seen_on_top_of_memory() -> None:
 def test_the_kept_queue_follows_every_change_and_orders_as_a_fresh_sort() -> None:
     """Tasks queued, granted, requeued with another priority, and sitting a cycle out: after each change
     `kept_queue` holds exactly `plan_queue()`'s tasks, in the order a fresh sort gives them."""
-    from shared.scheduling.model import Policy
+    from shared.scheduling.policy_knobs import Policy
     from shared.scheduling.ordered_queue import OrderedQueue
     from shared.scheduling.ordering import order_queue
 

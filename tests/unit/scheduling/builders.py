@@ -17,13 +17,13 @@ from shared.scheduling.model import (
     Grant,
     Node,
     Plan,
-    Policy,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan
 
 HOUR = 3600.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shared.scheduling.estimate import estimate_starts
-from shared.scheduling.model import Policy, Snapshot
+from shared.scheduling.model import Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 

@@ -30,17 +30,15 @@ from shared.scheduling.explain import Explainer
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
-    HeadroomCoreDemand,
     Node,
     Plan,
-    Policy,
-    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.policy_knobs import HeadroomCoreDemand, Policy, PreemptAtOnce
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.queue_columns import longest_runtime
 from shared.scheduling.ordering import order_queue

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from shared.scheduling.cycle import Cycle
 from shared.scheduling.cycle_preemption import ranks_ahead
-from shared.scheduling.model import Plan, Policy, QueuedTask, Snapshot
+from shared.scheduling.model import Plan, QueuedTask, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from shared.scheduling.headroom import headroom_gpus
 from shared.scheduling.model import DeferralReason as R
-from shared.scheduling.model import Policy, Snapshot
+from shared.scheduling.model import Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.plan import plan
 

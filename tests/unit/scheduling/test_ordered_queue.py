@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.scheduling.model import CardOption, DeferralReason, Node, Policy, PriorityClass, QueuedTask, RunningLease, Snapshot
+from shared.scheduling.model import CardOption, DeferralReason, Node, PriorityClass, QueuedTask, RunningLease, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordered_queue import OrderedQueue, aging_rate, kept_key
 from shared.scheduling.queue_columns import grace_bits, longest_runtime
 from shared.scheduling.ordering import order_queue

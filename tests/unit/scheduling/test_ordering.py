@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shared.scheduling.model import Policy
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordering import effective_priority, order_key, order_queue
 from shared.scheduling.policies import POLICIES
 

@@ -22,17 +22,15 @@ from shared.scheduling.headroom import (
 from shared.scheduling.model import (
     CardOption,
     DeferralReason,
-    HeadroomCoreDemand,
     Node,
     Plan,
-    Policy,
-    PreemptAtOnce,
     PriorityClass,
     QueuedTask,
     QuotaAccount,
     RunningLease,
     Snapshot,
 )
+from shared.scheduling.policy_knobs import HeadroomCoreDemand, Policy, PreemptAtOnce
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES

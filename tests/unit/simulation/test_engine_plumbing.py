@@ -12,9 +12,19 @@ from typing import Sequence
 import pytest
 
 from shared.scheduling.model import (
-    Deferral, DeferralReason, Grant, Placement, Plan, Policy, Preemption, PriorityClass, Profile, QueuedTask,
-    QuotaAccount, Snapshot,
+    Deferral,
+    DeferralReason,
+    Grant,
+    Placement,
+    Plan,
+    Preemption,
+    PriorityClass,
+    Profile,
+    QueuedTask,
+    QuotaAccount,
+    Snapshot,
 )
+from shared.scheduling.policy_knobs import Policy
 from shared.simulation.cluster import parse_cluster_spec
 from shared.simulation.engine import Simulation
 from shared.simulation.metrics import summarize

@@ -13,9 +13,8 @@ from typing import Sequence
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from shared.scheduling.model import (
-    DeferralReason, Plan, Policy, PreemptAtOnce, PriorityClass, Profile, QueuedTask, QuotaAccount, Snapshot,
-)
+from shared.scheduling.model import DeferralReason, Plan, PriorityClass, Profile, QueuedTask, QuotaAccount, Snapshot
+from shared.scheduling.policy_knobs import Policy, PreemptAtOnce
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.simulation.cluster import parse_cluster_spec

@@ -10,7 +10,8 @@ from typing import Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.scheduling.model import Plan, Policy, PriorityClass, Profile, QueuedTask, Snapshot
+from shared.scheduling.model import Plan, PriorityClass, Profile, QueuedTask, Snapshot
+from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.simulation.cluster import parse_cluster_spec
