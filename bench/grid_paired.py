@@ -109,13 +109,18 @@ def cell_row(label: str, units: Sequence[Pair], resamples: int) -> str:
             f"{sum(r['unfinished'] for r in ours)} | {sum(map(alike, units))} | {cell_verdict(units, diff_interval, ratio_interval)} |")
 
 
+def pooled_units(by_cell: dict[grid.Cell, list[Pair]]) -> list[Pair]:
+    """Every unit, in one fixed order: the summary line and the table's pooled row resample the same list with the
+    same seed, so they print the same interval."""
+    return [unit for units in by_cell.values() for unit in units]
+
+
 def per_cell_table(by_cell: dict[grid.Cell, list[Pair]], resamples: int = grid.RESAMPLES) -> list[str]:
     lines = ["| cell | units | utilisation, points (95% interval) | core p95 before → after (ratio interval) | "
              "busy while queued | preemptions | unfinished before / after | units alike | verdict |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     lines += [cell_row(cell.label, units, resamples) for cell, units in sorted(by_cell.items())]
-    every = [unit for units in by_cell.values() for unit in units]
-    lines.append(cell_row("**pooled over every cell**", every, resamples))
+    lines.append(cell_row("**pooled over every cell**", pooled_units(by_cell), resamples))
     return lines
 
 
@@ -146,7 +151,7 @@ def main() -> None:
         if ours is not None and before is not None:
             by_mix.setdefault(run.cell.class_mix, []).append((ours, before))
             by_cell.setdefault(run.cell, []).append((ours, before))
-    every = [unit for units in by_mix.values() for unit in units]
+    every = pooled_units(by_cell)
     if not every:
         raise SystemExit("no unit has both runs cached under these digests")
     against = f" ({' '.join(args.against)})" if args.against else ""

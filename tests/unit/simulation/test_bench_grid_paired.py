@@ -49,3 +49,13 @@ def test_the_per_cell_table_has_a_row_per_cell_and_a_pooled_row():
     assert len(lines) == 2 + 2 + 1
     assert lines[2].startswith("| ckpt 0 · delay 0 · σ 1 · default | 2 | +0.00") and lines[2].endswith("| alike |")
     assert lines[3].endswith("| better |") and lines[4].startswith("| **pooled over every cell** | 4 | +0.50")
+
+
+def test_the_summary_line_and_the_pooled_row_give_the_same_interval():
+    grid = paired.grid
+    mixed = [(result(70 + 3 * n), result(80)) for n in range(8)]  # every unit differs: the order picks the draws
+    cells = {grid.Cell(0.8, 0.0, 1.0, "core-heavy"): mixed[:4], grid.Cell(0.0, 0.0, 1.0, "default"): mixed[4:]}
+    summary = paired.paired(paired.pooled_units(cells), resamples=50)
+    pooled_row = paired.per_cell_table(cells, resamples=50)[-1]
+    interval = summary.split("(95% interval ")[1].split(";")[0]
+    assert f"({interval})" in pooled_row
