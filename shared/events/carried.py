@@ -70,8 +70,7 @@ def carried_release(event: Envelope) -> LeaseReleased | None:
         return None
     data = event.data  # validated with its carrier: built without validating again (folds call this often)
     facts = LeaseReleasedData.model_construct(lease_id=data.lease_id, task_id=data.task_id, **dict(data.released))
-    envelope = {name: value for name, value in event if name not in _OWN_FIELDS}
-    return LeaseReleased.model_construct(**envelope, subject=lease_subject(data.lease_id), data=facts)
+    return LeaseReleased.model_construct(**_carrier_fields(event), subject=lease_subject(data.lease_id), data=facts)
 
 
 def with_carried_releases(events: Iterable[Envelope]) -> list[Envelope]:
@@ -94,7 +93,7 @@ def carried_usage(event: Envelope, task_id: str | None = None) -> tuple[UsageRec
     event); with `task_id`, only those of that task's leases."""
     if event.type != USAGE_CARRIER:
         return ()
-    envelope = {name: value for name, value in event if name not in _OWN_FIELDS}
+    envelope = _carrier_fields(event)
     project = event.data.project  # validated with its carrier: built without validating again
     return tuple(
         UsageRecorded.model_construct(**envelope, subject=carried_usage_subject(event.subject, piece.lease_id),
@@ -120,6 +119,11 @@ def with_carried_usage(events: Iterable[Envelope]) -> list[Envelope]:
 
 _OWN_FIELDS = frozenset({"type", "subject", "schema_version", "data"})
 """The envelope fields a told event does not take from its carrier."""
+
+
+def _carrier_fields(event: Envelope) -> dict[str, Any]:
+    """The envelope fields a carried event shares with its carrier (all but `_OWN_FIELDS`), as they are."""
+    return {name: value for name, value in event if name not in _OWN_FIELDS}
 
 
 def _told_as(carrier: Envelope, kind: type[Envelope], subject: str, data: dict[str, Any]) -> Envelope:
