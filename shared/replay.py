@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from shared.events.carried import carried_release, carried_usage
+from shared.events.carried import fold_order
 from shared.events.envelope import Envelope
 from shared.projection import evolve, task_id_of
 from shared.task_view import TaskView
@@ -205,18 +205,13 @@ def replay_event(state: ReplayState, event: Envelope) -> None:
     state.events += 1
     if state.as_of is None or event.occurred_at > state.as_of:
         state.as_of = event.occurred_at
-    for piece in carried_usage(event):  # a batch's usage: each lease's slice as its own event
-        state.tasks[piece.data.task_id] = evolve(state.tasks.get(piece.data.task_id), piece)  # type: ignore[assignment]
-        _usage(state, piece.data, piece)
-    task_id = task_id_of(event)
-    if task_id is not None:
-        state.tasks[task_id] = evolve(state.tasks.get(task_id), event)  # type: ignore[assignment]
-    release = carried_release(event)  # a run's end may carry its lease's end
-    if release is not None:
-        _released(state, release.data, release)
-    applier = _APPLY.get(event.type)
-    if applier is not None:
-        applier(state, event.data, event)
+    for told in fold_order(event):  # a batch's usage slices, the event, the lease end a run's end carries
+        task_id = task_id_of(told)
+        if task_id is not None:
+            state.tasks[task_id] = evolve(state.tasks.get(task_id), told)  # type: ignore[assignment]
+        applier = _APPLY.get(told.type)
+        if applier is not None:
+            applier(state, told.data, told)
 
 
 def _lease(state: ReplayState, lease_id: str, task_id: str) -> ReplayedLease:

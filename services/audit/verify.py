@@ -35,7 +35,7 @@ from services.audit.live import load_live
 from services.audit.reading import archived_events, chain_links
 from services.audit.segments import SegmentProblem, check_segment, load_rows, load_segments, read_segment_objects
 from shared.events import Envelope
-from shared.events.carried import carried_usage
+from shared.events.carried import fold_order
 from shared.names import EVENTS_STREAM, SCHEMAS
 from shared.projection import task_id_of
 from shared.replay import ReplayState, replay_event
@@ -169,7 +169,7 @@ async def check_models(pool: asyncpg.Pool, report: VerifyReport, settle_s: float
 
 def _fold(state: ReplayState, history: dict[str, list[Envelope]], event: Envelope) -> None:
     replay_event(state, event)
-    for told in (*carried_usage(event), event):  # a batch's usage: each slice in its task's history
+    for told in fold_order(event):  # a batch's usage: each slice in its task's history
         task_id = task_id_of(told)
         if task_id is not None:
             history.setdefault(task_id, []).append(told)

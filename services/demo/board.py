@@ -25,7 +25,7 @@ from shared.events import (
     UnmatchableReason,
     UsageRecordedData,
 )
-from shared.events.carried import carried_release, carried_usage
+from shared.events.carried import fold_order
 from shared.leasing.records import PERSON_HOLDS
 from shared.projection import evolve, task_id_of
 from shared.task_view import TaskView
@@ -84,17 +84,13 @@ class Board:
 
     def apply(self, event: Envelope) -> None:
         self.events += 1
-        for piece in carried_usage(event):  # a batch's usage: each lease's slice as its own event
-            self.tasks[piece.data.task_id] = evolve(self.tasks.get(piece.data.task_id), piece)  # type: ignore[assignment]
-            _usage(self, piece.data)
-        task_id = task_id_of(event)
-        if task_id is not None:
-            self.tasks[task_id] = evolve(self.tasks.get(task_id), event)  # type: ignore[assignment]
-        if (release := carried_release(event)) is not None:  # a run's end may carry its lease's end
-            _released(self, release.data)
-        handler = _FLEET_AND_MONEY.get(event.type)
-        if handler is not None:
-            handler(self, event.data)
+        for told in fold_order(event):  # a batch's usage slices, the event, the lease end a run's end carries
+            task_id = task_id_of(told)
+            if task_id is not None:
+                self.tasks[task_id] = evolve(self.tasks.get(task_id), told)  # type: ignore[assignment]
+            handler = _FLEET_AND_MONEY.get(told.type)
+            if handler is not None:
+                handler(self, told.data)
 
     def apply_all(self, events: Iterable[Envelope]) -> None:
         for event in events:

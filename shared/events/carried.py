@@ -117,6 +117,15 @@ def with_carried_usage(events: Iterable[Envelope]) -> list[Envelope]:
     return unfolded
 
 
+def fold_order(event: Envelope) -> tuple[Envelope, ...]:
+    """What a fold of task views, usage and lease ends applies for `event`, in order: the `usage.recorded`
+    slices it carries, `event` itself, then the `lease.released` it carries (the projection ignores a
+    release, and no fold has a rule for a run's end of its own, so the release's place after its carrier
+    changes nothing) — the order `shared.replay`, the demo board and audit verify fold in."""
+    release = carried_release(event)
+    return (*carried_usage(event), event) if release is None else (*carried_usage(event), event, release)
+
+
 _OWN_FIELDS = frozenset({"type", "subject", "schema_version", "data"})
 """The envelope fields a told event does not take from its carrier."""
 

@@ -12,7 +12,7 @@ from services.ledger.accounting import LeaseAccount
 from services.ledger.batch import BatchEffects, fold_batch
 from shared.cards import load_catalog
 from shared.events import Envelope, UsageBatchRecorded, UsageRecorded, make_event
-from shared.events.carried import carried_usage
+from shared.events.carried import carried_usage, fold_order
 from shared.events.emission import Emission
 from shared.events.subjects import lease_subject
 from shared.leasing.records import LeaseBook, QuotaRecord
@@ -112,3 +112,16 @@ def test_one_event_per_project_charges_what_one_event_per_lease_and_step_charged
     assert {p: (t.gpu_seconds, t.cost) for p, t in replayed_batch.usage_by_project().items()} == {
         p: (t.gpu_seconds, t.cost) for p, t in replayed_singles.usage_by_project().items()}
     assert replayed_batch.tasks["T1"].used_cost == replayed_singles.tasks["T1"].used_cost > 0
+
+
+def test_fold_order_tells_slices_then_the_event_then_its_carried_release() -> None:
+    events = mixed_batch()
+    carrier = published(fold_batch(events, CATALOG, {}, {}).emissions)[0]
+    told = fold_order(carrier)
+    assert [(e.type, e.data.lease_id) for e in told[:-1]] == [("usage.recorded", "L1"), ("usage.recorded", "L2")]
+    assert told[-1] is carrier
+
+    success = next(e for e in events if e.type == "task.succeeded")
+    assert [e.type for e in fold_order(success)] == ["task.succeeded", "lease.released"]
+    assert fold_order(success)[0] is success and fold_order(success)[1].data.lease_id == "L1"
+    assert fold_order(events[0]) == (events[0],)
