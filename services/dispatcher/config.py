@@ -86,22 +86,5 @@ class DispatcherConfig(BaseSettings):
 
     def policy_in_force(self) -> Policy:
         """The preset with the overrides: what the dispatcher plans with until a policy document exists
-        (the config service seeds version 1 of `policy` from exactly this). A simulator-only setting
-        (`refuse_simulator_only`) stops the dispatcher here, before it plans anything."""
-        return refuse_simulator_only(replace(get_policy(self.policy), **self.policy_overrides()))
-
-
-# `Policy` fields the dispatcher cannot honour: `checkpointing_standard_borrows` needs each lease to keep whether
-# it borrowed the headroom (`RunningLease.borrowed_headroom`), which the simulator carries and the dispatcher's
-# lease rows do not. Planning with it on here would decide otherwise than the simulator that measured it.
-SIMULATOR_ONLY = ("checkpointing_standard_borrows",)
-
-
-def refuse_simulator_only(policy: Policy) -> Policy:
-    """`policy` itself, unless it switches on a simulator-only setting (`SIMULATOR_ONLY`): then a ValueError
-    naming it."""
-    for name in SIMULATOR_ONLY:
-        if getattr(policy, name):
-            raise ValueError(f"policy {policy.name!r} sets {name}, which only the simulator supports: the"
-                             " dispatcher's lease rows do not keep whether a lease borrowed the headroom")
-    return policy
+        (the config service seeds version 1 of `policy` from exactly this)."""
+        return replace(get_policy(self.policy), **self.policy_overrides())

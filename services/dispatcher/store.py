@@ -83,7 +83,8 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("fencing_token", "int8", lambda l: l.fencing_token), ("granted_at", "timestamptz", lambda l: l.granted_at),
     ("ttl_s", "float8", lambda l: l.ttl_s), ("expires_at", "timestamptz", lambda l: l.expires_at),
     ("estimated_end", "timestamptz", lambda l: l.estimated_end), ("resume_from", "text", lambda l: l.resume_from),
-    ("policy_version", "int", lambda l: l.policy_version), ("state", "text", lambda l: l.state.value), ("started", "bool", lambda l: l.started),
+    ("policy_version", "int", lambda l: l.policy_version),
+    ("borrowed_headroom", "bool", lambda l: l.borrowed_headroom), ("state", "text", lambda l: l.state.value), ("started", "bool", lambda l: l.started),
     ("progress", "float8", lambda l: l.progress), ("output_units", "float8", lambda l: l.output_units),
     ("last_checkpoint", "text", lambda l: l.last_checkpoint),
     ("last_checkpoint_at", "timestamptz", lambda l: l.last_checkpoint_at),
@@ -98,7 +99,8 @@ LEASE_COLUMNS: tuple[Column, ...] = (
     ("idle_since", "timestamptz", lambda l: l.idle_since),
 )  # fmt: skip
 _LEASE_FIXED = frozenset({"lease_id", "task_id", "run", "parts", "node_id", "agent_id", "card_type", "gpu_indices",
-                          "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version"})
+                          "fencing_token", "granted_at", "ttl_s", "estimated_end", "resume_from", "policy_version",
+                          "borrowed_headroom"})
 LEASE_IN_MEMORY_ONLY = frozenset({"expires_at", "last_renewed_at", "last_heard_at", "renewals_unreported", "util_pct_sum",
                                   "util_readings", "idle_gpu_seconds", "idle_since"})
 """What a quiet renewal (`LeaseWork.renew`, `idle.observe`) changes without writing it, and a new leader's

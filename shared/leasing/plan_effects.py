@@ -94,7 +94,7 @@ def _grant(work: LeaseWork, grant: Grant, fresh: FreshLeases, policy_version: in
             fencing_token=token, granted_at=work.now, ttl_s=work.rules.lease_ttl_s,
             expires_at=work.now + timedelta(seconds=work.rules.lease_ttl_s),
             estimated_end=datetime.fromtimestamp(grant.estimated_end, UTC), resume_from=task.resume_from,
-            policy_version=policy_version,
+            policy_version=policy_version, borrowed_headroom=grant.borrowed_headroom,
         )
         work.grant(lease)
         _announce_lease(work, lease, task, runtime_s, {"start_reason": start_reason, "passed": passed,

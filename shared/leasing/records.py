@@ -130,6 +130,7 @@ class LeaseRecord:
     estimated_end: datetime
     resume_from: str | None = None
     policy_version: int | None = None  # the `policy` document version the grant was planned with
+    borrowed_headroom: bool = False  # the grant took headroom GPUs as a standard filler (`Grant.borrowed_headroom`)
     state: LeaseState = LeaseState.ACTIVE
     started: bool = False  # an accepted report said the run is going
     progress: float | None = None

@@ -88,8 +88,8 @@ class Policy:
     # Standard work that checkpoints may take headroom GPUs as a filler does: such a grant borrows them
     # (`Grant.borrowed_headroom`, carried by its lease), counts as covering the headroom, and its lease is a
     # victim of core work past its grace, after every opportunistic victim — preempting it loses only its
-    # checkpoint write. Simulator only: the dispatcher refuses to plan with it (its lease rows do not keep
-    # the flag).
+    # checkpoint write. The dispatcher keeps the flag in its lease rows (`leases.borrowed_headroom`), so a
+    # dispatcher that reloads them plans as the simulator does.
     checkpointing_standard_borrows: bool = False
     # ... and a core task takes such fillers at once, inside its grace too (they lose only their write, now or
     # later); opportunistic victims still wait for the grace (`preempt_at_once` decides those).

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from shared.events import LeaseGranted
 from shared.events.states import TaskState
 from shared.leasing.plan_effects import apply_plan, leases_needed
@@ -40,6 +42,15 @@ def test_a_grant_leases_the_task_and_tells_the_agent_first() -> None:
     assert lease.expires_at == NOW + timedelta(seconds=30) and effects.changes.granted == {"L1"}
     assert kinds(effects) == [("command.lease_grant", "cf:agent:a1"), ("lease.granted", "cf:events")]
     assert effects.changes.emissions[0].data["estimated_runtime_s"] == 600.0 and effects.leases == 1
+
+
+@pytest.mark.parametrize("borrowed", [True, False])
+def test_each_lease_of_a_grant_keeps_whether_it_borrowed_the_headroom(borrowed: bool) -> None:
+    """A standard filler's lease row says so (`leases.borrowed_headroom`): a dispatcher that reloads it plans
+    with the flag the grant had, as the simulator's lease does."""
+    spanning = replace(grant("T1", Placement("n1", (0, 1)), Placement("n2", (0,))), borrowed_headroom=borrowed)
+    effects = apply(a_book(a_node_record("n1"), a_node_record("n2", "a2"), WAITING), Plan(grants=(spanning,)))
+    assert [lease.borrowed_headroom for lease in effects.changes.leases.values()] == [borrowed, borrowed]
 
 
 def test_a_grant_carries_the_queue_entry_of_a_task_never_announced_as_queued() -> None:

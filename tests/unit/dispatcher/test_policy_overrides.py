@@ -29,8 +29,9 @@ def test_environment_overrides_the_preemption_and_filling_knobs(monkeypatch: pyt
     assert policy.headroom == POLICIES["cardflow"].headroom  # everything else: the preset's
 
 
-def test_the_dispatcher_refuses_a_simulator_only_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its lease rows do not keep whether a lease borrowed the headroom: it must not plan as if they did."""
+def test_the_dispatcher_plans_with_standard_fillers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its lease rows keep whether a lease borrowed the headroom (`leases.borrowed_headroom`), so the setting is
+    no longer refused (tests/integration/dispatcher/test_dispatcher_fillers.py: the filler taken back after a
+    restart)."""
     monkeypatch.setitem(POLICIES, "cardflow", replace(POLICIES["cardflow"], checkpointing_standard_borrows=True))
-    with pytest.raises(ValueError, match="checkpointing_standard_borrows"):
-        dispatcher(DispatcherConfig())
+    assert dispatcher(DispatcherConfig()).policy.checkpointing_standard_borrows

@@ -54,6 +54,13 @@ def test_a_lease_checkpoints_on_preemption_when_its_task_has_a_checkpoint_interv
     assert fleet.leases[0].checkpoints_on_preempt is checkpoints
 
 
+@pytest.mark.parametrize("borrowed", [True, False])
+def test_a_running_lease_borrows_the_headroom_as_its_record_says(borrowed: bool) -> None:
+    tasks = {"T1": a_task_record("T1", checkpoint_interval_s=600.0)}
+    fleet = build_snapshot(NODES, [a_lease_record("L1", "T1", borrowed_headroom=borrowed)], tasks, [], NOW.timestamp())
+    assert fleet.leases[0].borrowed_headroom is borrowed
+
+
 def test_each_account_left_subtracts_its_usage_and_the_rest_of_running_estimates_it_counts() -> None:
     accounts = [QuotaRecord("q1", "proj-a", 10.0, None, NOW - timedelta(days=1), NOW + timedelta(days=9),
                             used_gpu_seconds=3 * 3600.0),
