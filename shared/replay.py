@@ -33,11 +33,11 @@ from decimal import Decimal
 from typing import Any
 
 from shared.events.carried import fold_order
+from shared.events.ledger import UNKNOWN_PROJECT
 from shared.events.envelope import Envelope
 from shared.projection import evolve, task_id_of
 from shared.task_view import TaskView
 
-UNKNOWN_PROJECT = "unknown"
 _SECONDS_PER_HOUR = Decimal(3600)
 
 

@@ -26,6 +26,7 @@ from shared.events import (
     UsageRecordedData,
 )
 from shared.events.carried import fold_order
+from shared.events.ledger import UNKNOWN_PROJECT
 from shared.leasing.records import PERSON_HOLDS
 from shared.projection import evolve, task_id_of
 from shared.task_view import TaskView
@@ -170,7 +171,8 @@ def _released(board: Board, data: LeaseReleasedData) -> None:
 
 
 def _usage(board: Board, data: UsageRecordedData) -> None:
-    board.charged.setdefault(data.project, Money()).add(data.gpu_seconds, data.cost)
+    project = board.project_of(data.task_id) if data.project == UNKNOWN_PROJECT else data.project  # as the ledger books it
+    board.charged.setdefault(project, Money()).add(data.gpu_seconds, data.cost)
 
 
 _FLEET_AND_MONEY: dict[str, Callable[[Board, Any], None]] = {

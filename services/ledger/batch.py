@@ -75,6 +75,7 @@ from shared.events import (
     UsageBatchRecordedData,
 )
 from shared.events.carried import carries_release, with_carried_releases
+from shared.events.ledger import UNKNOWN_PROJECT
 from shared.events.subjects import usage_subject
 from shared.logging import get_logger
 
@@ -82,8 +83,6 @@ RELEVANT_TYPES: tuple[type[Envelope], ...] = (
     TaskSubmitted, LeaseGranted, LeaseRenewed, LeaseReleased, TaskCheckpointed, TaskSucceeded, TaskFailed,
     TaskMatched, TaskFlagCleared, NodeRegistered, NodeLost,
 )  # fmt: skip
-UNKNOWN_PROJECT = "unknown"
-"""Project of a lease whose task.submitted the ledger has not seen (fixed when it arrives)."""
 
 log = get_logger(__name__)
 

@@ -10,7 +10,8 @@ import asyncpg
 from services.common.bulk import column_arrays, execute_bulk
 from services.common.runtime import Emitter
 from services.ledger.accounting import LeaseAccount
-from services.ledger.batch import UNKNOWN_PROJECT, BatchEffects, TaskInfo, TaskMatch
+from services.ledger.batch import BatchEffects, TaskInfo, TaskMatch
+from shared.events.ledger import UNKNOWN_PROJECT
 from services.ledger.capacity import AliveSpan, NodeSpanEffects
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputIncrement, OutputSnapshot, Run, RunOutput
 from services.ledger.quotas import lock_usage

@@ -27,8 +27,13 @@ class LeaseUsageSlice(Payload):
     idle_gpu_seconds: NonNegative = Field(0.0, description="of gpu_seconds, those its GPUs sat under the idle threshold")
 
 
+UNKNOWN_PROJECT = "unknown"
+"""The project a usage slice names when the ledger had not yet seen its task's `task.submitted` (it books
+the lease to the task's project once that arrives; readers resolve it through the task likewise)."""
+
+
 class UsageRecordedData(LeaseUsageSlice):
-    project: EntityId
+    project: EntityId  # `UNKNOWN_PROJECT` when the ledger had not yet seen the task
 
 
 class UsageRecorded(Envelope):

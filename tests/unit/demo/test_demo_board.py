@@ -81,6 +81,13 @@ def test_leased_money_is_lease_time_times_gpus_times_price_and_usage_is_what_the
     assert board.charged["llm"].gpu_seconds == 100.0
 
 
+def test_usage_the_ledger_booked_before_it_saw_the_task_counts_for_the_tasks_project() -> None:
+    board = Board(CATALOG)
+    board.apply_all([submitted("T1", "k1"), granted("T1", "L1", 0), usage("T1", "L1", 40.0, project="unknown"),
+                     usage("T1", "L1", 60.0)])  # fmt: skip
+    assert board.charged["llm"].gpu_seconds == 100.0 and "unknown" not in board.charged
+
+
 def test_a_release_carried_by_the_run_end_frees_the_gpus_and_counts_its_money_alike() -> None:
     release = released("T1", "L1", 0, 90).data.model_dump(mode="json", exclude={"lease_id", "task_id"})
     carrier = event("task.succeeded", "task/T1", {"task_id": "T1", "lease_id": "L1", "released": release}, 90)
