@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -128,6 +130,14 @@ class Board:
         wanted = set(keys)
         views = self.views_of(wanted)
         return len({v.idempotency_key for v in views}) == len(wanted) and all(map(is_settled, views))
+
+    def ledger_caught_up(self) -> bool:
+        """True when some lease has ended and the ledger charged every project the GPU-seconds its ended leases
+        held (to float rounding: the ledger counts whole microseconds exactly, the board adds floats)."""
+        if not self.leased:
+            return False
+        return all(math.isclose(self.charged.get(project, Money()).gpu_seconds, held.gpu_seconds, rel_tol=1e-9,
+                                abs_tol=1e-6) for project, held in self.leased.items())  # fmt: skip
 
     def totals(self, money: dict[str, Money]) -> Money:
         total = Money()

@@ -14,7 +14,8 @@ thread for signals:
    marker, send `data.ready`), and each of the reviewer's decisions once its task has waited for
    approval a moment (`DEMO_REVIEWS`: approve one, deny one, each with a reason);
 3. once every demo task is settled (terminal, or unmatchable) and the ledger has charged what
-   the leases used (or `ledger_wait_s` has passed), stop the live view and print the summary;
+   each project's ended leases held (`Board.ledger_caught_up`; or `ledger_wait_s` has passed), stop the
+   live view and print the summary;
 4. stay idle until stopped (Ctrl-C): the system keeps running.
 """
 
@@ -314,10 +315,7 @@ def _is_done(board: Board, workload: DemoWorkload, progress: DemoProgress, elaps
         progress.settled_after_s = elapsed
     if progress.settled_after_s is None:
         return elapsed >= options.settle_timeout_s
-    leased = board.totals(board.leased).gpu_seconds
-    charged = board.totals(board.charged).gpu_seconds
-    caught_up = leased > 0 and abs(charged - leased) <= 0.01 * leased
-    return caught_up or elapsed - progress.settled_after_s >= options.ledger_wait_s
+    return board.ledger_caught_up() or elapsed - progress.settled_after_s >= options.ledger_wait_s
 
 
 def _print_outcome(console: Console, progress: DemoProgress, options: DemoOptions) -> None:

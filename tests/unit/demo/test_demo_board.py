@@ -88,6 +88,19 @@ def test_usage_the_ledger_booked_before_it_saw_the_task_counts_for_the_tasks_pro
     assert board.charged["llm"].gpu_seconds == 100.0 and "unknown" not in board.charged
 
 
+def test_the_ledger_has_caught_up_only_when_every_project_is_charged_what_its_ended_leases_held() -> None:
+    board = Board(CATALOG)
+    assert not board.ledger_caught_up()  # nothing ended yet
+    board.apply_all([submitted("T1", "k1"), submitted("T2", "k2", project="research"), granted("T1", "L1", 0),
+                     granted("T2", "L2", 0), released("T1", "L1", 0, 500), released("T2", "L2", 0, 10),
+                     usage("T1", "L1", 1000.0)])  # fmt: skip
+    assert not board.ledger_caught_up()  # the totals differ by 2%, one project by all of its 20 GPU-seconds
+    board.apply(usage("T2", "L2", 19.9, project="research"))
+    assert not board.ledger_caught_up()
+    board.apply(usage("T2", "L2", 0.1, project="research"))
+    assert board.ledger_caught_up()
+
+
 def test_a_release_carried_by_the_run_end_frees_the_gpus_and_counts_its_money_alike() -> None:
     release = released("T1", "L1", 0, 90).data.model_dump(mode="json", exclude={"lease_id", "task_id"})
     carrier = event("task.succeeded", "task/T1", {"task_id": "T1", "lease_id": "L1", "released": release}, 90)
