@@ -6,7 +6,6 @@ versions, so the code folding them only ever sees the newest shapes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,15 +63,14 @@ async def chain_links(pool: asyncpg.Pool, *, after_seq: int = 0, chunk: int = CH
 
 async def task_events(pool: asyncpg.Pool, task_id: str) -> list[ArchivedEvent]:
     """Every archived event about a task: its own, its leases' (renewals, revocations, releases, usage), and the
-    `usage.batch_recorded`s since its first event that carry a slice of it (they name no one task: found by the
-    slice's `"task_id":"<id>"` in their body, among the usage events archived since)."""
+    `usage.batch_recorded`s that carry a slice of it (they name no one task: found through the index of the tasks
+    their slices name, `audit.carried_task_ids`, migration 003)."""
     rows = await pool.fetch(
         f"SELECT seq, body FROM {SCHEMA}.events WHERE task_id = $1"
-        f" UNION ALL SELECT seq, body FROM {SCHEMA}.events WHERE type = $2"
-        f" AND seq > (SELECT min(seq) FROM {SCHEMA}.events WHERE task_id = $1) AND strpos(body, $3) > 0"
-        " ORDER BY seq",
-        task_id, USAGE_CARRIER, f'"task_id":{json.dumps(task_id)}',
-    )  # fmt: skip
+        f" UNION ALL SELECT seq, body FROM {SCHEMA}.events WHERE type = '{USAGE_CARRIER}'"
+        f" AND {SCHEMA}.carried_task_ids(body) @> ARRAY[$1::text] ORDER BY seq",
+        task_id,
+    )  # fmt: skip  # the carriers' type written out, not a parameter: the partial index's condition must match it
     return [ArchivedEvent(row["seq"], parse_event(row["body"])) for row in rows]
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import asyncpg
 import pytest
 
 from services.audit.queries import UnknownTaskError, change_log, replay_at, state_json, why
+from services.audit.reading import task_events
 from services.ledger.service import LedgerSettings, build_spec
 from shared.events import make_event
 from shared.events.subjects import data_subject, task_subject
@@ -45,6 +47,28 @@ def story_events() -> list:
     ]  # fmt: skip
 
 
+async def carrier_lookup_plan(pool: asyncpg.Pool) -> str:
+    """The plan of finding a task's usage carriers once the archive holds 4,000 more (a slice each, of other tasks;
+    rows added in a transaction rolled back, so the archive is left as it was)."""
+    async with pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            await conn.execute(
+                "INSERT INTO audit.events (seq, event_id, type, subject, subject_seq, producer, actor, occurred_at, body,"
+                " prev_hash, hash) SELECT n, 'filler-' || n, 'usage.batch_recorded', 'usage/p', n, 'ledger/t',"
+                " 'service:ledger', now(), json_build_object('data', json_build_object('slices',"
+                " json_build_array(json_build_object('task_id', 'other-' || n))))::text, repeat('0', 64), repeat('0', 64)"
+                " FROM generate_series(100001, 104000) AS n"
+            )  # fmt: skip
+            await conn.execute("ANALYZE audit.events")
+            rows = await conn.fetch("EXPLAIN SELECT seq FROM audit.events WHERE type = 'usage.batch_recorded'"
+                                    " AND audit.carried_task_ids(body) @> ARRAY['T1']")  # fmt: skip
+            return "\n".join(row[0] for row in rows)
+        finally:
+            await transaction.rollback()
+
+
 async def test_why_replay_at_a_moment_and_the_change_log(fresh_settings: Settings) -> None:
     events = story_events()
     async with RunningServices(fresh_settings, LEDGER) as running:
@@ -60,6 +84,8 @@ async def test_why_replay_at_a_moment_and_the_change_log(fresh_settings: Setting
         by_bob = await change_log(running.pool, actor="bob")
         quota_changes = await change_log(running.pool, event_type="quota.")
         since = await change_log(running.pool, since=T0 + 3 * H)
+        carriers_of = {task: [e.event.type for e in await task_events(running.pool, task)] for task in ("T1", "T9")}
+        plan = await carrier_lookup_plan(running.pool)
 
     sentences = [step["sentence"] for step in story["steps"]]
     assert sentences[1] == "waiting for data: 1 input(s) missing (0% ready): web-crawl@7"
@@ -74,3 +100,6 @@ async def test_why_replay_at_a_moment_and_the_change_log(fresh_settings: Setting
     assert [row["type"] for row in by_bob] == ["task.cancel_requested"]
     assert [row["type"] for row in quota_changes] == ["quota.granted"]
     assert [row["type"] for row in since] == ["task.cancel_requested"]
+    assert carriers_of == {"T1": ["task.submitted", "task.readiness_changed", "task.readiness_changed", "lease.granted",
+                                  "lease.released", "usage.batch_recorded"], "T9": ["task.cancel_requested"]}  # fmt: skip
+    assert "events_carried_tasks" in plan, plan  # a task's usage carriers found by the index, not by reading each
