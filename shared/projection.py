@@ -24,9 +24,10 @@ How it stays correct when events arrive in any cross-producer order:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from shared.events.carried import fold_order
 from shared.events.envelope import Envelope
 from shared.events.states import TaskState
 from shared.scheduling.model import DeferralReason, WaitKind
@@ -93,6 +94,17 @@ def fold(events: Iterable[Envelope]) -> dict[str, TaskView]:
         if task_id is not None:
             views[task_id] = evolve(views.get(task_id), event)  # type: ignore[assignment]
     return views
+
+
+def told_into_views(views: dict[str, TaskView], event: Envelope) -> Iterator[Envelope]:
+    """Each event a fold applies for `event` (`shared.events.carried.fold_order`: the usage slices it carries,
+    itself, the lease end it carries), each yielded after it is folded into `views` (task views by id, in place):
+    the step `shared.replay` and the demo board share before their own rules for leases, usage and nodes."""
+    for told in fold_order(event):
+        task_id = task_id_of(told)
+        if task_id is not None:
+            views[task_id] = evolve(views.get(task_id), told)  # type: ignore[assignment]
+        yield told
 
 
 def replay_order(events: Iterable[Envelope]) -> list[Envelope]:

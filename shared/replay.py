@@ -32,10 +32,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from shared.events.carried import fold_order
 from shared.events.ledger import UNKNOWN_PROJECT
 from shared.events.envelope import Envelope
-from shared.projection import evolve, task_id_of
+from shared.projection import told_into_views
 from shared.task_view import TaskView
 
 _SECONDS_PER_HOUR = Decimal(3600)
@@ -205,10 +204,7 @@ def replay_event(state: ReplayState, event: Envelope) -> None:
     state.events += 1
     if state.as_of is None or event.occurred_at > state.as_of:
         state.as_of = event.occurred_at
-    for told in fold_order(event):  # a batch's usage slices, the event, the lease end a run's end carries
-        task_id = task_id_of(told)
-        if task_id is not None:
-            state.tasks[task_id] = evolve(state.tasks.get(task_id), told)  # type: ignore[assignment]
+    for told in told_into_views(state.tasks, event):  # a batch's usage slices, the event, a run's end's lease end
         applier = _APPLY.get(told.type)
         if applier is not None:
             applier(state, told.data, told)

@@ -27,10 +27,9 @@ from shared.events import (
     UnmatchableReason,
     UsageRecordedData,
 )
-from shared.events.carried import fold_order
 from shared.events.ledger import UNKNOWN_PROJECT
 from shared.leasing.records import PERSON_HOLDS
-from shared.projection import evolve, task_id_of
+from shared.projection import told_into_views
 from shared.task_view import TaskView
 
 _SECONDS_PER_HOUR = 3600.0
@@ -87,10 +86,7 @@ class Board:
 
     def apply(self, event: Envelope) -> None:
         self.events += 1
-        for told in fold_order(event):  # a batch's usage slices, the event, the lease end a run's end carries
-            task_id = task_id_of(told)
-            if task_id is not None:
-                self.tasks[task_id] = evolve(self.tasks.get(task_id), told)  # type: ignore[assignment]
+        for told in told_into_views(self.tasks, event):  # a batch's usage slices, the event, a run's end's lease end
             handler = _FLEET_AND_MONEY.get(told.type)
             if handler is not None:
                 handler(self, told.data)
