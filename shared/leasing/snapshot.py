@@ -64,7 +64,7 @@ def running_lease(lease: LeaseRecord, task: TaskRecord) -> RunningLease:
         card_type=lease.card_type, gpu_indices=lease.gpu_indices, started_at=lease.granted_at.timestamp(),
         estimated_end=lease.estimated_end.timestamp(), last_checkpoint_at=epoch(lease.last_checkpoint_at),
         heavy=bool(task.heavy), checkpoints_on_preempt=task.checkpoint_interval_s is not None,
-        submitted_at=epoch(task.submitted_at), borrowed_headroom=lease.borrowed_headroom,
+        submitted_at=epoch(task.submitted_at), borrowed_headroom=lease.borrowed_headroom, priority=task.priority or 0,
     )
 
 

@@ -62,6 +62,7 @@ from shared.scheduling.placement import Fleet
 from shared.scheduling.preemption import VictimIndex, reclaimable_within_grace
 from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import QuotaBook
+from shared.scheduling.restart_queue import QueueAhead
 from shared.scheduling.yield_drain import DrainInputs
 
 R = enum_members(DeferralReason)  # R.NO_CAPACITY is DeferralReason.NO_CAPACITY, read faster
@@ -98,6 +99,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._queue = queue
         self._drain_state: DrainInputs | None = None  # `_drain_inputs`, made again after a grant or preemption
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
+        self._restart_queue: QueueAhead | None = None  # `_queue_ahead`
         self._narrowest_opportunistic: dict[str, int] | None = None  # `_opportunistic_narrowest`
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.

@@ -38,6 +38,7 @@ from shared.scheduling.preemption import (
     ends_within_grace,
     not_reclaimable_at_once,
 )
+from shared.scheduling.restart_queue import QueueAhead
 from shared.scheduling.yield_drain import CoreTake, DrainHolder, DrainInputs, drain_yield_pays
 from shared.scheduling.yield_price import HoleTimes, task_widths
 
@@ -174,10 +175,21 @@ class CyclePreemption:
         if state is None or state.changes != self.changes:
             leases = [lease for lease in self.leases if lease.lease_id not in self._preempted]
             kept = self._headroom_kept_from_standard() if self.policy.standard_yields_restart_after_headroom else None
-            holes = HoleTimes(leases, self.fleet, self.now, [release for _, release in self._releases], kept)
+            ahead = self._queue_ahead().gpus_ahead if self.policy.standard_yields_restart_after_queue else None
+            holes = HoleTimes(leases, self.fleet, self.now, [release for _, release in self._releases], kept, ahead)
             widths = state.widths if state is not None else task_widths(self.leases)
             state = self._drain_state = DrainInputs(self.changes, holes, self._drain_holder(), widths)
         return state
+
+    def _queue_ahead(self) -> QueueAhead:
+        """The ready standard tasks of the queue per card type (`policy.standard_yields_restart_after_queue`:
+        restart_queue.py), made once per cycle."""
+        if self._restart_queue is None:
+            gate = self._gate
+            self._restart_queue = QueueAhead(
+                self._queue, lambda task: bool(task.options) and task.approved and (task.data_ready or not gate),
+                self.policy, self.now)
+        return self._restart_queue
 
     def _drain_holder(self) -> DrainHolder | None:
         """The task whose drain a yield may lengthen: the widest queued task that is not core, is ready and fits

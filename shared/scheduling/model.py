@@ -78,6 +78,9 @@ class RunningLease:
     # When its task was submitted (`QueuedTask.submitted_at`): the fifo order ranks a preempted task by it, so under
     # fifo only work submitted after the preempting task is a victim. None: unknown (ranked after every task).
     submitted_at: float | None = field(default=None, repr=False)
+    # Its task's priority (`QueuedTask.priority`): where the task would rank in the queue if it were requeued
+    # (`Policy.standard_yields_restart_after_queue`).
+    priority: int = field(default=0, repr=False)
 
     @property
     def gpus(self) -> int:

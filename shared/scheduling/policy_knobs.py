@@ -126,6 +126,9 @@ class Policy:
     # the card type's free GPUs exceed what the headroom keeps from standard work by its width, and the drain holder
     # counted as fitting now only where the headroom lets it start (yield_drain.py).
     standard_yields_restart_after_headroom: bool = False
+    # ... and until the card type's free GPUs exceed also the GPUs of the ready standard tasks that rank ahead of the
+    # requeued task in the queue (restart_queue.py): they take the GPUs that come free before it does.
+    standard_yields_restart_after_queue: bool = False
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

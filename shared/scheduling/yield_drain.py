@@ -84,10 +84,11 @@ def drain_yield_pays(holes: HoleTimes, choice: VictimChoice, core: CoreTake, hol
     """True if the core task's GPUs × its wait without preempting exceed the yielding tasks' restarts plus the
     GPU-time the yield adds to the holder's drain (module docstring). `widths`: task id -> GPUs over its leases."""
     saved = core.gpus * holes.wait(core.card_type, core.gpus)
-    taken = nodes_after_take(holes, choice, core) if holes.kept else None  # what restarts see past the headroom
+    # what restarts see past the headroom and the queue ahead
+    taken = nodes_after_take(holes, choice, core) if holes.kept or holes.ahead else None
     restarts = 0.0
     for width, victim in _yielding_tasks(choice, widths):
-        restarts += width * holes.restart_wait(core.card_type, width, victim.rank, taken)
+        restarts += width * holes.restart_wait(core.card_type, width, victim.rank, taken, victim.lease)
     return saved > restarts + drain_cost(holes, choice, core, holder, widths)
 
 
@@ -105,10 +106,11 @@ def nodes_after_yield(holes: HoleTimes, choice: VictimChoice, core: CoreTake,
     """The free GPUs and ends of the nodes the yield touches, as they would be after it (module docstring): the
     core task's take (`nodes_after_take`), and each requeued task of one lease on the node it restarts on."""
     changed = nodes_after_take(holes, choice, core)
-    taken = {rank: (free, list(ends)) for rank, (free, ends) in changed.items()} if holes.kept else None
+    taken = {rank: (free, list(ends)) for rank, (free, ends) in changed.items()} if holes.kept or holes.ahead else None
     for width, victim in _yielding_tasks(choice, widths):
         # a task of one lease; one spanning nodes restarts wherever a hole that wide opens: not counted
-        restart = holes.restart_node(core.card_type, width, victim.rank, taken) if width == victim.lease.gpus else None
+        restart = (holes.restart_node(core.card_type, width, victim.rank, taken, victim.lease)
+                   if width == victim.lease.gpus else None)
         if restart is not None:
             where, at = restart
             free, ends = changed.get(where) or (holes.free[where], list(holes.ends.get(where, ())))

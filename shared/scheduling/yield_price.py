@@ -23,7 +23,7 @@ grant's estimated end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -57,9 +57,11 @@ class HoleTimes:
     node, over the whole card type for one that spans nodes. Computed once per (card type, GPU count)."""
 
     def __init__(self, leases: Iterable[RunningLease], fleet: Fleet, now: float,
-                 releases: Iterable[tuple] = (), kept: Mapping[str, int] | None = None) -> None:
+                 releases: Iterable[tuple] = (), kept: Mapping[str, int] | None = None,
+                 ahead: Callable[[str, RunningLease], int] | None = None) -> None:
         self.fleet, self.now = fleet, now
         self.kept = kept or {}  # card type -> GPUs the headroom keeps from standard restarts (`restart_wait`)
+        self.ahead = ahead  # (card type, lease) -> GPUs of the queue ahead of its task requeued (`restart_wait`)
         self.free: list[int] = list(fleet.free_count)  # as it is now: the cycle's later grants do not change it
         self.ends: dict[int, list[tuple[float, int]]] = {}  # rank -> (end, GPUs) of its leases
         rank_of = fleet.rank_of
@@ -128,22 +130,25 @@ class HoleTimes:
         kept.sort()
         return kept[k - 1] if 0 < k <= len(kept) else NEVER
 
-    def restart_wait(self, card_type: str, gpus: int, excluding: int, taken: Changed | None = None) -> float:
+    def restart_wait(self, card_type: str, gpus: int, excluding: int, taken: Changed | None = None,
+                     lease: RunningLease | None = None) -> float:
         """Seconds until a requeued standard task of `gpus` GPUs may restart on the card type, off its node
         `excluding`: a hole that wide, and — where the headroom keeps GPUs from standard work (`kept`, with
-        `Policy.standard_yields_restart_after_headroom`) — the card type's free GPUs past what it keeps, its nodes as
-        the preempting core task's take leaves them (`taken`: rank -> free GPUs, ends)."""
-        return max(self.wait(card_type, gpus, excluding), self._headroom_lets(card_type, gpus, taken) - self.now)
+        `Policy.standard_yields_restart_after_headroom`) or the queue holds standard work ranked ahead of the
+        `lease`'s task (`ahead`, with `Policy.standard_yields_restart_after_queue`) — the card type's free GPUs past
+        those, its nodes as the preempting core task's take leaves them (`taken`: rank -> free GPUs, ends)."""
+        return max(self.wait(card_type, gpus, excluding), self._restart_lets(card_type, gpus, taken, lease) - self.now)
 
     def restart_node(self, card_type: str, gpus: int, excluding: int,
-                     taken: Changed | None = None) -> tuple[int, float] | None:
+                     taken: Changed | None = None, lease: RunningLease | None = None) -> tuple[int, float] | None:
         """Where and when a requeued task of `gpus` GPUs restarts on the card type, its own node `excluding` left
         out: best fit among the nodes with room now (fewest free GPUs, then rank), else the node whose hole opens
-        first — no sooner than the headroom lets it (`restart_wait`). None: no other node ever holds it."""
+        first — no sooner than the headroom and the queue ahead let it (`restart_wait`). None: no other node ever
+        holds it."""
         pool = self.fleet.pools.get(card_type)
         if pool is None:
             return None
-        free, allowed = self.free, self._headroom_lets(card_type, gpus, taken)
+        free, allowed = self.free, self._restart_lets(card_type, gpus, taken, lease)
         roomy = [(free[rank], rank) for rank in pool.ranks if rank != excluding and free[rank] >= gpus]
         if roomy and allowed <= self.now:
             return min(roomy)[1], self.now
@@ -151,11 +156,13 @@ class HoleTimes:
                       default=(NEVER, -1))
         return None if opening[0] == NEVER else (opening[1], opening[0])
 
-    def _headroom_lets(self, card_type: str, gpus: int, taken: Changed | None) -> float:
+    def _restart_lets(self, card_type: str, gpus: int, taken: Changed | None, lease: RunningLease | None) -> float:
         """When the card type's free GPUs (some nodes `taken`: changed) first exceed what the headroom keeps (`kept`)
-        by `gpus` (now: it keeps none)."""
-        kept = self.kept.get(card_type, 0)
-        return self.now if kept <= 0 else self.opens_on_pool(card_type, kept + gpus, taken)
+        and the queue ranked ahead of the lease's task holds (`ahead`) by `gpus` (now: neither holds any)."""
+        before = self.kept.get(card_type, 0)
+        if self.ahead is not None and lease is not None:
+            before += self.ahead(card_type, lease)
+        return self.now if before <= 0 else self.opens_on_pool(card_type, before + gpus, taken)
 
     def _hole(self, card_type: str, gpus: int) -> Hole:
         pool = self.fleet.pools.get(card_type)

@@ -161,7 +161,7 @@ class Transitions:
                 gpu_indices=placement.gpu_indices, started_at=lease.started_s,
                 estimated_end=lease.estimated_end, last_checkpoint_at=lease.last_checkpoint_s, heavy=task.heavy,
                 checkpoints_on_preempt=task.checkpoint_interval_s is not None, borrowed_headroom=lease.borrowed_headroom,
-                submitted_at=task.submit_s,
+                submitted_at=task.submit_s, priority=task.priority,
             )
             self._lease_task[lease_id] = task.task_id
 

@@ -162,3 +162,43 @@ def test_hole_times_restart_after_what_the_headroom_keeps():
     assert kept.restart_wait("H100", 1, 0, taken) == HOUR
     assert kept.restart_node("H100", 1, 0, taken) == (1, NOW + HOUR)
     assert kept.restart_node("H100", 1, 0) == (1, NOW)
+
+
+AFTER_QUEUE = dict(DRAIN_PRICED, standard_yields_restart_after_queue=True)
+AHEAD = a_task("s1").standard().gpus(1).submitted(NOW - 11 * HOUR)  # ready, ranked ahead of the victim's task
+BEHIND = a_task("s1").standard().gpus(1).submitted(NOW - 9 * HOUR)  # ready, ranked behind it
+
+
+@pytest.mark.parametrize(
+    ("policy", "queue", "preempted"),
+    [
+        # a restart in any free GPU: node b's, at once — gone 30 min later, before node b empties: it yields
+        (DRAIN_PRICED, [CORE, WIDE, AHEAD], ["Va"]),
+        # a one-GPU standard task ranks ahead of the requeued one and takes node b's free GPU first: the lease
+        # restarts only when node b empties (1 h), pins it 30 min more — priced above the core task's wait
+        (AFTER_QUEUE, [CORE, WIDE, AHEAD], []),
+        # ranked behind it (submitted later; the wide task too): nothing ahead, it restarts at once and yields
+        (AFTER_QUEUE, [CORE, WIDE, BEHIND], ["Va"]),
+        # ranked ahead by its priority although submitted later
+        (AFTER_QUEUE, [CORE, WIDE, a_task("s1").standard().gpus(1).submitted(NOW - 9 * HOUR).priority(5)], []),
+    ],
+)
+def test_a_restart_waits_for_the_standard_work_ranked_ahead_of_it(policy, queue, preempted):
+    nodes, leases = _victim_on_a(NOW + HOUR / 2)
+    leases[0] = leases[0].submitted(NOW - 10 * HOUR)  # the victim's task, requeued, keeps its place in the queue
+    assert [p.lease_id for p in run(nodes, queue, leases=leases, **policy).preemptions] == preempted
+
+
+def test_hole_times_restart_after_the_queue_ahead():
+    """As `test_hole_times_restart_after_what_the_headroom_keeps`, with one GPU of standard work ranked ahead
+    instead of one GPU of headroom kept: the same wait; with none ahead, at once."""
+    nodes = [Node("a", "H100", 8, frozenset({7})), Node("b", "H100", 8, frozenset({7}))]
+    fleet = Fleet(nodes, 8, lambda card_type, total: 0)
+    leases = [a_lease("a1").on("a").gpus(*range(7)).ends(NOW + 9 * HOUR).build(),
+              a_lease("b1").on("b").gpus(*range(7)).ends(NOW + HOUR).build()]
+    victim = a_lease("v").on("a").gpus(0).build()
+    taken = {0: (0, [(NOW + 9 * HOUR, 7), (NOW + 2 * HOUR, 1)])}
+    one_ahead = HoleTimes(leases, fleet, NOW, ahead=lambda card_type, lease: 1)
+    assert one_ahead.restart_wait("H100", 1, 0, taken, victim) == HOUR
+    assert one_ahead.restart_node("H100", 1, 0, taken, victim) == (1, NOW + HOUR)
+    assert HoleTimes(leases, fleet, NOW, ahead=lambda card_type, lease: 0).restart_wait("H100", 1, 0, taken, victim) == 0

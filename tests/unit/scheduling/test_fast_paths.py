@@ -188,6 +188,7 @@ def repetitive_scenarios(draw):
                    standard_yields_drain_priced=draw(st.booleans()),
                    standard_yields_drain_kth_hole=draw(st.booleans()),
                    standard_yields_restart_after_headroom=draw(st.booleans()),
+                   standard_yields_restart_after_queue=draw(st.booleans()),
                    fillers_after_opportunistic=draw(st.booleans()))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)

@@ -112,6 +112,7 @@ def _policies(draw):
                    standard_yields_drain_priced=draw(st.booleans()),
                    standard_yields_drain_kth_hole=draw(st.booleans()),
                    standard_yields_restart_after_headroom=draw(st.booleans()),
+                   standard_yields_restart_after_queue=draw(st.booleans()),
                    fillers_after_opportunistic=draw(st.booleans()))
 
 

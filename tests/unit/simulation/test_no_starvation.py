@@ -55,6 +55,7 @@ def policies(draw: st.DrawFn) -> Policy:
         standard_yields_drain_priced=draw(st.booleans()),
         standard_yields_drain_kth_hole=draw(st.booleans()),
         standard_yields_restart_after_headroom=draw(st.booleans()),
+        standard_yields_restart_after_queue=draw(st.booleans()),
         fillers_after_opportunistic=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
