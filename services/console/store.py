@@ -6,7 +6,7 @@ One call per consumed batch, inside the batch's transaction:
    lock the batch's task ids (advisory, in a fixed order, so two views instances never interleave on
    one task), load their views, `evolve` in stream order (pure), then one
    multi-row upsert of the views and one multi-row insert of the history (each line with the
-   `sentence_fields` its Chinese sentence is rendered from). A `ViewCache` keeps the
+   `history_facts` its Chinese sentence is rendered from). A `ViewCache` keeps the
    views this process last read or wrote with their row version (`xmin`): the load sends the
    cached versions and gets the view's JSON back only for rows that changed since (another views
    instance, a rolled-back batch), so a view still as cached is not parsed again — a task's view
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 import asyncpg
 
 from services.common.bulk import column_arrays, execute_bulk
-from services.console.sentences import sentence_fields
+from services.console.sentences import history_facts
 from shared.events import Envelope
 from shared.events.carried import with_carried_releases, with_carried_usage
 from shared.logging import get_logger
@@ -150,7 +150,7 @@ async def save_history(conn: asyncpg.Connection, history: Sequence[tuple[Envelop
         [view.state.value for _, view in history],
         [view.reason for _, view in history],
         [view.reason_detail for _, view in history],
-        [json.dumps(sentence_fields(view), ensure_ascii=False) for _, view in history],
+        [json.dumps(history_facts(view), ensure_ascii=False) for _, view in history],
     )
 
 

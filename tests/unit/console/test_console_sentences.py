@@ -10,7 +10,14 @@ from services.console.labels import REASON_LABELS_ZH
 from services.console.pages.templating import duration_text, labels_for
 from services.console.quota_banner import banner_alerts, quota_alerts
 from shared.alerts import AlertKind
-from services.console.sentences import ZH_TEMPLATES, reason_sentence, sentence_fields, template_fields
+from services.console.sentences import (
+    ZH_TEMPLATES,
+    history_facts,
+    reason_sentence,
+    sentence_fields,
+    sentence_from_fields,
+    template_fields,
+)
 from shared.events.reasons import RequeueReason, UnmatchableReason
 from shared.projection import evolve
 from shared.task_view import TaskView, ViewReason
@@ -39,6 +46,21 @@ def test_templates_use_only_fields_the_view_provides() -> None:
     provided = set(sentence_fields(TaskView(id="T")))
     for reason, template in ZH_TEMPLATES.items():
         assert template_fields(template) <= provided, reason
+
+
+@pytest.mark.parametrize("reason", sorted(ZH_TEMPLATES), ids=str)
+def test_a_history_line_stores_only_its_templates_fields_and_renders_the_same_sentence(reason: str) -> None:
+    rich = view_after("submitted", "readiness", "matched", "granted", "started", "succeeded", readiness={"ready": False},
+                      granted={"node": "h100-a", "card": "H100", "gpus": (0, 1)}, started={"node": "h100-a"})  # fmt: skip
+    view = rich.model_copy(update={"reason": reason, "cancel_reason": "by hand", "last_checkpoint": "s3://ckpt/T1/0.5",
+                                   "flags": ("output_out_of_bounds",)})  # fmt: skip
+    stored = history_facts(view)
+    assert set(stored) == template_fields(ZH_TEMPLATES[reason])
+    assert sentence_from_fields(reason, stored) == sentence_from_fields(reason, sentence_fields(view))
+
+
+def test_a_reason_without_a_template_stores_no_fields() -> None:
+    assert history_facts(view_after("submitted").model_copy(update={"reason": "added_later"})) == {}
 
 
 def test_waiting_for_data_names_each_input_and_the_share_ready() -> None:
