@@ -11,7 +11,6 @@ when the columns cannot decide it) or over a list of tasks (`_walk_settled_tasks
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import islice
 from operator import attrgetter
 
 from shared.scheduling.eligibility import readiness_failure, readiness_failures
@@ -170,9 +169,10 @@ class SettledWalk:
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_reason, add_detail = self.deferred_reasons.append, self.deferred_details.append  # the ids: `_walk_settled`
         no_capacity = R.NO_CAPACITY
-        # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task
-        for position, task_flags, shape, project in zip(range(start, len(ordered)), islice(flags, start, None),
-                                                        islice(shapes, start, None), islice(projects, start, None)):
+        # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task: over slices of
+        # them (a copy each, in C) rather than `islice`s, whose every step costs another call (−0.9% instructions)
+        for position, task_flags, shape, project in zip(range(start, len(ordered)), flags[start:], shapes[start:],
+                                                        projects[start:]):
             failure = failures[task_flags]
             if failure is None and project in limited:
                 # what refused earlier tasks since the project's last charge (as in `_walk_settled_tasks`, kept inline)
