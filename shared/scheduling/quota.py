@@ -322,8 +322,21 @@ class StandingRefusal:
     def of(self, runtimes: Sequence[float]) -> tuple[DeferralReason, str] | None:
         """The deferral reason and sentence of a task with these runtimes (per option, in matcher order) if the quota
         allows none of its options (what `usable_indexes` would say); None if it allows one."""
-        gpus, margin = self.gpus, self.margin_s
-        if not all(map(le, self.refused_from, runtimes)):  # not refused from its runtimes alone: the bounds decide
+        gpus, margin, refused_from = self.gpus, self.margin_s, self.refused_from
+        # every runtime at or beyond its option's `refused_from`: one comparison per option, written out for up to
+        # three options — `all(map(le, ...))` makes a map and two iterators, ~1,000 instructions more per call
+        # (the first plan over kept inputs asks ~20,600 times: −1.7% of its instructions)
+        options = len(refused_from)
+        if options == 1:
+            refused = refused_from[0] <= runtimes[0]
+        elif options == 2:
+            refused = refused_from[0] <= runtimes[0] and refused_from[1] <= runtimes[1]
+        elif options == 3:
+            refused = (refused_from[0] <= runtimes[0] and refused_from[1] <= runtimes[1]
+                       and refused_from[2] <= runtimes[2])
+        else:
+            refused = all(map(le, refused_from, runtimes))
+        if not refused:  # not refused from its runtimes alone: the bounds decide
             for (left_s, left_gpu_hours), runtime_s in zip(self.bounds, runtimes):
                 if not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / SECONDS_PER_HOUR):
                     return None

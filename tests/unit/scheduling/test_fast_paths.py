@@ -43,7 +43,7 @@ from shared.scheduling.ordered_queue import OrderedQueue
 from shared.scheduling.queue_columns import longest_runtime
 from shared.scheduling.ordering import order_queue
 from shared.scheduling import reasons
-from shared.scheduling.quota import QuotaBook, refused_from
+from shared.scheduling.quota import QuotaBook, StandingRefusal, refused_from
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
@@ -493,6 +493,29 @@ def test_from_the_runtime_a_refusal_starts_at_every_longer_runtime_is_refused(le
     assert refused(start)
     assert refused(start + beyond)
     assert refused(nextafter(start, inf))
+
+
+bound = finite | st.sampled_from((inf, -inf))
+runtime = st.floats(0.0, 1e7) | st.sampled_from((0.0, HOUR, float("nan")))
+
+
+@settings(max_examples=1000)
+@given(options=st.lists(st.tuples(st.tuples(bound, bound), runtime), min_size=1, max_size=5),
+       gpus=st.integers(1, 64), margin=st.sampled_from((0.0, HOUR, 0.1)))
+def test_a_kept_refusal_refuses_exactly_when_no_option_passes_its_bounds(options, gpus, margin) -> None:
+    """`StandingRefusal.of` (its runtimes compared with each option's `refused_from`, written out for up to three
+    options) refuses a task exactly when the bounds' own test refuses every option, for one to five options —
+    some runtimes refused from their `refused_from`, some only by the bounds, some (not a number) by neither."""
+    bounds = tuple(option_bounds for option_bounds, _ in options)
+    runtimes = [runtime_s for _, runtime_s in options]
+    refusal = StandingRefusal(bounds, gpus, "H100", margin, True)
+    refusal.soonest_left_s = inf  # the sentence names the need (the account's expiry is not what refuses)
+
+    def allowed(left_s: float, left_gpu_hours: float, runtime_s: float) -> bool:
+        return not (left_s < runtime_s + margin or left_gpu_hours < gpus * runtime_s / HOUR)
+
+    assert (refusal.of(runtimes) is None) == any(allowed(*option_bounds, runtime_s)
+                                                 for option_bounds, runtime_s in options)
 
 
 @pytest.mark.parametrize("left_gpu_hours, gpus", [(0.1, 3), (2.505070314848129, 1), (7.3, 7), (1e-3, 16)])
