@@ -8,22 +8,31 @@ in flavor a100, 2 more needed".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 from shared.scheduling.model import Deferral, DeferralReason
 
 
 def format_duration(seconds: float) -> str:
     """A short human duration: '45s', '12m', '3h05m', '2d04h'."""
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    return _minutes_text(int(seconds // 60))
+    if not seconds >= 60:  # under a minute; a negative duration or not a number is said as 0s
+        return f"{seconds if seconds > 0.0 else 0.0:.0f}s"
+    minutes = int(seconds // 60)
+    text = _MINUTES_SAID.get(minutes)
+    if text is None:
+        text = _minutes_text(minutes)
+        if minutes < _MINUTES_KEPT:
+            _MINUTES_SAID[minutes] = text
+    return text
 
 
-@lru_cache(maxsize=8192)
+# `format_duration` of a whole number of minutes, remembered (a cycle says many task runtimes): a dict read costs
+# less than a call of an `lru_cache` (its arguments made into a tuple); up to ~69 days, at most one entry a minute
+_MINUTES_SAID: dict[int, str] = {}
+_MINUTES_KEPT = 100_000
+
+
 def _minutes_text(minutes: int) -> str:
-    """`format_duration` of a whole number of minutes (remembered: a cycle says many task runtimes)."""
+    """`format_duration` of a whole number of minutes."""
     if minutes < 60:
         return f"{minutes}m"
     hours, minutes = divmod(minutes, 60)
