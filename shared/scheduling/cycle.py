@@ -74,6 +74,21 @@ P = enum_members(PriorityClass)
 class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemption, CycleReservation):
     """Working state of one `plan()` call."""
 
+    # Every attribute a slot (the mixins declare none): each of the plan's many attribute reads is a slot read, not
+    # an instance-dict lookup (measured: the first plan over kept inputs −3.8% instructions). An attribute not named
+    # here cannot be set.
+    __slots__ = (
+        "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons", "explain", "fleet",
+        "grants", "guard", "guard_reclaims", "leases", "now", "policy", "preemptions", "quota", "reservation_settled",
+        "reservations", "revisit_at",
+        "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
+        "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
+        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_opportunistic",
+        "_preempted", "_queue", "_ranked_ahead_discarded", "_releases", "_repeats", "_reserved_options",
+        "_restart_queue", "_short_s", "_standard_victims", "_standard_yields", "_victims", "_victims_at_once",
+        "_victims_fillers", "_victims_not_core",
+    )
+
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = (),
                  columns: WalkColumns | None = None) -> None:
         self.policy = policy

@@ -30,6 +30,9 @@ P = enum_members(PriorityClass)
 class ClosedWalk:
     """The closing deferrals of `Cycle` (`defer_rest`)."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,

@@ -50,6 +50,9 @@ P = enum_members(PriorityClass)
 class CyclePreemption:
     """Preemption for `Cycle`."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def _may_preempt(self, task: QueuedTask) -> bool:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by

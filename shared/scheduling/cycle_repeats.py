@@ -30,6 +30,9 @@ _KIND = CORE | OPPORTUNISTIC | CHECKPOINTS  # the flags that tell a task's class
 class RepeatedFailures:
     """Shapes, change counters and remembered failures of `Cycle`."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def _changes(self) -> int:
         """Grows with every grant and preemption (`_changed_on`)."""
         return self.changes

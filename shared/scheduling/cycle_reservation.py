@@ -43,6 +43,9 @@ P = enum_members(PriorityClass)
 class CycleReservation:
     """The reservation of `Cycle` (`_reserve`)."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
         cards = {option.card_type for option in options}
         yield_at = self._fillers_yield_at(task)

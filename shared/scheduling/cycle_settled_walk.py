@@ -28,6 +28,9 @@ _CONSIDERED = ("considered", "on the options its quota allows")  # `_walk_settle
 class SettledWalk:
     """The settled walk of `Cycle` (`Cycle.walk` hands over to it once the reservation is settled)."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def _walk_settled_tasks(self, ordered: Sequence[QueuedTask], start: int) -> None:
         """`_walk_settled` for a queue without columns (a list: a cold plan, the simulator's first cycle): the
         same shortcuts, keyed by a task's (GPUs, heavy, card types) read from the task instead of the kept

@@ -37,6 +37,9 @@ P = enum_members(PriorityClass)
 class TaskStart:
     """Starting a task for `Cycle` (`_try_start`)."""
 
+    __slots__ = ()  # `Cycle` declares the slots of its working state
+
+
     def _try_start(self, task: QueuedTask, options: Sequence[CardOption]) -> list[Miss]:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []

