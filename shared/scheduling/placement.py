@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 Allocation = list[tuple[int, int]]  # (node rank, GPU count) pairs
 _NODE_ID, _CARD_TYPE, _FREE = attrgetter("node_id"), attrgetter("card_type"), attrgetter("free")
-_GPUS, _HEAVY_RUNNING = attrgetter("gpus"), attrgetter("heavy_running")
 gpus_unlimited = 1 << 30
 
 
@@ -73,11 +72,14 @@ class Fleet:
             self.node_ids, self.rank_of, self.card_of = layout.node_ids, layout.rank_of, layout.card_of
         self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered) if free_sorted is None else free_sorted)
         self.free_count = list(map(len, self.free_gpus))
-        self.heavy = list(map(_HEAVY_RUNNING, ordered))
+        # list comprehensions, not maps of `attrgetter`s and `max` (each call of those made a tuple of its arguments
+        # in CPython 3.11): 10,000 nodes a plan, −1.0% instructions of the headline's first plan
+        self.heavy = [node.heavy_running for node in ordered]
         self.max_heavy = max_heavy
         self.version = 0  # grows whenever free GPUs or a pool's failure caches change (`may_have_room`)
         self.pools: dict[str, Pool] = {}
-        self._add_to_pools(list(map(max, map(_GPUS, ordered), self.free_count)), layout)
+        self._add_to_pools([free if free > node.gpus else node.gpus for node, free in zip(ordered, self.free_count)],
+                           layout)  # each node's size: the larger of its GPUs and its free count
         for pool in self.pools.values():
             self._build_buckets(pool)
             pool.headroom = headroom_of(pool.card_type, pool.total_gpus)
