@@ -72,6 +72,19 @@ class HeadroomSection(BaseModel):
         _DEFAULT.headroom_tracks_core,
         description="keep at most the GPUs core work holds or waits for on the card type (no core work, no headroom)",
     )
+    checkpointing_standard_borrows: bool = Field(
+        _DEFAULT.checkpointing_standard_borrows,
+        description="standard work that checkpoints may take headroom GPUs as a filler; core work past its grace"
+        " preempts it after every opportunistic victim (it loses its checkpoint write)",
+    )
+    fillers_yield_at_once: bool = Field(
+        _DEFAULT.fillers_yield_at_once, description="a core task takes such fillers at once, inside its grace too"
+    )
+    fillers_after_opportunistic: bool = Field(
+        _DEFAULT.fillers_after_opportunistic,
+        description="a filler takes headroom GPUs only where no ready opportunistic task waits that the card type's"
+        " free GPUs could hold (opportunistic work borrows the headroom first)",
+    )
 
 
 class PlacementSection(BaseModel):
@@ -216,6 +229,9 @@ def scheduling_policy(document: PolicyDocument, name: str = "cardflow") -> Polic
         aging_per_hour=document.queue.aging_per_hour,
         headroom=shares,
         headroom_tracks_core=headroom.tracks_core,
+        checkpointing_standard_borrows=headroom.checkpointing_standard_borrows,
+        fillers_yield_at_once=headroom.fillers_yield_at_once,
+        fillers_after_opportunistic=headroom.fillers_after_opportunistic,
         max_heavy_per_node=document.placement.max_heavy_per_node,
         quota_expiry_margin_s=document.quota.expiry_margin_s,
         backfill=document.backfill.enabled,
@@ -237,7 +253,7 @@ def policy_document(policy: Policy) -> PolicyDocument:
             order=QueueOrder(policy.order), aging_per_hour=policy.aging_per_hour,
             readiness_gate=policy.readiness_gate, head_of_line_blocking=policy.head_of_line_blocking,
         ),
-        headroom=_headroom_section(policy.headroom, policy.headroom_tracks_core),
+        headroom=_headroom_section(policy),
         placement=PlacementSection(max_heavy_per_node=policy.max_heavy_per_node),
         backfill=BackfillSection(enabled=policy.backfill, fill_reservations=policy.fill_reservations,
                                  holder_reclaims_within_headroom=policy.holder_reclaims_within_headroom),
@@ -249,9 +265,14 @@ def policy_document(policy: Policy) -> PolicyDocument:
     )  # fmt: skip
 
 
-def _headroom_section(headroom: float | Mapping[str, float], tracks_core: bool) -> HeadroomSection:
+def _headroom_section(policy: Policy) -> HeadroomSection:
+    rules = dict(
+        tracks_core=policy.headroom_tracks_core, checkpointing_standard_borrows=policy.checkpointing_standard_borrows,
+        fillers_yield_at_once=policy.fillers_yield_at_once, fillers_after_opportunistic=policy.fillers_after_opportunistic,
+    )
+    headroom = policy.headroom
     if isinstance(headroom, HeadroomShares):
-        return HeadroomSection(default=headroom.default, per_card_type=dict(headroom.items()), tracks_core=tracks_core)
+        return HeadroomSection(default=headroom.default, per_card_type=dict(headroom.items()), **rules)
     if isinstance(headroom, Mapping):
-        return HeadroomSection(default=0.0, per_card_type=dict(headroom), tracks_core=tracks_core)
-    return HeadroomSection(default=float(headroom), tracks_core=tracks_core)
+        return HeadroomSection(default=0.0, per_card_type=dict(headroom), **rules)
+    return HeadroomSection(default=float(headroom), **rules)

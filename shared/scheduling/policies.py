@@ -3,7 +3,8 @@
 - "cardflow": everything on — class/priority/aging order, readiness gate, headroom for core work,
   EASY reservation + backfill, opportunistic work filling the reservation's drain (and yielding when it
   is due — to a standard holder only if the headroom then lets it start), preemption of opportunistic
-  work, heavy-task spreading, quota expiry.
+  work, standard work that checkpoints filling the headroom where no ready opportunistic work would borrow
+  it (and yielding it to core work at once), heavy-task spreading, quota expiry.
 - "fifo": strict submit order; the first task that does not fit blocks everything behind it.
 - "priority": strict (class, priority) order with head-of-line blocking, no backfill.
 - "easy-backfill": Slurm-style EASY backfill over priority order, the estimate as time limit.
@@ -28,6 +29,9 @@ _BASELINE = dict(
     fill_reservations=False,
     quota_expiry_gate=False,
     holder_reclaims_within_headroom=False,  # inert without filling; False keeps their runs' cache keys (bench/)
+    checkpointing_standard_borrows=False,  # inert without headroom and preemption; False keeps their cache keys
+    fillers_yield_at_once=False,
+    fillers_after_opportunistic=False,
 )
 
 POLICIES: dict[str, Policy] = {

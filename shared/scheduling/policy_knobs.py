@@ -90,14 +90,14 @@ class Policy:
     # victim of core work past its grace, after every opportunistic victim — preempting it loses only its
     # checkpoint write. The dispatcher keeps the flag in its lease rows (`leases.borrowed_headroom`), so a
     # dispatcher that reloads them plans as the simulator does.
-    checkpointing_standard_borrows: bool = False
+    checkpointing_standard_borrows: bool = True
     # ... and a core task takes such fillers at once, inside its grace too (they lose only their write, now or
     # later); opportunistic victims still wait for the grace (`preempt_at_once` decides those).
-    fillers_yield_at_once: bool = False
+    fillers_yield_at_once: bool = True
     # ... but only where no ready opportunistic task waits that the free GPUs of the card type could hold: the
     # headroom idles only where nothing opportunistic would borrow it, and a filler taking GPUs opportunistic work
     # would have borrowed turns a cheap preemption into a standard restart (docs/BENCHMARKS.md, policy session 20).
-    fillers_after_opportunistic: bool = False
+    fillers_after_opportunistic: bool = True
     # Core work past its grace may also preempt standard leases that checkpoint on preemption and did not borrow
     # the headroom (after every opportunistic victim and filler): what standard work took beyond the headroom comes
     # back to a core burst at the cost of a checkpoint write each. Not simulator-only: it reads only a lease's class

@@ -55,6 +55,15 @@ def test_an_empty_policy_document_means_the_cardflow_preset() -> None:
     assert scheduling_policy(validate_document(POLICY, "").model) == POLICIES["cardflow"]
 
 
+def test_the_headroom_section_switches_the_standard_fillers() -> None:
+    """On in the cardflow preset since session 21; a document written before the fields existed means on too."""
+    assert POLICIES["cardflow"].checkpointing_standard_borrows
+    text = "headroom:\n  checkpointing_standard_borrows: false\n  fillers_yield_at_once: false\n"
+    policy = scheduling_policy(validate_document(POLICY, text).model)
+    assert (policy.checkpointing_standard_borrows, policy.fillers_yield_at_once, policy.fillers_after_opportunistic) == (
+        False, False, True)
+
+
 def test_headroom_per_card_type_falls_back_to_the_default_for_types_not_named() -> None:
     document = PolicyDocument.model_validate({"headroom": {"default": 0.1, "per_card_type": {"H100": 0.25}}})
     policy = scheduling_policy(document)

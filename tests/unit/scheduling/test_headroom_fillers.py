@@ -10,8 +10,10 @@ from shared.scheduling.model import DeferralReason as R
 
 from .builders import HOUR, NOW, a_full_fleet_around, a_lease, a_node, a_task, grants, reason_of, run
 
-FIXED = dict(headroom_tracks_core=False, headroom=0.25)  # 4 of 16 GPUs kept, whatever core work there is
-FILLERS = dict(checkpointing_standard_borrows=True, **FIXED)
+# 4 of 16 GPUs kept, whatever core work there is; fillers off (the cardflow preset has them on)
+FIXED = dict(headroom_tracks_core=False, headroom=0.25, checkpointing_standard_borrows=False,
+             fillers_yield_at_once=False, fillers_after_opportunistic=False)
+FILLERS = dict(FIXED, checkpointing_standard_borrows=True)
 FULL_BUT_HEADROOM = [a_node("a").free(0), a_node("b").free(4)]  # 4 of 16 free = the headroom
 
 
@@ -82,8 +84,8 @@ def test_inside_its_grace_a_core_task_takes_only_fillers_at_once():
     opportunistic = a_lease("Lo").on("b").gpus(0, 1, 2, 3).checkpoints_on_preempt().opportunistic()
     nodes, leases = a_full_fleet_around(standard.started(NOW - 120).ends(NOW + 5 * HOUR),
                                         opportunistic.started(NOW - 60).ends(NOW + 5 * HOUR))
-    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - 60)], leases=leases, fillers_yield_at_once=True,
-                 **FILLERS)
+    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - 60)], leases=leases,
+                 **dict(FILLERS, fillers_yield_at_once=True))
     assert [p.lease_id for p in result.preemptions] == ["Ls"]
 
 

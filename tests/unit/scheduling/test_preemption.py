@@ -207,7 +207,10 @@ def test_with_preempt_at_once_fillers_only_the_reservation_holder_takes_victims_
     leases = [opp("o1", 0, 1, 2, 3, started=NOW - 5 * HOUR).checkpoints_on_preempt(),
               opp("o2", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]
     tasks = [a_task("c1").core().gpus(4).priority(9).submitted(NOW - 100), a_task("c2").core().gpus(4).submitted(NOW - 100)]
-    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="fillers")
+    # fillers yielding at once (the cardflow preset) would let c2 preempt inside its grace too: this is the
+    # preempt_at_once rule alone
+    result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="fillers",
+                          fillers_yield_at_once=False)
     assert [p.for_task_id for p in result.preemptions] == ["c1"]
     assert reason_of(result, "c2") != R.AWAITING_PREEMPTION
     result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
@@ -319,8 +322,10 @@ def test_with_spares_ending_the_cheapest_victim_that_does_not_end_soon_is_chosen
 # -- Preemption that pays for its loss (opt-in): the reservation's holder within a budget -------------
 
 def _budget_run(tasks, leases, share: float, nodes=FULL):
-    """The cardflow defaults (grace 600 s, loss cap = the victim's own write) with a budget share."""
-    return builders.run(nodes, tasks, leases=leases, preempt_after_s=600, preemption_budget_share=share)
+    """The cardflow defaults (grace 600 s, loss cap = the victim's own write) with a budget share; fillers do not
+    yield at once (with them a core task inside its grace may preempt, and the budget's victims are not only fillers)."""
+    return builders.run(nodes, tasks, leases=leases, preempt_after_s=600, preemption_budget_share=share,
+                        fillers_yield_at_once=False)
 
 
 @pytest.mark.parametrize(

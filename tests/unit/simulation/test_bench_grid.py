@@ -59,7 +59,9 @@ def test_cache_keys_leave_out_what_a_run_provably_ignores():
 
 
 def test_policy_fields_added_later_leave_the_key_at_their_neutral_value_and_variants_change_it():
-    cardflow = grid.variant(POLICIES["cardflow"], ["holder_reclaims_within_headroom=false"])  # the preset until 2026-12-03
+    cardflow = grid.variant(POLICIES["cardflow"], [  # the preset until 2026-12-03 (the fillers until 2026-12-04)
+        "holder_reclaims_within_headroom=false", "checkpointing_standard_borrows=false", "fillers_yield_at_once=false",
+        "fillers_after_opportunistic=false"])
     key = grid.Run(CELL, "2017-10-03", 42, cardflow).key("c")
     assert key == "59e1b63c2cbf81966e75658c"  # as before those fields existed (main at 0bad872): earlier runs count
     assert grid.Run(CELL, "2017-10-03", 42, POLICIES["cardflow"]).key("c") != key  # a field switched on in the preset

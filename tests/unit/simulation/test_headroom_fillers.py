@@ -23,17 +23,19 @@ TRACE = [task("S1", 0, 6, 10_000), task("S2", 1, 2, 5_000, checkpoint=300), task
 
 
 @pytest.mark.parametrize(
-    ("on", "waits", "preemptions"),
+    ("fillers", "waits", "preemptions"),
     [
         # off: S2 waits for S1's end; C takes the idle headroom at once
-        (False, {"S1": 0, "S2": 9_999, "C": 0}, 0),
+        (dict(checkpointing_standard_borrows=False), {"S1": 0, "S2": 9_999, "C": 0}, 0),
         # on: S2 fills the headroom at once; C preempts it when its 600 s grace ends (the simulator plans then
         # although the node is full and no opportunistic work runs)
-        (True, {"S1": 0, "S2": 0, "C": 600}, 1),
+        (dict(fillers_yield_at_once=False), {"S1": 0, "S2": 0, "C": 600}, 1),
+        # on, yielding at once (the cardflow preset): C takes S2's GPUs as soon as it arrives
+        ({}, {"S1": 0, "S2": 0, "C": 0}, 1),
     ],
 )
-def test_a_checkpointing_standard_task_fills_the_headroom_until_core_work_needs_it(on, waits, preemptions):
-    policy = replace(POLICIES["cardflow"], headroom=0.25, headroom_tracks_core=False, checkpointing_standard_borrows=on)
+def test_a_checkpointing_standard_task_fills_the_headroom_until_core_work_needs_it(fillers, waits, preemptions):
+    policy = replace(POLICIES["cardflow"], headroom=0.25, headroom_tracks_core=False, **fillers)
     recorder = Simulation(TRACE, parse_cluster_spec("X:1x8"), policy).run().recorder
     assert recorder.waits == waits
     assert recorder.preemptions == preemptions
