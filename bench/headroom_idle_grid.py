@@ -8,7 +8,8 @@ and, over every stretch between two plans inside the measured window (as utilisa
   headroom (a `headroom` deferral) — every idle GPU of such a stretch, fragments included;
 - *idle headroom*: of those, no more than the headroom kept free — per card type the headroom the plan keeps
   (`headroom_gpus`, capped by the core demand present: what core work holds or waits for) minus what opportunistic
-  work borrows of it — the GPU-time the headroom rule itself holds idle while ready standard work waits;
+  work and standard fillers (`Policy.checkpointing_standard_borrows`) borrow of it — the GPU-time the headroom rule
+  itself holds idle while ready standard work waits;
 - *headroom kept*: the headroom's size over the whole window, and the core GPUs waiting, both time-weighted.
 
 Printed per cell, beside the preset's and easy-backfill's utilisation from the grid's cache (their difference is the
@@ -64,11 +65,12 @@ def stretch_values(snapshot: Snapshot, queue: Sequence[QueuedTask], result: Plan
     for grant in result.grants:
         taken = sum(len(placement.gpu_indices) for placement in grant.placements)
         idle[grant.card_type] -= taken
-        if classes.get(grant.task_id) == PriorityClass.OPPORTUNISTIC:
+        if classes.get(grant.task_id) == PriorityClass.OPPORTUNISTIC or grant.borrowed_headroom:
             borrowed[grant.card_type] = borrowed.get(grant.card_type, 0) + taken
     preempted = {preemption.lease_id for preemption in result.preemptions}
     for lease in snapshot.leases:
-        if lease.priority_class == PriorityClass.OPPORTUNISTIC and lease.lease_id not in preempted:
+        lends = lease.priority_class == PriorityClass.OPPORTUNISTIC or lease.borrowed_headroom  # or a standard filler
+        if lends and lease.lease_id not in preempted:
             card_type = card_of_node.get(lease.node_id)
             borrowed[card_type] = borrowed.get(card_type, 0) + lease.gpus
     demand = core_demand(snapshot.leases, queue, card_of_node)
@@ -146,7 +148,7 @@ def table(rows: Mapping[grid.Cell, list[tuple[dict, dict, dict]]], code: str, se
              "utilisation minus easy-backfill's (the grid's cached runs). *Idle while queued*: GPU-time idle while "
              "ready work waits, preset / easy-backfill. *Refused idle*: GPUs idle in stretches where the headroom "
              "refused a ready standard task. *Idle headroom*: of those, at most the headroom kept minus what "
-             "opportunistic work borrowed of it. *Headroom kept* and *core waiting*: GPUs, time-weighted means.", "",
+             "opportunistic work and standard fillers borrowed of it. *Headroom kept* and *core waiting*: GPUs, time-weighted means.", "",
              "| cell | units | gap, points | idle while queued, points (preset / easy) | refused idle, points | "
              "idle headroom, points | headroom kept, GPUs | core waiting, GPUs |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
