@@ -84,7 +84,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
         "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
         "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_opportunistic",
-        "_preempted", "_queue", "_ranked_ahead_discarded", "_releases", "_repeats", "_reserved_options",
+        "_preempted", "_queue", "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options",
         "_restart_queue", "_short_s", "_standard_victims", "_standard_yields", "_victims", "_victims_at_once",
         "_victims_fillers", "_victims_not_core",
     )
@@ -113,6 +113,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
         self._queue = queue
         self._drain_state: DrainInputs | None = None  # `_drain_inputs`, made again after a grant or preemption
+        self._ready_tasks: list[QueuedTask] | None = None  # `_ready_queue`
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
         self._restart_queue: QueueAhead | None = None  # `_queue_ahead`
         self._narrowest_opportunistic: dict[str, int] | None = None  # `_opportunistic_narrowest`
@@ -205,6 +206,16 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         else:
             options = task.options
         self._consider_usable(task, options)
+
+    def _ready_queue(self) -> list[QueuedTask]:
+        """The queue's tasks that pass the readiness checks (`consider`'s, `readiness_failure`'s: data under the gate,
+        a match, approval), in queue order: the waiting work the drain holder, the queue ahead of a restart and the
+        narrowest opportunistic task are read from — made once per cycle (the queue does not change within it)."""
+        if self._ready_tasks is None:
+            gate = self._gate
+            self._ready_tasks = [task for task in self._queue
+                                 if task.options and task.approved and (task.data_ready or not gate)]
+        return self._ready_tasks
 
     def _consider_usable(self, task: QueuedTask, options: Sequence[CardOption]) -> None:
         """`consider` for a ready task, with the card options its quota allows (at least one)."""

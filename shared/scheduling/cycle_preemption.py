@@ -188,10 +188,7 @@ class CyclePreemption:
         """The ready standard tasks of the queue per card type (`policy.standard_yields_restart_after_queue`:
         restart_queue.py), made once per cycle."""
         if self._restart_queue is None:
-            gate = self._gate
-            self._restart_queue = QueueAhead(
-                self._queue, lambda task: bool(task.options) and task.approved and (task.data_ready or not gate),
-                self.policy, self.now)
+            self._restart_queue = QueueAhead(self._ready_queue(), self.policy, self.now)
         return self._restart_queue
 
     def _drain_holder(self) -> DrainHolder | None:
@@ -203,9 +200,8 @@ class CyclePreemption:
         stops at the first that fits now. With `policy.standard_yields_drain_kth_hole` the holder carries how many
         candidates are that wide (`DrainHolder.backlog`)."""
         if self._drain_candidates is None:
-            gate = self._gate
-            ready = [(-task.gpus, position, task) for position, task in enumerate(self._queue)
-                     if task.priority_class != P.CORE and task.options and task.approved and (task.data_ready or not gate)]
+            ready = [(-task.gpus, position, task) for position, task in enumerate(self._ready_queue())
+                     if task.priority_class != P.CORE]
             self._drain_candidates = [task for _, _, task in sorted(ready, key=lambda item: item[:2])]
         fleet = self.fleet
         for position, task in enumerate(self._drain_candidates):

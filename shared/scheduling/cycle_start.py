@@ -93,9 +93,8 @@ class TaskStart:
         cycle; the queue does not change within it)."""
         if self._narrowest_opportunistic is None:
             narrowest: dict[str, int] = {}
-            gate = self._gate
-            for task in self._queue:
-                if task.priority_class == P.OPPORTUNISTIC and task.approved and (task.data_ready or not gate):
+            for task in self._ready_queue():
+                if task.priority_class == P.OPPORTUNISTIC:
                     for option in task.options:
                         narrowest[option.card_type] = min(narrowest.get(option.card_type, task.gpus), task.gpus)
             self._narrowest_opportunistic = narrowest

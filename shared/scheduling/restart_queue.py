@@ -17,7 +17,7 @@ when a core task prices a yield.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from itertools import accumulate
 
 from shared.scheduling.model import PriorityClass, QueuedTask, RunningLease
@@ -30,12 +30,12 @@ _STANDARD = PriorityClass.STANDARD
 class QueueAhead:
     """Per card type, the ready standard tasks of the queue in queue order with their GPUs summed (`gpus_ahead`)."""
 
-    def __init__(self, queue: Iterable[QueuedTask], ready: Callable[[QueuedTask], bool], policy: Policy,
-                 now: float) -> None:
+    def __init__(self, ready: Iterable[QueuedTask], policy: Policy, now: float) -> None:
+        """`ready`: the queue's tasks that pass the readiness checks (`Cycle._ready_queue`)."""
         self._policy, self._now = policy, now
         by_card: dict[str, list[tuple[tuple, int]]] = {}
-        for task in queue:
-            if task.priority_class == _STANDARD and ready(task):
+        for task in ready:
+            if task.priority_class == _STANDARD:
                 key = order_key(task, policy, now)
                 for option in task.options:
                     by_card.setdefault(option.card_type, []).append((key, task.gpus))
