@@ -258,7 +258,8 @@ OLD_CORE_LEASE_SCENARIO = (
 @example(scenario=OLD_CORE_LEASE_SCENARIO)
 def test_standard_work_never_takes_the_headroom(scenario):
     """Replayed in queue order: after every standard grant, the free GPUs of its card type plus the
-    GPUs held by opportunistic work (which may borrow the headroom) still cover the headroom (for a
+    GPUs held by opportunistic work and by standard fillers (which may borrow the headroom,
+    `Grant.borrowed_headroom`) still cover the headroom (for a
     task wider than total − headroom: everything but its own GPUs) — unless the task gives its GPUs
     back within the preemption grace."""
     snapshot, queue, policy = scenario
@@ -270,7 +271,7 @@ def test_standard_work_never_takes_the_headroom(scenario):
         total[node.card_type] += max(node.gpus, len(node.free))
     leases = {lease.lease_id: lease for lease in snapshot.leases}
     for lease in snapshot.leases:
-        if lease.priority_class == PriorityClass.OPPORTUNISTIC:
+        if lease.priority_class == PriorityClass.OPPORTUNISTIC or lease.borrowed_headroom:
             borrowed[card_of[lease.node_id]] += lease.gpus
     grants = {grant.task_id: grant for grant in result.grants}
     for task in order_queue(queue, policy, NOW):
@@ -281,7 +282,7 @@ def test_standard_work_never_takes_the_headroom(scenario):
         if grant is None:
             continue
         free[grant.card_type] -= sum(len(p.gpu_indices) for p in grant.placements)
-        if task.priority_class == PriorityClass.OPPORTUNISTIC:
+        if task.priority_class == PriorityClass.OPPORTUNISTIC or grant.borrowed_headroom:
             borrowed[grant.card_type] += task.gpus
         short = policy.preemption and grant.estimated_end - NOW <= policy.preempt_after_s
         if task.priority_class == PriorityClass.STANDARD and not short:  # short work may use it (returns it in the grace)
