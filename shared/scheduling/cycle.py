@@ -86,7 +86,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_opportunistic",
         "_preempted", "_queue", "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options",
         "_restart_queue", "_short_s", "_standard_victims", "_standard_yields", "_victims", "_victims_at_once",
-        "_victims_fillers", "_victims_not_core",
+        "_victims_not_core",
     )
 
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = (),
@@ -147,9 +147,9 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self.blocked: Deferral | None = None  # strict order: the deferral every later task gets
         self.revisit_at: float | None = None  # when a waiting core task's preemption grace ends
         self._victims: VictimIndex | None = None
-        self._victims_at_once: VictimIndex | None = None  # `_at_once_victim_index`
+        # `_within_grace_victim_index`: (opportunistic ones that checkpoint, standard fillers) -> the index of those
+        self._victims_at_once: dict[tuple[bool, bool], VictimIndex] = {}
         self._victims_not_core: VictimIndex | None = None  # `_victim_index_for` a task that is not core
-        self._victims_fillers: VictimIndex | None = None  # `_filler_victim_index`
         self._fillers_at_once = self._fillers and policy.fillers_yield_at_once
         self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back

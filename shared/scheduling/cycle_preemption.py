@@ -1,10 +1,9 @@
 """Preemption inside one cycle: who may preempt, from which victims, and the preemption itself.
 
 `CyclePreemption` is a part of `Cycle` (a mixin over the cycle's working state). A core task may preempt once
-its grace is over (`_may_preempt`; inside it the plan asks to be revisited, `Plan.revisit_at`, or with
-`policy.preempt_at_once` it may take only victims that checkpoint); its victims come from one of the lazily
-built victim indexes (`_victim_index_for`: any victim, checkpointing ones only, not standard ones, standard
-fillers, or within a GPU-hour budget); `_preempt` takes the cheapest victims that let it start, holds their
+its grace is over (`_may_preempt`; inside it the plan asks to be revisited, `Plan.revisit_at`); its victims come
+from one of the lazily built victim indexes (`_victim_index_for`: any victim, not standard ones, those a task may
+take inside its grace — `_within_grace_victim_index` — or within a GPU-hour budget, past the grace only); `_preempt` takes the cheapest victims that let it start, holds their
 GPUs for it and records what later reservations may count on. Under fifo a lease whose task ranks ahead of
 the preemptor is no victim of it (`ranks_ahead`). With `policy.standard_yields_drain_priced` a choice that takes a
 standard lease which yields is priced against the drain it lengthens too (`_drain_paying`, yield_drain.py): refused,
@@ -57,9 +56,9 @@ class CyclePreemption:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
         themselves, and every preemption costs a checkpoint write and a restart. The plan then asks to
-        be revisited when the earliest grace ends (`Plan.revisit_at`). With `policy.preempt_at_once` it
-        may (`"checkpointing"`), but only victims that checkpoint on preemption (`_victim_index_for`); with
-        `policy.fillers_yield_at_once`, only the standard leases that borrow the headroom."""
+        be revisited when the earliest grace ends (`Plan.revisit_at`). With `policy.preempt_at_once` =
+        `"checkpointing"` or `policy.fillers_yield_at_once` it may, but only the victims those settings let it take
+        at once (`_within_grace_victim_index`)."""
         return task.priority_class == P.CORE and self._may_preempt_since(task.submitted_at)
 
     def _may_preempt_since(self, submitted_at: float) -> bool:
@@ -100,13 +99,15 @@ class CyclePreemption:
         index = self._victim_index()
         return any(index.may_help(pools[card_type], gpus, heavy) for card_type in card_types if card_type in pools)
 
-    def _preempt(self, task: QueuedTask, options: Sequence[CardOption], budget: float | None = None) -> bool:
+    def _preempt(self, task: QueuedTask, options: Sequence[CardOption], budget: float | None = None,
+                 reclaiming: bool = False) -> bool:
         """Preempt the cheapest victims that let the task start on one of its card options. Under the
         cycle's reservation (the task would still run at its start), only where the guard lets the
         task use the freed GPUs: otherwise they would idle and the victims' work be wasted. With a
         `budget` (GPU-hours): any opportunistic lease not yet taken may be a victim, whatever the loss
-        cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`)."""
-        index = self._victim_index_for(task) if budget is None else self._budget_victim_index(budget)
+        cap, as long as the victims lose no more than the budget in total (`_preempt_within_budget`). `reclaiming`:
+        the task is the reservation's holder taking back the GPUs its fillers hold (`_reclaim_from_fillers`)."""
+        index = self._victim_index_for(task, reclaiming) if budget is None else self._budget_victim_index(budget)
         if self._fifo:
             self._discard_ranked_ahead(index, task)
         for option in options:
@@ -131,7 +132,7 @@ class CyclePreemption:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
-            for other in (self._victims, self._victims_at_once, self._victims_not_core, self._victims_fillers):
+            for other in (self._victims, self._victims_not_core, *self._victims_at_once.values()):
                 if other is not index and other is not None:
                     other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
@@ -192,8 +193,10 @@ class CyclePreemption:
         return self._restart_queue
 
     def _drain_holder(self) -> DrainHolder | None:
-        """The task whose drain a yield may lengthen: the widest queued task that is not core, is ready and fits
-        nowhere now (best fit; headroom and quota aside; the first of equals). Not the first such task only: a pinned
+        """The task whose drain a yield may lengthen: the widest queued task that is not core, is ready, its quota
+        allows on some card option (`_quota_card_types`: one it refuses drains nothing — it could not start on the
+        drained GPUs) and fits nowhere now (best fit, on those options; headroom aside; the first of equals). Not the
+        first such task only: a pinned
         node keeps every wider task behind it waiting too. Core tasks are passed over: past their grace they preempt,
         so their drains are short; the drains that idle GPUs for hours are wide standard tasks' (docs/BENCHMARKS.md,
         policy session 19). None: no such task. The candidates are ranked once per cycle, widest first, and the scan
@@ -205,7 +208,7 @@ class CyclePreemption:
             self._drain_candidates = [task for _, _, task in sorted(ready, key=lambda item: item[:2])]
         fleet = self.fleet
         for position, task in enumerate(self._drain_candidates):
-            pools = [fleet.pools[option.card_type] for option in task.options if option.card_type in fleet.pools]
+            pools = [fleet.pools[card_type] for card_type in self._quota_card_types(task) if card_type in fleet.pools]
             if not pools:
                 continue
             if any(fleet.place(pool, task.gpus, task.heavy) is not None and not self._headroom_keeps_out(task, pool)
@@ -214,6 +217,11 @@ class CyclePreemption:
             backlog = self._drain_backlog(position) if self.policy.standard_yields_drain_kth_hole else None
             return DrainHolder(task.gpus, frozenset(pool.card_type for pool in pools), backlog)
         return None
+
+    def _quota_card_types(self, task: QueuedTask) -> list[str]:
+        """The card types of the task's options its project's quota allows now (all for a project without quota)."""
+        options = self.quota.usable_options(task)[0] if task.project in self._limited else task.options
+        return [option.card_type for option in options]
 
     def _headroom_kept_from_standard(self) -> dict[str, int]:
         """Per card type: the headroom's GPUs less what opportunistic work borrows of them — free GPUs a requeued
@@ -274,10 +282,12 @@ class CyclePreemption:
         """Preemption that pays (`policy.preemption_budget_share`): the reservation's holder, a core task
         past its grace, would otherwise wait until the guard's start; it preempts now if the cheapest
         victims lose in total no more than the budget that wait sets (`budget_gpu_hours`, over the holder's
-        GPUs or — basis "drain" — the reservation's GPUs free now, which its drain holds). True if it did."""
+        GPUs or — basis "drain" — the reservation's GPUs free now, which its drain holds). True if it did.
+        Inside its grace, never: the budget's victims are any opportunistic ones, and a core task that may
+        preempt there (`_may_preempt`) may take only those `_within_grace_victim_index` holds."""
         policy = self.policy
         share = policy.preemption_budget_share
-        if share <= 0 or guard.start_at <= self.now or not self._may_preempt(task):
+        if share <= 0 or guard.start_at <= self.now or not self._may_preempt(task) or self._inside_grace(task):
             return False
         gpus = task.gpus
         if PreemptionBudget(policy.preemption_budget_basis) is PreemptionBudget.DRAIN:
@@ -304,27 +314,47 @@ class CyclePreemption:
                                         releases=[release for _, release in self._releases])
         return self._victims
 
-    def _victim_index_for(self, task: QueuedTask) -> VictimIndex:
-        """The victims the task may take now: any (`_victim_index`) once its grace is over; inside it (with
-        `policy.preempt_at_once`: a reservation's holder reclaiming its fillers, or — `"checkpointing"` — a core
-        task) only those that checkpoint on preemption (`_at_once_victim_index`)."""
-        if self._at_once is not PreemptAtOnce.NEVER and self.now < self._grace_ends(task):
-            return self._at_once_victim_index()
+    def _inside_grace(self, task: QueuedTask) -> bool:
+        return self.now < self._grace_ends(task)
+
+    def _victim_index_for(self, task: QueuedTask, reclaiming: bool = False) -> VictimIndex:
+        """The victims the task may take now: inside its grace only what reclaiming at once allows
+        (`_within_grace_victim_index`); past it any (`_victim_index`), or for a reservation's holder that is not
+        core, reclaiming its fillers, any but standard leases (`_not_core_victim_index`)."""
+        if self._inside_grace(task):
+            return self._within_grace_victim_index(task, reclaiming)
         if self._standard_victims and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
             return self._not_core_victim_index()
-        if self._fillers_at_once and self.now < self._grace_ends(task):
-            return self._filler_victim_index()
         return self._victim_index()
 
-    def _filler_victim_index(self) -> VictimIndex:
-        """Only the standard leases that borrow the headroom, for a core task inside its grace
-        (`policy.fillers_yield_at_once`), without those preempted already this cycle."""
-        if self._victims_fillers is None:
+    def _within_grace_victim_index(self, task: QueuedTask, reclaiming: bool) -> VictimIndex:
+        """The victims a task inside its grace may take: the union of what each setting allows. Opportunistic
+        leases that checkpoint on preemption with `policy.preempt_at_once` = `"checkpointing"`, or `"fillers"` for
+        the reservation's holder `reclaiming` its fillers; the standard leases that borrow the headroom for a core
+        task with `policy.fillers_yield_at_once`. Each loses only its checkpoint write, now or a grace later. Both:
+        one index of both, opportunistic victims first on each node (`Victim.order`). Neither: no victim (no path
+        preempts then; the grace is kept)."""
+        opportunistic = self._at_once is PreemptAtOnce.CHECKPOINTING or (reclaiming and self._at_once is not PreemptAtOnce.NEVER)
+        fillers = self._fillers_at_once and task.priority_class == P.CORE
+        index = self._victims_at_once.get((opportunistic, fillers))
+        if index is None:
+            index = self._victims_at_once[opportunistic, fillers] = self._at_once_victim_index(opportunistic, fillers)
+        return index
+
+    def _at_once_victim_index(self, opportunistic: bool, fillers: bool) -> VictimIndex:
+        """A new index of the leases not preempted yet this cycle that a task inside its grace may take: opportunistic
+        ones that checkpoint on preemption (`not_reclaimable_at_once` leaves the others out, and those
+        `policy.preemption_spares_ending` spares), standard fillers (`lease.borrowed_headroom`), or both."""
+        spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+        preempted = self._preempted
+        if fillers and not opportunistic:
             leases = [lease for lease in self._opportunistic if lease.borrowed_headroom
-                      and lease.priority_class == P.STANDARD and lease.lease_id not in self._preempted]
-            self._victims_fillers = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
-                                                borrowing_standard=True)
-        return self._victims_fillers
+                      and lease.priority_class == P.STANDARD and lease.lease_id not in preempted]
+            return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, borrowing_standard=True)
+        leases = [lease for lease in self._opportunistic if lease.lease_id not in preempted] if opportunistic else []
+        not_at_once = partial(_not_taken_at_once, spared=spared)
+        return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, not_at_once,
+                           borrowing_standard=fillers)
 
     def _not_core_victim_index(self) -> VictimIndex:
         """`_victim_index` without standard leases (only core work may take those: fillers, and with
@@ -336,21 +366,17 @@ class CyclePreemption:
             self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims_not_core
 
-    def _at_once_victim_index(self) -> VictimIndex:
-        """`_victim_index` without the leases that do not checkpoint on preemption (`not_reclaimable_at_once`),
-        and without those preempted already this cycle."""
-        if self._victims_at_once is None:
-            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
-            self._victims_at_once = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
-                                                partial(not_reclaimable_at_once, spared=spared))
-        return self._victims_at_once
-
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
         spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
         leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
         return VictimIndex(leases, self.fleet, self.now, budget, spared)
+
+
+def _not_taken_at_once(lease: RunningLease, spared=None) -> bool:
+    """`not_reclaimable_at_once` for an opportunistic lease; a standard lease in an index of `_at_once_victim_index`
+    is a filler, always taken (fillers checkpoint: they lose only their write)."""
+    return lease.priority_class == P.OPPORTUNISTIC and not_reclaimable_at_once(lease, spared)
 
 
 def ranks_ahead(lease: RunningLease, task: QueuedTask) -> bool:

@@ -100,7 +100,7 @@ class CycleReservation:
         plain = find_reservation(task, options, self.fleet, self._releases_for(cards, None), self.now, guard.wide)
         if plain is not None and plain.start_at <= self.now:
             return False  # due anyway: leases past their estimated end count as ending now
-        if not self._preempt(task, options):
+        if not self._preempt(task, options, reclaiming=True):
             return False
         if self.policy.reclaiming_holder_keeps_headroom and task.priority_class == P.STANDARD:
             self._headroom_kept.update(option.card_type for option in options)

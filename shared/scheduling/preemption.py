@@ -14,11 +14,12 @@ checkpointed and released their GPUs — GPUs are never granted and preempted in
 
 Reclaiming at once (`policy.preempt_at_once`, off in every preset): a reservation's holder inside its grace,
 whose fillers then yield at once — and with "checkpointing" a core task inside its grace — may take the
-victims that checkpoint on preemption (`not_reclaimable_at_once` leaves the others out); cycle.py builds a
-third index for them.
+victims that checkpoint on preemption (`not_reclaimable_at_once` leaves the others out); with
+`policy.fillers_yield_at_once` a core task inside its grace takes standard fillers too, from the same index
+(`CyclePreemption._within_grace_victim_index`: the union of what each setting allows).
 
 Preemption that pays (`policy.preemption_budget_share`, off in every preset): the reservation's core
-holder may instead take victims that lose more than their own cap, as long as all of them together lose
+holder past its grace may instead take victims that lose more than their own cap, as long as all of them together lose
 no more than a budget set by its wait until the reservation's start (`budget_gpu_hours`); cycle.py
 builds a second index for it, capped by the budget, and `discard`s its victims from the first.
 

@@ -10,7 +10,7 @@ from shared.scheduling.model import Node
 from shared.scheduling.placement import Fleet
 from shared.scheduling.yield_price import NEVER, HoleTimes
 
-from .builders import HOUR, NOW, a_lease, a_node, a_task, run
+from .builders import HOUR, NOW, a_lease, a_node, a_quota, a_task, run
 
 PRICED = dict(checkpointing_standard_yields=True, standard_yields_priced=True)
 DRAIN_PRICED = dict(PRICED, standard_yields_drain_priced=True)
@@ -51,6 +51,17 @@ def _victim_on_a(victim_ends: float):
 def test_a_yield_that_pins_the_node_a_wide_task_drains_is_refused(policy, queue, victim_ends, preempted):
     nodes, leases = _victim_on_a(victim_ends)
     result = run(nodes, queue, leases=leases, **policy)
+    assert [p.lease_id for p in result.preemptions] == preempted
+
+
+@pytest.mark.parametrize(("quota_gpu_hours", "preempted"), [(100.0, []), (1.0, ["Va"])])
+def test_a_wide_task_its_quota_refuses_holds_no_drain(quota_gpu_hours, preempted):
+    """As above (100 h left on the lease), the wide task in a project with a quota: with 100 GPU-hours left it may
+    start on node b once that empties, and the yield that pins node b is refused; with 1 GPU-hour it cannot start at
+    all, its drain is none, and the yield pays by its restart price alone."""
+    nodes, leases = _victim_on_a(NOW + 100 * HOUR)
+    queue = [CORE, a_task("w").standard().gpus(8).submitted(NOW - 2 * HOUR).project("q")]
+    result = run(nodes, queue, leases=leases, quotas=[a_quota("q", quota_gpu_hours)], **DRAIN_PRICED)
     assert [p.lease_id for p in result.preemptions] == preempted
 
 

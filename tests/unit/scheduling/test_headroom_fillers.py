@@ -89,6 +89,40 @@ def test_inside_its_grace_a_core_task_takes_only_fillers_at_once():
     assert [p.lease_id for p in result.preemptions] == ["Ls"]
 
 
+def _filler_beside_opportunistic(checkpoints: bool):
+    """Node a: an opportunistic lease on GPUs 0-3 (checkpointing or not) and a standard filler on 4-7; node b full of
+    core work."""
+    opportunistic = a_lease("Lo").on("a").gpus(0, 1, 2, 3).opportunistic().started(NOW - 60).ends(NOW + 5 * HOUR)
+    filler = a_lease("Ls").on("a").gpus(4, 5, 6, 7).checkpoints_on_preempt().borrows_headroom()
+    core = a_lease("Lb").on("b").gpus(*range(8)).core().ends(NOW + 9 * HOUR)
+    return [a_node("a").free(0), a_node("b").free(0)], [
+        opportunistic.checkpoints_on_preempt() if checkpoints else opportunistic,
+        filler.started(NOW - 120).ends(NOW + 5 * HOUR), core]
+
+
+@pytest.mark.parametrize(
+    ("at_once", "fillers_at_once", "gpus", "checkpoints", "preempted"),
+    [
+        ("never", True, 4, True, ["Ls"]),  # fillers at once: only the filler, though the other is cheaper
+        ("fillers", True, 4, True, ["Ls"]),  # "fillers" lets only a reservation's holder reclaiming take more
+        ("fillers", True, 8, True, []),  # ... so the 8-GPU task, needing both, waits out its grace
+        ("checkpointing", False, 4, True, ["Lo"]),  # checkpointing opportunistic leases only
+        ("checkpointing", False, 8, True, []),
+        ("checkpointing", True, 4, True, ["Lo"]),  # both: either kind, opportunistic first
+        ("checkpointing", True, 8, True, ["Lo", "Ls"]),  # ... and both together
+        ("checkpointing", True, 8, False, []),  # an opportunistic lease that does not checkpoint keeps the grace
+        ("checkpointing", True, 4, False, ["Ls"]),
+    ],
+)
+def test_inside_its_grace_a_core_task_takes_the_union_of_what_each_setting_allows(
+        at_once, fillers_at_once, gpus, checkpoints, preempted):
+    nodes, leases = _filler_beside_opportunistic(checkpoints)
+    task = a_task("c").core().gpus(gpus).submitted(NOW - 60)
+    result = run(nodes, [task], leases=leases, preempt_at_once=at_once,
+                 **dict(FILLERS, fillers_yield_at_once=fillers_at_once))
+    assert sorted(p.lease_id for p in result.preemptions) == preempted
+
+
 def test_opportunistic_victims_go_before_standard_ones():
     """A cheaper standard filler (started later, same loss) on node a, an opportunistic lease on node b: the
     core task takes the opportunistic one."""

@@ -203,14 +203,15 @@ def test_with_preempt_at_once_core_work_takes_victims_that_checkpoint_without_th
     assert (reason_of(result, "c") == R.AWAITING_PREEMPTION) == preempted
 
 
-def test_with_preempt_at_once_fillers_only_the_reservation_holder_takes_victims_inside_its_grace():
+@pytest.mark.parametrize("fillers_at_once", [True, False])
+def test_with_preempt_at_once_fillers_only_the_reservation_holder_takes_victims_inside_its_grace(fillers_at_once):
+    """c2 may preempt inside its grace with fillers yielding at once (the cardflow preset), but only standard fillers:
+    the opportunistic victims "fillers" lets the holder take at once stay the holder's."""
     leases = [opp("o1", 0, 1, 2, 3, started=NOW - 5 * HOUR).checkpoints_on_preempt(),
               opp("o2", 4, 5, 6, 7, started=NOW - 5 * HOUR).checkpoints_on_preempt()]
     tasks = [a_task("c1").core().gpus(4).priority(9).submitted(NOW - 100), a_task("c2").core().gpus(4).submitted(NOW - 100)]
-    # fillers yielding at once (the cardflow preset) would let c2 preempt inside its grace too: this is the
-    # preempt_at_once rule alone
     result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="fillers",
-                          fillers_yield_at_once=False)
+                          fillers_yield_at_once=fillers_at_once)
     assert [p.for_task_id for p in result.preemptions] == ["c1"]
     assert reason_of(result, "c2") != R.AWAITING_PREEMPTION
     result = builders.run(FULL, tasks, leases=leases, preempt_after_s=600, preempt_at_once="checkpointing")
@@ -321,11 +322,10 @@ def test_with_spares_ending_the_cheapest_victim_that_does_not_end_soon_is_chosen
 
 # -- Preemption that pays for its loss (opt-in): the reservation's holder within a budget -------------
 
-def _budget_run(tasks, leases, share: float, nodes=FULL):
-    """The cardflow defaults (grace 600 s, loss cap = the victim's own write) with a budget share; fillers do not
-    yield at once (with them a core task inside its grace may preempt, and the budget's victims are not only fillers)."""
-    return builders.run(nodes, tasks, leases=leases, preempt_after_s=600, preemption_budget_share=share,
-                        fillers_yield_at_once=False)
+def _budget_run(tasks, leases, share: float, nodes=FULL, **policy):
+    """The cardflow defaults (grace 600 s, loss cap = the victim's own write, fillers yielding at once: a core task
+    inside its grace may preempt, but never within a budget) with a budget share."""
+    return builders.run(nodes, tasks, leases=leases, preempt_after_s=600, preemption_budget_share=share, **policy)
 
 
 @pytest.mark.parametrize(
@@ -335,14 +335,17 @@ def _budget_run(tasks, leases, share: float, nodes=FULL):
         (1.0, 2 * HOUR, 600, True),  # loses 4 GPU-h; the 4-GPU holder would wait 2 h: budget 8 GPU-h
         (0.5, 2 * HOUR, 600, True),  # budget 4 GPU-h: exactly the loss
         (0.5, 1.9 * HOUR, 600, False),  # budget 3.8 GPU-h < 4
-        (1.0, 2 * HOUR, 599, False),  # still inside its grace
+        (1.0, 2 * HOUR, 599, False),  # still inside its grace (where fillers, or with preempt_at_once victims
+        # that checkpoint, may be taken: not this one)
     ],
 )
+@pytest.mark.parametrize("at_once", ["never", "checkpointing"])
 def test_with_a_budget_the_holder_preempts_work_losing_at_most_a_share_of_its_wait(
-        share, standard_ends_in, submitted_ago, preempted):
+        share, standard_ends_in, submitted_ago, preempted, at_once):
     leases = [opp("o", 0, 1, 2, 3, started=NOW - HOUR).ends(NOW + 10 * HOUR),  # no checkpoints: loses 4 GPU-h
               a_lease("s").on("a").gpus(4, 5, 6, 7).ends(NOW + standard_ends_in)]
-    result = _budget_run([a_task("c").core().gpus(4).submitted(NOW - submitted_ago)], leases, share)
+    result = _budget_run([a_task("c").core().gpus(4).submitted(NOW - submitted_ago)], leases, share,
+                         preempt_at_once=at_once)
     assert [p.lease_id for p in result.preemptions] == (["o"] if preempted else [])
     assert reason_of(result, "c") == (R.AWAITING_PREEMPTION if preempted else R.RESERVED)
 

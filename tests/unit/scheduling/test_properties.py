@@ -328,6 +328,7 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
     tasks = {task.task_id: task for task in queue}
     reasons = {d.task_id: d.reason for d in result.deferrals}
     assert len({p.lease_id for p in result.preemptions}) == len(result.preemptions)
+    holders_at_once = set()  # tasks inside their grace taking opportunistic victims under preempt_at_once "fillers"
     for preemption in result.preemptions:
         task = tasks[preemption.for_task_id]
         victim = leases[preemption.lease_id]
@@ -353,7 +354,10 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
         filler = victim.priority_class == PriorityClass.STANDARD  # checked above
         if NOW - task.submitted_at < policy.preempt_after_s and not filler:
             assert policy.preempt_at_once is not PreemptAtOnce.NEVER and victim.checkpoints_on_preempt
+            if policy.preempt_at_once is PreemptAtOnce.FILLERS:  # ... for the reservation's holder only
+                holders_at_once.add(task.task_id)
         assert preemption.lost_gpu_hours <= loss_cap_gpu_hours(victim.gpus, policy.preempt_max_lost_gpu_hours) + 1e-12
+    assert len(holders_at_once) <= 1
     # Anything but core work under policy.preemption preempts only as the reservation holder: one task,
     # which then holds no reservation.
     holders = {p.for_task_id for p in result.preemptions
