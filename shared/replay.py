@@ -59,6 +59,7 @@ class ReplayedLease:
     fencing_token: int | None = None
     granted_at: datetime | None = None
     granted_event: str | None = None
+    borrowed_headroom: bool = False
     renewed_until: datetime | None = None
     renewals: int = 0
     revoke_reason: str | None = None
@@ -219,7 +220,7 @@ def _granted(state: ReplayState, data: Any, event: Envelope) -> None:
     state.leases[data.lease_id] = replace(
         lease, node_id=data.node_id, agent_id=data.agent_id, card_type=data.card_type,
         gpu_indices=tuple(data.gpu_indices), gpus=len(data.gpu_indices), fencing_token=data.fencing_token,
-        granted_at=event.occurred_at, granted_event=event.event_id,
+        granted_at=event.occurred_at, granted_event=event.event_id, borrowed_headroom=data.borrowed_headroom,
     )  # fmt: skip
 
 

@@ -130,7 +130,8 @@ def compare_leases(replayed: ReplayState, live: LiveState) -> list[Mismatch]:
             found.append(Mismatch(Model.LEASES, lease_id, "the dispatcher granted it, but its lease.granted is not archived"))
             continue
         granted = {"task_id": record.task_id, "node_id": record.node_id, "card_type": record.card_type,
-                   "gpu_indices": record.gpu_indices, "fencing_token": record.fencing_token}  # fmt: skip
+                   "gpu_indices": record.gpu_indices, "fencing_token": record.fencing_token,
+                   "borrowed_headroom": record.borrowed_headroom}  # fmt: skip
         found += _fields(Model.LEASES, lease_id, granted, stored, record.granted_event)
         found += _lease_end(record, stored)
     return found

@@ -36,6 +36,7 @@ class LiveLease:
     granted_at: datetime
     ended_at: datetime | None
     end_reason: str | None
+    borrowed_headroom: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,8 @@ async def _history(pool: asyncpg.Pool, live: LiveState) -> None:
 
 async def _leases(pool: asyncpg.Pool, live: LiveState) -> None:
     rows = await pool.fetch(
-        "SELECT lease_id, task_id, node_id, card_type, gpu_indices, fencing_token, granted_at, ended_at, end_reason"
+        "SELECT lease_id, task_id, node_id, card_type, gpu_indices, fencing_token, granted_at, ended_at, end_reason,"
+        " borrowed_headroom"
         " FROM dispatcher.leases"
     )
     for row in rows:

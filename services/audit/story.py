@@ -243,9 +243,10 @@ def _granted(t: _Teller, e: Envelope) -> Told:
     policy = getattr(d, "policy_version", None)
     version = f", policy version {policy}" if policy else ""
     clock = f", a simulated node (×{d.time_scale:g} the wall clock)" if d.time_scale != 1.0 else ""
+    filler = ", as a filler of the burst headroom (yields it to core work at once)" if d.borrowed_headroom else ""
     gpus = ",".join(map(str, d.gpu_indices))
     return (f"run {run.number}: GPUs {gpus} of node {d.node_id} ({d.card_type}) granted, lease {d.lease_id},"
-            f" fencing token {d.fencing_token}{resume}{version}{clock}", None)  # fmt: skip
+            f" fencing token {d.fencing_token}{resume}{version}{clock}{filler}", None)  # fmt: skip
 
 
 def _started(t: _Teller, e: Envelope) -> Told:

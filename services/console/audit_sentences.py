@@ -112,8 +112,9 @@ def _granted(e: LeaseGranted, run: int | None) -> Said:
     resume = f"，从检查点 {d.resume_from} 继续" if d.resume_from else "，从头开始"
     version = f"，策略版本 {d.policy_version}" if d.policy_version else ""
     clock = f"，模拟节点（墙钟的 {d.time_scale:g} 倍）" if d.time_scale != 1.0 else ""
+    filler = "，作为突发余量的填充任务（核心任务到来时立即让出）" if d.borrowed_headroom else ""
     return (f"第 {run} 次运行：已分配节点 {d.node_id}（{d.card_type}）的 GPU {','.join(map(str, d.gpu_indices))}，"
-            f"租约 {d.lease_id}，隔离令牌 {d.fencing_token}{resume}{version}{clock}", False)  # fmt: skip
+            f"租约 {d.lease_id}，隔离令牌 {d.fencing_token}{resume}{version}{clock}{filler}", False)  # fmt: skip
 
 
 def _started(e: TaskStarted, run: int | None) -> Said:

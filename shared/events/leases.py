@@ -33,6 +33,10 @@ class LeaseGrantedData(Payload):
         " GPUs were kept for it), preemption (opportunistic work yielded them)",
     )
     passed: int = Field(0, ge=0, description="tasks earlier in the queue order still waiting for GPUs when it started")
+    borrowed_headroom: bool = Field(
+        False, description="a standard filler: the grant took GPUs of the burst headroom kept for core work, and"
+        " yields them to core work at once (false: it took none, or an event written before this field)",
+    )
     time_scale: float = Field(
         1.0, gt=0, description="the node's clock speed as its agent registered it: a simulated agent runs this many"
         " times faster than the wall clock (1: a real agent)",

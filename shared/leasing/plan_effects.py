@@ -122,7 +122,7 @@ def _announce_lease(work: LeaseWork, lease: LeaseRecord, task: TaskRecord, runti
               "expires_at": lease.expires_at, "resume_from": lease.resume_from, "ttl_s": lease.ttl_s}
     work.emit(LeaseGranted, lease_subject(lease.lease_id), common | {
         "node_id": lease.node_id, "card_type": lease.card_type, "parts": lease.parts,
-        "policy_version": lease.policy_version, **granted_fields,
+        "policy_version": lease.policy_version, "borrowed_headroom": lease.borrowed_headroom, **granted_fields,
     })
     work.emit(LeaseGrantCommand, agent_subject(lease.agent_id), common | {
         "command": task.command, "env": dict(task.env or {}), "image": task.image,

@@ -111,13 +111,14 @@ class TaskStory:
         return self.emit("dispatcher", "task.approved", {"task_id": self.task_id, "note": "ok"})
 
     def granted(self, node: str = "n1", card: str = "A100", gpus: tuple[int, ...] = (0, 1), *,
-                queued: bool = False) -> Envelope:
-        """`queued`: the grant carries the task's entry into the queue (no `task.queued` of its own)."""
+                queued: bool = False, borrowed_headroom: bool = False) -> Envelope:
+        """`queued`: the grant carries the task's entry into the queue (no `task.queued` of its own);
+        `borrowed_headroom`: a standard filler of the burst headroom."""
         self._leases += 1
         data = {
             "lease_id": self.lease_id, "task_id": self.task_id, "agent_id": f"agent-{node}", "node_id": node,
             "card_type": card, "gpu_indices": gpus, "fencing_token": self._leases, "ttl_s": 30.0,
-            "expires_at": self.clock + timedelta(seconds=31),
+            "expires_at": self.clock + timedelta(seconds=31), "borrowed_headroom": borrowed_headroom,
         }
         if queued:
             data["queued"] = {"project": "proj-a", "priority_class": "standard", "priority": 5}

@@ -1,7 +1,8 @@
 """Standard fillers on the headroom (`Policy.checkpointing_standard_borrows`) in the live dispatcher: the lease
 row keeps that its grant borrowed the headroom (`leases.borrowed_headroom`), so a dispatcher that reloads its
 leases from PostgreSQL lets core work take the filler back — the simulator's decision, made by the same rule
-(`plan()`'s victims: `shared/scheduling/preemption.py`, a standard lease is a victim only if it borrowed)."""
+(`plan()`'s victims: `shared/scheduling/preemption.py`, a standard lease is a victim only if it borrowed); its
+`lease.granted` says so too."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ async def test_a_borrowed_filler_is_taken_back_by_core_work_after_the_dispatcher
         h.start("second")
         await h.publish(*a_ready_task("C1", LONG, priority_class="core", gpus=1))
         preempt = (await h.wait_for_commands("a1", 3))[2]
+        grants = await h.wait_for_count(lambda: h.events("lease.granted"), 2)
 
     assert [row["borrowed_headroom"] for row in stored] == [True]
+    # the archive says so too (audit replay and verify compare it with the row)
+    assert {g.data.task_id: g.data.borrowed_headroom for g in grants} == {"S0": False, "S1": True}
     assert preempt.type == "command.preempt" and preempt.data.lease_id == filler.lease_id
     assert preempt.producer.startswith("dispatcher/second-")

@@ -95,6 +95,17 @@ def test_each_kind_of_difference_names_its_model_and_event() -> None:
     assert first_breaking(found, seq_of).model is Model.TASKS
 
 
+def test_a_filler_lease_the_archive_does_not_call_one_is_a_lease_mismatch_at_its_grant() -> None:
+    events = history()
+    live = live_matching(events)
+    live.leases["L1"] = replace(live.leases["L1"], borrowed_headroom=True)
+    (found,) = compare_models(replay(events), live, {"T1": events})
+    assert (found.model, found.event_id) == (Model.LEASES, events[1].event_id) and "borrowed_headroom" in found.detail
+    told = [*events[:1], granted("L1", "T1", gpus=2, at=T0, borrowed_headroom=True), *events[2:]]
+    assert replay(told).leases["L1"].borrowed_headroom
+    assert compare_models(replay(told), live, {"T1": told}) == []
+
+
 def test_what_one_side_lacks_is_named() -> None:
     events = history()
     live = live_matching(events)

@@ -16,13 +16,14 @@ from tests.unit.audit.builders import T0, released, renewed, submitted, usage
 H = timedelta(hours=1)
 
 
-def grant(lease_id: str, node: str, *, at, cause: str | None = None, time_scale: float = 1.0) -> LeaseGranted:
+def grant(lease_id: str, node: str, *, at, cause: str | None = None, time_scale: float = 1.0,
+          borrowed_headroom: bool = False) -> LeaseGranted:
     return make_event(
         LeaseGranted, subject=lease_subject(lease_id), subject_seq=1, producer="dispatcher/t", actor="service:dispatcher",
         occurred_at=at, causation_id=cause, data={
             "lease_id": lease_id, "task_id": "T1", "agent_id": f"a-{node}", "node_id": node, "card_type": "H100",
             "gpu_indices": [0, 1, 2, 3, 4, 5, 6, 7], "fencing_token": 1, "ttl_s": 30.0, "expires_at": at + H, "parts": 2,
-            "time_scale": time_scale,
+            "time_scale": time_scale, "borrowed_headroom": borrowed_headroom,
         },
     )  # fmt: skip
 
@@ -35,7 +36,7 @@ def test_a_grant_over_two_nodes_is_one_run_and_a_later_grant_another() -> None:
         released("L1", "T1", ended_at=T0 + H, gpus=8, reason="preempted"),
         released("L2", "T1", ended_at=T0 + H, gpus=8, reason="preempted"),
         usage("L1", "T1", start=T0, end=T0 + H, gpus=8), usage("L2", "T1", start=T0, end=T0 + H, gpus=8),
-        grant("L3", "n1", at=T0 + 2 * H, cause="C2", time_scale=60.0),
+        grant("L3", "n1", at=T0 + 2 * H, cause="C2", time_scale=60.0, borrowed_headroom=True),
     ]
     story = story_json(tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)]))
 
@@ -48,7 +49,9 @@ def test_a_grant_over_two_nodes_is_one_run_and_a_later_grant_another() -> None:
     assert story["gpu_hours"] == 16.0 and story["cost"] == 2 * round(8 * 3600 * 10 / 3600, 6)
     assert story["steps"][0]["sentence"].startswith("submitted: 'train' in project proj-a")
     grants = [s["sentence"] for s in story["steps"] if s["type"] == "lease.granted"]
-    assert "simulated" not in grants[0] and grants[2].endswith(", a simulated node (×60 the wall clock)")
+    assert "simulated" not in grants[0] and "filler" not in grants[0]
+    assert grants[2].endswith(", a simulated node (×60 the wall clock),"
+                              " as a filler of the burst headroom (yields it to core work at once)")
 
 
 def test_change_sentences() -> None:

@@ -60,6 +60,17 @@ def test_a_match_step_takes_the_matchers_chinese_choice_and_keeps_the_english_wi
     assert with_why["sentence"].endswith("——" + why) and with_why["original"] is None
 
 
+def test_a_filler_grant_says_in_both_languages_that_it_yields_the_headroom_to_core_work_at_once() -> None:
+    task = TaskStory("T1")
+    events = [task.submitted(), task.granted(), task.requeued("preempted"), task.granted(borrowed_headroom=True)]
+    story = tell("T1", [ArchivedEvent(n, e) for n, e in enumerate(events, 1)])
+    plain, filler = [step for step in story.steps if step.type == "lease.granted"]
+    assert "filler" not in plain.sentence and filler.sentence.endswith(
+        ", as a filler of the burst headroom (yields it to core work at once)")
+    assert "填充" not in step_told_in(plain, "zh")["sentence"]
+    assert step_told_in(filler, "zh")["sentence"].endswith("，作为突发余量的填充任务（核心任务到来时立即让出）")
+
+
 def test_english_steps_are_told_as_before() -> None:
     for step in a_told_story().steps:
         assert step_told_in(step, "en") == {"event_label": step.type, "reason_label": step.reason,

@@ -47,10 +47,13 @@ def test_a_grant_leases_the_task_and_tells_the_agent_first() -> None:
 @pytest.mark.parametrize("borrowed", [True, False])
 def test_each_lease_of_a_grant_keeps_whether_it_borrowed_the_headroom(borrowed: bool) -> None:
     """A standard filler's lease row says so (`leases.borrowed_headroom`): a dispatcher that reloads it plans
-    with the flag the grant had, as the simulator's lease does."""
+    with the flag the grant had, as the simulator's lease does; each lease's `lease.granted` says so too, for the
+    audit replay and story."""
     spanning = replace(grant("T1", Placement("n1", (0, 1)), Placement("n2", (0,))), borrowed_headroom=borrowed)
     effects = apply(a_book(a_node_record("n1"), a_node_record("n2", "a2"), WAITING), Plan(grants=(spanning,)))
     assert [lease.borrowed_headroom for lease in effects.changes.leases.values()] == [borrowed, borrowed]
+    told = [e.data["borrowed_headroom"] for e in effects.changes.emissions if e.event_type is LeaseGranted]
+    assert told == [borrowed, borrowed]
 
 
 def test_a_grant_carries_the_queue_entry_of_a_task_never_announced_as_queued() -> None:

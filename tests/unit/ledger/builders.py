@@ -31,11 +31,11 @@ def _lease_event(cls: Any, lease_id: str, seq: int, at: datetime, data: dict[str
 
 
 def granted(lease_id: str, task_id: str, *, card_type: str = "H100", gpus: int = 2, at: datetime = T0,
-            time_scale: float = 1.0) -> LeaseGranted:  # fmt: skip
+            time_scale: float = 1.0, borrowed_headroom: bool = False) -> LeaseGranted:  # fmt: skip
     return _lease_event(LeaseGranted, lease_id, 1, at, {
         "lease_id": lease_id, "task_id": task_id, "agent_id": "a1", "node_id": "n1", "card_type": card_type,
         "gpu_indices": list(range(gpus)), "fencing_token": 1, "ttl_s": 30.0, "expires_at": at + timedelta(seconds=30),
-        "time_scale": time_scale,
+        "time_scale": time_scale, "borrowed_headroom": borrowed_headroom,
     })  # fmt: skip
 
 
