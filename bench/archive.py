@@ -25,7 +25,7 @@ from rich.console import Console
 
 from services.audit.archive import archivable, archive_events, prepare_archive
 from services.audit.verify import VerifyReport, check_chain
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.delivery.db import create_pool
 from shared.delivery.wire import wire_fields
 from shared.events import Envelope, make_event

@@ -92,7 +92,7 @@ async def work(dsn: str, prefix: str, tasks: int, analyse: bool) -> dict[str, fl
     from services.common.runtime import prepare_schema
     from services.console.projector import SPEC, Ignored, parse_projected
     from services.console.store import ViewCache, apply_events
-    from shared.delivery.consumer import Entry
+    from shared.delivery.entry_steps import Entry
 
     batches = batches_of(task_events(prefix, tasks, rate=250.0))
     conn = await asyncpg.connect(dsn)

@@ -28,7 +28,8 @@ from pathlib import Path
 import asyncpg
 
 from services.audit.chain import EMPTY_HEAD, ChainHead, Linked, chain_from
-from shared.delivery.consumer import OFF_PATH_LINGER_MS, Entry, reliable_batch_subscriber
+from shared.delivery.consumer import OFF_PATH_LINGER_MS, reliable_batch_subscriber
+from shared.delivery.entry_steps import Entry
 from shared.delivery.migrations import advisory_key, migrate
 from shared.delivery.wire import BODY_FIELD, extract_body
 from shared.events import canonical_json, parse_event

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 
 from services.common.task_ending import end_tasks
 from services.observability.delivery import instrument_service
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.delivery.consumer import default_consumer_name
 from shared.delivery.db import close_pool, create_pool
 from shared.delivery.inbox import record_consumed

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from services.common.runtime import ServiceContext, ServiceSpec
 from services.console.store import FLEET_TYPES, NODE_TYPES, SCHEMA, ViewCache, apply_events
-from shared.delivery.consumer import Entry, reliable_batch_subscriber
+from shared.delivery.consumer import reliable_batch_subscriber
+from shared.delivery.entry_steps import Entry
 from shared.delivery.inbox import prune_inbox, record_consumed_many
 from shared.delivery.wire import extract_body
 from shared.events import Envelope, parse_event

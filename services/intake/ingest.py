@@ -29,7 +29,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.events.values import Detail, EntityId
 from shared.names import INGEST_STREAM, ingest_stream
 from shared.submission import DatasetRef, S3Uri, describe, problems_from

@@ -24,7 +24,7 @@ from shared.delivery.wire import BODY_FIELD, extract_body
 from shared.events.envelope import Envelope
 
 if TYPE_CHECKING:
-    from shared.delivery.consumer import Entry
+    from shared.delivery.entry_steps import Entry
 
 E = TypeVar("E", bound=Envelope)
 

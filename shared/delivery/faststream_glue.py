@@ -101,8 +101,8 @@ async def parse_undecoded(message: Any, original_parser: Callable[[Any], Awaitab
     FastStream's own parser turns every field into JSON text before a handler runs: an entry
     holding bytes that are not UTF-8 made it raise before our steps, so such an entry was never
     acked nor dead-lettered, only claimed again and again. Here it parses an empty stand-in and
-    keeps the raw entry, so every entry reaches `DeliveryPipeline.parse_or_dead` whatever its bytes. A batch's
-    stand-in is an empty list: FastStream's batch parser tries (and fails) to decode every item,
+    keeps the raw entry, so every entry reaches `DeliveryPipeline.parse_or_dead` (`shared.delivery.entry_steps`)
+    whatever its bytes. A batch's stand-in is an empty list: FastStream's batch parser tries (and fails) to decode every item,
     about 4 us an entry for nothing.
     """
     data = message["data"]

@@ -15,7 +15,7 @@ from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from shared.delivery import read_deadletters, reliable_batch_subscriber, reliable_subscriber, replay_deadletter, wire_fields
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.delivery.deadletter import DeadLetter
 from shared.embedded import Endpoints
 from tests.helpers.delivery_support import TestHappened, a_test_event, parse_test_event, redis, unique, wait_until  # noqa: F401

@@ -9,7 +9,7 @@ import pytest
 from faststream.redis.parser import BinaryMessageFormatV1
 
 from shared.delivery.arrival import Arrived, appended_at, with_arrival
-from shared.delivery.consumer import Entry, Subscription, entries_of
+from shared.delivery.entry_steps import Entry, Subscription, entries_of
 from shared.delivery.db import quote_schema
 from shared.delivery.deadletter import DeadLetterSource, DeadReason, deadletter_fields, parse_deadletter
 from shared.delivery.migrations import (

@@ -16,7 +16,7 @@ from services.intake.ingest import parse_ingest_entry
 from services.intake.service import SPEC as INTAKE
 from services.intake.service import handle_ingest_batch
 from shared.delivery import create_pool
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.events import TaskRejected, TaskSubmitted
 from shared.names import DEADLETTER_STREAM, INGEST_STREAM, INTAKE_GROUP, ingest_stream
 from shared.settings import Settings

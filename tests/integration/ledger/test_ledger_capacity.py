@@ -13,7 +13,7 @@ from services.audit.archive import archivable, archive_events
 from services.common.runtime import Emitter
 from services.ledger.rounds import close_round
 from services.ledger.service import LedgerSettings, build_spec
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.delivery.wire import ensure_group, wire_fields
 from shared.events import Envelope, utcnow
 from shared.names import AUDIT_GROUP, EVENTS_STREAM

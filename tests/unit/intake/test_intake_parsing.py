@@ -19,7 +19,7 @@ from services.intake.ingest import (
 from services.intake.screening import Accepted, Rejected, Repeated, SubmitRequest, screen
 from shared.config import FoundTemplate, TemplateCall, TemplateDocument
 from shared.config.submission_templates import unknown_template
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.submission import DatasetRef, Problem
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.common.runtime import SkippedEntry, parse_events_of
 from services.matcher.batch import RELEVANT_TYPES
-from shared.delivery.consumer import Entry
+from shared.delivery.entry_steps import Entry
 from shared.delivery.wire import wire_fields
 from shared.events import canonical_json
 
