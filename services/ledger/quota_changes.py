@@ -9,8 +9,8 @@ and `/renew` run them with a ledger `Emitter` whose actor is the caller), like `
 1. the usage lock (`quotas.lock_usage`), then the account row, locked;
 2. the new terms are checked (`new_terms`, pure): more than 0 GPU-hours left to grant, an end after
    the start, a renewal ends later than before;
-3. the account's usage is counted under the new terms (a changed window counts differently), and
-   goes into `quota.adjusted` (`used_gpu_hours`) with the change, the actor and the reason;
+3. the account's usage is counted again under the new terms (`quotas.recount_used`: a changed window
+   counts differently; its running total goes on from there), and goes into `quota.adjusted` (`used_gpu_hours`) with the change, the actor and the reason;
 4. the row, its history line (`ledger.quota_changes`) and the event commit together; alerts the
    change made untrue (a threshold no longer reached, an expiry no longer near) are re-armed, so
    they are raised again when they come true again.
@@ -33,6 +33,7 @@ from services.ledger.quotas import (
     load_quota_status,
     lock_usage,
     record_quota_change,
+    recount_used,
 )
 from shared.events import Envelope, QuotaAdjusted, QuotaAdjustedData
 from shared.events.emission import Emission
@@ -101,6 +102,7 @@ async def change_quota(conn: asyncpg.Connection, emitter: Emitter, request: Quot
         f"UPDATE {SCHEMA}.quotas SET gpu_hours = $2, valid_to = $3 WHERE account_id = $1",
         request.account_id, Decimal(str(terms.gpu_hours)), terms.valid_to,
     )
+    await recount_used(conn, request.account_id)  # a changed window counts differently
     (status,) = await load_quota_status(conn, account_id=request.account_id)
     data = QuotaAdjustedData(
         account_id=request.account_id, project=row["project"], delta_gpu_hours=request.delta_gpu_hours,

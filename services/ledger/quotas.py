@@ -5,10 +5,14 @@
   account already counts (its window may start in the past), and it is taken under the usage lock
   (`lock_usage`) every batch that records usage also takes, so a consumer that adds later
   `usage.recorded` events to it (the dispatcher) counts each slice exactly once;
-- `load_quota_status` measures each account's used GPU-hours: the usage increments of its project
-  (and card type, if it has one) that fall inside its validity window, cut at the window's edges —
-  in SQL, the sum `shared.scheduling.quota_balance.counted_gpu_seconds` defines (a property test
-  holds them equal); what is left follows `quota_balance.remaining_gpu_hours`;
+- what an account has used: the usage increments of its project (and card type, if it has one) that
+  fall inside its validity window, cut at the window's edges — in SQL, the sum
+  `shared.scheduling.quota_balance.counted_gpu_seconds` defines (a property test holds them equal);
+  kept as a running total (`ledger.quotas.used_gpu_seconds`): a grant starts it at the usage already in
+  its window, every batch that records usage adds what its increments count (`count_for_quotas_sql`, in
+  the statement that writes them, under the usage lock), a change of the window counts it again
+  (`recount_used`); `load_quota_status` reads it, one row per account, and what is left follows
+  `quota_balance.remaining_gpu_hours`;
 - `alerts_due` (pure) says which alerts an account is owed: one `quota.threshold_crossed` per
   threshold reached, one `quota.expiring` once `valid_to - alert lead` has passed with hours left;
 - `check_quotas` is the ledger's periodic loop: it raises what is due, each alert once (a row in
@@ -50,13 +54,43 @@ _CHECK_LOCK = advisory_key("quota-check", SCHEMA)
 USAGE_LOCK = advisory_key("quota-usage", SCHEMA)
 """Held (transaction-scoped) by every batch that records usage and by every quota grant or change."""
 
-USED_GPU_SECONDS_SQL = (
-    f"coalesce((SELECT sum(i.gpus * extract(epoch FROM least(i.to_at, q.valid_to) - greatest(i.from_at, q.valid_from)))"
-    f" FROM {SCHEMA}.usage_increments i"
-    f" WHERE i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)"
-    f" AND i.to_at > q.valid_from AND i.from_at < q.valid_to), 0)"
+_COUNTED_SECONDS = "i.gpus * extract(epoch FROM least(i.to_at, q.valid_to) - greatest(i.from_at, q.valid_from))"
+_COUNTS = (
+    "i.project = q.project AND (q.card_type IS NULL OR i.card_type = q.card_type)"
+    " AND i.to_at > q.valid_from AND i.from_at < q.valid_to"
 )
-"""What account `q` counts: `quota_balance.used_gpu_seconds` over `ledger.usage_increments`, in SQL."""
+"""Increment `i` counts for account `q`: its project (and card type, if the account has one), inside its window."""
+
+USED_GPU_SECONDS_SQL = (
+    f"coalesce((SELECT sum({_COUNTED_SECONDS}) FROM {SCHEMA}.usage_increments i WHERE {_COUNTS}), 0)"
+)
+"""What account `q` counts: `quota_balance.used_gpu_seconds` over `ledger.usage_increments`, in SQL — the
+whole window re-summed; run once when an account's window is set (`grant_quota`, `recount_used`)."""
+
+
+def count_for_quotas_sql(*ctes: str) -> str:
+    """One statement adding to each account's running total (`ledger.quotas.used_gpu_seconds`) what the
+    increments of the CTE `counted` count inside its window (as `USED_GPU_SECONDS_SQL` counts them).
+
+    `ctes` are the statement's CTEs (`name AS (…)`, e.g. an `INSERT … RETURNING`; data-modifying ones must be
+    at the top level); `counted` yields `project, card_type, gpus, from_at, to_at, sign`: `sign` 1 adds an
+    increment, -1 takes it back (an increment moved to another project). Run under the usage lock
+    (`lock_usage`), like everything that changes what an account counts.
+    """
+    return (
+        f"WITH {', '.join(ctes)}"
+        f" UPDATE {SCHEMA}.quotas total SET used_gpu_seconds = total.used_gpu_seconds + d.seconds"
+        f" FROM (SELECT q.account_id, sum(i.sign * {_COUNTED_SECONDS}) AS seconds"
+        f" FROM counted i JOIN {SCHEMA}.quotas q ON {_COUNTS} GROUP BY q.account_id) d"
+        " WHERE total.account_id = d.account_id"
+    )
+
+
+async def recount_used(conn: asyncpg.Connection, account_id: str) -> None:
+    """Count an account's running total again over its whole window (after its window changed), under the usage lock."""
+    await conn.execute(
+        f"UPDATE {SCHEMA}.quotas q SET used_gpu_seconds = {USED_GPU_SECONDS_SQL} WHERE q.account_id = $1", account_id,
+    )
 
 
 async def lock_usage(conn: asyncpg.Connection) -> None:
@@ -139,10 +173,11 @@ async def grant_quota(
     [event] = await emitter.emit(conn, [Emission(QuotaGranted, quota_subject(data.account_id), data, actor=actor)])
     await conn.execute(
         f"INSERT INTO {SCHEMA}.quotas (account_id, project, gpu_hours, card_type, valid_from, valid_to,"
-        " alert_lead_days, thresholds, granted_at, granted_by, event_id, changed_at, changed_by)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $9, $10)",
+        " alert_lead_days, thresholds, granted_at, granted_by, event_id, changed_at, changed_by, used_gpu_seconds)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $9, $10, $12)",
         data.account_id, data.project, Decimal(str(data.gpu_hours)), data.card_type, data.valid_from,
         data.valid_to, data.alert_lead_days, list(data.thresholds), event.occurred_at, event.actor, event.event_id,
+        used,
     )  # fmt: skip
     await record_quota_change(conn, event, QuotaChangeRow("grant", data.gpu_hours, data.gpu_hours, data.valid_to))
     return event
@@ -177,7 +212,7 @@ async def load_quota_status(
     """Every account (or those in force at `active_at`, grace included; or one) with its used GPU-hours."""
     rows = await conn.fetch(
         f"SELECT q.account_id, q.project, q.card_type, q.gpu_hours, q.valid_from, q.valid_to, q.alert_lead_days,"
-        f" q.thresholds, q.changed_by, q.changed_at, {USED_GPU_SECONDS_SQL} / 3600 AS used_gpu_hours"
+        " q.thresholds, q.changed_by, q.changed_at, q.used_gpu_seconds / 3600 AS used_gpu_hours"
         f" FROM {SCHEMA}.quotas q"
         f" WHERE ($1::timestamptz IS NULL OR (q.valid_from <= $1 AND q.valid_to + $2::interval > $1))"
         f"   AND ($3::text IS NULL OR q.account_id = $3)"

@@ -14,7 +14,7 @@ from services.ledger.batch import BatchEffects, TaskInfo, TaskMatch
 from shared.events.ledger import UNKNOWN_PROJECT
 from services.ledger.capacity import AliveSpan, NodeSpanEffects
 from services.ledger.outputs import ClearedFlag, FlaggedOutput, OutputEffects, OutputIncrement, OutputSnapshot, Run, RunOutput
-from services.ledger.quotas import lock_usage
+from services.ledger.quotas import count_for_quotas_sql, lock_usage
 from shared.events import UsageBatchRecorded
 
 SCHEMA = "ledger"
@@ -89,9 +89,10 @@ async def save_effects(conn: asyncpg.Connection, emitter: Emitter, effects: Batc
     """Write tasks, leases, usage increments (each with the id of the usage.batch_recorded that carries its slice), the runs' output and its
     increments, the nodes' alive spans; append the events.
 
-    A batch that records usage first takes the usage lock (`quotas.lock_usage`): a quota grant or
-    change counts the usage recorded before it, and announces it before any recorded after it."""
-    if effects.increments:
+    A batch that records usage, or may move usage to a project (a task seen after its lease), first takes the
+    usage lock (`quotas.lock_usage`): a quota grant or change counts the usage recorded before it, and
+    announces it before any recorded after it; the accounts' running totals add it in the same statements."""
+    if effects.increments or effects.tasks:
         await lock_usage(conn)
     await _save_tasks(conn, list(effects.tasks.values()))
     await _save_leases(conn, list(effects.leases.values()), effects.opened)
@@ -116,13 +117,23 @@ async def _save_tasks(conn: asyncpg.Connection, tasks: list[TaskInfo]) -> None:
         " $7::text[], $8::int[]) ON CONFLICT (task_id) DO NOTHING",
         tasks, ("task_id", "project", "name", "output_unit", "submitted_at", "scenario", "profile", "gpus"),
     )  # fmt: skip
-    for table in ("lease_usage", "usage_increments"):  # leases opened before their task was seen
-        await conn.execute(
-            f"UPDATE {SCHEMA}.{table} AS u SET project = t.project FROM {SCHEMA}.tasks AS t"
-            " WHERE u.project = $1 AND u.task_id = t.task_id AND t.task_id = ANY($2::text[])",
-            UNKNOWN_PROJECT,
-            [t.task_id for t in tasks],
-        )
+    task_ids = [t.task_id for t in tasks]  # leases opened before their task was seen get its project
+    await conn.execute(
+        f"UPDATE {SCHEMA}.lease_usage AS u SET project = t.project FROM {SCHEMA}.tasks AS t"
+        " WHERE u.project = $1 AND u.task_id = t.task_id AND t.task_id = ANY($2::text[])", UNKNOWN_PROJECT, task_ids,
+    )  # fmt: skip
+    await conn.execute(_MOVE_INCREMENTS_SQL, UNKNOWN_PROJECT, task_ids)
+
+
+_MOVE_INCREMENTS_SQL = count_for_quotas_sql(
+    f"moved AS (UPDATE {SCHEMA}.usage_increments AS u SET project = t.project FROM {SCHEMA}.tasks AS t"
+    " WHERE u.project = $1 AND u.task_id = t.task_id AND t.task_id = ANY($2::text[])"
+    " RETURNING u.project, u.card_type, u.gpus, u.from_at, u.to_at)",
+    "counted AS (SELECT project, card_type, gpus, from_at, to_at, 1 AS sign FROM moved"
+    " UNION ALL SELECT $1, card_type, gpus, from_at, to_at, -1 FROM moved)",
+)
+"""Increments of a task's leases recorded before the task was seen move from the unknown project to its own,
+and the accounts' running totals with them (the unknown project's accounts, if any, give them back)."""
 
 
 _LEASE_ROWS = (
@@ -167,15 +178,22 @@ async def _save_increments(conn: asyncpg.Connection, effects: BatchEffects, even
     if not rows:
         return
     await conn.execute(
-        f"INSERT INTO {SCHEMA}.usage_increments"
-        " (lease_id, from_at, to_at, task_id, project, card_type, gpus, gpu_seconds, cost, event_id, idle_gpu_seconds)"
-        " SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[],"
-        " $6::text[], $7::int[], $8::numeric[], $9::numeric[], $10::text[], $11::numeric[])",
+        INSERT_INCREMENTS_SQL,
         [i.lease_id for i, _ in rows], [i.from_at for i, _ in rows], [i.to_at for i, _ in rows],
         [lease.task_id for _, lease in rows], [lease.project for _, lease in rows],
         [lease.card_type for _, lease in rows], [lease.gpus for _, lease in rows],
         [i.gpu_seconds for i, _ in rows], [i.cost for i, _ in rows], event_ids, [i.idle_gpu_seconds for i, _ in rows],
     )  # fmt: skip
+
+
+INSERT_INCREMENTS_SQL = count_for_quotas_sql(
+    f"counted AS (INSERT INTO {SCHEMA}.usage_increments"
+    " (lease_id, from_at, to_at, task_id, project, card_type, gpus, gpu_seconds, cost, event_id, idle_gpu_seconds)"
+    " SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[],"
+    " $6::text[], $7::int[], $8::numeric[], $9::numeric[], $10::text[], $11::numeric[])"
+    " RETURNING project, card_type, gpus, from_at, to_at, 1 AS sign)"
+)
+"""The batch's increments, and what they count for each quota account (its running total), in one statement."""
 
 
 class OutputWrittenConcurrentlyError(RuntimeError):

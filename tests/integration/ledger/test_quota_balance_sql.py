@@ -1,5 +1,8 @@
 """The ledger's SQL count of an account's usage is the pure rule the dispatcher folds
-(`shared.scheduling.quota_balance.counted_gpu_seconds`): equal on generated accounts and usage."""
+(`shared.scheduling.quota_balance.counted_gpu_seconds`): equal on generated accounts and usage — both the
+running total each account keeps (started by its grant, added to by every statement that records usage)
+and the whole window re-summed (`USED_GPU_SECONDS_SQL`), with accounts granted before, between and after
+the batches of usage."""
 
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.common.runtime import prepare_schema
-from services.ledger.quotas import load_quota_status
+from services.common.runtime import Emitter, prepare_schema
+from services.ledger.quotas import USED_GPU_SECONDS_SQL, grant_quota, load_quota_status
 from services.ledger.service import SPEC
+from services.ledger.store import INSERT_INCREMENTS_SQL
 from shared.delivery.db import create_pool
 from shared.scheduling.quota_balance import QuotaTerms, UsageSlice, used_gpu_seconds
 from shared.settings import Settings
@@ -55,26 +59,42 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-async def sql_counts(dsn: str, terms: list[QuotaTerms], usage: list[UsageSlice]) -> dict[str, float]:
+EMITTER = Emitter("ledger", "ledger/test", "user:test")
+
+
+async def grant(conn: asyncpg.Connection, account: QuotaTerms) -> None:
+    await grant_quota(conn, EMITTER, project=account.project, gpu_hours=100.0, valid_from=at(account.valid_from),
+                      valid_to=at(account.valid_to), card_type=account.card_type, account_id=account.account_id)
+
+
+async def record(conn: asyncpg.Connection, usage: list[UsageSlice], first: int) -> None:
+    """One batch's increments, written by the ledger's own statement (which adds them to the running totals)."""
+    leases = [f"L{first + n}" for n in range(len(usage))]
+    await conn.execute(
+        INSERT_INCREMENTS_SQL, leases, [at(u.start) for u in usage], [at(u.end) for u in usage], ["t"] * len(usage),
+        [u.project for u in usage], [u.card_type for u in usage], [u.gpus for u in usage], [0] * len(usage),
+        [0] * len(usage), ["e"] * len(usage), [0] * len(usage),
+    )  # fmt: skip
+
+
+async def sql_counts(dsn: str, terms: list[QuotaTerms], usage: list[UsageSlice]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each account's running total and its window re-summed, after granting a third of the accounts before
+    the usage, a third between its two batches and the rest after (rolled back)."""
     conn = await asyncpg.connect(dsn)
     try:
         transaction = conn.transaction()
         await transaction.start()
-        for n, piece in enumerate(usage):
-            await conn.execute(
-                "INSERT INTO ledger.usage_increments (lease_id, from_at, to_at, task_id, project, card_type, gpus,"
-                " gpu_seconds, cost, event_id) VALUES ($1, $2, $3, 't', $4, $5, $6, 0, 0, 'e')",
-                f"L{n}", at(piece.start), at(piece.end), piece.project, piece.card_type, piece.gpus,
-            )
-        for account in terms:
-            await conn.execute(
-                "INSERT INTO ledger.quotas (account_id, project, gpu_hours, card_type, valid_from, valid_to,"
-                " alert_lead_days, thresholds, granted_by, event_id) VALUES ($1, $2, 100, $3, $4, $5, 15, '{}', 'x', 'e')",
-                account.account_id, account.project, account.card_type, at(account.valid_from), at(account.valid_to),
-            )
-        counted = {s.account_id: float(s.used_gpu_hours) * 3600 for s in await load_quota_status(conn)}
+        third, half = -(-len(terms) // 3), len(usage) // 2
+        for step, accounts_now in enumerate((terms[:third], terms[third:2 * third], terms[2 * third:])):
+            for account in accounts_now:
+                await grant(conn, account)
+            if step < 2:
+                await record(conn, usage[:half] if step == 0 else usage[half:], step * half)
+        running = {s.account_id: float(s.used_gpu_hours) * 3600 for s in await load_quota_status(conn)}
+        resummed = {row["account_id"]: float(row["used"]) for row in await conn.fetch(
+            f"SELECT q.account_id, {USED_GPU_SECONDS_SQL} AS used FROM ledger.quotas q")}  # fmt: skip
         await transaction.rollback()
-        return counted
+        return running, resummed
     finally:
         await conn.close()
 
@@ -85,6 +105,7 @@ async def sql_counts(dsn: str, terms: list[QuotaTerms], usage: list[UsageSlice])
        usage=st.lists(slices(), max_size=12))  # fmt: skip
 def test_the_ledgers_sql_counts_what_the_pure_rule_counts(ledger_dsn: str, terms: list[QuotaTerms],
                                                             usage: list[UsageSlice]) -> None:
-    counted = asyncio.run(sql_counts(ledger_dsn, terms, usage))
+    running, resummed = asyncio.run(sql_counts(ledger_dsn, terms, usage))
     for account in terms:
-        assert counted[account.account_id] == pytest.approx(used_gpu_seconds(account, usage), abs=1e-6)
+        assert running[account.account_id] == pytest.approx(used_gpu_seconds(account, usage), abs=1e-6)
+        assert resummed[account.account_id] == pytest.approx(used_gpu_seconds(account, usage), abs=1e-6)
