@@ -103,9 +103,10 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # What the victim indexes and `Borrowed` read: they look at opportunistic leases only (`Borrowed` at every
         # lease where standard work borrows too). The reservation's sweep credits no standard lease (`_scan_leases`):
         # its start may come later than the borrowing allows, never earlier, so backfill still cannot delay it.
-        # With `policy.checkpointing_standard_borrows` they read every lease: standard leases that borrow the
-        # headroom as fillers are counted and may be victims too (a kept snapshot indexes opportunistic ones only).
-        # With `policy.checkpointing_standard_yields` every standard lease that checkpoints may be a victim too.
+        # With `policy.checkpointing_standard_borrows` standard leases that borrow the headroom as fillers are counted
+        # and may be victims too (a kept snapshot indexes them beside the opportunistic ones). With
+        # `policy.checkpointing_standard_yields` every standard lease that checkpoints may be a victim too: they read
+        # every lease.
         self._fillers = policy.checkpointing_standard_borrows and policy.preemption
         self._standard_yields = policy.checkpointing_standard_yields and policy.preemption
         self._standard_victims = self._fillers or self._standard_yields  # some standard leases may be victims
@@ -120,7 +121,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"
-        self._opportunistic = (kept.index.opportunistic_leases() if kept is not None and not self._standard_victims
+        self._opportunistic = (kept.index.opportunistic_leases(self._fillers) if kept is not None and not self._standard_yields
                                else snapshot.leases)
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
         window = standard_borrow_window(policy, now)  # standard work that borrows the headroom too

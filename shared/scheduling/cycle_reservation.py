@@ -136,9 +136,7 @@ class CycleReservation:
         snapshot the scan reads only its opportunistic leases (`_scan_kept_leases`)."""
         key = (frozenset(card_types), len(self._preempted))  # the preempted set only grows
         if self._lease_scan is None or self._lease_scan[0] != key:
-            # A kept index keeps the releases of the leases that are not opportunistic as they are: with standard victims
-            # (`_standard_victims`) one of those may be preempted this cycle, so every lease is read.
-            scan = self._scan_leases if self._kept_index is None or self._standard_victims else self._scan_kept_leases
+            scan = self._scan_leases if self._kept_index is None else self._scan_kept_leases
             self._lease_scan = (key, *scan(key[0]))
         _, releases, yielding = self._lease_scan
         grouped = {card_type: list(found) for card_type, found in releases.items()}
@@ -175,14 +173,20 @@ class CycleReservation:
 
     def _scan_kept_leases(self, card_types: frozenset[str]) -> tuple[dict[str, list[Release]], list[tuple[str, int, float, RunningLease]]]:
         """`_scan_leases` over a kept snapshot's lease index: the releases of the leases that are not opportunistic
-        are kept as they are (sorted); only the opportunistic ones — whose borrowing and yielding depend on the
-        policy and on `now` — are read (the same releases, in another order: the sweep sorts them)."""
+        are kept as they are (sorted; with standard victims, `_standard_victims`, those preempted this cycle left
+        out); only the opportunistic ones — whose borrowing and yielding depend on the policy and on `now` — are
+        read (the same releases, in another order: the sweep sorts them)."""
         index, preempted = self._kept_index, self._preempted
         policy, now, counts, new_release = self.policy, self.now, self.borrowed.counts, tuple.__new__
+        standard_preempted = preempted if preempted and self._standard_victims else None
         releases: dict[str, list[Release]] = {}
         yielding = []
         for card_type in card_types:
-            found = list(map(_FIRST, index.releases.get(card_type, ())))
+            kept = index.releases.get(card_type, ())
+            if standard_preempted is None:
+                found = list(map(_FIRST, kept))
+            else:
+                found = [release for release, lease_id in kept if lease_id not in standard_preempted]
             for rank, lease in index.opportunistic.get(card_type, {}).values():
                 if preempted and lease.lease_id in preempted:
                     continue

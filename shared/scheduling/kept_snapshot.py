@@ -2,8 +2,8 @@
 
 Every cycle over 10,000 nodes and 30,000 running leases used to rank the nodes by id and read every lease
 several times before deciding anything: for the reservation's sweep (when each lease frees its GPUs), for
-the victim index and the headroom's borrowed GPUs (the opportunistic leases), and for the core demand (the
-core leases) — about a tenth of the instructions of the headline's full-walk cycle (callgrind; BENCHMARKS.md,
+the victim index and the headroom's borrowed GPUs (the opportunistic leases, and the standard leases that borrow
+the headroom as fillers), and for the core demand (the core leases) — about a tenth of the instructions of the headline's full-walk cycle (callgrind; BENCHMARKS.md,
 session 12). Between two cycles only a few hundred leases start or end
 and the nodes stay the same. So the dispatcher and the simulator keep one `KeptSnapshot` and update it
 from what changed (`changed`), and `plan()` reads what it keeps (`NodeLayout`, `LeaseIndex`, each node's free
@@ -31,7 +31,7 @@ from shared.scheduling.model import Node, PriorityClass, QuotaAccount, RunningLe
 
 _NODE_ID = attrgetter("node_id")
 _FIRST = itemgetter(0)
-_OPPORTUNISTIC, _CORE = PriorityClass.OPPORTUNISTIC, PriorityClass.CORE
+_OPPORTUNISTIC, _CORE, _STANDARD = PriorityClass.OPPORTUNISTIC, PriorityClass.CORE, PriorityClass.STANDARD
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -76,16 +76,20 @@ class LeaseIndex:
       `Release(estimated end, rank, GPUs, heavy, False)` — paired with their lease ids, sorted;
     - `opportunistic`: per card type, lease id -> (rank, lease) of the opportunistic leases (whether they
       borrow headroom or yield to a reservation depends on the policy and on `now`: the cycle works it out);
-    - `core`: per card type, lease id -> lease of the core leases (the headroom's core demand).
+    - `core`: per card type, lease id -> lease of the core leases (the headroom's core demand);
+    - `fillers`: per card type, lease id -> lease of the standard leases granted on headroom GPUs as fillers
+      (`RunningLease.borrowed_headroom`): with `policy.checkpointing_standard_borrows` they borrow the headroom
+      and may be victims (they are in `releases` too, as every lease that is not opportunistic).
     """
 
     releases: Mapping[str, list[tuple[Release, str]]]
     opportunistic: Mapping[str, dict[str, tuple[int, RunningLease]]]
     core: Mapping[str, dict[str, RunningLease]]
+    fillers: Mapping[str, dict[str, RunningLease]]
 
     @classmethod
     def of(cls, leases: Iterable[RunningLease], layout: NodeLayout) -> LeaseIndex:
-        index = cls({}, {}, {})
+        index = cls({}, {}, {}, {})
         for lease in leases:
             index._add(lease, layout, sort=False)
         for pairs in index.releases.values():
@@ -95,7 +99,7 @@ class LeaseIndex:
     def changed(self, added: Iterable[RunningLease], removed: Iterable[RunningLease], layout: NodeLayout) -> LeaseIndex:
         """A new index with the `removed` leases (as this index holds them) taken out and the `added` ones put
         in; this one is unchanged (each group that changes is copied first)."""
-        index = LeaseIndex(dict(self.releases), dict(self.opportunistic), dict(self.core))
+        index = LeaseIndex(dict(self.releases), dict(self.opportunistic), dict(self.core), dict(self.fillers))
         copied: set[tuple[int, str]] = set()
         for lease in removed:
             index._remove(lease, layout, copied)
@@ -103,18 +107,22 @@ class LeaseIndex:
             index._add(lease, layout, sort=True, copied=copied)
         return index
 
-    def opportunistic_leases(self) -> list[RunningLease]:
-        """Every opportunistic lease on the layout's nodes."""
-        return [lease for group in self.opportunistic.values() for _, lease in group.values()]
+    def opportunistic_leases(self, fillers: bool = False) -> list[RunningLease]:
+        """Every opportunistic lease on the layout's nodes; with `fillers`, then every standard lease that borrows
+        the headroom as a filler."""
+        leases = [lease for group in self.opportunistic.values() for _, lease in group.values()]
+        if fillers:
+            leases += [lease for group in self.fillers.values() for lease in group.values()]
+        return leases
 
     def core_leases(self) -> list[RunningLease]:
         """Every core lease on the layout's nodes."""
         return [lease for group in self.core.values() for lease in group.values()]
 
     def _group(self, kind: int, card_type: str, copied: set[tuple[int, str]] | None):
-        """The group of this kind (0 releases, 1 opportunistic, 2 core) for the card type, copied once per
-        `changed` before it is modified (`copied`: the groups copied so far; None: building, no copy)."""
-        groups = (self.releases, self.opportunistic, self.core)[kind]
+        """The group of this kind (0 releases, 1 opportunistic, 2 core, 3 fillers) for the card type, copied once
+        per `changed` before it is modified (`copied`: the groups copied so far; None: building, no copy)."""
+        groups = self._kinds()[kind]
         group = groups.get(card_type)
         if group is None:
             group = groups[card_type] = [] if kind == 0 else {}
@@ -135,6 +143,8 @@ class LeaseIndex:
             return
         if lease.priority_class == _CORE:
             self._group(2, card_type, copied)[lease.lease_id] = lease
+        elif lease.borrowed_headroom and lease.priority_class == _STANDARD:
+            self._group(3, card_type, copied)[lease.lease_id] = lease
         pair = (_release(lease, rank), lease.lease_id)
         pairs = self._group(0, card_type, copied)
         if sort:
@@ -152,6 +162,8 @@ class LeaseIndex:
             return
         if lease.priority_class == _CORE:
             self._discard(2, card_type, copied, lease.lease_id)
+        elif lease.borrowed_headroom and lease.priority_class == _STANDARD:
+            self._discard(3, card_type, copied, lease.lease_id)
         pair = (_release(lease, rank), lease.lease_id)
         pairs = self._group(0, card_type, copied)
         at = bisect_left(pairs, pair)
@@ -165,7 +177,11 @@ class LeaseIndex:
         group = self._group(kind, card_type, copied)
         del group[key]
         if not group:
-            del (self.releases, self.opportunistic, self.core)[kind][card_type]
+            del self._kinds()[kind][card_type]
+
+    def _kinds(self) -> tuple[Mapping, Mapping, Mapping, Mapping]:
+        """The groups by kind (`_group`'s numbers)."""
+        return self.releases, self.opportunistic, self.core, self.fillers
 
 
 def _sorted_free(ordered: Iterable[Node]) -> tuple[tuple[int, ...], ...]:

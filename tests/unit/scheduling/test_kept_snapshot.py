@@ -136,7 +136,8 @@ def apply(snapshot: Snapshot, decided: Plan, draw, step: int) -> tuple[list[Node
             added.append(RunningLease(f"g{step}-{grant.task_id}-{number}", grant.task_id, "p0",
                                       draw(st.sampled_from(tuple(PriorityClass))), placement.node_id, grant.card_type,
                                       placement.gpu_indices, NOW, grant.estimated_end,
-                                      checkpoints_on_preempt=draw(st.booleans())))
+                                      checkpoints_on_preempt=draw(st.booleans()),
+                                      borrowed_headroom=grant.borrowed_headroom or draw(st.booleans())))
     staying = [lease_id for lease_id in ids if lease_id not in ending]
     for lease_id in draw(st.lists(st.sampled_from(staying), unique=True, max_size=2)) if staying else []:
         ending.add(lease_id)
@@ -198,11 +199,14 @@ def test_the_cardflow_plan_over_a_kept_snapshot_reserves_and_preempts_as_over_a_
 @given(scenario=scenarios(), data=st.data())
 def test_the_reservations_lease_releases_over_a_kept_snapshot_are_the_plain_ones(scenario, data) -> None:
     """The sweep's releases per card type (as a multiset: it sorts them) and the yielding leases, for any card
-    types, leases preempted this cycle and `yield_at` — also for policies whose borrowing depends on `now`."""
+    types, leases preempted this cycle (opportunistic ones; standard ones too where the policy makes them victims)
+    and `yield_at` — also for policies whose borrowing depends on `now`."""
     snapshot, _, policy = scenario
     policy = replace(policy, headroom_counts_reclaimable_only=data.draw(st.booleans()))
-    opportunistic = sorted(lease.lease_id for lease in snapshot.leases if lease.priority_class == OPPORTUNISTIC)
-    preempted = set(data.draw(st.lists(st.sampled_from(opportunistic), unique=True))) if opportunistic else set()
+    standard_victims = policy.preemption and (policy.checkpointing_standard_borrows or policy.checkpointing_standard_yields)
+    victims = sorted(lease.lease_id for lease in snapshot.leases
+                     if lease.priority_class == OPPORTUNISTIC or (standard_victims and lease.priority_class == STANDARD))
+    preempted = set(data.draw(st.lists(st.sampled_from(victims), unique=True))) if victims else set()
     card_types = set(data.draw(st.lists(st.sampled_from(("H100", "A10", "T4")), unique=True, min_size=1)))
     yield_at = data.draw(st.one_of(st.none(), st.sampled_from((NOW, NOW + 600.0, NOW + 7200.0))))
     found = []
