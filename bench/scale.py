@@ -229,7 +229,8 @@ def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float
             touched.add(placement.node_id)
             kept_leases.append(RunningLease(
                 f"lease-{task.task_id}-{placement.node_id}", task.task_id, task.project, task.priority_class,
-                placement.node_id, grant.card_type, placement.gpu_indices, now, grant.estimated_end, heavy=task.heavy))
+                placement.node_id, grant.card_type, placement.gpu_indices, now, grant.estimated_end, heavy=task.heavy,
+                borrowed_headroom=grant.borrowed_headroom))  # a filler's lease borrows the headroom, as the dispatcher's does
     later = now + CYCLE_S
     arrivals = build_queue(CHURN, rng, later, prefix=f"arrival-{cycle}", waited_s=CYCLE_S)
     started = CLOCK()
