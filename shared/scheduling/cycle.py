@@ -97,7 +97,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         kept = snapshot if isinstance(snapshot, KeptSnapshot) else None  # its layout and lease index, kept between cycles
         self._kept_index = kept.index if kept is not None else None
         self.fleet = Fleet(snapshot.nodes, policy.max_heavy_per_node, _headroom_of(snapshot, queue, policy, now, queued_core),
-                           kept.layout if kept is not None else None, kept.free_sorted if kept is not None else None)
+                           *((kept.layout, kept.free_sorted, kept.fleet_start) if kept is not None else ()))
         self.quota = QuotaBook(snapshot.quotas, policy, now)
         self.leases = snapshot.leases
         # What the victim indexes and `Borrowed` read: they look at opportunistic leases only (`Borrowed` at every

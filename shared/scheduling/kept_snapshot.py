@@ -7,10 +7,11 @@ the headroom as fillers), and for the core demand (the core leases) — about a 
 session 12). Between two cycles only a few hundred leases start or end
 and the nodes stay the same. So the dispatcher and the simulator keep one `KeptSnapshot` and update it
 from what changed (`changed`), and `plan()` reads what it keeps (`NodeLayout`, `LeaseIndex`, each node's free
-GPUs sorted) instead.
+GPUs sorted, the columns its `Fleet` starts from: `FleetStart`) instead.
 
 A value: it *is* a `Snapshot` (its nodes in rank order, its leases, its quotas), and what it keeps beside
-is a function of those alone — the layout of the nodes, their free GPUs in ascending order, and the leases
+is a function of those alone — the layout of the nodes, their free GPUs in ascending order, the fleet's start
+(free and heavy counts, the pools' totals and buckets), and the leases
 on them grouped by the card type of their node (the parts of the cycle that depend on the policy or on `now`
 are still worked out by the cycle, from the kept groups). `plan()` therefore decides exactly as for a plain
 `Snapshot` with the same nodes, leases and quotas; `changed` updates the kept parts so that they equal what
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 
 from shared.scheduling.backfill import Release
+from shared.scheduling.fleet_start import FleetStart
 from shared.scheduling.model import Node, PriorityClass, QuotaAccount, RunningLease, Snapshot
 
 _NODE_ID = attrgetter("node_id")
@@ -195,11 +197,12 @@ def _release(lease: RunningLease, rank: int) -> Release:
 
 
 class KeptSnapshot(Snapshot):
-    """A `Snapshot` (nodes sorted by node id) with its `layout`, its leases' `index` and its nodes' free GPUs
-    sorted (`free_sorted`, by rank: what `placement.Fleet` hands out lowest first) kept beside.
-    Made by `of` (or the constructor, from nodes, leases and quotas) and `changed`; never mutated."""
+    """A `Snapshot` (nodes sorted by node id) with its `layout`, its leases' `index`, its nodes' free GPUs
+    sorted (`free_sorted`, by rank: what `placement.Fleet` hands out lowest first) and what its `Fleet` starts
+    from (`fleet_start`) kept beside. Made by `of` (or the constructor, from nodes, leases and quotas) and
+    `changed`; never mutated."""
 
-    __slots__ = ("layout", "index", "free_sorted", "_by_id")
+    __slots__ = ("layout", "index", "free_sorted", "fleet_start", "_by_id")
 
     def __init__(self, nodes: Iterable[Node] = (), leases: Iterable[RunningLease] = (),
                  quotas: Mapping[str, QuotaAccount] | None = None) -> None:
@@ -209,7 +212,7 @@ class KeptSnapshot(Snapshot):
             raise ValueError("lease ids must be unique")
         layout = NodeLayout.of(ordered)
         self._set(ordered, by_id, dict(quotas or {}), layout, LeaseIndex.of(by_id.values(), layout),
-                  _sorted_free(ordered))
+                  _sorted_free(ordered), FleetStart.of(ordered, layout.card_of, layout.pool_ranks))
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> KeptSnapshot:
@@ -219,9 +222,10 @@ class KeptSnapshot(Snapshot):
         return cls(snapshot.nodes, snapshot.leases, snapshot.quotas)
 
     def _set(self, nodes: tuple[Node, ...], by_id: dict[str, RunningLease], quotas: Mapping[str, QuotaAccount],
-             layout: NodeLayout, index: LeaseIndex, free_sorted: tuple[tuple[int, ...], ...]) -> None:
+             layout: NodeLayout, index: LeaseIndex, free_sorted: tuple[tuple[int, ...], ...], fleet_start: FleetStart) -> None:
         for name, value in (("nodes", nodes), ("leases", tuple(by_id.values())), ("quotas", quotas),
-                            ("layout", layout), ("index", index), ("free_sorted", free_sorted), ("_by_id", by_id)):
+                            ("layout", layout), ("index", index), ("free_sorted", free_sorted),
+                            ("fleet_start", fleet_start), ("_by_id", by_id)):
             object.__setattr__(self, name, value)
 
     def running(self, lease_id: str) -> RunningLease | None:
@@ -255,10 +259,13 @@ class KeptSnapshot(Snapshot):
         quotas = self.quotas if quotas is None else dict(quotas)
         kept = object.__new__(KeptSnapshot)
         if layout is self.layout:
+            start = self.fleet_start.changed(nodes, layout.rank_of, layout.card_of) if nodes else self.fleet_start
             kept._set(ordered, by_id, quotas, layout, self.index.changed(new, gone, layout),
-                      self._free_sorted_after(nodes, layout))
+                      self._free_sorted_after(nodes, layout),
+                      start if start is not None else FleetStart.of(ordered, layout.card_of, layout.pool_ranks))
         else:
-            kept._set(ordered, by_id, quotas, layout, LeaseIndex.of(by_id.values(), layout), _sorted_free(ordered))
+            kept._set(ordered, by_id, quotas, layout, LeaseIndex.of(by_id.values(), layout), _sorted_free(ordered),
+                      FleetStart.of(ordered, layout.card_of, layout.pool_ranks))
         return kept
 
     def _free_sorted_after(self, nodes: list[Node], layout: NodeLayout) -> tuple[tuple[int, ...], ...]:

@@ -25,6 +25,7 @@ from operator import attrgetter
 
 from typing import TYPE_CHECKING
 
+from shared.scheduling.fleet_start import FleetStart
 from shared.scheduling.model import Node, Placement, new_placement
 
 if TYPE_CHECKING:
@@ -58,10 +59,13 @@ class Fleet:
     """Free GPUs per node and per card type for one cycle, indexed for best fit."""
 
     def __init__(self, nodes: Iterable[Node], max_heavy: int, headroom_of: Callable[[str, int], int],
-                 layout: NodeLayout | None = None, free_sorted: Sequence[tuple[int, ...]] | None = None) -> None:
+                 layout: NodeLayout | None = None, free_sorted: Sequence[tuple[int, ...]] | None = None,
+                 start: FleetStart | None = None) -> None:
         """`layout`: the nodes' `kept_snapshot.NodeLayout`, when they come in its rank order (a kept snapshot's
         nodes): its ranks, ids and card types are used as they are (read only) instead of worked out again;
-        `free_sorted`: then their free GPUs in ascending order (the kept snapshot's), not sorted at a first grant."""
+        `free_sorted`: then their free GPUs in ascending order (the kept snapshot's), not sorted at a first grant;
+        `start`: then the free counts, heavy counts and pools they start from (the kept snapshot's `FleetStart`),
+        copied instead of made from the nodes."""
         if layout is None:
             ordered = sorted(nodes, key=_NODE_ID)
             self.node_ids: Sequence[str] = list(map(_NODE_ID, ordered))
@@ -71,18 +75,18 @@ class Fleet:
             ordered = nodes if isinstance(nodes, (list, tuple)) else list(nodes)
             self.node_ids, self.rank_of, self.card_of = layout.node_ids, layout.rank_of, layout.card_of
         self.free_gpus: list[Iterable[int]] = list(map(_FREE, ordered) if free_sorted is None else free_sorted)
-        self.free_count = list(map(len, self.free_gpus))
-        # list comprehensions, not maps of `attrgetter`s and `max` (each call of those made a tuple of its arguments
-        # in CPython 3.11): 10,000 nodes a plan, −1.0% instructions of the headline's first plan
-        self.heavy = [node.heavy_running for node in ordered]
+        if start is None:
+            start = FleetStart.of(ordered, self.card_of, None if layout is None else layout.pool_ranks)
+        self.free_count = list(start.free_count)
+        self.heavy = list(start.heavy)
         self.max_heavy = max_heavy
         self.version = 0  # grows whenever free GPUs or a pool's failure caches change (`may_have_room`)
         self.pools: dict[str, Pool] = {}
-        self._add_to_pools([free if free > node.gpus else node.gpus for node, free in zip(ordered, self.free_count)],
-                           layout)  # each node's size: the larger of its GPUs and its free count
-        for pool in self.pools.values():
-            self._build_buckets(pool)
-            pool.headroom = headroom_of(pool.card_type, pool.total_gpus)
+        for card_type, kept in start.pools.items():
+            pool = self.pools[card_type] = Pool(card_type)
+            pool.ranks, pool.total_gpus, pool.free_total = kept.ranks, kept.total_gpus, kept.free_total
+            pool.max_node_gpus, pool.buckets = kept.max_node_gpus, list(map(list, kept.buckets))
+            pool.headroom = headroom_of(card_type, pool.total_gpus)
         self.free_total = sum(pool.free_total for pool in self.pools.values())
 
     # -- queries -------------------------------------------------------------------------------
@@ -163,34 +167,6 @@ class Fleet:
             self._set_free(rank, self.free_count[rank] - count)
 
     # -- internals -----------------------------------------------------------------------------
-
-    def _add_to_pools(self, sizes: list[int], layout: NodeLayout | None) -> None:
-        """Each node (by rank) to its card type's pool: its rank, its size (`sizes`), its free GPUs."""
-        pools, free_count = self.pools, self.free_count
-        ranks: Mapping[str, Sequence[int]]
-        if layout is not None:
-            ranks = layout.pool_ranks
-        else:
-            ranks = {}
-            for rank, card_type in enumerate(self.card_of):
-                known = ranks.get(card_type)
-                if known is None:
-                    known = ranks[card_type] = []
-                known.append(rank)
-        for card_type, pool_ranks in ranks.items():
-            pool = pools[card_type] = Pool(card_type)
-            pool.ranks = pool_ranks
-            pool_sizes = list(map(sizes.__getitem__, pool_ranks))
-            pool.total_gpus = sum(pool_sizes)
-            pool.free_total = sum(map(free_count.__getitem__, pool_ranks))
-            pool.max_node_gpus = max(pool_sizes)
-
-    def _build_buckets(self, pool: Pool) -> None:
-        pool.buckets = [[] for _ in range(pool.max_node_gpus + 1)]
-        free = self.free_count
-        for rank in pool.ranks:  # ascending ranks: each bucket is already a valid heap
-            if free[rank]:
-                pool.buckets[free[rank]].append(rank)
 
     def _buckets(self, pool: Pool, heavy: bool) -> list[list[int]]:
         if not heavy:

@@ -47,6 +47,7 @@ def assert_kept_as_fresh(kept: KeptSnapshot) -> None:
     assert kept.layout.key == fresh.layout.key
     assert kept.layout.rank_of == fresh.layout.rank_of and kept.layout.pool_ranks == fresh.layout.pool_ranks
     assert kept.index == fresh.index
+    assert kept.fleet_start == fresh.fleet_start
 
 
 def test_the_nodes_are_kept_in_rank_order_and_the_leases_grouped_by_their_nodes_card_type() -> None:
