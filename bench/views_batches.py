@@ -1,6 +1,6 @@
 """The views service's batches: this tree's projection of `cf:events` against another tree's, alternating.
 
-Run: `.venv/bin/python bench/views_batches.py --old /path/to/other/worktree [--tasks 600] [--rounds 8]`. On a
+Run: `.venv/bin/python bench/views_batches.py --old /path/to/other/worktree [--tasks 600] [--rounds 8] [--batch-every 0.1]`. On a
 throwaway embedded PostgreSQL (one database per side, each migrated by its own tree), each round hands a worker
 process per side the same stream of fresh tasks' events, cut into the batches the views read at 250 tasks/s
 offered in `bench/pipeline.py` (a batch every 100 ms): per task `task.submitted`, `task.readiness_changed`,
@@ -68,15 +68,15 @@ def task_events(prefix: str, tasks: int, rate: float) -> list[tuple[float, Any]]
     return sorted(timed, key=lambda pair: pair[0])
 
 
-def batches_of(timed: list[tuple[float, Any]]) -> list[list[dict[bytes, bytes]]]:
-    """The events as stream entries' fields, cut into one batch per `BATCH_EVERY_S` of arrivals."""
+def batches_of(timed: list[tuple[float, Any]], every_s: float = BATCH_EVERY_S) -> list[list[dict[bytes, bytes]]]:
+    """The events as stream entries' fields, cut into one batch per `every_s` of arrivals."""
     from shared.delivery.wire import BODY_FIELD
     from shared.events.envelope import canonical_json
 
     cut: dict[int, list[dict[bytes, bytes]]] = {}
     for at, event in timed:
         fields = {b"type": event.type.encode(), BODY_FIELD.encode(): canonical_json(event)}
-        cut.setdefault(int(at / BATCH_EVERY_S), []).append(fields)
+        cut.setdefault(int(at / every_s), []).append(fields)
     return [cut[k] for k in sorted(cut)]
 
 
@@ -85,7 +85,7 @@ def backend_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def work(dsn: str, prefix: str, tasks: int, analyse: bool) -> dict[str, float]:
+async def work(dsn: str, prefix: str, tasks: int, analyse: bool, every_s: float) -> dict[str, float]:
     """One side's round, in a worker whose `sys.path` starts at its tree."""
     import asyncpg
 
@@ -94,7 +94,7 @@ async def work(dsn: str, prefix: str, tasks: int, analyse: bool) -> dict[str, fl
     from services.console.store import ViewCache, apply_events
     from shared.delivery.entry_steps import Entry
 
-    batches = batches_of(task_events(prefix, tasks, rate=250.0))
+    batches = batches_of(task_events(prefix, tasks, rate=250.0), every_s)
     conn = await asyncpg.connect(dsn)
     try:
         pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
@@ -114,19 +114,24 @@ async def work(dsn: str, prefix: str, tasks: int, analyse: bool) -> dict[str, fl
         after = await _rows_written(conn)
     finally:
         await conn.close()
-    return {"cpu": cpu1 - cpu0, "pg": pg1 - pg0, "rows": int(after - before), "batches": len(batches)}
+    return {"cpu": cpu1 - cpu0, "pg": pg1 - pg0, "rows": int(after[0] - before[0]), "batches": len(batches),
+            "view_writes": int(after[1] - before[1])}
 
 
-async def _rows_written(conn: Any) -> int:
+async def _rows_written(conn: Any) -> tuple[int, int]:
+    """Rows inserted or updated in the `views` schema, and of those in `views.tasks` (the views' writes)."""
     await conn.execute("SELECT pg_stat_force_next_flush()")
     await conn.execute("SELECT pg_stat_clear_snapshot()")
-    return await conn.fetchval("SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables"
-                               " WHERE schemaname = 'views'")  # fmt: skip
+    row = await conn.fetchrow(
+        "SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) AS rows,"
+        " coalesce(sum(n_tup_ins + n_tup_upd) FILTER (WHERE relname = 'tasks'), 0) AS views"
+        " FROM pg_stat_user_tables WHERE schemaname = 'views'")  # fmt: skip
+    return row["rows"], row["views"]
 
 
-def run_side(tree: Path, dsn: str, prefix: str, tasks: int, analyse: bool) -> dict[str, float]:
+def run_side(tree: Path, dsn: str, prefix: str, tasks: int, analyse: bool, every_s: float) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--worker", "--prefix", prefix, "--tasks", str(tasks),
-            *(["--analyse"] if analyse else [])]  # fmt: skip
+            "--batch-every", str(every_s), *(["--analyse"] if analyse else [])]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree), WORKER_DSN: dsn}
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode:
@@ -149,19 +154,21 @@ async def measure(args: argparse.Namespace, dsn: str) -> None:
     for round_ in range(args.rounds + 1):  # the first round warms up
         order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
         for side in order:
-            outcome = run_side(sides[side], dsns[side], f"r{round_}", args.tasks, analyse=round_ == 1)
+            outcome = run_side(sides[side], dsns[side], f"r{round_}", args.tasks, round_ == 1, args.batch_every)
             if round_:
                 results[side].append(outcome)
     n = args.tasks
-    print(f"{args.rounds} rounds of {n} tasks ({results['new'][0]['batches']:.0f} batches); load average now"
-          f" {os.getloadavg()[0]:.2f}")
-    print("  per task        worker CPU µs (median, best)   PostgreSQL backend CPU µs (median, best)   rows written")
+    print(f"{args.rounds} rounds of {n} tasks ({results['new'][0]['batches']:.0f} batches, one per"
+          f" {args.batch_every:g} s of arrivals); load average now {os.getloadavg()[0]:.2f}")
+    print("  per task        worker CPU µs (median, best)   PostgreSQL backend CPU µs (median, best)   rows written"
+          "   view writes")
     for side, rows in results.items():
         proc = [r["cpu"] * 1e6 / n for r in rows]
         pg = [r["pg"] * 1e6 / n for r in rows]
         written = statistics.median(r["rows"] for r in rows) / n
+        view_writes = statistics.median(r["view_writes"] for r in rows) / n
         print(f"  {side:8} {statistics.median(proc):12.0f} {min(proc):8.0f} {statistics.median(pg):22.0f}"
-              f" {min(pg):8.0f} {written:18.2f}")
+              f" {min(pg):8.0f} {written:18.2f} {view_writes:13.2f}")
     from bench.ab_rounds import paired_line
 
     for key, name in (("cpu", "worker"), ("pg", "PostgreSQL")):
@@ -174,6 +181,8 @@ def main() -> None:
     parser.add_argument("--old", help="the other tree (a worktree) whose views code to compare with")
     parser.add_argument("--tasks", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--batch-every", type=float, default=BATCH_EVERY_S,
+                        help="seconds of arrivals per batch (default: as the views read at 250/s; longer = a linger)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
     parser.add_argument("--analyse", action="store_true", help=argparse.SUPPRESS)
@@ -181,7 +190,8 @@ def main() -> None:
     if args.worker:
         import asyncio
 
-        print(json.dumps(asyncio.run(work(os.environ[WORKER_DSN], args.prefix, args.tasks, args.analyse))))
+        print(json.dumps(asyncio.run(work(os.environ[WORKER_DSN], args.prefix, args.tasks, args.analyse,
+                                          args.batch_every))))
         return
     if not args.old:
         parser.error("--old is required")
