@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.plan import plan  # noqa: E402
 from shared.scheduling.policies import POLICIES  # noqa: E402
 from shared.simulation.metrics import window  # noqa: E402
-from shared.simulation.runner import simulate_policy  # noqa: E402
+from shared.simulation.runner import Outcome, Scenario, simulate_policy  # noqa: E402
 
 CACHE = REPO / "bench" / "out" / "headroom_idle"
 DOC = REPO / "docs" / "BENCHMARKS.md"
@@ -53,19 +53,15 @@ START, END = "<!-- headroom-idle:start -->", "<!-- headroom-idle:end -->"
 MEASURES = ("refused_idle_gpu_s", "headroom_idle_gpu_s", "headroom_gpu_s", "core_waiting_gpu_s", "seconds")
 
 
-def stretch_values(snapshot: Snapshot, queue: Sequence[QueuedTask], result: Plan, policy: Policy) -> dict[str, float]:
-    """GPUs (per second of the stretch the plan opens): idle while the headroom refuses ready standard work, the
-    headroom's idle part then, the headroom kept, core GPUs waiting (module docstring)."""
+def borrowed_after(snapshot: Snapshot, queue: Sequence[QueuedTask], result: Plan) -> dict[str, int]:
+    """GPUs per card type that opportunistic work and standard fillers borrow of the headroom once the plan is applied:
+    its grants that borrow, and the leases that do and are not preempted."""
     card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
-    total, idle, borrowed = {}, {}, {}
-    for node in snapshot.nodes:
-        total[node.card_type] = total.get(node.card_type, 0) + node.gpus
-        idle[node.card_type] = idle.get(node.card_type, 0) + len(node.free)
+    borrowed: dict[str, int] = {}
     classes = {task.task_id: task.priority_class for task in queue}
     for grant in result.grants:
-        taken = sum(len(placement.gpu_indices) for placement in grant.placements)
-        idle[grant.card_type] -= taken
         if classes.get(grant.task_id) == PriorityClass.OPPORTUNISTIC or grant.borrowed_headroom:
+            taken = sum(len(placement.gpu_indices) for placement in grant.placements)
             borrowed[grant.card_type] = borrowed.get(grant.card_type, 0) + taken
     preempted = {preemption.lease_id for preemption in result.preemptions}
     for lease in snapshot.leases:
@@ -73,36 +69,68 @@ def stretch_values(snapshot: Snapshot, queue: Sequence[QueuedTask], result: Plan
         if lends and lease.lease_id not in preempted:
             card_type = card_of_node.get(lease.node_id)
             borrowed[card_type] = borrowed.get(card_type, 0) + lease.gpus
+    return borrowed
+
+
+def headroom_kept(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy) -> dict[str, int]:
+    """GPUs per card type the plan keeps as headroom (`headroom_gpus`, capped by the core demand present)."""
+    card_of_node = {node.node_id: node.card_type for node in snapshot.nodes}
+    total: dict[str, int] = {}
+    for node in snapshot.nodes:
+        total[node.card_type] = total.get(node.card_type, 0) + node.gpus
     demand = core_demand(snapshot.leases, queue, card_of_node)
-    kept = {card: headroom_gpus(policy, card, gpus, demand.get(card, 0)) for card, gpus in total.items()}
+    return {card: headroom_gpus(policy, card, gpus, demand.get(card, 0)) for card, gpus in total.items()}
+
+
+def stretch_values(snapshot: Snapshot, queue: Sequence[QueuedTask], result: Plan, policy: Policy) -> dict[str, float]:
+    """GPUs (per second of the stretch the plan opens): idle while the headroom refuses ready standard work, the
+    headroom's idle part then, the headroom kept, core GPUs waiting (module docstring)."""
+    idle: dict[str, int] = {}
+    for node in snapshot.nodes:
+        idle[node.card_type] = idle.get(node.card_type, 0) + len(node.free)
+    for grant in result.grants:
+        idle[grant.card_type] -= sum(len(placement.gpu_indices) for placement in grant.placements)
+    borrowed, kept = borrowed_after(snapshot, queue, result), headroom_kept(snapshot, queue, policy)
     refused = DeferralReason.HEADROOM in result.deferrals.reasons
     waiting = sum(task.gpus for task in queue if task.priority_class == PriorityClass.CORE)
     return {"refused_idle_gpu_s": sum(max(0, gpus) for gpus in idle.values()) if refused else 0.0,
             "headroom_idle_gpu_s": sum(min(max(0, idle[card]), max(0, kept[card] - borrowed.get(card, 0)))
-                                       for card in total) if refused else 0.0,
+                                       for card in kept) if refused else 0.0,
             "headroom_gpu_s": sum(kept.values()), "core_waiting_gpu_s": waiting, "seconds": 1.0}
+
+
+StretchValues = Callable[[Snapshot, Sequence[QueuedTask], Plan, Policy], Mapping[str, float]]
+
+
+def time_weighted(scenario: Scenario, policy: Policy, values: StretchValues, keys: Sequence[str]) -> tuple[dict[str, float], Outcome]:
+    """Simulate the policy with every plan observed: per key, the sum over the stretches between plans of
+    `values(snapshot, queue, plan, policy)[key]` × the stretch's seconds inside the measured window (the last one up
+    to the window's end); and the simulation's outcome."""
+    lo, hi = window(scenario.tasks)
+    sums = dict.fromkeys(keys, 0.0)
+    open_stretch: list = []
+
+    def close(now: float) -> None:
+        if open_stretch:
+            started, opened = open_stretch.pop()
+            inside = max(0.0, min(now, hi) - max(started, lo))
+            for key, value in opened.items():
+                sums[key] += value * inside
+
+    def observed(snapshot: Snapshot, queue: Sequence[QueuedTask], chosen: Policy, now: float) -> Plan:
+        result = plan(snapshot, queue, chosen, now)
+        close(now)
+        open_stretch.append((now, values(snapshot, queue, result, chosen)))
+        return result
+
+    outcome = simulate_policy(scenario, policy, observed, None)
+    close(hi)
+    return sums, outcome
 
 
 def measure(run: grid.Run) -> dict[str, float]:
     """The unit's time-weighted sums (GPU-seconds; `seconds`: the measured window's length), the preset simulated."""
-    policy = run.policy
-    scenario = bench.grid_scenario(run)
-    lo, hi = window(scenario.tasks)
-    sums = dict.fromkeys(MEASURES, 0.0)
-    open_stretch: list = []
-
-    def observed(snapshot: Snapshot, queue: Sequence[QueuedTask], chosen: Policy, now: float) -> Plan:
-        result = plan(snapshot, queue, chosen, now)
-        if open_stretch:
-            started, values = open_stretch.pop()
-            inside = max(0.0, min(now, hi) - max(started, lo))
-            for key, value in values.items():
-                sums[key] += value * inside
-        open_stretch.append((now, stretch_values(snapshot, queue, result, chosen)))
-        return result
-
-    simulate_policy(scenario, policy, observed, None)
-    return sums
+    return time_weighted(bench.grid_scenario(run), run.policy, stretch_values, MEASURES)[0]
 
 
 def measured(run: grid.Run, codes: Sequence[str]) -> dict[str, float]:
