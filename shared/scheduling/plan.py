@@ -11,6 +11,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from shared.scheduling.consolidation import consolidate
 from shared.scheduling.cycle import Cycle
 from shared.scheduling.model import Plan, QueuedTask, Snapshot
 from shared.scheduling.policy_knobs import Policy
@@ -39,6 +40,9 @@ def plan(snapshot: Snapshot, queue: Sequence[QueuedTask], policy: Policy, now: f
         cycle.walk(ordered, columns)
         # 5. The plan: grants and deferrals in queue order, with preemptions and the reservation.
         decided = cycle.to_plan()
+        # 6. With `policy.holder_consolidates`, the reservation's holder may take a node whose work moves now.
+        if policy.holder_consolidates:
+            decided = consolidate(snapshot, ordered, decided, policy, now)
         del cycle, ordered, columns  # freed before the collector runs again (`_cyclic_gc_paused`)
     return decided
 

@@ -139,3 +139,9 @@ class Policy:
     # leave free + borrowed below what the holder must leave, so the next plan would refuse the holder, the
     # fillers would refill its GPUs, and it would reclaim them again).
     reclaiming_holder_keeps_headroom: bool = False
+    # The reservation's holder, past its grace and waiting at least `consolidate_after_s` for its start, takes a node
+    # whose every lease checkpoints on preemption and fits now on the card type's other free GPUs (shared/scheduling/
+    # consolidation.py): the moved tasks lose their writes and restart at once, the holder starts on the node instead
+    # of hours later while as many GPUs idle scattered across nodes. Preemption on. Off in every preset.
+    holder_consolidates: bool = False
+    consolidate_after_s: float = 3600.0

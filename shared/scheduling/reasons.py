@@ -181,5 +181,13 @@ def awaiting_preemption(victims: int, gpus: int, card_type: str, node_ids: Seque
     )
 
 
+def consolidating(victims: int, gpus: int, card_type: str, node_ids: Sequence[str]) -> str:
+    leases = "1 lease" if victims == 1 else f"{victims} leases"
+    return (
+        f"moving {leases} that checkpoint to other nodes' free GPUs to free {gpus_text(gpus)} of {card_type} on "
+        f"{', '.join(node_ids)}; starts when they have checkpointed and released the GPUs"
+    )
+
+
 def preemption_grace(detail: str, grace_left_s: float) -> str:
     return f"{detail}; if still waiting in {format_duration(grace_left_s)}, it may preempt opportunistic work"

@@ -113,7 +113,8 @@ def _policies(draw):
                    standard_yields_drain_kth_hole=draw(st.booleans()),
                    standard_yields_restart_after_headroom=draw(st.booleans()),
                    standard_yields_restart_after_queue=draw(st.booleans()),
-                   fillers_after_opportunistic=draw(st.booleans()))
+                   fillers_after_opportunistic=draw(st.booleans()),
+                   holder_consolidates=draw(st.booleans()), consolidate_after_s=draw(st.sampled_from((0.0, 3600.0))))
 
 
 @st.composite
@@ -329,9 +330,15 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
     reasons = {d.task_id: d.reason for d in result.deferrals}
     assert len({p.lease_id for p in result.preemptions}) == len(result.preemptions)
     holders_at_once = set()  # tasks inside their grace taking opportunistic victims under preempt_at_once "fillers"
+    details = {d.task_id: d.detail for d in result.deferrals}
     for preemption in result.preemptions:
         task = tasks[preemption.for_task_id]
         victim = leases[preemption.lease_id]
+        if policy.holder_consolidates and details[task.task_id].startswith("moving "):  # consolidation.py
+            assert victim.priority_class != PriorityClass.CORE and victim.checkpoints_on_preempt
+            assert NOW - task.submitted_at >= policy.preempt_after_s and not result.reservations
+            assert task.priority_class != PriorityClass.OPPORTUNISTIC and policy.preemption
+            continue
         if victim.priority_class != PriorityClass.OPPORTUNISTIC:  # a standard filler: only for core work past its grace
             assert victim.priority_class == PriorityClass.STANDARD and policy.preemption
             assert task.priority_class == PriorityClass.CORE

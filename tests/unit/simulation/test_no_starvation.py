@@ -47,6 +47,7 @@ def policies(draw: st.DrawFn) -> Policy:
         standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
         checkpointing_standard_borrows=draw(st.booleans()),
         fillers_yield_at_once=draw(st.booleans()),
+        holder_consolidates=draw(st.booleans()),
         checkpointing_standard_yields=draw(st.booleans()),
         holder_reclaims_within_headroom=draw(st.booleans()),
         reclaiming_holder_keeps_headroom=draw(st.booleans()),
