@@ -24,7 +24,7 @@ _SPEC.loader.exec_module(scale)
 def test_the_phases_split_the_walk_at_the_last_grant_and_count_every_task(kept: bool) -> None:
     snapshot = scale.build_snapshot(40, random.Random("fleet"))
     queue = scale.build_queue(600, random.Random("queue"))
-    planned_queue, planned_snapshot = scale._kept_inputs(snapshot, queue, POLICIES["cardflow"]) if kept else (queue, snapshot)
+    planned_queue, planned_snapshot = scale.kept_inputs(snapshot, queue, POLICIES["cardflow"]) if kept else (queue, snapshot)
     phases = dict(scale.phase_times(planned_snapshot, planned_queue))
     # "3a. decide 12,022 tasks, up to the last grant", "3b. decide the other 87,978 (none starts)"
     counts = [int(re.findall(r"\d[\d,]*", label.split(". ", 1)[1])[0].replace(",", ""))
@@ -75,6 +75,6 @@ def test_the_headline_record_keeps_the_first_plan_over_kept_inputs_as_ms_beside_
 
 def test_the_first_plans_time_kept_inputs_a_list_and_the_build_and_grant_alike() -> None:
     first = scale.time_plan(scale.Case(40, 600), repeats=1)
-    snapshot, queue = scale._inputs(40, 600)
+    snapshot, queue = scale.inputs_of(40, 600)
     assert first.granted == len(plan(snapshot, queue, POLICIES["cardflow"], scale.NOW).grants) > 0
     assert min(first.kept_ms, first.list_ms, first.kept_build_ms) > 0
