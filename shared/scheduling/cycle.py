@@ -78,15 +78,14 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
     # an instance-dict lookup (measured: the first plan over kept inputs −3.8% instructions). An attribute not named
     # here cannot be set.
     __slots__ = (
-        "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons", "explain", "fleet",
-        "grants", "guard", "guard_reclaims", "leases", "now", "policy", "preemptions", "quota", "reservation_settled",
-        "reservations", "revisit_at",
         "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
         "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
-        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_opportunistic",
-        "_preempted", "_queue", "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options",
-        "_restart_queue", "_short_s", "_standard_victims", "_standard_yields", "_victims", "_victims_at_once",
-        "_victims_not_core",
+        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_preempted", "_queue",
+        "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options", "_restart_queue",
+        "_short_s", "_standard_victims", "_standard_yields", "_victim_leases", "_victims", "_victims_at_once",
+        "_victims_not_core", "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons",
+        "explain", "fleet", "grants", "guard", "guard_reclaims", "leases", "now", "policy", "preemptions", "quota",
+        "reservation_settled", "reservations", "revisit_at",
     )
 
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = (),
@@ -121,11 +120,13 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"
-        self._opportunistic = (kept.index.opportunistic_leases(self._fillers) if kept is not None and not self._standard_yields
+        # The leases any victim index reads: the opportunistic ones and, with standard fillers on, the fillers (a
+        # kept snapshot indexes both); every lease where standard leases that checkpoint may yield, or over a list.
+        self._victim_leases = (kept.index.opportunistic_leases(self._fillers) if kept is not None and not self._standard_yields
                                else snapshot.leases)
         counts = partial(reclaimable_within_grace, policy=policy, now=now) if policy.headroom_counts_reclaimable_only else None
         window = standard_borrow_window(policy, now)  # standard work that borrows the headroom too
-        self.borrowed = Borrowed(self._opportunistic if window is None else snapshot.leases, self.fleet.card_of_node,
+        self.borrowed = Borrowed(self._victim_leases if window is None else snapshot.leases, self.fleet.card_of_node,
                                  counts, window, self._fillers)
         # Standard work of at most this runtime borrows the headroom (`covers_headroom`; None: none does),
         # and of at most `_short_s` may use it (`_returns_within_grace`).

@@ -260,7 +260,7 @@ class CyclePreemption:
         """The (submission, task id) of the leases that may be victims and whose submission is known, sorted, and
         their lease ids in the same order (made once per cycle)."""
         if self._by_submission is None:
-            ranked = sorted((lease.submitted_at, lease.task_id, lease.lease_id) for lease in self._opportunistic
+            ranked = sorted((lease.submitted_at, lease.task_id, lease.lease_id) for lease in self._victim_leases
                             if lease.submitted_at is not None)
             self._by_submission = ([(submitted_at, task_id) for submitted_at, task_id, _ in ranked],
                                    [lease_id for _, _, lease_id in ranked])
@@ -305,8 +305,8 @@ class CyclePreemption:
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = self._opportunistic if not self._preempted else [  # `_at_once_victim_index` preempted first
-                lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            leases = self._victim_leases if not self._preempted else [  # `_at_once_victim_index` preempted first
+                lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
             self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
                                         borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields,
                                         within_width=self.policy.standard_yields_within_width,
@@ -348,10 +348,10 @@ class CyclePreemption:
         spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
         preempted = self._preempted
         if fillers and not opportunistic:
-            leases = [lease for lease in self._opportunistic if lease.borrowed_headroom
+            leases = [lease for lease in self._victim_leases if lease.borrowed_headroom
                       and lease.priority_class == P.STANDARD and lease.lease_id not in preempted]
             return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, borrowing_standard=True)
-        leases = [lease for lease in self._opportunistic if lease.lease_id not in preempted] if opportunistic else []
+        leases = [lease for lease in self._victim_leases if lease.lease_id not in preempted] if opportunistic else []
         not_at_once = partial(_not_taken_at_once, spared=spared)
         return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, not_at_once,
                            borrowing_standard=fillers)
@@ -362,14 +362,14 @@ class CyclePreemption:
         cycle."""
         if self._victims_not_core is None:
             spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+            leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
             self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims_not_core
 
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
         spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-        leases = [lease for lease in self._opportunistic if lease.lease_id not in self._preempted]
+        leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
         return VictimIndex(leases, self.fleet, self.now, budget, spared)
 
 

@@ -32,7 +32,7 @@ class SimpleRuleCycle(Cycle):
     """Discards, for every preemptor, every lease ranking ahead of it, found by scanning every lease (as first written)."""
 
     def _discard_ranked_ahead(self, index: VictimIndex, task: QueuedTask) -> None:
-        index.discard([lease.lease_id for lease in self._opportunistic if ranks_ahead(lease, task)], self.fleet)
+        index.discard([lease.lease_id for lease in self._victim_leases if ranks_ahead(lease, task)], self.fleet)
 
 
 def simple_rule_plan(snapshot: Snapshot, queue: list[QueuedTask], policy: Policy, now: float) -> Plan:
