@@ -92,7 +92,7 @@ def headline_only(json_out: Path | None, repeats: int, breakdown: bool = False) 
     nodes, queued = HEADLINE
     console.print(f"headline: the first plan() on {nodes:,} nodes x {GPUS_PER_NODE} GPUs, {queued:,} queued, over kept "
                   f"inputs (OrderedQueue, KeptSnapshot): [bold]{first.kept_ms:.0f} ms[/] (best of {repeats}, CPU time; "
-                  f"{first.granted:,} granted; target {TARGET_MS:.0f} ms; 1-minute load average {before:.1f} before, "
+                  f"{first.granted:,} granted, {first.fillers:,} of them standard fillers; target {TARGET_MS:.0f} ms; 1-minute load average {before:.1f} before, "
                   f"{os.getloadavg()[0]:.1f} after); over a list and a plain snapshot {first.list_ms:.0f} ms; making the "
                   f"kept inputs (OrderedQueue.of + KeptSnapshot.of, once per leader) {first.kept_build_ms:.0f} ms")
     steady = steady_cycles(*headline_inputs())
@@ -100,8 +100,8 @@ def headline_only(json_out: Path | None, repeats: int, breakdown: bool = False) 
     console.print(f"steady: {len(steady)} cycles after {WARM_CYCLES} (each: the last plan's grants start, {CHURN} "
                   f"leases end, {CHURN} tasks arrive, {CYCLE_S:.0f} s later), median plan() {kept:.0f} ms with the "
                   f"queue kept sorted, {fresh:.0f} ms sorting the same tasks afresh; per cycle (kept / fresh / update "
-                  "ms, grants, every task walked): " + "; ".join(
-                      f"{row.kept_ms:.0f} / {row.fresh_ms:.0f} / {row.update_ms:.0f}, {row.granted}, "
+                  "ms, grants (fillers), every task walked): " + "; ".join(
+                      f"{row.kept_ms:.0f} / {row.fresh_ms:.0f} / {row.update_ms:.0f}, {row.granted} ({row.fillers}), "
                       f"{'yes' if row.full_walk else 'no'}" for row in steady))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,7 @@ class FirstPlans:
     list_ms: float  # over the tasks in a list and a plain `Snapshot` (the queue sorted afresh)
     kept_build_ms: float  # `OrderedQueue.of` + `KeptSnapshot.of` of those inputs
     granted: int
+    fillers: int = 0  # of the grants, standard work on headroom GPUs (`Grant.borrowed_headroom`)
 
 
 def time_plan(case: Case, repeats: int = 5) -> FirstPlans:
@@ -58,7 +59,12 @@ def time_plan(case: Case, repeats: int = 5) -> FirstPlans:
     list_ms = min(_timed(snapshot, queue, policy) for _ in range(repeats))
     del kept_queue, kept_snapshot
     build_ms = min(_timed_build(snapshot, queue, policy) for _ in range(repeats))
-    return FirstPlans(kept_ms, list_ms, build_ms, len(result.grants))
+    return FirstPlans(kept_ms, list_ms, build_ms, len(result.grants), fillers_of(result))
+
+
+def fillers_of(decided: Plan) -> int:
+    """How many of the plan's grants are standard fillers of the burst headroom (`Grant.borrowed_headroom`)."""
+    return sum(grant.borrowed_headroom for grant in decided.grants)
 
 
 def _timed(snapshot: Snapshot, queue, policy) -> float:
@@ -109,6 +115,7 @@ def next_cycle(snapshot: Snapshot, kept: OrderedQueue, decided: Plan, now: float
             kept_leases.append(RunningLease(
                 f"lease-{task.task_id}-{placement.node_id}", task.task_id, task.project, task.priority_class,
                 placement.node_id, grant.card_type, placement.gpu_indices, now, grant.estimated_end, heavy=task.heavy,
+                checkpoints_on_preempt=task.checkpoint_interval_s is not None,  # as the dispatcher's leases say
                 borrowed_headroom=grant.borrowed_headroom))  # a filler's lease borrows the headroom, as the dispatcher's does
     later = now + CYCLE_S
     arrivals = build_queue(CHURN, rng, later, prefix=f"arrival-{cycle}", waited_s=CYCLE_S)
@@ -129,6 +136,7 @@ class SteadyCycle:
     fresh_ms: float  # plan() of the same tasks in a list (sorted afresh) and of a plain `Snapshot`
     granted: int
     full_walk: bool  # a GPU was still free after the walk: every task took the per-task path
+    fillers: int = 0  # of the grants, standard fillers of the burst headroom (`fillers_of`)
 
 
 def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str = "cardflow",
@@ -147,7 +155,8 @@ def steady_cycles(snapshot: Snapshot, queue: list[QueuedTask], policy_name: str 
             listed, plain = list(kept), _plain(snapshot)
             kept_ms = min(_timed_at(snapshot, kept, policy, now) for _ in range(repeats))
             fresh_ms = min(_timed_at(plain, listed, policy, now) for _ in range(repeats))
-            rows.append(SteadyCycle(kept_ms, update_ms, fresh_ms, len(decided.grants), _walked_everything(snapshot, kept, policy, now)))
+            rows.append(SteadyCycle(kept_ms, update_ms, fresh_ms, len(decided.grants),
+                                    _walked_everything(snapshot, kept, policy, now), fillers_of(decided)))
     return rows
 
 

@@ -1,5 +1,5 @@
-"""bench/scale.py's breakdown (the walk's split at the last grant, the contract's floor), its steady cycles and
-its plans digest, on a small case."""
+"""bench/scale.py's breakdown (the walk's split at the last grant, the contract's floor), its steady cycles, its
+plans digest and its queue's checkpointing tasks, on a small case."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import importlib.util
 import random
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ _SPEC = importlib.util.spec_from_file_location("scale_bench", Path(__file__).res
 scale = importlib.util.module_from_spec(_SPEC)
 sys.modules.setdefault("scale_bench", scale)  # its dataclasses look their module up
 _SPEC.loader.exec_module(scale)
+scale_inputs = sys.modules["bench.scale_inputs"]
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["list", "kept inputs"])
@@ -78,3 +80,26 @@ def test_the_first_plans_time_kept_inputs_a_list_and_the_build_and_grant_alike()
     snapshot, queue = scale.inputs_of(40, 600)
     assert first.granted == len(plan(snapshot, queue, POLICIES["cardflow"], scale.NOW).grants) > 0
     assert min(first.kept_ms, first.list_ms, first.kept_build_ms) > 0
+
+
+def test_queued_tasks_checkpoint_from_an_rng_of_their_own_and_every_other_field_is_drawn_as_before() -> None:
+    queue = scale.build_queue(2_000, random.Random("queue"))
+    without = scale.build_queue(2_000, random.Random("queue"), checkpoint_share=0.0)
+    assert all(task.checkpoint_interval_s is None for task in without)
+    assert [replace(task, checkpoint_interval_s=None) for task in queue] == without
+    intervals = [task.checkpoint_interval_s for task in queue if task.checkpoint_interval_s is not None]
+    assert set(intervals) == {scale_inputs.CHECKPOINT_INTERVAL_S}
+    assert abs(len(intervals) / len(queue) - scale_inputs.CHECKPOINT_SHARE) < 0.05
+    assert scale.build_queue(500, random.Random("queue")) == queue[:500]  # a shorter queue is a prefix of a longer one
+
+
+def test_a_started_grant_of_a_checkpointing_task_runs_as_a_lease_that_checkpoints_on_preemption() -> None:
+    snapshot = scale.build_snapshot(40, random.Random("fleet"))
+    policy = POLICIES["cardflow"]
+    kept = scale.OrderedQueue.of(scale.build_queue(600, random.Random("queue")), policy)
+    decided = plan(snapshot, kept, policy, scale.NOW)
+    following, *_ = scale.next_cycle(snapshot, kept, decided, scale.NOW, 0, random.Random("steady"))
+    checkpoints = {task.task_id: task.checkpoint_interval_s is not None for task in kept}
+    started = [lease for lease in following.leases if lease.task_id in checkpoints]
+    assert {lease.checkpoints_on_preempt for lease in started} == {True, False}
+    assert all(lease.checkpoints_on_preempt == checkpoints[lease.task_id] for lease in started)
