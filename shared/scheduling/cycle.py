@@ -57,6 +57,7 @@ from shared.scheduling.model import (
     Snapshot,
     enum_members,
 )
+from shared.scheduling.opportunistic_scan import OpportunisticScan, passes_readiness
 from shared.scheduling.policy_knobs import HeadroomCoreDemand, Policy, PreemptAtOnce
 from shared.scheduling.placement import Fleet
 from shared.scheduling.preemption import VictimIndex, reclaimable_within_grace
@@ -80,7 +81,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
     __slots__ = (
         "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
         "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
-        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_narrowest_opportunistic", "_preempted", "_queue",
+        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_opportunistic_scan", "_preempted", "_queue",
         "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options", "_restart_queue",
         "_short_s", "_standard_victims", "_standard_yields", "_victim_leases", "_victims", "_victims_at_once",
         "_victims_not_core", "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons",
@@ -116,7 +117,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._ready_tasks: list[QueuedTask] | None = None  # `_ready_queue`
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first
         self._restart_queue: QueueAhead | None = None  # `_queue_ahead`
-        self._narrowest_opportunistic: dict[str, int] | None = None  # `_opportunistic_narrowest`
+        self._opportunistic_scan: OpportunisticScan | None = None  # `TaskStart._fills_headroom`
         # Under fifo a victim must rank behind the task that takes its GPUs (`ranks_ahead`); every other order ranks
         # by class first, and victims are always of a lower class.
         self._fifo = policy.order == "fifo"
@@ -211,12 +212,11 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
 
     def _ready_queue(self) -> list[QueuedTask]:
         """The queue's tasks that pass the readiness checks (`consider`'s, `readiness_failure`'s: data under the gate,
-        a match, approval), in queue order: the waiting work the drain holder, the queue ahead of a restart and the
-        narrowest opportunistic task are read from — made once per cycle (the queue does not change within it)."""
+        a match, approval: `passes_readiness`), in queue order: the waiting work the drain holder and the queue ahead
+        of a restart are read from — made once per cycle (the queue does not change within it)."""
         if self._ready_tasks is None:
             gate = self._gate
-            self._ready_tasks = [task for task in self._queue
-                                 if task.options and task.approved and (task.data_ready or not gate)]
+            self._ready_tasks = [task for task in self._queue if passes_readiness(task, gate)]
         return self._ready_tasks
 
     def _consider_usable(self, task: QueuedTask, options: Sequence[CardOption]) -> None:

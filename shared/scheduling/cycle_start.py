@@ -26,6 +26,7 @@ from shared.scheduling.model import (
     enum_members,
     new_grant,
 )
+from shared.scheduling.opportunistic_scan import OpportunisticScan
 from shared.scheduling.placement import Allocation, Pool
 from shared.scheduling.preemption import grant_reclaimable_within_grace
 
@@ -81,24 +82,14 @@ class TaskStart:
         """True if the task may take headroom GPUs as a filler (`policy.checkpointing_standard_borrows`): it
         checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write — with
         `policy.fillers_after_opportunistic`, only where no ready opportunistic task the pool's free GPUs could hold
-        waits (`_opportunistic_narrowest`): that one would borrow them instead."""
+        waits (`OpportunisticScan.waits_for`): that one would borrow them instead."""
         if not (self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None):
             return False
         if not self.policy.fillers_after_opportunistic:
             return True
-        return self._opportunistic_narrowest().get(pool.card_type, pool.free_total + 1) > pool.free_total
-
-    def _opportunistic_narrowest(self) -> dict[str, int]:
-        """Per card type: the fewest GPUs a ready opportunistic task in the queue asks for there (made once per
-        cycle; the queue does not change within it)."""
-        if self._narrowest_opportunistic is None:
-            narrowest: dict[str, int] = {}
-            for task in self._ready_queue():
-                if task.priority_class == P.OPPORTUNISTIC:
-                    for option in task.options:
-                        narrowest[option.card_type] = min(narrowest.get(option.card_type, task.gpus), task.gpus)
-            self._narrowest_opportunistic = narrowest
-        return self._narrowest_opportunistic
+        if self._opportunistic_scan is None:
+            self._opportunistic_scan = OpportunisticScan(self._queue, self._gate)
+        return not self._opportunistic_scan.waits_for(pool.card_type, pool.free_total)
 
     def _may_use_headroom(self, option: CardOption) -> bool:
         """True if a standard task may take headroom GPUs on this option: it returns them within the grace

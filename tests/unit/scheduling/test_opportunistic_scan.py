@@ -1,0 +1,62 @@
+"""`OpportunisticScan` (pure): the lazy answer equals the narrowest ready opportunistic task over the whole queue,
+and it reads the queue only as far as the question needs."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+from shared.scheduling.opportunistic_scan import OpportunisticScan, passes_readiness
+
+CARDS = ("A10", "L40S", "H100")
+
+
+def queued(n: int, priority_class: PriorityClass, gpus: int, cards: tuple[str, ...], *, data_ready: bool = True,
+           approved: bool = True) -> QueuedTask:
+    return QueuedTask(task_id=f"t{n}", project="p", priority_class=priority_class, priority=0, gpus=gpus,
+                      submitted_at=0.0, options=tuple(CardOption(card, 3600.0, 1.0) for card in cards),
+                      data_ready=data_ready, approved=approved)  # fmt: skip
+
+
+def whole_queue_answer(queue: list[QueuedTask], gate: bool, card_type: str, free: int) -> bool:
+    """What the cycle computed before: the narrowest over every ready opportunistic task, then one comparison."""
+    widths = [task.gpus for task in queue if task.priority_class == PriorityClass.OPPORTUNISTIC
+              and passes_readiness(task, gate) and any(option.card_type == card_type for option in task.options)]
+    return min(widths, default=free + 1) <= free
+
+
+tasks = st.builds(
+    lambda n, cls, gpus, cards, ready, approved: queued(n, cls, gpus, tuple(cards), data_ready=ready, approved=approved),
+    st.integers(0, 10**6), st.sampled_from(list(PriorityClass)), st.integers(1, 16),
+    st.lists(st.sampled_from(CARDS), max_size=3, unique=True), st.booleans(), st.booleans(),
+)
+
+
+@given(st.lists(tasks, max_size=40), st.booleans(),
+       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6))
+def test_each_answer_equals_the_whole_queue_read_at_once(queue: list[QueuedTask], gate: bool,
+                                                         questions: list[tuple[str, int]]) -> None:
+    scan = OpportunisticScan(queue, gate)
+    for card_type, free in questions:  # one scan answers every question of a cycle, in any order
+        assert scan.waits_for(card_type, free) == whole_queue_answer(queue, gate, card_type, free)
+
+
+def test_it_stops_at_the_first_task_that_settles_the_question() -> None:
+    read: list[str] = []
+
+    def reading(queue: list[QueuedTask]):
+        for task in queue:
+            read.append(task.task_id)
+            yield task
+
+    queue = [queued(0, PriorityClass.STANDARD, 1, ("L40S",)),
+             queued(1, PriorityClass.OPPORTUNISTIC, 1, ("L40S",), data_ready=False),  # not ready under the gate
+             queued(2, PriorityClass.OPPORTUNISTIC, 2, ("L40S",)),
+             queued(3, PriorityClass.OPPORTUNISTIC, 1, ("L40S", "H100")),
+             *[queued(n, PriorityClass.OPPORTUNISTIC, 1, ("A10",)) for n in range(4, 1000)]]
+    scan = OpportunisticScan(reading(queue), gate=True)
+    assert scan.waits_for("L40S", 1) and read == ["t0", "t1", "t2", "t3"]
+    assert scan.waits_for("H100", 1) and scan.waits_for("L40S", 2) and len(read) == 4  # already read: no more
+    assert scan.waits_for("A10", 1) and len(read) == 5
+    assert not scan.waits_for("H100", 0) and len(read) == 1000  # no task fits 0 GPUs: the whole queue is read
