@@ -307,8 +307,10 @@ def describe(name: str, runs: Sequence[ArmRun], easy: Sequence[ArmRun] | None, p
                 losses[holder] += gpu_h
         per_task = [sum(w.loss_at_ready_gpu_h.values()) for w in waits]
         cost = price(tagged)
+        fleet_gpu_h = sum(r.capacity_gpu_s for r in runs) / HOUR
         parts.append(f"preempting at data-ready the leases on its GPUs loses {cost.blockers_gpu_h:.0f} GPU-h, each "
-                     f"lease once (per task: median {np.median(per_task):.1f}; "
+                     f"lease once ({100 * cost.blockers_gpu_h / fleet_gpu_h:.1f} points of the fleet's "
+                     f"{fleet_gpu_h:.0f} GPU-h; per task: median {np.median(per_task):.1f}; "
                      + ", ".join(f"{holder} {gpu_h:.0f}" for holder, gpu_h in losses.items() if gpu_h) + ")")
         parts.append(f"{cost.one_gpu_tasks} 1-GPU tail tasks: the cheapest non-core lease anywhere at data-ready "
                      f"loses {cost.cheapest_gpu_h:.0f} GPU-h in all, for {cost.one_gpu_wait_gpu_h:.0f} GPU-h waited")
