@@ -81,14 +81,14 @@ class TaskStart:
     def _fills_headroom(self, task: QueuedTask, pool: Pool) -> bool:
         """True if the task may take headroom GPUs as a filler (`policy.checkpointing_standard_borrows`): it
         checkpoints, so core work past its grace takes the GPUs back at the cost of its checkpoint write — with
-        `policy.fillers_after_opportunistic`, only where no ready opportunistic task the pool's free GPUs could hold
-        waits (`OpportunisticScan.waits_for`): that one would borrow them instead."""
+        `policy.fillers_after_opportunistic`, only where no ready opportunistic task the pool's free GPUs could hold,
+        and its quota lets run there, waits (`OpportunisticScan.waits_for`): that one would borrow them instead."""
         if not (self._fillers and task.priority_class == P.STANDARD and task.checkpoint_interval_s is not None):
             return False
         if not self.policy.fillers_after_opportunistic:
             return True
         if self._opportunistic_scan is None:
-            self._opportunistic_scan = OpportunisticScan(self._queue, self._gate)
+            self._opportunistic_scan = OpportunisticScan(self._queue, self._gate, self.quota)
         return not self._opportunistic_scan.waits_for(pool.card_type, pool.free_total)
 
     def _may_use_headroom(self, option: CardOption) -> bool:

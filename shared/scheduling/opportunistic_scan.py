@@ -12,8 +12,10 @@ tasks asks about one or two pools; reading the whole queue for them cost ≈64 m
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 from shared.scheduling.model import PriorityClass, QueuedTask
+from shared.scheduling.quota import QuotaBook
 
 
 def passes_readiness(task: QueuedTask, gate: bool) -> bool:
@@ -23,13 +25,21 @@ def passes_readiness(task: QueuedTask, gate: bool) -> bool:
 
 
 class OpportunisticScan:
-    """The queue's ready opportunistic tasks, read once, in order, only as far as `waits_for` needs."""
+    """The queue's ready opportunistic tasks, read once, in order, only as far as `waits_for` needs.
 
-    __slots__ = ("_gate", "_narrowest", "_tasks")
+    With a `quota` book, a task of a project it limits counts only on the card options its quota allows now
+    (`QuotaBook.usable_options`): a task its quota refuses on a card type would not borrow that type's GPUs. Other
+    tasks count on every option, without a call per task (the scan may read the whole queue). The scan holds the
+    book, not the cycle: a reference back to the cycle would keep its working state alive past `plan()` for the
+    cyclic collector (measured: +8 ms on the headline)."""
 
-    def __init__(self, queue: Iterable[QueuedTask], gate: bool) -> None:
+    __slots__ = ("_gate", "_limited", "_narrowest", "_quota", "_tasks")
+
+    def __init__(self, queue: Iterable[QueuedTask], gate: bool, quota: QuotaBook | None = None) -> None:
         self._tasks = iter(queue)
         self._gate = gate
+        self._quota = quota
+        self._limited: AbstractSet[str] = quota.projects if quota is not None else frozenset()
         self._narrowest: dict[str, int] = {}  # card type -> fewest GPUs a ready opportunistic task read so far asks
 
     def waits_for(self, card_type: str, free: int) -> bool:
@@ -37,12 +47,17 @@ class OpportunisticScan:
         narrowest = self._narrowest
         if narrowest.get(card_type, free + 1) <= free:
             return True
-        gate, opportunistic = self._gate, PriorityClass.OPPORTUNISTIC
+        gate, opportunistic, limited = self._gate, PriorityClass.OPPORTUNISTIC, self._limited
         for task in self._tasks:
             if task.priority_class != opportunistic or not passes_readiness(task, gate):
                 continue
             gpus = task.gpus
-            for option in task.options:
+            options = task.options
+            if task.project in limited:
+                if all(gpus >= narrowest.get(option.card_type, gpus + 1) for option in options):
+                    continue  # narrows nothing, whatever its quota allows: no need to ask
+                options = self._quota.usable_options(task)[0]  # type: ignore[union-attr]
+            for option in options:
                 if gpus < narrowest.get(option.card_type, gpus + 1):
                     narrowest[option.card_type] = gpus
             if narrowest.get(card_type, free + 1) <= free:

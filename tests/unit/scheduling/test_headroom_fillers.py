@@ -8,7 +8,7 @@ import pytest
 
 from shared.scheduling.model import DeferralReason as R
 
-from .builders import HOUR, NOW, a_full_fleet_around, a_lease, a_node, a_task, grants, reason_of, run
+from .builders import HOUR, NOW, a_full_fleet_around, a_lease, a_node, a_quota, a_task, grants, reason_of, run
 
 # 4 of 16 GPUs kept, whatever core work there is; fillers off (the cardflow preset has them on)
 FIXED = dict(headroom_tracks_core=False, headroom=0.25, checkpointing_standard_borrows=False,
@@ -151,3 +151,15 @@ def test_a_filler_leaves_the_headroom_to_opportunistic_work_that_would_borrow_it
     assert ("s" in grants(result)) == filled
     if not filled:
         assert reason_of(result, "s") == R.HEADROOM and "o" in grants(result)
+
+
+@pytest.mark.parametrize(("quota_gpu_hours", "filled"), [(100.0, False), (0.5, True)])
+def test_opportunistic_work_its_quota_refuses_leaves_the_headroom_to_a_filler(quota_gpu_hours, filled):
+    """`fillers_after_opportunistic` keeps the filler out only for opportunistic work that would borrow the GPUs: one
+    whose project's quota refuses it (2 GPUs for an hour against 0.5 GPU-hours) borrows nothing, so the filler may."""
+    queue = [a_task("s").gpus(4).runs(2 * HOUR).checkpoints(),
+             a_task("o").opportunistic().gpus(2).runs(HOUR).project("q")]
+    result = run(FULL_BUT_HEADROOM, queue, quotas=[a_quota("q", gpu_hours=quota_gpu_hours)], **AFTER_OPPORTUNISTIC)
+    assert ("s" in grants(result)) == filled and ("o" in grants(result)) != filled
+    if filled:
+        assert grants(result)["s"].borrowed_headroom and reason_of(result, "o") == R.QUOTA_EXHAUSTED

@@ -1,15 +1,21 @@
-"""`OpportunisticScan` (pure): the lazy answer equals the narrowest ready opportunistic task over the whole queue,
-and it reads the queue only as far as the question needs."""
+"""`OpportunisticScan` (pure): the lazy answer equals the narrowest ready opportunistic task over the whole queue
+(on the card types its quota allows), and it reads the queue only as far as the question needs."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.scheduling.model import CardOption, PriorityClass, QueuedTask
+from shared.scheduling.model import CardOption, PriorityClass, QueuedTask, QuotaAccount
 from shared.scheduling.opportunistic_scan import OpportunisticScan, passes_readiness
+from shared.scheduling.policies import POLICIES
+from shared.scheduling.quota import QuotaBook
 
 CARDS = ("A10", "L40S", "H100")
+PROJECTS = ("p0", "p1", "p2")
+DAY = 86_400.0
 
 
 def queued(n: int, priority_class: PriorityClass, gpus: int, cards: tuple[str, ...], *, data_ready: bool = True,
@@ -19,27 +25,42 @@ def queued(n: int, priority_class: PriorityClass, gpus: int, cards: tuple[str, .
                       data_ready=data_ready, approved=approved)  # fmt: skip
 
 
-def whole_queue_answer(queue: list[QueuedTask], gate: bool, card_type: str, free: int) -> bool:
-    """What the cycle computed before: the narrowest over every ready opportunistic task, then one comparison."""
+def whole_queue_answer(queue: list[QueuedTask], gate: bool, card_type: str, free: int,
+                       quota: QuotaBook | None = None) -> bool:
+    """The narrowest over every ready opportunistic task (on the card types its quota allows), then one comparison."""
+    def options(task: QueuedTask) -> tuple[CardOption, ...]:
+        return quota.usable_options(task)[0] if quota is not None and task.project in quota.projects else task.options
+
     widths = [task.gpus for task in queue if task.priority_class == PriorityClass.OPPORTUNISTIC
-              and passes_readiness(task, gate) and any(option.card_type == card_type for option in task.options)]
+              and passes_readiness(task, gate) and any(option.card_type == card_type for option in options(task))]
     return min(widths, default=free + 1) <= free
 
 
 tasks = st.builds(
-    lambda n, cls, gpus, cards, ready, approved: queued(n, cls, gpus, tuple(cards), data_ready=ready, approved=approved),
-    st.integers(0, 10**6), st.sampled_from(list(PriorityClass)), st.integers(1, 16),
+    lambda n, project, cls, gpus, cards, ready, approved: replace(
+        queued(n, cls, gpus, tuple(cards), data_ready=ready, approved=approved), project=project),
+    st.integers(0, 10**6), st.sampled_from(PROJECTS), st.sampled_from(list(PriorityClass)), st.integers(1, 16),
     st.lists(st.sampled_from(CARDS), max_size=3, unique=True), st.booleans(), st.booleans(),
 )
+accounts = st.lists(st.builds(
+    lambda project, card, hours: QuotaAccount(project, hours, -DAY, DAY, card_type=card),
+    st.sampled_from(PROJECTS[:2]), st.none() | st.sampled_from(CARDS), st.sampled_from([0.5, 3.0, 100.0]),
+), max_size=4)
 
 
 @given(st.lists(tasks, max_size=40), st.booleans(),
-       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6))
+       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6), accounts)
 def test_each_answer_equals_the_whole_queue_read_at_once(queue: list[QueuedTask], gate: bool,
-                                                         questions: list[tuple[str, int]]) -> None:
-    scan = OpportunisticScan(queue, gate)
+                                                         questions: list[tuple[str, int]],
+                                                         quota_accounts: list[QuotaAccount]) -> None:
+    """With and without a quota book (tasks of 3 projects, accounts on 2 of them: some options refused, some not)."""
+    def book() -> QuotaBook:
+        return QuotaBook({f"a{n}": account for n, account in enumerate(quota_accounts)}, POLICIES["cardflow"], 0.0)
+
+    plain, with_quota, judge = OpportunisticScan(queue, gate), OpportunisticScan(queue, gate, book()), book()
     for card_type, free in questions:  # one scan answers every question of a cycle, in any order
-        assert scan.waits_for(card_type, free) == whole_queue_answer(queue, gate, card_type, free)
+        assert plain.waits_for(card_type, free) == whole_queue_answer(queue, gate, card_type, free)
+        assert with_quota.waits_for(card_type, free) == whole_queue_answer(queue, gate, card_type, free, judge)
 
 
 def test_it_stops_at_the_first_task_that_settles_the_question() -> None:
