@@ -32,7 +32,6 @@ class ClosedWalk:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def defer_rest(self, tasks: Sequence[QueuedTask]) -> None:
         """Once closed: defer every remaining task cheaply (core tasks may still preempt)."""
         add_id, add_reason, add_detail = (self.deferred_ids.append, self.deferred_reasons.append,

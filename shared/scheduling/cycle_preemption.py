@@ -51,7 +51,6 @@ class CyclePreemption:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def _may_preempt(self, task: QueuedTask) -> bool:
         """True for core work (preemption on) that has waited `policy.preempt_after_s` since its
         submission. A core task still inside that grace may not preempt yet: GPUs often come free by
@@ -315,6 +314,7 @@ class CyclePreemption:
         return self._victims
 
     def _inside_grace(self, task: QueuedTask) -> bool:
+        """True while the task's preemption grace (`policy.preempt_after_s` since its submission) lasts."""
         return self.now < self._grace_ends(task)
 
     def _victim_index_for(self, task: QueuedTask, reclaiming: bool = False) -> VictimIndex:

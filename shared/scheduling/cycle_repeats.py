@@ -32,7 +32,6 @@ class RepeatedFailures:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def _changes(self) -> int:
         """Grows with every grant and preemption (`_changed_on`)."""
         return self.changes

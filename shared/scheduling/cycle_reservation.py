@@ -45,7 +45,6 @@ class CycleReservation:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def _reserve(self, task: QueuedTask, options: Sequence[CardOption], fallback: Deferral) -> None:
         cards = {option.card_type for option in options}
         yield_at = self._fillers_yield_at(task)

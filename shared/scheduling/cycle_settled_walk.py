@@ -30,7 +30,6 @@ class SettledWalk:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def _walk_settled_tasks(self, ordered: Sequence[QueuedTask], start: int) -> None:
         """`_walk_settled` for a queue without columns (a list: a cold plan, the simulator's first cycle): the
         same shortcuts, keyed by a task's (GPUs, heavy, card types) read from the task instead of the kept

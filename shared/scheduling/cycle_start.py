@@ -40,7 +40,6 @@ class TaskStart:
 
     __slots__ = ()  # `Cycle` declares the slots of its working state
 
-
     def _try_start(self, task: QueuedTask, options: Sequence[CardOption]) -> list[Miss]:
         """Grant the task on its first card option that takes it; else why each option did not."""
         misses = []
