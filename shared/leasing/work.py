@@ -22,32 +22,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.events import (
-    Envelope,
-    LeaseExpired,
-    LeaseReleased,
-    LeaseRenewed,
-    LeaseRevoked,
-    TaskCancelled,
-    TaskFailed,
-    TaskHeld,
-    TaskRequeued,
-    TaskStarted,
-    TaskSucceeded,
-)
+from shared.events import Envelope, LeaseRenewed, LeaseRevoked, TaskHeld, TaskStarted, TaskSucceeded
 from shared.events.emission import Emission
 from shared.events.reasons import RequeueReason, RevokeReason
 from shared.events.reports import PreemptCommand, RevokeCommand
 from shared.events.states import TaskState
 from shared.events.subjects import agent_subject, lease_subject, task_subject
-from shared.leasing.lease_end import (
-    NEW_TASK_STATE,
-    REQUEUE_DETAIL,
-    EndingLease,
-    LeaseEnd,
-    TaskEffect,
-    Trigger,
-    decide_lease_end,
+from shared.leasing.lease_end import NEW_TASK_STATE, EndingLease, LeaseEnd, TaskEffect, Trigger, decide_lease_end
+from shared.leasing.lease_end_events import (
+    RUN_END_EFFECTS,
+    lease_end_events,
+    lease_release,
+    started_data,
+    task_effect_event,
 )
 from shared.leasing.idle import IdleRule, held_after_reclaim, held_detail
 from shared.leasing.records import LeaseBook, LeaseRecord, LeaseState, NodeRecord, TaskRecord
@@ -57,9 +44,6 @@ from shared.names import EVENTS_STREAM, agent_inbox
 from shared.scheduling.model import DeferralReason
 
 Record = TaskRecord | LeaseRecord | NodeRecord
-RUN_END_EFFECTS = frozenset({TaskEffect.SUCCEED, TaskEffect.FAIL})
-"""The task effects whose event (`task.succeeded` / `task.failed`) carries the lease's end instead of a
-`lease.released` of its own (`shared.events.carried`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +191,12 @@ class LeaseWork:
         self.put(replace(lease, state=LeaseState.ENDED, ended_at=ended_at, end_reason=decision.release))
         release = lease_release(lease, decision, ended_at)
         carried = decision.effect in RUN_END_EFFECTS  # the run's end carries its lease's end
-        self._emit_lease_end(lease, trigger, cause, None if carried else release)
+        end_events = lease_end_events(lease, trigger, None if carried else release)
         if decision.effect is not TaskEffect.NONE:
-            self._emit_task_effect(lease, task, decision, outcome, cause, release if carried else None)
+            end_events.append(task_effect_event(lease, task, decision, outcome, release if carried else None))
+        for event in end_events:
+            self.emit(event.event_type, event.subject, event.data, cause=cause)
+        if decision.effect is not TaskEffect.NONE:
             flags = task.flags | set(outcome.flags) if decision.effect is TaskEffect.SUCCEED else task.flags
             self.put(replace(task, state=NEW_TASK_STATE[decision.effect], deferral_reason=None, deferral_detail=None,
                              updated_at=self.now, flags=flags))
@@ -325,44 +312,6 @@ class LeaseWork:
             self.put(replace(renewed, renewals_unreported=0, renewal_reported_at=self.now, util_pct_sum=0.0,
                              util_readings=0, idle_gpu_seconds=0.0))
 
-    # -- events of a lease end ------------------------------------------------------------------
-
-    def _emit_lease_end(self, lease: LeaseRecord, trigger: Trigger, cause: Envelope | None,
-                        release: dict[str, Any] | None) -> None:
-        """`lease.expired` when the TTL ran out; `lease.released` unless the task's event carries it (None)."""
-        subject = lease_subject(lease.lease_id)
-        if trigger is Trigger.EXPIRED:
-            self.emit(LeaseExpired, subject, {
-                "lease_id": lease.lease_id, "task_id": lease.task_id, "last_renewed_at": lease.last_renewed_at,
-            }, cause=cause)
-        if release is not None:
-            self.emit(LeaseReleased, subject, {"lease_id": lease.lease_id, "task_id": lease.task_id} | release,
-                      cause=cause)
-
-    def _emit_task_effect(self, lease: LeaseRecord, task: TaskRecord, decision: LeaseEnd, outcome: RunOutcome,
-                          cause: Envelope | None, release: dict[str, Any] | None) -> None:
-        effect, task_id, lease_id = decision.effect, task.task_id, lease.lease_id
-        subject = task_subject(task_id)
-        if effect in RUN_END_EFFECTS:
-            if effect is TaskEffect.SUCCEED:
-                kind, data = TaskSucceeded, outcome.succeeded_data(task_id, lease_id)
-            else:
-                error = outcome.error or f"the task exited with code {outcome.exit_code}"
-                kind, data = TaskFailed, {"task_id": task_id, "lease_id": lease_id, "error": error,
-                                          "exit_code": outcome.exit_code}
-            if task.state is TaskState.LEASED:  # no report before the end: the start rides on the end
-                data["started"] = run_start(lease)
-            self.emit(kind, subject, data | {"released": release}, cause=cause)
-        elif effect is TaskEffect.CANCEL:
-            self.emit(TaskCancelled, subject, {"task_id": task_id, "lease_id": lease_id,
-                                                "reason": task.cancel_reason}, cause=cause)
-        else:
-            assert decision.requeue_reason is not None
-            self.emit(TaskRequeued, subject, {
-                "task_id": task_id, "lease_id": lease_id, "reason": decision.requeue_reason,
-                "resume_from": task.resume_from, "detail": REQUEUE_DETAIL[decision.requeue_reason],
-            }, cause=cause)
-
 
 def _ending(lease: LeaseRecord, task: TaskRecord, others: int) -> EndingLease:
     return EndingLease(
@@ -374,28 +323,6 @@ def _ending(lease: LeaseRecord, task: TaskRecord, others: int) -> EndingLease:
 def _order(lease: LeaseRecord) -> dict[str, Any]:
     return {"agent_id": lease.agent_id, "lease_id": lease.lease_id, "task_id": lease.task_id,
             "fencing_token": lease.fencing_token}
-
-
-def started_data(lease: LeaseRecord) -> dict[str, Any]:
-    """`task.started`'s payload for a run under `lease`."""
-    return {"task_id": lease.task_id, "lease_id": lease.lease_id} | run_start(lease)
-
-
-def run_start(lease: LeaseRecord) -> dict[str, Any]:
-    """Where the run under `lease` started (`task.started`'s facts; `started` of `task.succeeded` or `task.failed`
-    when carried)."""
-    return {"node_id": lease.node_id, "resumed_from": lease.resume_from}
-
-
-def lease_release(lease: LeaseRecord, decision: LeaseEnd, ended_at: datetime) -> dict[str, Any]:
-    """How `lease` ended (`lease.released`'s facts beside its ids; `released` of the run's end when carried)."""
-    return {
-        "node_id": lease.node_id, "card_type": lease.card_type, "gpus": len(lease.gpu_indices),
-        "granted_at": lease.granted_at, "ended_at": ended_at, "reason": decision.release,
-        "idle_gpu_seconds": lease.idle_gpu_seconds,
-        "gpu_util_pct": lease.util_pct_sum / lease.util_readings if lease.util_readings else None,
-        "last_checkpoint_at": lease.last_checkpoint_at,
-    }
 
 
 def _commands_first(emissions: list[Emission]) -> tuple[Emission, ...]:
