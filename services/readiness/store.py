@@ -1,6 +1,13 @@
 """Readiness's tables: tasks and their inputs, signalled datasets (SQL only, set-based).
 
 Every function takes the caller's connection (and transaction); see `sql/001_readiness.sql`.
+
+Tasks named by id are found by the primary key alone: no statement that names ids also says
+`closed_at IS NULL` in its WHERE, which would let the planner read the partial index of open tasks
+(`tasks_open`) instead. On statistics taken while few tasks were open (a burst after a quiet spell; every
+benchmark) it did, and compared every open task with every id of the batch: 20-145 ms a batch at 1,000
+tasks/s, growing with the open tasks (docs/BENCHMARKS.md, Pipeline session 23). Whether a row is still
+open is read beside it and decided here, or kept in the statement's SET.
 """
 
 from __future__ import annotations
@@ -116,24 +123,28 @@ def _signalled_key(event: DataReadySignalled) -> str:
 
 
 async def close_tasks(conn: asyncpg.Connection, schema: str, closing: Mapping[str, str]) -> None:
-    """Stop checking tasks that ended: task id -> the event type that ended it."""
+    """Stop checking tasks that ended: task id -> the event type that ended it. A task closed already keeps
+    its first closing (its row is rewritten unchanged); found by id alone (see the module docstring)."""
     if closing:
         await conn.execute(
-            f"UPDATE {quote_schema(schema)}.tasks AS t SET closed_at = now(), closed_by = u.by"
-            " FROM unnest($1::text[], $2::text[]) AS u(task_id, by) WHERE t.task_id = u.task_id AND t.closed_at IS NULL",
+            f"UPDATE {quote_schema(schema)}.tasks AS t"
+            " SET closed_at = coalesce(t.closed_at, now()), closed_by = coalesce(t.closed_by, u.by)"
+            " FROM unnest($1::text[], $2::text[]) AS u(task_id, by) WHERE t.task_id = u.task_id AND t.task_id = ANY($1::text[])",
             list(closing),
             list(closing.values()),
         )
 
 
 async def lock_tracked(conn: asyncpg.Connection, schema: str, task_ids: Sequence[str]) -> list[TrackedTask]:
-    """The open tasks among `task_ids`, row-locked in id order (so concurrent re-checks queue)."""
+    """The open tasks among `task_ids`, row-locked in id order (so concurrent re-checks queue). Found by id
+    alone (see the module docstring): a closed one is locked too and left out here."""
     q = quote_schema(schema)
-    tasks = await conn.fetch(
-        f"SELECT task_id, correlation_id, submitted_event_id, ready, ready_fraction, missing::text, inputs_total"
-        f" FROM {q}.tasks WHERE task_id = ANY($1::text[]) AND closed_at IS NULL ORDER BY task_id FOR UPDATE",
+    rows = await conn.fetch(
+        f"SELECT task_id, correlation_id, submitted_event_id, ready, ready_fraction, missing::text, inputs_total,"
+        f" closed_at IS NULL AS open FROM {q}.tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id FOR UPDATE",
         list(task_ids),
     )
+    tasks = [row for row in rows if row["open"]]
     with_inputs = [row["task_id"] for row in tasks if row["inputs_total"]]
     inputs = await conn.fetch(
         f"SELECT i.task_id, i.position, i.ref::text, i.kind, i.key, i.available, d.event_id AS signal_event_id"
@@ -222,11 +233,11 @@ async def probe_targets(conn: asyncpg.Connection | asyncpg.Pool, schema: str, ta
     )
     if not waiting:
         return []
-    open_rows = await conn.fetch(
-        f"SELECT task_id FROM {q}.tasks WHERE task_id = ANY($1::text[]) AND closed_at IS NULL",
+    rows = await conn.fetch(
+        f"SELECT task_id, closed_at IS NULL AS open FROM {q}.tasks WHERE task_id = ANY($1::text[])",
         list({row["task_id"] for row in waiting}),
     )
-    open_ids = {row["task_id"] for row in open_rows}
+    open_ids = {row["task_id"] for row in rows if row["open"]}
     return list(dict.fromkeys(row["key"] for row in waiting if row["task_id"] in open_ids))
 
 
