@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -146,25 +146,34 @@ def row(label: str, units: Sequence[tuple[dict, dict]]) -> str:
     return f"| {label} | {len(units)} | " + " | ".join(cells) + " |"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid-cells", nargs="*", default=["checkpoint=0.8", "mix=core-heavy"])
-    parser.add_argument("--grid-seeds", type=int, nargs="*", default=[42])
+def selection_arguments(parser: argparse.ArgumentParser, cells: Sequence[str], seeds: Sequence[int]) -> None:
+    """The grid units to measure (cells, seeds, the grid's windows) and the cardflow variant, as command-line options."""
+    parser.add_argument("--grid-cells", nargs="*", default=list(cells))
+    parser.add_argument("--grid-seeds", type=int, nargs="*", default=list(seeds))
     parser.add_argument("--grid-window-step", type=int, default=6)
     parser.add_argument("--grid-window-offset", type=int, default=1)
     parser.add_argument("--grid-set", nargs="*", default=[], metavar="FIELD=VALUE", help="a cardflow variant")
-    args = parser.parse_args()
-    code = grid.code_digest()
+
+
+def paired_runs(args: argparse.Namespace) -> Iterator[tuple[grid.Run, grid.Run]]:
+    """Per selected unit (`selection_arguments`), cardflow's (or the variant's) run and easy-backfill's."""
     cells = grid.select_cells(grid.all_cells(), args.grid_cells)
     starts = windows.window_starts(date(2017, 9, 25), date(2017, 12, 23), 4)[
         args.grid_window_offset::max(1, args.grid_window_step)]
     ours = grid.variant(POLICIES["cardflow"], args.grid_set) if args.grid_set else POLICIES["cardflow"]
-    easy = POLICIES["easy-backfill"]
-    rows: dict[grid.Cell, list[tuple[dict, dict]]] = {}
     for run in grid.plan_runs(cells, starts, args.grid_seeds, [ours], openb=False):
-        pair = (measured(run, code), measured(grid.Run(run.cell, run.workload, run.seed, easy), code))
-        rows.setdefault(run.cell, []).append(pair)
+        yield run, grid.Run(run.cell, run.workload, run.seed, POLICIES["easy-backfill"])
         print(f"{run.cell.label} {run.workload} seed {run.seed}: done", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    selection_arguments(parser, ["checkpoint=0.8", "mix=core-heavy"], [42])
+    args = parser.parse_args()
+    code = grid.code_digest()
+    rows: dict[grid.Cell, list[tuple[dict, dict]]] = {}
+    for run, easy_run in paired_runs(args):
+        rows.setdefault(run.cell, []).append((measured(run, code), measured(easy_run, code)))
     print("| cell | units | " + " | ".join(PARTS) + " |")
     print("|---|---:|" + "---:|" * len(PARTS))
     for cell, units in sorted(rows.items()):

@@ -23,7 +23,11 @@ of the fleet's GPU-time inside the window:
   useful easy-backfill − cardflow, points of the window's capacity): a gap that grows steadily is a throughput loss
   all along; one that opens in the last tenths is the window's edge;
 - *while nothing ready waits*: GPUs of tasks queued but not startable (data not ready; quota, matching or approval)
-  and the share of that time with nothing queued at all.
+  and the share of that time with nothing queued at all;
+- *per window*: each Philly window's own gap and its share of the pooled gap and of the pooled last tenth's;
+- with `--tasks N`, per unit the N tasks whose useful GPU-time after the window's end differs most between the arms
+  (class, GPUs, run time, the work after the end, leases with progress, the last one's start against the end), and
+  the GPUs idle while no ready task waits in the last tenth.
 
 Each unit's measurement is cached (bench/out/grid_window_end/, keyed like the grid's runs by the code digest);
 easy-backfill's runs do not depend on the checkpoint share (it never preempts) and are measured once.
@@ -38,7 +42,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import date
+from math import inf
 from pathlib import Path
 
 import numpy as np
@@ -49,11 +53,9 @@ sys.path.insert(0, str(REPO))
 import grid_gap  # noqa: E402  (bench/ is on sys.path when run as a script)
 import policies as bench  # noqa: E402
 import policies_grid as grid  # noqa: E402
-import policies_windows as windows  # noqa: E402
 
 from shared.scheduling.model import DeferralReason, Plan, PriorityClass, QueuedTask, Snapshot  # noqa: E402
 from shared.scheduling.plan import plan  # noqa: E402
-from shared.scheduling.policies import POLICIES  # noqa: E402
 from shared.scheduling.policy_knobs import Policy  # noqa: E402
 from shared.simulation.metrics import _gpu_seconds, window  # noqa: E402
 from shared.simulation.engine import Simulation  # noqa: E402
@@ -111,6 +113,18 @@ class TaggedSimulation(Simulation):
         self.tagged += [(run.task.task_id, run.task.priority_class.value, segment)
                         for segment in self.recorder.useful[before:]]
 
+    def tasks_after_end(self, hi: float) -> dict[str, list]:
+        """Per task with work after `hi` or more than one lease: [class, GPUs, useful GPU-seconds after `hi`, leases
+        with progress, the last one's start less `hi` (hours), useful GPU-seconds in all]."""
+        tasks: dict[str, list] = {}
+        for task_id, priority_class, (start, end, gpus) in self.tagged:
+            entry = tasks.setdefault(task_id, [priority_class, gpus, 0.0, 0, -inf, 0.0])
+            entry[2] += gpus * max(0.0, end - max(start, hi))
+            entry[3] += 1
+            entry[4] = max(entry[4], (start - hi) / 3600)
+            entry[5] += gpus * (end - start)
+        return {task_id: entry for task_id, entry in tasks.items() if entry[2] > 0 or entry[3] > 1}
+
     def after_end_by_group(self, hi: float) -> dict[str, float]:
         """Useful GPU-seconds after `hi` per task class, split by whether the task's work came in more than one
         lease (it was preempted after some progress)."""
@@ -156,6 +170,7 @@ def measure(run: grid.Run) -> dict:
             "core waits": [recorder.waits[task.task_id] for task in scenario.tasks
                            if task.priority_class is PriorityClass.CORE and task.task_id in recorder.waits],
             "after the end by class": simulation.after_end_by_group(hi),
+            "tasks after the end": simulation.tasks_after_end(hi),
             "useful by tenth": by_tenth([(start, end, gpus) for start, end, gpus in recorder.useful], lo, hi),
             "nothing ready by tenth": by_tenth([(max(now, lo), min(end, hi), parts[NOTHING])
                                                 for now, end, parts, _ in stretches], lo, hi),
@@ -169,12 +184,15 @@ def measured(run: grid.Run, code: str) -> dict:
     if not (run.policy.preemption or run.policy.fill_reservations):
         run = replace(run, cell=replace(run.cell, checkpoint_share=0.0))
     path = CACHE / f"{run.key(code)}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    if path.exists() and MEASURES <= (cached := json.loads(path.read_text())).keys():
+        return cached
     sums = measure(run)
     CACHE.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(sums))
     return sums
+
+
+MEASURES = {"useful", "core waits", "after the end by class"}  # a cached unit without these is measured again
 
 
 def points(units: Sequence[dict], key: str) -> float:
@@ -277,25 +295,62 @@ def by_class_row(label: str, pairs: Sequence[tuple[dict, dict]]) -> str:
 BY_CLASS_HEADER = ("| cell | units | " + " | ".join(GROUPS) + " |\n|---|---:|" + "---:|" * len(GROUPS))
 
 
+def window_rows(units: Sequence[tuple[str, dict, dict]]) -> list[str]:
+    """Per Philly window over the selected cells (workload, cardflow, easy-backfill per unit): its GPUs, its own gap
+    (points of its GPU-time), its share of the pooled gap and of the pooled last tenth's useful difference (points of
+    the pooled GPU-time)."""
+    pooled = sum(ours["capacity"] for _, ours, _ in units)
+    rows = []
+    for workload in sorted({workload for workload, _, _ in units}):
+        pairs = [(ours, easy) for name, ours, easy in units if name == workload]
+        gap = sum(ours["useful"] - easy["useful"] for ours, easy in pairs)
+        last = sum(ours["useful by tenth"][-1] - easy["useful by tenth"][-1] for ours, easy in pairs)
+        own = sum(ours["capacity"] for ours, _ in pairs)
+        rows.append(f"| {workload} | {len(pairs)} | {pairs[0][0]['gpus']} | {100 * gap / own:+.2f} | "
+                    f"{100 * gap / pooled:+.2f} | {100 * last / pooled:+.2f} |")
+    return rows
+
+
+WINDOW_HEADER = ("| window | units | GPUs | its gap, points of its GPU-time | of the pooled gap, points | of it in the "
+                 "last tenth, points |\n|---|---:|---:|---:|---:|---:|")
+
+
+def top_tasks(label: str, ours: dict, easy: dict, count: int) -> list[str]:
+    """The unit's tasks whose useful GPU-time after the window's end differs most, cardflow − easy-backfill, with the
+    GPUs idle while no ready task waits in the last tenth (mean over it) beside the unit's label."""
+    tenth = (ours["hi"] - ours["lo"]) / TENTHS
+    idle = " / ".join(f"{arm['nothing ready by tenth'][-1] / tenth:.1f}" for arm in (ours, easy))
+    if "tasks after the end" not in ours or "tasks after the end" not in easy:
+        return [f"{label}: cached before tasks were kept (delete its bench/out/grid_window_end entries)"]
+    mine, theirs = ours["tasks after the end"], easy["tasks after the end"]
+    gone = [None, 0, 0.0, 1, None, 0.0]  # not kept: at most one lease, nothing after the end
+    diffs = sorted(set(mine) | set(theirs), key=lambda task: -abs(mine.get(task, gone)[2] - theirs.get(task, gone)[2]))
+    rows = [f"{label}: GPUs idle while no ready task waits in the last tenth, mean: {idle}"]
+    for task in diffs[:count]:
+        a, b = mine.get(task, gone), theirs.get(task, gone)
+        starts = " / ".join("–" if arm[4] is None else f"{arm[4]:+.1f} h" for arm in (a, b))
+        run = max(a[5], b[5]) / max(1, a[1] or b[1]) / 3600
+        rows.append(f"  {task} ({a[0] or b[0]}, {a[1] or b[1]} GPUs, runs {run:,.1f} h): after the end "
+                    f"{a[2] / 3600:,.0f} / {b[2] / 3600:,.0f} GPU-h, leases {a[3]} / {b[3]}, the last from {starts}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid-cells", nargs="*", default=["checkpoint=0.8", "mix=default"])
-    parser.add_argument("--grid-seeds", type=int, nargs="*", default=[1])
-    parser.add_argument("--grid-window-step", type=int, default=6)
-    parser.add_argument("--grid-window-offset", type=int, default=1)
-    parser.add_argument("--grid-set", nargs="*", default=[], metavar="FIELD=VALUE", help="a cardflow variant")
+    grid_gap.selection_arguments(parser, ["checkpoint=0.8", "mix=default"], [1])
+    parser.add_argument("--tasks", type=int, default=0, metavar="N",
+                        help="per unit, the N tasks whose work after the window's end differs most")
     args = parser.parse_args()
     code = grid.code_digest()
-    cells = grid.select_cells(grid.all_cells(), args.grid_cells)
-    starts = windows.window_starts(date(2017, 9, 25), date(2017, 12, 23), 4)[
-        args.grid_window_offset::max(1, args.grid_window_step)]
-    ours = grid.variant(POLICIES["cardflow"], args.grid_set) if args.grid_set else POLICIES["cardflow"]
-    easy = POLICIES["easy-backfill"]
     rows: dict[grid.Cell, list[tuple[dict, dict]]] = {}
-    for run in grid.plan_runs(cells, starts, args.grid_seeds, [ours], openb=False):
-        pair = (measured(run, code), measured(grid.Run(run.cell, run.workload, run.seed, easy), code))
+    units: list[tuple[str, dict, dict]] = []
+    tops: list[str] = []
+    for run, easy_run in grid_gap.paired_runs(args):
+        pair = (measured(run, code), measured(easy_run, code))
         rows.setdefault(run.cell, []).append(pair)
-        print(f"{run.cell.label} {run.workload} seed {run.seed}: done", file=sys.stderr, flush=True)
+        units.append((run.workload, *pair))
+        if args.tasks:
+            tops += top_tasks(f"{run.cell.label} {run.workload} seed {run.seed}", *pair, args.tasks)
     pooled = [pair for pairs in rows.values() for pair in pairs]
     for header, make in ((EDGE_HEADER, edge_row), (PARTS_HEADER, parts_row), (WAITING_HEADER, waiting_row),
                          (BY_CLASS_HEADER, by_class_row)):
@@ -306,6 +361,12 @@ def main() -> None:
         print()
     print(TENTHS_HEADER)
     print("\n".join(tenths_rows(pooled)))
+    print()
+    print(WINDOW_HEADER)
+    print("\n".join(window_rows(units)))
+    if tops:
+        print()
+        print("\n".join(tops))
 
 
 if __name__ == "__main__":

@@ -48,3 +48,11 @@ def test_work_after_the_end_is_grouped_by_class_and_preemption():
     simulation.tagged = [("a", "opportunistic", (0.0, 5.0, 2)), ("a", "opportunistic", (8.0, 20.0, 2)),
                          ("b", "core", (9.0, 12.0, 1))]
     assert simulation.after_end_by_group(10.0) == {"opportunistic, preempted": 20.0, "core, one lease": 2.0}
+
+
+def test_a_tasks_work_after_the_end_is_kept_with_its_leases():
+    simulation = edge.TaggedSimulation.__new__(edge.TaggedSimulation)
+    simulation.tagged = [("a", "opportunistic", (0.0, 3600.0, 2)), ("a", "opportunistic", (7200.0, 14400.0, 2)),
+                         ("b", "core", (0.0, 1800.0, 1))]  # b: one lease, done before the end: not kept
+    kept = simulation.tasks_after_end(10800.0)
+    assert kept == {"a": ["opportunistic", 2, 7200.0, 2, -1.0, 2 * 3600.0 + 2 * 7200.0]}
