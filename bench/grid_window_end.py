@@ -14,7 +14,7 @@ of the fleet's GPU-time inside the window:
 - *after the end by class*: the useful GPU-time after the window's end per task class, split by whether the task's
   work came in more than one lease (preempted after some progress), cardflow − easy-backfill;
 - *span*: hours from the window's end to the last finish;
-- *fair*: the utilisation difference over one span for both arms, the window's start to the later of the two last
+- *one span*: the utilisation difference over one span for both arms, the window's start to the later of the two last
   finishes (every task of the set done by both);
 - the parts of `bench/grid_gap.py` (useful, lost, held for data, the idle GPUs by what kept them idle), the
   difference per part;
@@ -230,7 +230,7 @@ def edge_row(label: str, pairs: Sequence[tuple[dict, dict]]) -> str:
 
 EDGE_HEADER = ("| cell | units | useful in the window (the gap) | after the end: leases running then | "
                "… started later | whole run | lost, whole run | last finish, h after the end | "
-               "fair: whole run over one span | core p95 wait, min |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "one span | core p95 wait, min |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def parts_row(label: str, pairs: Sequence[tuple[dict, dict]]) -> str:
