@@ -28,9 +28,10 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from copy import copy
+from dataclasses import replace
 from functools import partial
 from itertools import islice, repeat
-from operator import attrgetter, eq, ge, itemgetter, not_, sub
+from operator import attrgetter, eq, ge, itemgetter, lt, not_, sub
 from typing import overload
 
 from shared.scheduling.model import PriorityClass, QueuedTask
@@ -102,15 +103,41 @@ def sort_equal_runs(ordered: list[QueuedTask], keys: Sequence[float], tie_key: C
     """Re-sort, in place, every run of tasks whose float keys are exactly equal (True if there was one)."""
     if not any(map(eq, keys, islice(keys, 1, None))):  # C-speed check: usually there is no tie
         return False
-    equal_to_next = [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
+    for start, end in equal_runs(equal_pairs(keys)):
+        ordered[start:end] = sorted(ordered[start:end], key=tie_key)
+    return True
+
+
+def equal_pairs(keys: Sequence[float]) -> list[int]:
+    """The positions whose key equals the next one's, in order."""
+    return [index for index, same in enumerate(map(eq, keys, islice(keys, 1, None))) if same]
+
+
+def equal_runs(equal_to_next: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of tasks with equal keys (end exclusive), from the positions, in order, whose key
+    equals the next one's (`equal_pairs`)."""
     position = 0
     while position < len(equal_to_next):
         start = end = equal_to_next[position]
         while position < len(equal_to_next) and equal_to_next[position] == end:
             end += 1
             position += 1
-        ordered[start:end + 1] = sorted(ordered[start:end + 1], key=tie_key)
-    return True
+        yield start, end + 1
+
+
+def settle_ties(ordered: list[QueuedTask], equal_to_next: Sequence[int], tie_key: Callable) -> list[tuple[int, list[int]]]:
+    """`sort_equal_runs` given where the equal keys are (`equal_pairs`), telling what moved: each run whose order
+    changed as (its start, the positions, before, of the tasks now at start, start + 1, ...). A run already in
+    order (the usual case in a kept queue: it is kept by the same tie key) costs one C-level comparison pass."""
+    moves = []
+    for start, end in equal_runs(equal_to_next):
+        ties = list(map(tie_key, ordered[start:end]))
+        if all(map(lt, ties, islice(ties, 1, None))):
+            continue
+        positions = [start + offset for offset in sorted(range(end - start), key=ties.__getitem__)]  # stable
+        ordered[start:end] = [ordered[at] for at in positions]
+        moves.append((start, positions))
+    return moves
 
 
 # Two neighbours in the kept order whose `aged` values differ by at least this much have strictly increasing float
@@ -332,6 +359,19 @@ class OrderedQueue(Sequence[QueuedTask]):
                            [self.submitted[i] for i in positions], [self.longest[i] for i in positions], self.shape_table,
                            [self.runtimes[i] for i in positions], [bits[i] for i in positions])
 
+    def walk_columns_moved(self, moves: Sequence[tuple[int, Sequence[int]]], grace_s: float) -> WalkColumns:
+        """`walk_columns` of the kept order with a few runs reordered (`settle_ties`' moves: each run's start and the
+        positions, in the kept order, of the tasks now at start, start + 1, ...): each column copied once (C-level)
+        and only the moved runs written again — not a rebuild of every column from 100,000 positions."""
+        kept = self.walk_columns(None, grace_s)
+        columns = {name: copy(getattr(kept, name)) for name in _PER_TASK}
+        for name, column in columns.items():
+            source = getattr(kept, name)
+            for start, positions in moves:
+                for at, position in enumerate(positions, start):
+                    column[at] = source[position]
+        return replace(kept, **columns)
+
     def _key(self, task: QueuedTask) -> tuple:
         return kept_key(task, self.order, self.rate)
 
@@ -354,6 +394,8 @@ class OrderedQueue(Sequence[QueuedTask]):
         return f"OrderedQueue({self.order!r}, {len(self.tasks)} tasks)"
 
 
+# The per-task fields of `WalkColumns` (the others, `core_gpus` and `shape_table`, are of the whole queue).
+_PER_TASK = ("flags", "projects", "shapes", "task_ids", "submitted", "longest", "runtimes", "grace_bits")
 _INSERT, _DROP = 0, 1  # `changed`'s events at one index: insertions go before the task there, which may be dropped
 _EVENT_ORDER = itemgetter(0, 1)
 # The per-task columns, in `OrderedQueue._row`'s order.

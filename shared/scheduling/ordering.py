@@ -14,9 +14,11 @@ priorities are compared at a resolution of about 1e-6 points (closer ones count 
 through to submit time). If priorities are too large for that (|effective priority| >= 2**29), an
 exact tuple sort is used instead. A queue kept sorted between cycles (`ordered_queue.OrderedQueue`)
 skips the sort: in its order the float keys are already sorted, so only the runs of equal keys are
-re-sorted — the same order as a fresh sort, to the last tie. Deadlines (cardflow order only) are applied afterwards: within each
+re-sorted — the same order as a fresh sort, to the last tie. Its walk columns are the kept ones as they are,
+or, where a run of equal keys changed order, a copy with only that run's entries rewritten (one tie among 100,000
+tasks costs a swap, not a rebuild of every column). Deadlines (cardflow order only) are applied afterwards: within each
 class's run of the sorted queue, the tasks with a deadline move to its front, by deadline (ties keep
-their order) — one more sort of only those tasks. `order_key` states the same order for one task.
+their order) — one more sort of only those tasks (and the walk columns rebuilt in that order). `order_key` states the same order for one task.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import islice, repeat
-from operator import add, attrgetter, le, lt, sub
+from operator import add, attrgetter, le, sub
 
 from shared.scheduling.model import PriorityClass, QueuedTask
 from shared.scheduling.policy_knobs import Policy
-from shared.scheduling.ordered_queue import OrderedQueue, sort_equal_runs
+from shared.scheduling.ordered_queue import OrderedQueue, equal_pairs, settle_ties, sort_equal_runs
 from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import SECONDS_PER_HOUR
 
@@ -119,44 +121,47 @@ def _kept_order(queue: OrderedQueue, policy: Policy, now: float) -> tuple[list[Q
                + max(abs(value) for value in priorities))  # as in _fast_keys
     if largest >= _SAFE_MAGNITUDE:
         return None
-    if _keys_rise_where_near(queue, shift):  # the usual case, in order without equal keys: most keys not worked out
-        moved = False
-    else:
+    equal_to_next = _equal_pairs_where_near(queue, shift)
+    if equal_to_next is None:
         # The cycle's key of each task from its kept columns: offset + (aged - rate * now), as in _fast_keys.
         keys = list(map(add, queue.offsets, map(sub, queue.aged, repeat(shift))))
-        if all(map(lt, keys, islice(keys, 1, None))):  # in order, no equal keys
-            moved = False
-        elif not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
+        if not all(map(le, keys, islice(keys, 1, None))):  # rounding is monotone, so this does not happen
             return None
-        else:
-            moved = sort_equal_runs(tasks, keys, _tie_key(policy))
+        equal_to_next = equal_pairs(keys)
+    moves = settle_ties(tasks, equal_to_next, _tie_key(policy))
     if policy.order == "cardflow" and queue.with_deadline:
         _deadlines_first(tasks)
-        moved = True
-    if not moved:
-        return tasks, queue.walk_columns(None, policy.preempt_after_s)
-    kept_at = {id(task): index for index, task in enumerate(queue.tasks)}
-    return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks], policy.preempt_after_s)
+        kept_at = {id(task): index for index, task in enumerate(queue.tasks)}
+        return tasks, queue.walk_columns([kept_at[id(task)] for task in tasks], policy.preempt_after_s)
+    if moves:  # a few runs of equal keys whose tie order differs from the kept order
+        return tasks, queue.walk_columns_moved(moves, policy.preempt_after_s)
+    return tasks, queue.walk_columns(None, policy.preempt_after_s)
 
 
-def _keys_rise_where_near(queue: OrderedQueue, shift: float) -> bool:
-    """True if the cycle's float keys (offset + (aged - shift), as `_kept_order` works them out) rise strictly from
-    each task to the next at every pair `queue.near_next` marks and where the class changes: then they rise at
-    every pair (`ordered_queue.NEAR_GAP`: `_kept_order` has checked that the keys stay below 2**31 + 2**29). False
-    (work every key out) also when more than one pair in 32 is marked: a queue of many equal keys."""
+def _equal_pairs_where_near(queue: OrderedQueue, shift: float) -> list[int] | None:
+    """The positions whose float key at this cycle (offset + (aged - shift), as `_kept_order` works them out) equals
+    the next task's, found by comparing only the pairs `queue.near_next` marks and those where the class changes:
+    every other pair's keys rise strictly (`ordered_queue.NEAR_GAP`: `_kept_order` has checked that the keys stay
+    below 2**31 + 2**29). None (work every key out) when a marked pair's keys fall, and when more than one pair in 32
+    is marked: a queue of many equal keys."""
     offsets, aged, last = queue.offsets, queue.aged, len(queue.aged) - 1
     marks = bytes(queue.near_next)
     if marks.count(1) * 32 > len(marks):
-        return False
+        return None
     pairs = [bisect_left(offsets, offset) - 1 for offset in sorted(_RANK.values())]  # the last task of a class
     at = marks.find(1)
     while at >= 0:
         pairs.append(at)
         at = marks.find(1, at + 1)
-    for at in pairs:
-        if 0 <= at < last and not offsets[at] + (aged[at] - shift) < offsets[at + 1] + (aged[at + 1] - shift):
-            return False
-    return True
+    equal = []
+    for at in sorted(set(pairs)):
+        if 0 <= at < last:
+            key, following = offsets[at] + (aged[at] - shift), offsets[at + 1] + (aged[at + 1] - shift)
+            if key == following:
+                equal.append(at)
+            elif not key < following:
+                return None
+    return equal
 
 
 def _deadlines_first(ordered: list[QueuedTask]) -> None:

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from shared.scheduling.model import CardOption, DeferralReason, Node, PriorityClass, QueuedTask, RunningLease, Snapshot
 from shared.scheduling.policy_knobs import Policy
 from shared.scheduling.ordered_queue import OrderedQueue, aging_rate, kept_key
-from shared.scheduling.queue_columns import grace_bits, longest_runtime
-from shared.scheduling.ordering import order_queue
+from shared.scheduling.queue_columns import flags_of, grace_bits, longest_runtime, runtimes_of
+from shared.scheduling.ordering import order_queue, walk_order
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from tests.unit.scheduling.test_fast_paths import repetitive_scenarios
@@ -247,3 +247,61 @@ def test_near_next_marks_the_neighbours_whose_keys_ordering_compares() -> None:
     assert ids(kept) == ["a", "c", "b", "d"]
     assert list(kept.near_next) == [0, 1, 0, 0]
     assert ids(order_queue(kept, policy, NOW)) == ids(order_queue(queue, policy, NOW)) == ["a", "c", "b", "d"]
+
+
+def assert_columns_describe(columns, tasks, grace_s: float) -> None:
+    """Every per-task column of a walk says what the task at its position says."""
+    runtimes = [runtimes_of(task) for task in tasks]
+    assert list(columns.task_ids) == ids(tasks)
+    assert list(columns.flags) == [flags_of(task) for task in tasks]
+    assert list(columns.projects) == [task.project for task in tasks]
+    assert list(columns.submitted) == [task.submitted_at for task in tasks]
+    assert list(columns.longest) == [longest_runtime(task) for task in tasks]
+    assert list(columns.runtimes) == runtimes
+    assert list(columns.grace_bits) == [grace_bits(task_runtimes, grace_s) for task_runtimes in runtimes]
+    assert [columns.shape_table[shape] for shape in columns.shapes] == [
+        (task.gpus, task.heavy, tuple(option.card_type for option in task.options)) for task in tasks]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories())
+def test_the_walk_columns_of_a_kept_queue_follow_its_order_at_every_now(history) -> None:
+    """Runs of equal keys re-sorted by (submit time, id) move only their own entries of the columns
+    (`OrderedQueue.walk_columns_moved`); with deadlines every column follows the new order too."""
+    first, steps, policy = history
+    kept, now = OrderedQueue.of(first, policy), NOW
+    for removed, added, elapsed in [((), (), 0.0), *steps]:
+        kept, now = kept.changed(added, removed), now + elapsed
+        ordered, columns = walk_order(kept, policy, now)
+        assert ordered == order_queue(list(reversed(list(kept))), policy, now)
+        if columns is not None:
+            assert_columns_describe(columns, ordered, policy.preempt_after_s)
+
+
+def _tied_pair(policy: Policy) -> tuple[QueuedTask, QueuedTask]:
+    """Two standard tasks whose keys are equal at NOW though their `now`-free parts put the later submitted first."""
+    for step in range(20_000):
+        at = NOW - 36_000.0 + 1.37 * step
+        early = QueuedTask("early", "p0", STANDARD, 0, 1, at, (CardOption("H100", 60.0, 1.0),))
+        late = QueuedTask("late", "p1", STANDARD, 1, 2, at + 3600.0, (CardOption("L40S", 90.0, 1.0),), heavy=True)
+        if ids(OrderedQueue.of([early, late], policy)) == ["late", "early"] and ids(
+                order_queue([late, early], policy, NOW)) == ["early", "late"]:
+            return early, late
+    pytest.fail("no submit time where the now-free parts round the other way than the keys at NOW")
+
+
+@pytest.mark.parametrize("deadline", [False, True], ids=["no deadline", "a deadline"])
+def test_one_tie_in_a_long_kept_queue_swaps_two_tasks_and_their_columns(deadline: bool) -> None:
+    """One pair of equal keys among thousands of tasks (the headline's 'no opportunistic work' variant has one among
+    80,000): the order is the fresh sort's, and the columns swap the pair's entries, every other entry in place."""
+    policy = Policy(aging_per_hour=1.0)
+    early, late = _tied_pair(policy)
+    others = [QueuedTask(f"t{index:05d}", "p2", PriorityClass(("core", "standard", "opportunistic")[index % 3]),
+                         index % 7, 1 + index % 4, NOW - 50_000.0 - 13.0 * index, (CardOption("A10", 600.0, 1.0),),
+                         deadline=NOW + 3600.0 if deadline and index == 5 else None)
+              for index in range(3_000)]
+    kept = OrderedQueue.of([*others, early, late], policy)
+    ordered, columns = walk_order(kept, policy, NOW)
+    assert ordered == order_queue([late, *reversed(others), early], policy, NOW)
+    assert ids(ordered).index("early") == ids(ordered).index("late") - 1
+    assert_columns_describe(columns, ordered, policy.preempt_after_s)
