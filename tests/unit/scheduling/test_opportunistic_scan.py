@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from shared.scheduling.model import CardOption, PriorityClass, QueuedTask, QuotaAccount
 from shared.scheduling.opportunistic_scan import OpportunisticScan, passes_readiness
 from shared.scheduling.policies import POLICIES
+from shared.scheduling.queue_columns import flags_column
 from shared.scheduling.quota import QuotaBook
 
 CARDS = ("A10", "L40S", "H100")
@@ -81,3 +82,36 @@ def test_it_stops_at_the_first_task_that_settles_the_question() -> None:
     assert scan.waits_for("H100", 1) and scan.waits_for("L40S", 2) and len(read) == 4  # already read: no more
     assert scan.waits_for("A10", 1) and len(read) == 5
     assert not scan.waits_for("H100", 0) and len(read) == 1000  # no task fits 0 GPUs: the whole queue is read
+
+
+class ReadCounting(list):
+    """A list that records which positions were read by index."""
+
+    def __init__(self, tasks: list[QueuedTask]) -> None:
+        super().__init__(tasks)
+        self.read: list[int] = []
+
+    def __getitem__(self, index):
+        self.read.append(index)
+        return super().__getitem__(index)
+
+
+@given(st.lists(tasks, max_size=40), st.booleans(),
+       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6))
+def test_with_the_kept_flags_it_answers_alike_and_reads_only_ready_opportunistic_tasks(
+        queue: list[QueuedTask], gate: bool, questions: list[tuple[str, int]]) -> None:
+    """Given the kept queue's flags column the scan jumps to the ready opportunistic tasks: the same answers as
+    reading every task, and no other task read."""
+    counting = ReadCounting(queue)
+    flags = flags_column(queue, [task.priority_class for task in queue])
+    plain, jumping = OpportunisticScan(queue, gate), OpportunisticScan(counting, gate, flags=flags)
+    for card_type, free in questions:
+        assert jumping.waits_for(card_type, free) == plain.waits_for(card_type, free)
+    assert all(queue[at].priority_class == PriorityClass.OPPORTUNISTIC and passes_readiness(queue[at], gate)
+               for at in counting.read)
+
+
+def test_with_the_kept_flags_a_queue_without_opportunistic_work_is_not_read() -> None:
+    queue = ReadCounting([queued(n, PriorityClass.STANDARD, 1, ("L40S",)) for n in range(1000)])
+    scan = OpportunisticScan(queue, gate=True, flags=flags_column(queue, [task.priority_class for task in queue]))
+    assert not scan.waits_for("L40S", 8) and queue.read == []
