@@ -82,7 +82,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
         "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
         "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_opportunistic_scan", "_preempted", "_queue",
-        "_queue_flags",
+        "_queue_columns",
         "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options", "_restart_queue",
         "_short_s", "_standard_victims", "_standard_yields", "_victim_leases", "_victims", "_victims_at_once",
         "_victims_not_core", "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons",
@@ -114,7 +114,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # Yields priced against the drain they lengthen (`_drain_paying`): over the queue too, with what it read last.
         self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
         self._queue = queue
-        self._queue_flags = columns.flags if columns is not None else None  # `flags_of` each task of `queue`, if kept
+        self._queue_columns = columns  # the kept queue's walk columns in the order of `queue` (None: a list)
         self._drain_state: DrainInputs | None = None  # `_drain_inputs`, made again after a grant or preemption
         self._ready_tasks: list[QueuedTask] | None = None  # `_ready_queue`
         self._drain_candidates: list[QueuedTask] | None = None  # `_drain_holder`: widest first

@@ -87,7 +87,7 @@ class TaskStart:
         if not self.policy.fillers_after_opportunistic:
             return True
         if self._opportunistic_scan is None:
-            self._opportunistic_scan = OpportunisticScan(self._queue, self._gate, self.quota, self._queue_flags)
+            self._opportunistic_scan = OpportunisticScan(self._queue, self._gate, self.quota, self._queue_columns)
         return not self._opportunistic_scan.waits_for(pool.card_type, pool.free_total)
 
     def _may_use_headroom(self, option: CardOption) -> bool:

@@ -12,10 +12,11 @@ tasks asks about one or two pools; reading the whole queue for them cost ≈64 m
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from collections.abc import Set as AbstractSet
 
 from shared.scheduling.model import PriorityClass, QueuedTask
-from shared.scheduling.queue_columns import APPROVED, FLAG_VALUES, MATCHED, OPPORTUNISTIC, READY
+from shared.scheduling.queue_columns import APPROVED, FLAG_VALUES, MATCHED, OPPORTUNISTIC, READY, WalkColumns
 from shared.scheduling.quota import QuotaBook
 
 
@@ -34,15 +35,19 @@ class OpportunisticScan:
     book, not the cycle: a reference back to the cycle would keep its working state alive past `plan()` for the
     cyclic collector (measured: +8 ms on the headline)."""
 
-    __slots__ = ("_gate", "_limited", "_narrowest", "_quota", "_tasks")
+    __slots__ = ("_gate", "_limited", "_narrowest", "_quota", "_spent", "_tasks")
 
     def __init__(self, queue: Iterable[QueuedTask], gate: bool, quota: QuotaBook | None = None,
-                 flags: Sequence[int] | None = None) -> None:
-        """Given the kept queue's `flags` column (`queue_columns.flags_of` each task, in the order of `queue`, then a
-        sequence) the scan jumps from one ready opportunistic task to the next at C speed (`_ready_opportunistic`):
-        in a queue without such tasks, or with them all at its end, it reads none of the others."""
-        self._tasks: Iterator[QueuedTask] = (iter(queue) if flags is None
-                                             else _ready_opportunistic(queue, flags, gate))  # type: ignore[arg-type]
+                 columns: WalkColumns | None = None) -> None:
+        """Given the kept queue's walk columns (in the order of `queue`, then a sequence) the scan jumps from one ready
+        opportunistic task to the next at C speed (`_ready_opportunistic`: in a queue without such tasks, or with
+        them all at its end, it reads none of the others), and past every task of a shape (GPUs, card types) that
+        narrows nothing any more (`_spent`): a queue whose opportunistic work is all wider than the question reads a
+        task or two per shape, not every one."""
+        self._spent: list[bool] = [False] * len(columns.shape_table) if columns is not None else []
+        self._tasks: Iterator[tuple[QueuedTask, int | None]] = (
+            zip(queue, repeat(None)) if columns is None
+            else _ready_opportunistic(queue, columns, gate, self._spent))  # type: ignore[arg-type]
         self._gate = gate
         self._quota = quota
         self._limited: AbstractSet[str] = quota.projects if quota is not None else frozenset()
@@ -53,16 +58,19 @@ class OpportunisticScan:
         narrowest = self._narrowest
         if narrowest.get(card_type, free + 1) <= free:
             return True
-        gate, opportunistic, limited = self._gate, PriorityClass.OPPORTUNISTIC, self._limited
-        for task in self._tasks:
+        gate, opportunistic, limited, spent = self._gate, PriorityClass.OPPORTUNISTIC, self._limited, self._spent
+        for task, shape in self._tasks:
             if task.priority_class != opportunistic or not passes_readiness(task, gate):
                 continue
             gpus = task.gpus
             options = task.options
-            if task.project in limited:
+            if shape is not None or task.project in limited:
                 if all(gpus >= narrowest.get(option.card_type, gpus + 1) for option in options):
+                    if shape is not None:  # nor will a later task of its GPUs and card types, whatever its quota allows
+                        spent[shape] = True
                     continue  # narrows nothing, whatever its quota allows: no need to ask
-                options = self._quota.usable_options(task)[0]  # type: ignore[union-attr]
+                if task.project in limited:
+                    options = self._quota.usable_options(task)[0]  # type: ignore[union-attr]
             for option in options:
                 if gpus < narrowest.get(option.card_type, gpus + 1):
                     narrowest[option.card_type] = gpus
@@ -71,12 +79,16 @@ class OpportunisticScan:
         return False
 
 
-def _ready_opportunistic(queue: Sequence[QueuedTask], flags: Sequence[int], gate: bool) -> Iterator[QueuedTask]:
-    """The queue's tasks whose flags say opportunistic and `passes_readiness`, in order, found with `bytes.find`."""
-    marks = bytes(flags).translate(_READY_OPPORTUNISTIC[gate])
+def _ready_opportunistic(queue: Sequence[QueuedTask], columns: WalkColumns, gate: bool,
+                         spent: list[bool]) -> Iterator[tuple[QueuedTask, int]]:
+    """The queue's tasks whose flags say opportunistic and `passes_readiness`, in order, found with `bytes.find`, each
+    with its shape number — but those of a shape `spent` (read while the scan reads on)."""
+    marks, shapes = bytes(columns.flags).translate(_READY_OPPORTUNISTIC[gate]), columns.shapes
     at = marks.find(1)
     while at >= 0:
-        yield queue[at]
+        shape = shapes[at]
+        if not spent[shape]:
+            yield queue[at], shape
         at = marks.find(1, at + 1)
 
 

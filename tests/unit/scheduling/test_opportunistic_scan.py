@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from shared.scheduling.model import CardOption, PriorityClass, QueuedTask, QuotaAccount
 from shared.scheduling.opportunistic_scan import OpportunisticScan, passes_readiness
 from shared.scheduling.policies import POLICIES
-from shared.scheduling.queue_columns import flags_column
+from shared.scheduling.ordered_queue import OrderedQueue
+from shared.scheduling.queue_columns import WalkColumns
 from shared.scheduling.quota import QuotaBook
 
 CARDS = ("A10", "L40S", "H100")
@@ -96,22 +97,43 @@ class ReadCounting(list):
         return super().__getitem__(index)
 
 
-@given(st.lists(tasks, max_size=40), st.booleans(),
-       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6))
-def test_with_the_kept_flags_it_answers_alike_and_reads_only_ready_opportunistic_tasks(
-        queue: list[QueuedTask], gate: bool, questions: list[tuple[str, int]]) -> None:
-    """Given the kept queue's flags column the scan jumps to the ready opportunistic tasks: the same answers as
-    reading every task, and no other task read."""
-    counting = ReadCounting(queue)
-    flags = flags_column(queue, [task.priority_class for task in queue])
-    plain, jumping = OpportunisticScan(queue, gate), OpportunisticScan(counting, gate, flags=flags)
+def kept_columns(queue: list[QueuedTask]) -> tuple[list[QueuedTask], WalkColumns]:
+    """The tasks (unique ids) as a kept queue orders them, and its walk columns in that order."""
+    policy = POLICIES["cardflow"]
+    kept = OrderedQueue.of(queue, policy)
+    return list(kept), kept.walk_columns(None, policy.preempt_after_s)
+
+
+@given(st.lists(tasks, max_size=40, unique_by=lambda task: task.task_id), st.booleans(),
+       st.lists(st.tuples(st.sampled_from(CARDS), st.integers(0, 16)), min_size=1, max_size=6), accounts)
+def test_with_the_kept_columns_it_answers_alike_and_reads_only_ready_opportunistic_tasks(
+        queue: list[QueuedTask], gate: bool, questions: list[tuple[str, int]],
+        quota_accounts: list[QuotaAccount]) -> None:
+    """Given the kept queue's columns the scan jumps to the ready opportunistic tasks and past the shapes that narrow
+    nothing any more: the same answers as reading every task (with a quota book too), and no other task read."""
+    def book() -> QuotaBook:
+        return QuotaBook({f"a{n}": account for n, account in enumerate(quota_accounts)}, POLICIES["cardflow"], 0.0)
+
+    ordered, columns = kept_columns(queue)
+    counting = ReadCounting(ordered)
+    plain, jumping = OpportunisticScan(ordered, gate, book()), OpportunisticScan(counting, gate, book(), columns)
     for card_type, free in questions:
         assert jumping.waits_for(card_type, free) == plain.waits_for(card_type, free)
-    assert all(queue[at].priority_class == PriorityClass.OPPORTUNISTIC and passes_readiness(queue[at], gate)
+    assert all(ordered[at].priority_class == PriorityClass.OPPORTUNISTIC and passes_readiness(ordered[at], gate)
                for at in counting.read)
 
 
-def test_with_the_kept_flags_a_queue_without_opportunistic_work_is_not_read() -> None:
-    queue = ReadCounting([queued(n, PriorityClass.STANDARD, 1, ("L40S",)) for n in range(1000)])
-    scan = OpportunisticScan(queue, gate=True, flags=flags_column(queue, [task.priority_class for task in queue]))
-    assert not scan.waits_for("L40S", 8) and queue.read == []
+def test_with_the_kept_columns_a_queue_without_opportunistic_work_is_not_read() -> None:
+    ordered, columns = kept_columns([queued(n, PriorityClass.STANDARD, 1, ("L40S",)) for n in range(1000)])
+    counting = ReadCounting(ordered)
+    assert not OpportunisticScan(counting, gate=True, columns=columns).waits_for("L40S", 8) and counting.read == []
+
+
+def test_with_the_kept_columns_it_reads_one_task_of_a_shape_too_wide_for_the_question() -> None:
+    """A thousand ready opportunistic tasks of 16 GPUs on L40S, asked about 1 free L40S GPU: the first one read makes
+    16 the narrowest, and every later one of its GPUs and card types is passed by, unread."""
+    ordered, columns = kept_columns([queued(n, PriorityClass.OPPORTUNISTIC, 16, ("L40S",)) for n in range(1000)])
+    counting = ReadCounting(ordered)
+    scan = OpportunisticScan(counting, gate=True, columns=columns)
+    assert not scan.waits_for("L40S", 1) and len(counting.read) == 2  # the first sets 16, the second is found spent
+    assert scan.waits_for("L40S", 16)
