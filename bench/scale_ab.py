@@ -10,6 +10,8 @@ free) are kept, and so is the headline's plan over the list and the plain snapsh
 Then ROUNDS rounds (default 9) time one `plan()` of each checkout on each of the four, alternating
 which checkout goes first; it prints the load, and per checkout and cycle the best, the median and every
 time (CPU time of the process). Load shifts hit both checkouts alike, unlike runs made one after the other.
+`--variants [NAME ...]` times instead the first plan over kept inputs of each variant of the headline
+(`bench/scale_variants.py`: its `VARIANTS`, or those named), applied to each checkout's own headline inputs.
 """
 
 from __future__ import annotations
@@ -19,14 +21,19 @@ import os
 import random
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.scale_variants import VARIANTS  # noqa: E402  (applied to each checkout's own tasks)
 
 FULL_WALK, NO_FREE, FIRST, LISTED = 4, 5, "first", "list"
 LABELS = {FULL_WALK: "full walk", NO_FREE: "no GPU free", FIRST: "first plan", LISTED: "list plan"}
 CYCLES = (FIRST, FULL_WALK, NO_FREE, LISTED)
 
 
-def load(checkout: str) -> tuple:
-    """The checkout's plan function, the cardflow policy and its steady cycles' inputs, by its own code."""
+def load(checkout: str, variants: tuple = ()) -> tuple:
+    """The checkout's plan function, the cardflow policy and its steady cycles' inputs, by its own code — or, given
+    `variants`, each variant's first-plan inputs (kept), by its own code."""
     for name in [name for name in sys.modules if name == "shared" or name.startswith(("shared.", "bench"))]:
         del sys.modules[name]
     sys.path.insert(0, checkout)
@@ -37,6 +44,10 @@ def load(checkout: str) -> tuple:
         sys.path.remove(checkout)
     snapshot, queue = scale.headline_inputs()
     policy, rng, now = scale.POLICIES["cardflow"], random.Random("steady"), scale.NOW
+    if variants:
+        kept_snapshot = scale.KeptSnapshot.of(snapshot)
+        return scale.plan, policy, {variant.name: (kept_snapshot, ordered_queue.OrderedQueue.of(variant.queue(queue), policy),
+                                                   now) for variant in variants}
     cycles = {LISTED: (snapshot, queue, now)}
     kept = ordered_queue.OrderedQueue.of(queue, policy)
     if hasattr(scale, "KeptSnapshot"):  # a checkout that keeps the snapshot between cycles plans over a kept one
@@ -51,13 +62,19 @@ def load(checkout: str) -> tuple:
 
 
 def main() -> None:
-    checkouts, rounds = sys.argv[1:3], int(sys.argv[3]) if len(sys.argv) > 3 else 9
-    loaded = [(checkout, *load(checkout)) for checkout in checkouts]
+    arguments, named = sys.argv[1:], None
+    if "--variants" in arguments:
+        at = arguments.index("--variants")
+        arguments, named = arguments[:at], arguments[at + 1:]
+    checkouts, rounds = arguments[:2], int(arguments[2]) if len(arguments) > 2 else 9
+    variants = () if named is None else tuple(variant for variant in VARIANTS if not named or variant.name in named)
+    cycles_timed = CYCLES if named is None else tuple(variant.name for variant in variants)
+    loaded = [(checkout, *load(checkout, variants)) for checkout in checkouts]
     times: dict[tuple[str, int | str], list[float]] = {(checkout, cycle): [] for checkout in checkouts
-                                                       for cycle in CYCLES}
+                                                       for cycle in cycles_timed}
     for index in range(rounds):
         for checkout, plan, policy, cycles in (loaded if index % 2 == 0 else loaded[::-1]):
-            for cycle in CYCLES:
+            for cycle in cycles_timed:
                 snapshot, kept, now = cycles[cycle]
                 started = time.process_time()
                 plan(snapshot, kept, policy, now)
@@ -65,7 +82,7 @@ def main() -> None:
     print("1-minute load average", round(os.getloadavg()[0], 1))
     for (checkout, cycle), millis in times.items():
         millis.sort()
-        print(f"{checkout}  {LABELS[cycle]:11s} best {millis[0]:6.1f}  median {millis[len(millis) // 2]:6.1f} ms  "
+        print(f"{checkout}  {LABELS.get(cycle, cycle):11s} best {millis[0]:6.1f}  median {millis[len(millis) // 2]:6.1f} ms  "
               f"{[round(value) for value in millis]}")
 
 
