@@ -103,3 +103,21 @@ def test_a_started_grant_of_a_checkpointing_task_runs_as_a_lease_that_checkpoint
     started = [lease for lease in following.leases if lease.task_id in checkpoints]
     assert {lease.checkpoints_on_preempt for lease in started} == {True, False}
     assert all(lease.checkpoints_on_preempt == checkpoints[lease.task_id] for lease in started)
+
+
+def test_each_variant_of_the_headline_changes_one_field_of_the_tasks_it_picks() -> None:
+    """bench/scale_variants.py: a variant is the headline's queue with ONE field of some tasks changed (the headline
+    itself none); every variant keeps the task ids, and each changes a task of the small queue."""
+    from dataclasses import fields
+
+    from bench.scale_variants import VARIANTS
+
+    queue = scale.build_queue(600, random.Random("queue"))
+    names = [field.name for field in fields(queue[0])]
+    for variant in VARIANTS:
+        changed_fields = set()
+        for before, after in zip(queue, variant.queue(queue), strict=True):
+            differ = {name for name in names if getattr(before, name) != getattr(after, name)}
+            assert len(differ) <= 1 and "task_id" not in differ
+            changed_fields |= differ
+        assert len(changed_fields) == (0 if variant.name == "headline" else 1), variant.name
