@@ -37,6 +37,7 @@ from shared.delivery.inbox import record_consumed
 from shared.delivery.migrations import migrate, migrate_delivery
 from shared.delivery.outbox import UnnumberedEvent, append_routed, next_subject_seqs
 from shared.delivery.relay import OutboxRelay
+from shared.delivery.redis_packing import redis_client
 from shared.delivery.retention import DEFAULT_RETENTION, sweep
 from shared.delivery.wire import extract_body
 from shared.event_wait import wait_until_set
@@ -190,7 +191,7 @@ async def run_service(spec: ServiceSpec, settings: Settings, stop: asyncio.Event
     if not settings.redis_url or not settings.database_dsn:
         raise RuntimeError("CARDFLOW_REDIS_URL and CARDFLOW_DATABASE_URL must be set (see `cardflow endpoints`)")
     pool = await create_pool(settings.database_dsn)
-    redis = Redis.from_url(settings.redis_url)
+    redis = redis_client(settings.redis_url)  # commands packed by hiredis (`shared.delivery.redis_packing`)
     broker = RedisBroker(settings.redis_url, logger=None)
     try:
         await prepare_schema(pool, spec)
