@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 import asyncpg
@@ -37,6 +39,16 @@ class Table:
     fixed: frozenset[str] = frozenset()  # never change once inserted (an upsert leaves them as stored)
     always: frozenset[str] = frozenset()  # written with every update: memory may hold them unsaved
 
+    @cached_property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self.columns)
+
+    @cached_property
+    def values_of(self) -> Callable[[Any], tuple[Any, ...]]:
+        """A record's value of every column, in order, by one C call (`attrgetter`), not a `getattr` each."""
+        get = attrgetter(*self.column_names)
+        return get if len(self.column_names) > 1 else lambda record: (get(record),)
+
 
 class StoredRowMissingError(RuntimeError):
     """An update found fewer rows than records: the working set believed a record stored that is not."""
@@ -44,14 +56,11 @@ class StoredRowMissingError(RuntimeError):
 
 def changed_columns(table: Table, stored: Any, record: Any) -> frozenset[str]:
     """The columns of `record` to write over `stored`: those that differ, and the table's `always` ones."""
+    always = table.always
     return frozenset(
-        name for name, _, _ in table.columns
-        if name in table.always or _differs(getattr(stored, name), getattr(record, name))
+        name for name, old, new in zip(table.column_names, table.values_of(stored), table.values_of(record))
+        if name in always or (old is not new and old != new)
     )  # fmt: skip
-
-
-def _differs(old: Any, new: Any) -> bool:
-    return old is not new and old != new
 
 
 def columns_to_update(table: Table, records: Iterable[Any], stored: Mapping[str, Any]) -> frozenset[str]:
