@@ -76,7 +76,7 @@ KEY_NEUTRAL = {"headroom_counts_reclaimable_only": False, "headroom_core_demand"
                "standard_yields_within_width": False, "standard_yields_priced": False,
                "standard_yields_drain_priced": False, "standard_yields_drain_kth_hole": False,
                "standard_yields_restart_after_headroom": False,
-               "standard_yields_restart_after_queue": False,
+               "standard_yields_restart_after_queue": False, "standard_yields_any_width_after_s": None,
                "fillers_after_opportunistic": False, "holder_consolidates": False, "consolidate_after_s": 3600.0}
 RESAMPLES = 1000
 GOAL_RATIO_CHECKPOINTING, GOAL_RATIO_NONE, GOAL_BUSY_WHEN_QUEUED = 0.5, 0.8, 0.95

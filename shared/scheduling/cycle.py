@@ -79,15 +79,15 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
     # an instance-dict lookup (measured: the first plan over kept inputs −3.8% instructions). An attribute not named
     # here cannot be set.
     __slots__ = (
-        "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s", "_by_submission", "_card_changes",
-        "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers", "_fillers_at_once", "_gate",
-        "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_opportunistic_scan", "_preempted", "_queue",
-        "_queue_columns",
-        "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats", "_reserved_options", "_restart_queue",
-        "_short_s", "_standard_victims", "_standard_yields", "_victim_leases", "_victims", "_victims_at_once",
-        "_victims_not_core", "blocked", "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons",
-        "explain", "fleet", "grants", "guard", "guard_reclaims", "leases", "now", "policy", "preemptions", "quota",
-        "reservation_settled", "reservations", "revisit_at",
+        "_any_width_after_s", "_at_once", "_behind_start", "_behind_texts", "_borrow_bits", "_borrow_s",
+        "_by_submission", "_card_changes", "_drain_candidates", "_drain_priced", "_drain_state", "_fifo", "_fillers",
+        "_fillers_at_once", "_gate", "_headroom_kept", "_kept_index", "_lease_scan", "_limited", "_opportunistic_scan",
+        "_preempted", "_queue", "_queue_columns", "_ranked_ahead_discarded", "_ready_tasks", "_releases", "_repeats",
+        "_reserved_options", "_restart_queue", "_settles_after_s", "_short_s", "_standard_victims", "_standard_yields",
+        "_victim_leases", "_victims", "_victims_any_width", "_victims_at_once", "_victims_not_core", "blocked",
+        "borrowed", "changes", "deferred_details", "deferred_ids", "deferred_reasons", "explain", "fleet", "grants",
+        "guard", "guard_reclaims", "leases", "now", "policy", "preemptions", "quota", "reservation_settled",
+        "reservations", "revisit_at",
     )
 
     def __init__(self, snapshot: Snapshot, policy: Policy, now: float, queue: Sequence[QueuedTask] = (),
@@ -111,6 +111,13 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         self._fillers = policy.checkpointing_standard_borrows and policy.preemption
         self._standard_yields = policy.checkpointing_standard_yields and policy.preemption
         self._standard_victims = self._fillers or self._standard_yields  # some standard leases may be victims
+        # Yields of any width to core work that has waited this long (`policy.standard_yields_any_width_after_s`, with
+        # `standard_yields_within_width`; None: off), and from when a core task's failure is a shape's (`_past_grace`):
+        # once the victims it may take no longer grow with its wait.
+        after = policy.standard_yields_any_width_after_s
+        self._any_width_after_s = after if self._standard_yields and policy.standard_yields_within_width else None
+        self._settles_after_s = max(policy.preempt_after_s, after or 0.0) if self._any_width_after_s is not None \
+            else policy.preempt_after_s
         # Yields priced against the drain they lengthen (`_drain_paying`): over the queue too, with what it read last.
         self._drain_priced = self._standard_yields and policy.standard_yields_drain_priced
         self._queue = queue
@@ -155,6 +162,7 @@ class Cycle(SettledWalk, RepeatedFailures, ClosedWalk, TaskStart, CyclePreemptio
         # `_within_grace_victim_index`: (opportunistic ones that checkpoint, standard fillers) -> the index of those
         self._victims_at_once: dict[tuple[bool, bool], VictimIndex] = {}
         self._victims_not_core: VictimIndex | None = None  # `_victim_index_for` a task that is not core
+        self._victims_any_width: VictimIndex | None = None  # ... a core task past `_any_width_after_s`
         self._fillers_at_once = self._fillers and policy.fillers_yield_at_once
         self._at_once = _preempt_at_once(policy)
         self._releases: list[tuple[str, Release]] = []  # GPUs this cycle's grants/holds give back

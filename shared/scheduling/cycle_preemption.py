@@ -131,7 +131,8 @@ class CyclePreemption:
                 self._releases.append((option.card_type, Release(end, rank, count, task.heavy)))
                 held += count
             index.commit(choice, self.fleet)
-            for other in (self._victims, self._victims_not_core, *self._victims_at_once.values()):
+            for other in (self._victims, self._victims_not_core, self._victims_any_width,
+                          *self._victims_at_once.values()):
                 if other is not index and other is not None:
                     other.discard([victim.lease.lease_id for victim in choice.victims], self.fleet)
             self._release_victims(choice, task, end, task.gpus - held)
@@ -319,12 +320,20 @@ class CyclePreemption:
 
     def _victim_index_for(self, task: QueuedTask, reclaiming: bool = False) -> VictimIndex:
         """The victims the task may take now: inside its grace only what reclaiming at once allows
-        (`_within_grace_victim_index`); past it any (`_victim_index`), or for a reservation's holder that is not
-        core, reclaiming its fillers, any but standard leases (`_not_core_victim_index`)."""
+        (`_within_grace_victim_index`); past it any (`_victim_index`) — or for a core task that has waited
+        `policy.standard_yields_any_width_after_s`, any whatever `policy.standard_yields_within_width` says
+        (`_any_width_victim_index`; before then the plan asks to be revisited when that wait ends) — or for a
+        reservation's holder that is not core, reclaiming its fillers, any but standard leases
+        (`_not_core_victim_index`)."""
         if self._inside_grace(task):
             return self._within_grace_victim_index(task, reclaiming)
         if self._standard_victims and task.priority_class != P.CORE:  # a reservation's holder reclaiming its fillers
             return self._not_core_victim_index()
+        if self._any_width_after_s is not None:
+            any_width_from = task.submitted_at + self._any_width_after_s
+            if self.now >= any_width_from:
+                return self._any_width_victim_index()
+            self._revisit(any_width_from)
         return self._victim_index()
 
     def _within_grace_victim_index(self, task: QueuedTask, reclaiming: bool) -> VictimIndex:
@@ -365,6 +374,18 @@ class CyclePreemption:
             leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
             self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
         return self._victims_not_core
+
+    def _any_width_victim_index(self) -> VictimIndex:
+        """`_victim_index` with standard leases that checkpoint taken whatever their task's width
+        (`policy.standard_yields_any_width_after_s`), without those preempted already this cycle."""
+        if self._victims_any_width is None:
+            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
+            leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
+            self._victims_any_width = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                                                  spared, borrowing_standard=self._fillers, checkpointing_standard=True,
+                                                  priced=self.policy.standard_yields_priced,
+                                                  releases=[release for _, release in self._releases])
+        return self._victims_any_width
 
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""

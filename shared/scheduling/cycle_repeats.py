@@ -37,15 +37,17 @@ class RepeatedFailures:
         return self.changes
 
     def _past_grace(self, task: QueuedTask) -> bool:
-        """True for a core task that may preempt now if anything (or preemption is off): its failure is a
-        shape's like any other — its preemption attempt reads the victims of its card types, which only a
-        preemption there takes (and marks: `_changed_on`); a failed attempt only teaches the victim index
-        what would fail anyway. Unlike `_may_preempt`, asks for no revisit."""
-        return not self.policy.preemption or self.now >= self._grace_ends(task)
+        """True for a core task that may preempt now whatever it may ever take (or preemption is off): its
+        failure is a shape's like any other — its preemption attempt reads the victims of its card types, which
+        only a preemption there takes (and marks: `_changed_on`); a failed attempt only teaches the victim index
+        what would fail anyway. Past its grace, and with `policy.standard_yields_any_width_after_s` past that wait
+        too (`_settles_after_s`: before it, a task of the same shape may take fewer victims). Unlike `_may_preempt`,
+        asks for no revisit."""
+        return self._past_grace_since(task.submitted_at)
 
     def _past_grace_since(self, submitted_at: float) -> bool:
         """`_past_grace` of a core task submitted at `submitted_at`."""
-        return not self.policy.preemption or self.now >= submitted_at + self.policy.preempt_after_s
+        return not self.policy.preemption or self.now >= submitted_at + self._settles_after_s
 
     def _changes_on(self, options: Sequence[CardOption]) -> int:
         """Grows with every grant and preemption on one of these options' card types (a sum of counters

@@ -129,6 +129,12 @@ class Policy:
     # ... and until the card type's free GPUs exceed also the GPUs of the ready standard tasks that rank ahead of the
     # requeued task in the queue (restart_queue.py): they take the GPUs that come free before it does.
     standard_yields_restart_after_queue: bool = False
+    # ... but `standard_yields_within_width` only until the core task has waited this long since its submission: from
+    # then on it takes wider victims too. A no-wider victim restarts wherever the core task could have started, so
+    # most yields swap work without leaving a hole to drain; the tail of a burst that no such victim serves waits at
+    # most this long for one (docs/BENCHMARKS.md, "Which yields the core goal needs (session 23)"). It reads only
+    # the task's submission, which the dispatcher's queue carries too. None: the width rule holds whatever the wait.
+    standard_yields_any_width_after_s: float | None = None
     # A standard reservation holder reclaims the fillers of its reservation only if the headroom would then let it
     # start (free + borrowed GPUs minus its own at least the headroom it must leave): preempting borrowed fillers
     # leaves that sum as it is, so a holder the headroom refuses would preempt them again and again. False: it

@@ -113,6 +113,7 @@ def _policies(draw):
                    standard_yields_drain_kth_hole=draw(st.booleans()),
                    standard_yields_restart_after_headroom=draw(st.booleans()),
                    standard_yields_restart_after_queue=draw(st.booleans()),
+                   standard_yields_any_width_after_s=draw(st.sampled_from((None, 0.0, 3600.0))),
                    fillers_after_opportunistic=draw(st.booleans()),
                    holder_consolidates=draw(st.booleans()), consolidate_after_s=draw(st.sampled_from((0.0, 3600.0))))
 
@@ -316,7 +317,8 @@ def test_nothing_is_granted_beyond_quota_or_across_its_expiry(scenario):
 def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_reservation(scenario):
     """Victims are opportunistic (or, with policy.checkpointing_standard_borrows, standard leases that borrowed the
     headroom, for core work past its grace; with policy.checkpointing_standard_yields, standard leases that
-    checkpoint, for core work past its grace — with policy.standard_yields_within_width, no wider than it; with
+    checkpoint, for core work past its grace — with policy.standard_yields_within_width, no wider than it (until it has
+    waited policy.standard_yields_any_width_after_s); with
     policy.standard_yields_priced or standard_yields_drain_priced, narrower unless it spans nodes: yield_price.py,
     yield_drain.py), each
     preempted once, for a core task (policy.preemption) or for the
@@ -348,7 +350,9 @@ def test_only_opportunistic_leases_are_preempted_once_for_core_work_or_a_due_res
                 assert policy.checkpointing_standard_yields and victim.checkpoints_on_preempt
                 assert NOW - task.submitted_at >= policy.preempt_after_s
                 task_leases = [lease for lease in snapshot.leases if lease.task_id == victim.task_id]
-                if policy.standard_yields_within_width:  # ... no wider than the core task (every lease of its task)
+                any_width_after = policy.standard_yields_any_width_after_s
+                if policy.standard_yields_within_width and (any_width_after is None or  # ... no wider than the core task
+                                                            NOW - task.submitted_at < any_width_after):  # (its task)
                     assert sum(lease.gpus for lease in task_leases) <= task.gpus
                 # ... narrower: an as-wide one never pays (its restart alone costs what the core task saves)
                 if (policy.standard_yields_priced or policy.standard_yields_drain_priced) and len(task_leases) == 1:

@@ -109,3 +109,48 @@ def test_a_narrow_core_task_refused_a_wide_victim_leaves_it_to_a_wider_one_later
     narrow, wide = a_task("c1").core().gpus(1).submitted(NOW - 2 * HOUR), a_task("c4").core().gpus(4).submitted(NOW - HOUR)
     result = run(nodes, [narrow, wide], leases=leases, **WITHIN_WIDTH)
     assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("Ls", "c4")]
+
+
+ANY_WIDTH_AFTER_2H = dict(WITHIN_WIDTH, standard_yields_any_width_after_s=2 * HOUR)
+
+
+@pytest.mark.parametrize(
+    ("policy", "waited", "preempted"),
+    [
+        (ANY_WIDTH_AFTER_2H, HOUR, False),  # past its grace, not yet 2 h: the 4-GPU standard task is too wide for it
+        (ANY_WIDTH_AFTER_2H, 2 * HOUR, True),  # waited 2 h: any width yields
+        (ANY_WIDTH_AFTER_2H, 3 * HOUR, True),
+        (dict(ANY_WIDTH_AFTER_2H, standard_yields_any_width_after_s=60.0), HOUR, True),  # within the grace: at its end
+        (WITHIN_WIDTH, 3 * HOUR, False),  # None: the width rule holds whatever the wait
+        (dict(ANY_WIDTH_AFTER_2H, standard_yields_within_width=False), HOUR, True),  # no width rule to lift
+        (dict(ANY_WIDTH_AFTER_2H, checkpointing_standard_yields=False), 3 * HOUR, False),  # the field needs yields on
+    ],
+)
+def test_a_wider_standard_task_yields_to_a_core_task_that_has_waited_standard_yields_any_width_after_s(
+        policy, waited, preempted):
+    nodes, leases = _full_fleet(checkpoints=True)
+    result = run(nodes, [a_task("c").core().gpus(1).submitted(NOW - waited)], leases=leases, **policy)
+    assert ([p.lease_id for p in result.preemptions] == ["Ls"]) == preempted
+
+
+def test_a_core_task_refused_a_wider_victim_for_its_wait_asks_to_be_planned_again_when_it_has_waited_long_enough():
+    nodes, leases = _full_fleet(checkpoints=True)
+    result = run(nodes, [a_task("c").core().gpus(1).submitted(NOW - HOUR)], leases=leases, **ANY_WIDTH_AFTER_2H)
+    assert result.revisit_at == NOW + HOUR
+
+
+def test_an_as_wide_victim_yields_before_that_wait():
+    nodes, leases = _full_fleet(checkpoints=True)
+    result = run(nodes, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=leases, **ANY_WIDTH_AFTER_2H)
+    assert [p.lease_id for p in result.preemptions] == ["Ls"]
+
+
+def test_a_younger_core_task_refused_a_wider_victim_leaves_it_to_an_older_one_of_the_same_shape_later_in_the_cycle():
+    """Three 1-GPU core tasks past their grace: two younger ones ranked first (higher priority), refused the 4-GPU
+    victim for their wait (the first holds the reservation), then an older one that has waited long enough — a
+    younger task's failure says nothing about it (no failure of that shape is remembered before the wait)."""
+    nodes, leases = _full_fleet(checkpoints=True)
+    young = [a_task(f"y{index}").core().gpus(1).priority(10).submitted(NOW - HOUR) for index in (1, 2)]
+    old = a_task("old").core().gpus(1).submitted(NOW - 3 * HOUR)
+    result = run(nodes, [*young, old], leases=leases, **ANY_WIDTH_AFTER_2H)
+    assert [(p.lease_id, p.for_task_id) for p in result.preemptions] == [("Ls", "old")]

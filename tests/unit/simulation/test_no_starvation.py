@@ -57,6 +57,7 @@ def policies(draw: st.DrawFn) -> Policy:
         standard_yields_drain_kth_hole=draw(st.booleans()),
         standard_yields_restart_after_headroom=draw(st.booleans()),
         standard_yields_restart_after_queue=draw(st.booleans()),
+        standard_yields_any_width_after_s=draw(st.sampled_from((None, 0.0, 3600.0))),
         fillers_after_opportunistic=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
