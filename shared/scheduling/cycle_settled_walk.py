@@ -5,7 +5,8 @@ a task that cannot start changes nothing, so most tasks are deferred from what t
 no room since the last grant or preemption on its card types, a quota refusal kept since the project's last
 charge — without a placement attempt: over a kept queue's columns (`_walk_settled`, the task object read only
 when the columns cannot decide it) or over a list of tasks (`_walk_settled_tasks`). The rest go through
-`Cycle._consider_room` / `_consider_with_room`, exactly as `Cycle.consider` would take them.
+`Cycle._consider_room` / `_attempt` (after `_walk_shape`'s repeated failure), exactly as `Cycle.consider` would take
+them.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class SettledWalk:
         (`_may_start` without preemption), once failed, fails for the rest of the cycle (free capacity only
         shrinks and the failure caches only tighten), and it and its sentence read only the pools of the
         shape's card types, which only grants and preemptions there change (`_changes_on`). Other tasks
-        go through `_consider_with_room` (their failures remembered by `_walk_shape`). A task is read only
+        are `_consider_usable(task, task.options)` inline: a repeated failure (`_repeat_failure`'s rule, keyed
+        by `_walk_shape`) said from the columns, else `_attempt`. A task is read only
         when the columns cannot decide it: its quota may not allow all its options (`QuotaBook.allows_longest`
         from its longest runtime; a refusal kept for its project and shape, `QuotaBook.refusals`, answers first), its shape may have room, or it is a core task whose preemption may help.
         Only those calls can close the cycle (`closed`), so it is checked after them, not before each task; once
@@ -170,7 +172,9 @@ class SettledWalk:
         rooms: list[tuple[int, bool] | None] = [None] * len(shape_table)  # (`fleet.version` then, `fleet.may_have_room`)
         helps: dict[int, tuple[int, bool]] = {}  # shape -> (victim index version then, `_preemption_may_help`)
         add_reason, add_detail = self.deferred_reasons.append, self.deferred_details.append  # the ids: `_walk_settled`
-        no_capacity = R.NO_CAPACITY
+        no_capacity, repeats, grace_bits = R.NO_CAPACITY, self._repeats, columns.grace_bits
+        now, preemption, grace_s = self.now, self.policy.preemption, self.policy.preempt_after_s
+        settles_s = self._settles_after_s  # a core task's failure is a shape's from this wait on (`_past_grace_since`)
         # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task: over slices of
         # them (a copy each, in C) rather than `islice`s, whose every step costs another call (−0.9% instructions)
         for position, task_flags, shape, project in zip(range(start, len(ordered)), flags[start:], shapes[start:],
@@ -204,29 +208,47 @@ class SettledWalk:
             else:
                 changes = self.changes
                 known = no_room[shape]
-                if known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes)):
-                    if not (task_flags & CORE and self._may_preempt_since(submitted[position])
-                            and self._shape_may_preempt(shape, shape_table[shape], helps)):
-                        add_reason(no_capacity)
-                        add_detail(known[1])
-                        continue
+                still = known is not None and (known[0] == changes or self._still_no_room(known, shape_table[shape][2], changes))
+                if known is not None:  # its room check failed before: it fails for the rest of the cycle (only its
+                    has_room = False  # sentence may not hold, unless `still`)
                 else:
-                    if known is None:
-                        room = rooms[shape]
-                        if room is None or room[0] != fleet.version:
-                            room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
-                        has_room = room[1]
-                    else:  # its room check failed before: it fails for the rest of the cycle, only its sentence may not hold
-                        has_room = False
-                    if not (has_room or (task_flags & CORE and self._may_preempt_since(submitted[position])
-                                         and self._shape_may_preempt(shape, shape_table[shape], helps))):  # `_may_start`
-                        text = explain.no_capacity_of(shape_table[shape])  # the task is not read: its shape says it
+                    room = rooms[shape]
+                    if room is None or room[0] != fleet.version:
+                        room = rooms[shape] = (fleet.version, fleet.may_have_room(*shape_table[shape]))
+                    has_room = room[1]
+                if not has_room:  # `_may_start` unless a core task may preempt (`_core_may_help`)
+                    if not task_flags & CORE:
+                        may_preempt = False
+                    elif preemption and now >= submitted[position] + grace_s and (victims := self._victims) is not None \
+                            and (helped := helps.get(shape)) is not None and helped[0] == victims.version:
+                        may_preempt = helped[1]  # `_core_may_help`'s common case, inline: ~25k core tasks per plan ask it
+                    else:
+                        may_preempt = self._core_may_help(submitted[position], shape, shape_table[shape], helps)
+                    if not may_preempt:
                         add_reason(no_capacity)
-                        add_detail(text)
-                        no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
+                        if still:
+                            add_detail(known[1])
+                        else:
+                            text = explain.no_capacity_of(shape_table[shape])  # the task is not read: its shape says it
+                            add_detail(text)
+                            no_room[shape] = [changes, text, self._changes_on_types(shape_table[shape][2])]
                         continue
-                # `_may_start` holds (room, or preemption may help)
-                self._consider_with_room(ordered, position, columns, task_flags, shape)
+                # `_may_start` holds (room, or preemption may help): `_consider_usable(task, task.options)`, whose
+                # shape is `_walk_shape` (from the columns) and whose repeated failure (`_repeat_failure`'s rule) is
+                # said from them too — most tasks with room end here, unread
+                walk_shape = None
+                if not task_flags & CORE or not preemption or now >= submitted[position] + settles_s:  # `_past_grace_since`
+                    card_types, task_runtimes = shape_table[shape][2], runtimes[position]
+                    walk_shape = self._walk_shape(task_flags, shape, card_types, task_runtimes, grace_bits[position])
+                    remembered = repeats.get(walk_shape)
+                    if remembered is not None and (remembered[4] == self.changes
+                                                   or self._unchanged_since(remembered, card_types)):
+                        add_reason(remembered[1])  # [stamp, reason, sentence or None: behind the reservation, index, changes]
+                        add_detail(remembered[2] if remembered[2] is not None
+                                   else self._behind_reservation(task_runtimes[remembered[3]]))
+                        continue
+                task = ordered[position]
+                self._attempt(task, task.options, walk_shape)
             # Only the calls above can close the cycle; the reservation is settled, so `closed` is this:
             if self.blocked is not None or fleet.free_total == 0:
                 return position + 1
@@ -241,21 +263,15 @@ class SettledWalk:
         known[0] = changes
         return True
 
-    def _consider_with_room(self, ordered: Sequence[QueuedTask], position: int, columns: WalkColumns, task_flags: int,
-                            shape_number: int) -> None:
-        """`_consider_usable(task, task.options)` in the settled walk (`_walk_settled`) for the task at this
-        position (its flags and shape number as the walk read them), whose quota allows all its card options and
-        which `_may_start` (not asked again). Its shape is `_walk_shape`, made from the columns (the kept queue's
-        shape number instead of its card types), and a repeated failure (`_repeat_failure`'s rule) is said from
-        them too: the task is read only to attempt it. (Its id is not said: `_walk_settled` says the walk's.)"""
-        runtimes, card_types, shape = columns.runtimes[position], columns.shape_table[shape_number][2], None
-        if not task_flags & CORE or self._past_grace_since(columns.submitted[position]):
-            shape = self._walk_shape(task_flags, shape_number, card_types, runtimes, columns.grace_bits[position])
-            known = self._repeats.get(shape)  # `_repeat_failure` from the columns, inlined: most tasks with room end here
-            if known is not None and (known[4] == self.changes or self._unchanged_since(known, card_types)):
-                _, reason, detail, index, _ = known
-                self.deferred_reasons.append(reason)
-                self.deferred_details.append(self._behind_reservation(runtimes[index]) if detail is None else detail)
-                return
-        task = ordered[position]
-        self._attempt(task, task.options, shape)
+    def _core_may_help(self, submitted_at: float, shape: int, described: tuple[int, bool, tuple[str, ...]],
+                       helps: dict[int, tuple[int, bool]]) -> bool:
+        """`_may_preempt_since(submitted_at) and _shape_may_preempt(shape, described, helps)` for a core task of the
+        settled walk, their common cases answered here: past the grace (no revisit to ask) and the shape's answer kept
+        for the victim index's version (`_victims`, built by the first `_shape_may_preempt`)."""
+        if not ((self.policy.preemption and self.now >= submitted_at + self.policy.preempt_after_s)
+                or self._may_preempt_since(submitted_at)):
+            return False
+        victims, known = self._victims, helps.get(shape)
+        if victims is not None and known is not None and known[0] == victims.version:
+            return known[1]
+        return self._shape_may_preempt(shape, described, helps)

@@ -99,8 +99,13 @@ class Explainer:
 
     def never_fits(self, task: QueuedTask, options: Sequence[CardOption]) -> str | None:
         """The NO_CAPACITY sentence saying so if the task asks for more GPUs than any option's card type
-        has (the headroom never keeps a task out for good: see `headroom.headroom_needed`)."""
-        return self._never_fits_of(task.gpus, list(map(_CARD_TYPE, options)))
+        has (the headroom never keeps a task out for good: see `headroom.headroom_needed`). Kept per (GPUs, card
+        types), as `no_capacity_of` keeps it: every blocked task asks."""
+        never = (task.gpus, tuple(map(_CARD_TYPE, options)))
+        text = self._never.get(never, self)  # `self`: not asked yet (None is an answer)
+        if text is self:
+            text = self._never[never] = self._never_fits_of(*never)
+        return text
 
     def _never_fits_of(self, gpus: int, card_types: Sequence[str]) -> str | None:
         """`never_fits` of a task of `gpus` GPUs with options of these card types."""

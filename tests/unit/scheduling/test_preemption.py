@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from shared.scheduling.model import DeferralReason as R
-from shared.scheduling.model import Preemption
+from shared.scheduling.model import Node, Preemption
+from shared.scheduling.placement import Fleet
+from shared.scheduling.preemption import VictimIndex
 
 from . import builders
 from .builders import HOUR, IMMEDIATE_PREEMPTION, NOW, a_lease, a_node, a_task, deferrals, grants, reason_of
@@ -421,3 +423,22 @@ def test_orders_that_rank_by_class_first_preempt_earlier_submitted_work_too(orde
     lease = opp("o", *range(8), started=NOW - 10).checkpoints_on_preempt().submitted(NOW - 2 * HOUR)
     result = run(FULL, [a_task("c").core().gpus(4).submitted(NOW - HOUR)], leases=[lease], order=order)
     assert [p.lease_id for p in result.preemptions] == ["o"]
+
+
+def test_a_pool_whose_victims_are_taken_offers_a_spanning_task_no_choice_without_reading_its_nodes(monkeypatch):
+    """`VictimIndex._choose_span`: with no victim left on the pool there is no choice, and a heavy task's free GPUs
+    are not summed over the pool's nodes first (the core-heavy variant of the scale headline asked 13 times a plan,
+    over 2,000–3,000 nodes each)."""
+    nodes = [Node("a", "H100", 8, frozenset(range(4))), Node("b", "H100", 8, frozenset())]
+    fleet = Fleet(nodes, 8, lambda card_type, total: 0)
+    victim = opp("v", *range(8), started=NOW - HOUR, node="b").build()
+    index, pool = VictimIndex([victim], fleet, NOW), fleet.pools["H100"]
+    choice = index.choose(fleet, pool, 12, True)
+    assert choice is not None and [item.lease.lease_id for item in choice.victims] == ["v"]  # 4 free + 8 freed
+    index.commit(choice, fleet)
+    read = []
+    usable_free = Fleet.usable_free
+    monkeypatch.setattr(Fleet, "usable_free", lambda self, rank, heavy: read.append(rank) or usable_free(self, rank, heavy))
+    assert index.choose(fleet, pool, 12, True) is None
+    assert index.choose(fleet, pool, 12, False) is None
+    assert read == []
