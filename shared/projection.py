@@ -31,7 +31,7 @@ from shared.events.carried import fold_order
 from shared.events.envelope import Envelope
 from shared.events.states import TaskState
 from shared.scheduling.model import DeferralReason, WaitKind
-from shared.task_view import DispatchStatus, MatchSummary, RejectionProblem, TaskView, ViewReason
+from shared.task_view import DispatchStatus, MatchSummary, RejectionProblem, TaskView, ViewReason, output_units_text
 
 _ACTIVE_RUN = frozenset({TaskState.LEASED, TaskState.RUNNING})
 
@@ -309,7 +309,7 @@ def _checkpointed(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
 
 
 def _succeeded(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
-    output = "" if data.output_units is None else f"; output {data.output_units:g} units"
+    output = "" if data.output_units is None else f"; output {output_units_text(data.output_units)} units"
     started = _carried_run_start(view, data, event)
     finished = f"{_carried_start(data)}finished successfully{output}"
     if data.flags:
@@ -330,7 +330,7 @@ def _flag_cleared(view: TaskView, data: Any, event: Envelope) -> dict[str, Any]:
     """A person checked a flagged success's output: an ordinary success now (its output counted)."""
     if view.reason != ViewReason.SUCCEEDED_FLAGGED.value:
         return {}
-    output = "" if view.output_units is None else f"; output {view.output_units:g} units"
+    output = "" if view.output_units is None else f"; output {output_units_text(view.output_units)} units"
     return _status_update(
         TaskState.SUCCEEDED, ViewReason.SUCCEEDED.value,
         f"finished successfully{output}; flagged ({', '.join(view.flags)}), then cleared by {event.actor}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Any
 
@@ -128,3 +129,14 @@ class TaskView(BaseModel):
     @property
     def is_terminal(self) -> bool:
         return self.state.is_terminal
+
+
+def output_units_text(units: float) -> str:
+    """A task's output count as people write it, in any sentence of either language: 1,274,375 (not 1.27438e+06),
+    1,274,375.5, 0.125."""
+    if not math.isfinite(units):
+        return f"{units:g}"
+    if units == int(units):
+        return f"{int(units):,}"
+    text = f"{units:,.6f}".rstrip("0").rstrip(".")
+    return text if text.strip("-0") else f"{units:g}"  # below a millionth: 2.5e-07

@@ -26,7 +26,7 @@ from services.audit.reading import ArchivedEvent
 from shared.events import Envelope
 from shared.events.carried import USAGE_CARRIER, carried_events, carried_usage
 from shared.projection import evolve
-from shared.task_view import TaskView
+from shared.task_view import TaskView, output_units_text
 from shared.replay import exact
 
 
@@ -263,7 +263,7 @@ def _checkpointed(t: _Teller, e: Envelope) -> Told:
     if d.output_units is not None:
         run.output_units = max(run.output_units or 0.0, d.output_units)
     progress = f" at {d.progress:.0%}" if d.progress is not None else ""
-    output = f", {d.output_units:g} units so far" if d.output_units is not None else ""
+    output = f", {output_units_text(d.output_units)} units so far" if d.output_units is not None else ""
     return f"checkpoint {d.checkpoint_uri}{progress}{output}", None
 
 
@@ -306,12 +306,12 @@ def _requeued(t: _Teller, e: Envelope) -> Told:
 
 def _succeeded(t: _Teller, e: Envelope) -> Told:
     run, d = t._run(e), e.data
-    output = f", output {d.output_units:g} units" if d.output_units is not None else ""
+    output = f", output {output_units_text(d.output_units)} units" if d.output_units is not None else ""
     if d.flags:  # the ledger counts no output of a flagged run: neither does the story (until it is cleared)
         held = [units for units in (run.output_units, d.output_units) if units is not None]
         run.output_units, run.held_output_units = None, (max(held) if held else None)
         flags = ", ".join(flag.value for flag in d.flags)
-        claimed = f" (claimed {d.claimed_output_units:g}, refused)" if d.claimed_output_units is not None else ""
+        claimed = f" (claimed {output_units_text(d.claimed_output_units)}, refused)" if d.claimed_output_units is not None else ""
         return (f"succeeded{output}{claimed}, FLAGGED for review ({flags}): {d.flag_detail}; its output is not counted",
                 d.flags[0].value)
     if d.output_units is not None:

@@ -25,6 +25,7 @@ from shared.events import (
     UsageRecorded,
 )  # fmt: skip
 from shared.events.reasons import ReleaseReason, RevokeReason
+from shared.task_view import output_units_text
 
 MAX_INPUTS_SHOWN = 5
 Said = tuple[str, bool]
@@ -125,7 +126,7 @@ def _started(e: TaskStarted, run: int | None) -> Said:
 def _checkpointed(e: TaskCheckpointed, run: int | None) -> Said:
     d = e.data
     progress = f"，进度 {d.progress:.0%}" if d.progress is not None else ""
-    output = f"，已产出 {d.output_units:g} 单位" if d.output_units is not None else ""
+    output = f"，已产出 {output_units_text(d.output_units)} 单位" if d.output_units is not None else ""
     return f"保存检查点 {d.checkpoint_uri}{progress}{output}", False
 
 
@@ -159,10 +160,10 @@ def _requeued(e: TaskRequeued, run: int | None) -> Said:
 
 def _succeeded(e: TaskSucceeded, run: int | None) -> Said:
     d = e.data
-    output = f"，产出 {d.output_units:g} 单位" if d.output_units is not None else ""
+    output = f"，产出 {output_units_text(d.output_units)} 单位" if d.output_units is not None else ""
     if not d.flags:
         return f"运行成功{output}", False
-    claimed = f"（申报 {d.claimed_output_units:g}，已拒收）" if d.claimed_output_units is not None else ""
+    claimed = f"（申报 {output_units_text(d.claimed_output_units)}，已拒收）" if d.claimed_output_units is not None else ""
     flags = "、".join(_reason(flag) for flag in d.flags)
     return f"运行成功{output}{claimed}，但被标记待复核（{flags}）：产出不计入统计", bool(d.flag_detail)
 

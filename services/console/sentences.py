@@ -18,7 +18,7 @@ from typing import Any
 
 from services.console.labels import GPU_STATUS_LABELS, REASON_LABELS_ZH, Language
 from shared.events.reasons import RequeueReason, UnmatchableReason
-from shared.task_view import TaskView, ViewReason
+from shared.task_view import TaskView, ViewReason, output_units_text
 from shared.scheduling.model import DeferralReason
 
 MISSING = "?"
@@ -99,7 +99,7 @@ _FIELD_VALUES: Mapping[str, Callable[[TaskView], Any]] = {
     "gpus": lambda view: view.gpus,
     "project": lambda view: view.project,
     "cancel_reason": lambda view: view.cancel_reason or None,
-    "output_units": lambda view: f"{view.output_units:g}" if view.output_units is not None else None,
+    "output_units": lambda view: output_units_text(view.output_units) if view.output_units is not None else None,
     "problem_fields": lambda view: "、".join(p.field for p in view.problems) or None,
     "est_gpu_hours": _est_gpu_hours,
     "resume": lambda view: f"，将从检查点 {view.last_checkpoint} 继续" if view.last_checkpoint else "，将从头开始",

@@ -240,8 +240,8 @@ def test_a_transition_carried_by_the_next_event_leaves_the_view_its_own_event_wo
     assert [getattr(carried_view, f) for f in KEPT_BY_A_CARRIED_TRANSITION] == [
         getattr(alone, f) for f in KEPT_BY_A_CARRIED_TRANSITION]  # fmt: skip
     assert carried_view.started_at == carried_view.finished_at  # it started when its end was reported
-    assert carried_view.reason_detail == "started on node n1 and finished successfully; output 1000 units"
-    assert alone.reason_detail == "finished successfully; output 1000 units"
+    assert carried_view.reason_detail == "started on node n1 and finished successfully; output 1,000 units"
+    assert alone.reason_detail == "finished successfully; output 1,000 units"
 
 
 def test_a_failure_that_carries_its_start_leaves_the_view_a_started_run_would() -> None:
