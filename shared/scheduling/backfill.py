@@ -98,6 +98,11 @@ class ReservationGuard:
             return self.heavy_limit
         return self.node_room
 
+    def limit_version(self, heavy: bool) -> int:
+        """A value that changes whenever `limit(heavy)`'s caps change: their sum, as only `charge` changes them, and
+        only lowers them (the heavy limit never changes)."""
+        return sum(self.limit(heavy).values())
+
     def free_now(self, fleet: Fleet) -> int:
         """The reserved GPUs free already (this cycle's grants taken): idle until the start unless backfilled."""
         return sum(min(count, fleet.free_count[rank]) for rank, count in self.allocation)

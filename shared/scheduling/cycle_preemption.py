@@ -117,8 +117,8 @@ class CyclePreemption:
             guard = self.guard if self.guard is not None and self.guard.applies(option.card_type, end) else None
             if guard is not None and task.gpus > guard.room(False):  # core work borrows nothing
                 continue
-            limit = guard.limit(task.heavy) if guard else None
-            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, limit)
+            limit, limit_version = (guard.limit(task.heavy), guard.limit_version(task.heavy)) if guard else (None, None)
+            choice = index.choose(self.fleet, pool, task.gpus, task.heavy, limit, limit_version)
             if choice is not None and self._drain_priced:
                 choice = self._drain_paying(index, task, option, choice, limit)
             if choice is None or (budget is not None and choice.lost_gpu_hours > budget + 1e-12):
@@ -149,6 +149,38 @@ class CyclePreemption:
             self.defer(task.task_id, R.AWAITING_PREEMPTION, detail)
             return True
         return False
+
+    def _preemption_fails_again(self, task: QueuedTask) -> bool:
+        """True only if `_preempt(task, task.options)` would preempt nothing and not calling it changes no later
+        choice: a core task past its grace whose card types are all in the fleet, none with room now (the caller
+        checked: `Fleet.may_have_room`), and on every option `_preempt` does not pass over the last victim search of
+        its GPUs found none since, under the reservation's guard if it applies (`VictimIndex.fails_again`). Not under
+        fifo (whose `_discard_ranked_ahead` changes the index per task), nor before the reservation."""
+        if self._fifo or self.guard is None or self._inside_grace(task):
+            return False
+        index = self._built_victim_index_past_grace(task)
+        if index is None:
+            return False
+        guard, pools, end_from = self.guard, self.fleet.pools, self.now
+        gpus, heavy = task.gpus, task.heavy
+        for option in task.options:
+            pool = pools.get(option.card_type)
+            if pool is None:
+                return False
+            if not guard.applies(option.card_type, end_from + option.runtime_s):
+                if not index.fails_again(pool, gpus, heavy, None, None):
+                    return False
+            elif gpus <= guard.room(False) and not index.fails_again(pool, gpus, heavy, guard.limit(heavy),
+                                                                      guard.limit_version(heavy)):
+                return False  # (a task wider than the guard's room: `_preempt` passes the option over)
+        return True
+
+    def _built_victim_index_past_grace(self, task: QueuedTask) -> VictimIndex | None:
+        """`_victim_index_for(task)` of a core task past its grace if that index is built already and asking it
+        has no side effect (no index built, no revisit asked); else None."""
+        if self._any_width_after_s is None:
+            return self._victims
+        return self._victims_any_width if self.now >= task.submitted_at + self._any_width_after_s else None
 
     def _drain_paying(self, index: VictimIndex, task: QueuedTask, option: CardOption, choice: VictimChoice,
                       limit: Mapping[int, int] | None) -> VictimChoice | None:

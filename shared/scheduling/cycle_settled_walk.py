@@ -175,6 +175,7 @@ class SettledWalk:
         no_capacity, repeats, grace_bits = R.NO_CAPACITY, self._repeats, columns.grace_bits
         now, preemption, grace_s = self.now, self.policy.preemption, self.policy.preempt_after_s
         settles_s = self._settles_after_s  # a core task's failure is a shape's from this wait on (`_past_grace_since`)
+        hol = self.policy.head_of_line_blocking
         # not closed at `start` (`walk` checked); the columns read in one pass, not indexed per task: over slices of
         # them (a copy each, in C) rather than `islice`s, whose every step costs another call (−0.9% instructions)
         for position, task_flags, shape, project in zip(range(start, len(ordered)), flags[start:], shapes[start:],
@@ -248,11 +249,30 @@ class SettledWalk:
                                    else self._behind_reservation(task_runtimes[remembered[3]]))
                         continue
                 task = ordered[position]
+                if walk_shape is not None and not has_room and not hol and self._preemption_fails_again(task):
+                    # `_attempt`'s outcome, unattempted (`_no_room_again`): ~1,100 core tasks per plan in the
+                    # core-heavy variant, whose remembered failure each grant on H100 makes stale
+                    self._no_room_again(walk_shape, shape_table[shape], card_types)
+                    continue
                 self._attempt(task, task.options, walk_shape)
             # Only the calls above can close the cycle; the reservation is settled, so `closed` is this:
             if self.blocked is not None or fleet.free_total == 0:
                 return position + 1
         return len(ordered)
+
+    def _no_room_again(self, walk_shape: tuple, shape: tuple[int, bool, tuple[str, ...]],
+                       card_types: Sequence[str]) -> None:
+        """Defer a core task past its grace as `_attempt` would when it has no room on any card type (all in the
+        fleet: `Fleet.may_have_room` false) and its preemption fails again (`_preemption_fails_again`), and remember
+        the failure for its `walk_shape` as `_remember_failure` would. Such an attempt changes nothing (but the
+        guard's failure cache, which answers alike either way): the placement fails at its failure caches or free
+        totals; each miss is NO_CAPACITY (neither behind the reservation nor a heavy spread: no node takes it even
+        light), so the deferral is `never_fits`'s sentence or the capacity sentence of all its card types —
+        `no_capacity_of(shape)`; no grace is mentioned past the grace (no head-of-line blocking: the caller checked)."""
+        text = self.explain.no_capacity_of(shape)
+        self.deferred_reasons.append(R.NO_CAPACITY)
+        self.deferred_details.append(text)
+        self._repeats[walk_shape] = [self._changes_on_types(card_types), R.NO_CAPACITY, text, 0, self.changes]
 
     def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`

@@ -219,6 +219,9 @@ class VictimIndex:
                 victims.sort(key=lambda victim: victim.order)
         self._heaps: dict[tuple[str, int, bool], list[tuple[tuple, int]]] = {}
         self._failed_at: dict[tuple[str, bool], int] = {}  # smallest GPU count no victims could make fit
+        # (card type, GPUs, heavy, no limit) -> (`version`, the limit, its `limit_version`) of the last search that
+        # found no victims (`fails_again`)
+        self._failed_within: dict[tuple[str, int, bool, bool], tuple[int, Mapping[int, int] | None, object]] = {}
         self._cheapest: dict[str, list[Victim]] = {}  # per card type, for spanning tasks
         self._left = {card: sum(map(len, nodes.values())) for card, nodes in self._by_card.items()}
         self.version = 0  # grows whenever `may_help` may answer differently (victims taken, a failure learnt)
@@ -234,11 +237,13 @@ class VictimIndex:
         return gpus > pool.max_node_gpus or gpus < self._failed_at.get((pool.card_type, heavy), gpus + 1)
 
     def choose(self, fleet: Fleet, pool: Pool, gpus: int, heavy: bool,
-               limit: Mapping[int, int] | None = None) -> VictimChoice | None:
+               limit: Mapping[int, int] | None = None, limit_version: object = None) -> VictimChoice | None:
         """The cheapest set of victims that makes the task fit on this pool, or None. `limit` caps
         the GPUs the task may take on given nodes (a reservation's guard): a node where it could not
         use what preemption frees is no choice — preempting there would only waste the victims' work.
-        A task that spans nodes does not preempt under a limit."""
+        A task that spans nodes does not preempt under a limit. `limit_version`: a value that changes whenever
+        `limit`'s caps may have changed — given (or no limit), a search that finds none is remembered
+        (`fails_again`)."""
         if not self._by_card.get(pool.card_type):
             return None
         if gpus > pool.max_node_gpus:
@@ -252,7 +257,31 @@ class VictimIndex:
             # task may take more victims: `_takes`).
             self._failed_at[key] = gpus
             self.version += 1
+        if choice is None and (limit is None or limit_version is not None):
+            self._failed_within[(pool.card_type, gpus, heavy, limit is None)] = (self.version, limit, limit_version)
         return choice
+
+    def fails_again(self, pool: Pool, gpus: int, heavy: bool, limit: Mapping[int, int] | None,
+                    limit_version: object) -> bool:
+        """True only if `choose(fleet, pool, gpus, heavy, limit, limit_version)` would find no victims, and not
+        making that call changes no later `choose`. None is found, changing nothing, for a card type without victims,
+        at or above a failure learnt without a limit (`_failed_at`), or for a task that spans nodes under a limit.
+        Else: the last search of this (card type, GPUs, heavy) under this limit (or without one) found none, and
+        since then no victim was taken (`version`) and the limit stands (`limit_version`). That search popped every
+        node of the heap and kept only those the limit rules out; only `commit` (which moves `version`) pushes nodes,
+        so the same search now finds none too. Not searching leaves in the heap the nodes whose cost is now None,
+        which the search would drop — harmless as long as such a node stays without cost until a `commit` pushes its
+        fresh cost anyway: too few victims or too many heavy tasks stay so (victims and free GPUs only shrink, heavy
+        counts only grow); only a node where the task fits without preemption could later gain a cost. So no node of
+        the pool may have `gpus` free GPUs: fewer are free in all, or placing as many (or fewer) for a light task
+        already found no node (`Pool.single_failed_at`)."""
+        if not self._by_card.get(pool.card_type) or gpus >= self._failed_at.get((pool.card_type, heavy), gpus + 1):
+            return True
+        if gpus > pool.max_node_gpus:
+            return limit is not None  # without a limit it looks across the pool (`_choose_span`): not remembered
+        known = self._failed_within.get((pool.card_type, gpus, heavy, limit is None))
+        return (known is not None and known[0] == self.version and known[1] is limit and known[2] == limit_version
+                and (gpus > pool.free_total or gpus >= pool.single_failed_at[0]))
 
     def discard(self, lease_ids: Iterable[str], fleet: Fleet) -> None:
         """These leases were taken by another index of the cycle (or, under fifo, rank ahead of the task about to

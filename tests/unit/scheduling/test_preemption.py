@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shared.scheduling.model import DeferralReason as R
 from shared.scheduling.model import Node, Preemption
@@ -442,3 +444,92 @@ def test_a_pool_whose_victims_are_taken_offers_a_spanning_task_no_choice_without
     assert index.choose(fleet, pool, 12, True) is None
     assert index.choose(fleet, pool, 12, False) is None
     assert read == []
+
+
+def _victim_world(data, node_count: int):
+    """Nodes of 4 H100 GPUs (some free, some running heavy work), the rest held by opportunistic leases, and the
+    loss cap that protects some of them."""
+    nodes, leases = [], []
+    for i in range(node_count):
+        free = data.draw(st.integers(0, 4))
+        nodes.append(Node(f"n{i}", "H100", 4, frozenset(range(free)), data.draw(st.integers(0, 2))))
+        busy = list(range(free, 4))
+        while busy:
+            size = data.draw(st.integers(1, len(busy)))
+            lease = opp(f"l{i}-{busy[0]}", *busy[:size], started=NOW - data.draw(st.integers(1, 4)) * HOUR, node=f"n{i}")
+            leases.append((lease.heavy() if data.draw(st.booleans()) else lease).build())
+            busy = busy[size:]
+    return nodes, leases
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_victim_search_said_to_fail_again_fails_and_not_making_it_changes_no_later_choice(data):
+    """`VictimIndex.fails_again`: two copies of one cycle take the same grants, guard charges, placement failures and
+    victim searches (under a guard's limit or none), but one skips every search `fails_again` answers: that search
+    would have found none, and every choice of both copies, then and later, is the same."""
+    nodes, leases = _victim_world(data, data.draw(st.integers(1, 4)))
+    caps = {rank: data.draw(st.integers(0, 4)) for rank in range(len(nodes)) if data.draw(st.booleans())}
+    worlds = []
+    for _ in range(2):
+        fleet = Fleet(nodes, 2, lambda card_type, total: 0)
+        worlds.append((fleet, VictimIndex(leases, fleet, NOW, max_lost_gpu_hours=6.0), dict(caps)))
+
+    def said(choice):
+        return None if choice is None else ([victim.lease.lease_id for victim in choice.victims], choice.holds)
+
+    for _ in range(data.draw(st.integers(1, 30))):
+        action = data.draw(st.sampled_from(["search", "search", "search", "grant", "charge", "place"]))
+        rank, count = data.draw(st.integers(0, len(nodes) - 1)), data.draw(st.integers(1, 4))
+        heavy, under_limit, commit = data.draw(st.booleans()), data.draw(st.booleans()), data.draw(st.booleans())
+        choices = []
+        for skipping, (fleet, index, limit) in enumerate(worlds):
+            pool = fleet.pools["H100"]
+            if action == "grant":
+                taken = min(count, fleet.free_count[rank])
+                if taken:
+                    fleet.take([(rank, taken)], heavy)
+            elif action == "charge" and rank in limit:  # as `ReservationGuard.charge`: only the reserved nodes
+                limit[rank] -= count
+            elif action == "place":
+                fleet.place(pool, count, heavy)
+            elif action == "search":
+                within, version = (limit, sum(limit.values())) if under_limit else (None, None)
+                if skipping and index.fails_again(pool, count, heavy, within, version):
+                    choices.append("skipped")
+                    continue
+                choice = index.choose(fleet, pool, count, heavy, within, version)
+                choices.append(said(choice))
+                if choice is not None and commit:
+                    for held_rank, held in choice.holds:
+                        fleet.hold(held_rank, held)
+                    index.commit(choice, fleet)
+        if action == "search":
+            plain, memo = choices
+            assert memo == plain or (memo == "skipped" and plain is None)
+    for gpus in range(1, 9):
+        for heavy in (False, True):
+            assert said(worlds[0][1].choose(worlds[0][0], worlds[0][0].pools["H100"], gpus, heavy)) == \
+                said(worlds[1][1].choose(worlds[1][0], worlds[1][0].pools["H100"], gpus, heavy))
+
+
+def test_a_victim_search_that_failed_is_made_again_once_victims_were_taken():
+    """`VictimIndex.fails_again`: node a had room for 1 GPU, so the search for 1 GPU under a limit that rules out node b
+    dropped it; once a 4-GPU task took two victims on a and held its free GPUs, a needs preemption for 1 GPU too
+    (`commit` pushes it back) — the failure is not said again, and the search finds a's last victim."""
+    nodes = [Node("a", "H100", 8, frozenset({0, 1})), Node("b", "H100", 8, frozenset())]
+    fleet = Fleet(nodes, 2, lambda card_type, total: 0)
+    leases = [opp("a1", 2, started=NOW - 60, node="a").build(), opp("a2", 3, started=NOW - 60, node="a").build(),
+              opp("a3", 4, 5, 6, 7, started=NOW - HOUR, node="a").build(),
+              opp("b1", *range(8), started=NOW - HOUR, node="b").build()]
+    index, pool, limit = VictimIndex(leases, fleet, NOW), fleet.pools["H100"], {fleet.rank_of["b"]: 0}
+    assert index.choose(fleet, pool, 1, False, limit, 0) is None
+    assert not index.fails_again(pool, 1, False, limit, 0)  # a node has room for it: not said either
+    wide = index.choose(fleet, pool, 4, False)
+    assert wide is not None and [victim.lease.lease_id for victim in wide.victims] == ["a1", "a2"]
+    for rank, held in wide.holds:
+        fleet.hold(rank, held)
+    index.commit(wide, fleet)
+    assert pool.free_total == 0 and not index.fails_again(pool, 1, False, limit, 0)
+    again = index.choose(fleet, pool, 1, False, limit, 0)
+    assert again is not None and [victim.lease.lease_id for victim in again.victims] == ["a3"]
