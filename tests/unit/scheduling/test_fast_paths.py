@@ -48,6 +48,7 @@ from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
 from shared.scheduling.quota_balance import Coverage, CoverageVerdict, QuotaTerms, coverage
 from tests.unit.scheduling.test_properties import _leases_on
+from tests.unit.scheduling.policy_draws import standard_yield_knobs
 
 NOW = 50_000.0
 HOUR = 3600.0
@@ -180,16 +181,9 @@ def repetitive_scenarios(draw):
                      preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
                      standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
                      checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()),
-                     checkpointing_standard_yields=draw(st.booleans()),
+                     **draw(standard_yield_knobs()),
                      holder_reclaims_within_headroom=draw(st.booleans()),
                      reclaiming_holder_keeps_headroom=draw(st.booleans()),
-                     standard_yields_within_width=draw(st.booleans()),
-                     standard_yields_priced=draw(st.booleans()),
-                     standard_yields_drain_priced=draw(st.booleans()),
-                     standard_yields_drain_kth_hole=draw(st.booleans()),
-                     standard_yields_restart_after_headroom=draw(st.booleans()),
-                     standard_yields_restart_after_queue=draw(st.booleans()),
-                     standard_yields_any_width_after_s=draw(st.sampled_from((None, 0.0, 600.0, 3600.0))),
                      fillers_after_opportunistic=draw(st.booleans()))
     if draw(st.booleans()):  # fifo interleaves classes: core tasks preempt between other tasks' failures
         policy = replace(policy, order="fifo", head_of_line_blocking=False, backfill=True)

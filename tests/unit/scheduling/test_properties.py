@@ -34,6 +34,7 @@ from shared.scheduling.policy_knobs import HeadroomCoreDemand, Policy, PreemptAt
 from shared.scheduling.ordering import order_queue
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
+from tests.unit.scheduling.policy_draws import standard_yield_knobs
 
 NOW = 50_000.0
 CARDS = ("H100", "A10", "T4")
@@ -104,16 +105,9 @@ def _policies(draw):
                    preemption_budget_basis=draw(st.sampled_from(("wait", "drain"))),
                    standard_borrows_within_graces=draw(st.sampled_from((0.0, 0.5, 1.0, 3.0))),
                    checkpointing_standard_borrows=draw(st.booleans()), fillers_yield_at_once=draw(st.booleans()),
-                   checkpointing_standard_yields=draw(st.booleans()),
+                   **draw(standard_yield_knobs()),
                    holder_reclaims_within_headroom=draw(st.booleans()),
                    reclaiming_holder_keeps_headroom=draw(st.booleans()),
-                   standard_yields_within_width=draw(st.booleans()),
-                   standard_yields_priced=draw(st.booleans()),
-                   standard_yields_drain_priced=draw(st.booleans()),
-                   standard_yields_drain_kth_hole=draw(st.booleans()),
-                   standard_yields_restart_after_headroom=draw(st.booleans()),
-                   standard_yields_restart_after_queue=draw(st.booleans()),
-                   standard_yields_any_width_after_s=draw(st.sampled_from((None, 0.0, 3600.0))),
                    fillers_after_opportunistic=draw(st.booleans()),
                    holder_consolidates=draw(st.booleans()), consolidate_after_s=draw(st.sampled_from((0.0, 3600.0))))
 

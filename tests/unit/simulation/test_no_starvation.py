@@ -20,6 +20,7 @@ from shared.scheduling.policies import POLICIES
 from shared.simulation.cluster import parse_cluster_spec
 from shared.simulation.engine import Simulation
 from shared.simulation.workload import SimTask
+from tests.unit.scheduling.policy_draws import standard_yield_knobs
 
 CLASSES = tuple(PriorityClass)
 QUOTA_REASONS = {DeferralReason.QUOTA_EXHAUSTED, DeferralReason.QUOTA_EXPIRES, DeferralReason.QUOTA_NOT_YET_VALID}
@@ -48,16 +49,9 @@ def policies(draw: st.DrawFn) -> Policy:
         checkpointing_standard_borrows=draw(st.booleans()),
         fillers_yield_at_once=draw(st.booleans()),
         holder_consolidates=draw(st.booleans()),
-        checkpointing_standard_yields=draw(st.booleans()),
+        **draw(standard_yield_knobs()),
         holder_reclaims_within_headroom=draw(st.booleans()),
         reclaiming_holder_keeps_headroom=draw(st.booleans()),
-        standard_yields_within_width=draw(st.booleans()),
-        standard_yields_priced=draw(st.booleans()),
-        standard_yields_drain_priced=draw(st.booleans()),
-        standard_yields_drain_kth_hole=draw(st.booleans()),
-        standard_yields_restart_after_headroom=draw(st.booleans()),
-        standard_yields_restart_after_queue=draw(st.booleans()),
-        standard_yields_any_width_after_s=draw(st.sampled_from((None, 0.0, 3600.0))),
         fillers_after_opportunistic=draw(st.booleans()),
         backfill=draw(st.booleans()),
         head_of_line_blocking=draw(st.booleans()),
