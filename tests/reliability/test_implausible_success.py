@@ -98,7 +98,7 @@ async def test_a_success_after_20_s_of_2_hours_claiming_1e9_is_flagged_refused_a
 
     story = story_json(tell(task_id, [ArchivedEvent(i, e) for i, e in enumerate(system.events, 1)]))
     [step] = [s for s in story["steps"] if s["sentence"].startswith("succeeded")]
-    assert step["reason"] == "implausibly_early_success" and "(claimed 1e+09, refused), FLAGGED" in step["sentence"]
+    assert step["reason"] == "implausibly_early_success" and "(claimed 1,000,000,000, refused), FLAGGED" in step["sentence"]
     assert story["output_units"] is None
 
     # as people see it: `cardflow status`, `cardflow review --lang zh`, `cardflow audit why` through the API
