@@ -336,15 +336,28 @@ class CyclePreemption:
 
     def _victim_index(self) -> VictimIndex:
         if self._victims is None:
-            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = self._victim_leases if not self._preempted else [  # `_at_once_victim_index` preempted first
-                lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
-            self._victims = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared,
-                                        borrowing_standard=self._fillers, checkpointing_standard=self._standard_yields,
-                                        within_width=self.policy.standard_yields_within_width,
-                                        priced=self.policy.standard_yields_priced,
-                                        releases=[release for _, release in self._releases])
+            self._victims = self._past_grace_victim_index(self.policy.standard_yields_within_width)
         return self._victims
+
+    def _past_grace_victim_index(self, within_width: bool) -> VictimIndex:
+        """A new index of the leases not preempted yet this cycle (`_at_once_victim_index` may have preempted first)
+        that a core task past its grace may take, standard leases that checkpoint only if no wider than the task with
+        `within_width` (`_victim_index`, `_any_width_victim_index`)."""
+        return VictimIndex(self._leases_not_preempted(), self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
+                           self._spared_ending(), borrowing_standard=self._fillers,
+                           checkpointing_standard=self._standard_yields, within_width=within_width,
+                           priced=self.policy.standard_yields_priced,
+                           releases=[release for _, release in self._releases])
+
+    def _leases_not_preempted(self) -> Sequence[RunningLease]:
+        """The leases any victim index reads (`_victim_leases`) without those preempted already this cycle."""
+        if not self._preempted:
+            return self._victim_leases
+        return [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
+
+    def _spared_ending(self):
+        """The rule that spares victims ending within the grace (`policy.preemption_spares_ending`), or None."""
+        return partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
 
     def _inside_grace(self, task: QueuedTask) -> bool:
         """True while the task's preemption grace (`policy.preempt_after_s` since its submission) lasts."""
@@ -386,14 +399,13 @@ class CyclePreemption:
         """A new index of the leases not preempted yet this cycle that a task inside its grace may take: opportunistic
         ones that checkpoint on preemption (`not_reclaimable_at_once` leaves the others out, and those
         `policy.preemption_spares_ending` spares), standard fillers (`lease.borrowed_headroom`), or both."""
-        spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
         preempted = self._preempted
         if fillers and not opportunistic:
             leases = [lease for lease in self._victim_leases if lease.borrowed_headroom
                       and lease.priority_class == P.STANDARD and lease.lease_id not in preempted]
             return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, borrowing_standard=True)
         leases = [lease for lease in self._victim_leases if lease.lease_id not in preempted] if opportunistic else []
-        not_at_once = partial(_not_taken_at_once, spared=spared)
+        not_at_once = partial(_not_taken_at_once, spared=self._spared_ending())
         return VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, not_at_once,
                            borrowing_standard=fillers)
 
@@ -402,28 +414,20 @@ class CyclePreemption:
         `policy.checkpointing_standard_yields` those that checkpoint), and without those preempted already this
         cycle."""
         if self._victims_not_core is None:
-            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
-            self._victims_not_core = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours, spared)
+            self._victims_not_core = VictimIndex(self._leases_not_preempted(), self.fleet, self.now,
+                                                 self.policy.preempt_max_lost_gpu_hours, self._spared_ending())
         return self._victims_not_core
 
     def _any_width_victim_index(self) -> VictimIndex:
         """`_victim_index` with standard leases that checkpoint taken whatever their task's width
         (`policy.standard_yields_any_width_after_s`), without those preempted already this cycle."""
-        if self._victims_any_width is None:
-            spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-            leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
-            self._victims_any_width = VictimIndex(leases, self.fleet, self.now, self.policy.preempt_max_lost_gpu_hours,
-                                                  spared, borrowing_standard=self._fillers, checkpointing_standard=True,
-                                                  priced=self.policy.standard_yields_priced,
-                                                  releases=[release for _, release in self._releases])
+        if self._victims_any_width is None:  # (only with `checkpointing_standard_yields`: `Cycle._any_width_after_s`)
+            self._victims_any_width = self._past_grace_victim_index(within_width=False)
         return self._victims_any_width
 
     def _budget_victim_index(self, budget: float) -> VictimIndex:
         """Every opportunistic lease not preempted yet this cycle whose loss alone stays within `budget`."""
-        spared = partial(ends_within_grace, policy=self.policy, now=self.now) if self.policy.preemption_spares_ending else None
-        leases = [lease for lease in self._victim_leases if lease.lease_id not in self._preempted]
-        return VictimIndex(leases, self.fleet, self.now, budget, spared)
+        return VictimIndex(self._leases_not_preempted(), self.fleet, self.now, budget, self._spared_ending())
 
 
 def _not_taken_at_once(lease: RunningLease, spared=None) -> bool:
