@@ -3,22 +3,18 @@ plans digest and its queue's checkpointing tasks, on a small case."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from shared.scheduling.plan import plan
 from shared.scheduling.policies import POLICIES
+from tests.helpers.bench_scripts import load_bench_script
 
-_SPEC = importlib.util.spec_from_file_location("scale_bench", Path(__file__).resolve().parents[3] / "bench" / "scale.py")
-scale = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("scale_bench", scale)  # its dataclasses look their module up
-_SPEC.loader.exec_module(scale)
+scale = load_bench_script("scale", "scale_bench")
 scale_inputs = sys.modules["bench.scale_inputs"]
 
 

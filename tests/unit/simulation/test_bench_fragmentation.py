@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from shared.simulation.cluster import parse_cluster_spec
+from tests.helpers.bench_scripts import load_bench_script
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(_BENCH))  # the script imports its bench/ neighbours by name
-_SPEC = importlib.util.spec_from_file_location("fragmentation", _BENCH / "fragmentation.py")
-fragmentation = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("fragmentation", fragmentation)
-_SPEC.loader.exec_module(fragmentation)
+fragmentation = load_bench_script("fragmentation")
 
 
 def test_the_pool_keeps_every_gpu_of_each_card_type_on_one_node() -> None:

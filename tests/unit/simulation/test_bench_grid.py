@@ -3,19 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from shared.scheduling.policies import POLICIES
+from tests.helpers.bench_scripts import load_bench_script
 
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "policies_grid.py"
-_SPEC = importlib.util.spec_from_file_location("policies_grid", _PATH)
-grid = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("policies_grid", grid)  # dataclasses look their module up there
-_SPEC.loader.exec_module(grid)
+grid = load_bench_script("policies_grid")
 
 CELL = grid.Cell(0.8, 0.25, 0.6, "default")
 NONE_CHECKPOINT = grid.Cell(0.0, 0.25, 0.6, "default")

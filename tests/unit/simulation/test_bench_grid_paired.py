@@ -3,17 +3,10 @@ intervals (worse only when the whole interval is on the wrong side), hand-comput
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from tests.helpers.bench_scripts import load_bench_script
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(_BENCH))  # grid_paired imports its sibling modules by name
-_SPEC = importlib.util.spec_from_file_location("grid_paired", _BENCH / "grid_paired.py")
-paired = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(paired)
+paired = load_bench_script("grid_paired")
 
 
 def result(useful: float, waits=(60.0,), preemptions: int = 0, unfinished: int = 0) -> dict:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import date
-from pathlib import Path
 
 import pytest
+from tests.helpers.bench_scripts import load_bench_script
 
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "policies_windows.py"
-_SPEC = importlib.util.spec_from_file_location("policies_windows", _PATH)
-windows = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("policies_windows", windows)  # dataclasses look their module up there
-_SPEC.loader.exec_module(windows)
+windows = load_bench_script("policies_windows")
 
 
 def result(start: date, capacity_gpu_h: float, ours: float, theirs: float, our_waits, their_waits):

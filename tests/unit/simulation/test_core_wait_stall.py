@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from shared.scheduling.model import PriorityClass, Profile
 from shared.scheduling.policies import POLICIES
 from shared.simulation.cluster import parse_cluster_spec
 from shared.simulation.engine import Simulation
 from shared.simulation.workload import SimTask
+from tests.helpers.bench_scripts import load_bench_script
 
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "core_wait_stall.py"
-_SPEC = importlib.util.spec_from_file_location("core_wait_stall", _PATH)
-stall_module = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("core_wait_stall", stall_module)  # dataclasses look their module up there
-_SPEC.loader.exec_module(stall_module)
+stall_module = load_bench_script("core_wait_stall")
 
 STANDARD, CORE = PriorityClass.STANDARD, PriorityClass.CORE
 

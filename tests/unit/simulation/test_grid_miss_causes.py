@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from tests.helpers.bench_scripts import load_bench_script
 
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "grid_miss_causes.py"
-sys.path.insert(0, str(_PATH.parent))  # it imports its bench/ neighbours as a script does
-_SPEC = importlib.util.spec_from_file_location("grid_miss_causes", _PATH)
-causes = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("grid_miss_causes", causes)  # dataclasses look their module up there
-_SPEC.loader.exec_module(causes)
+causes = load_bench_script("grid_miss_causes")
 
 Holder, Hold, CoreStart = causes.Holder, causes.Hold, causes.CoreStart
 

@@ -3,10 +3,6 @@ wait, and the victim's restart wait runs from its yield to its next grant."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from shared.scheduling.model import (
     Grant,
     Placement,
@@ -17,13 +13,9 @@ from shared.scheduling.model import (
     RunningLease,
     Snapshot,
 )
+from tests.helpers.bench_scripts import load_bench_script
 
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "yield_tail.py"
-sys.path.insert(0, str(_PATH.parent))  # it imports its bench/ neighbours as a script does
-_SPEC = importlib.util.spec_from_file_location("yield_tail", _PATH)
-yield_tail = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("yield_tail", yield_tail)  # dataclasses look their module up there
-_SPEC.loader.exec_module(yield_tail)
+yield_tail = load_bench_script("yield_tail")
 
 
 def _lease(lease_id: str, task_id: str, priority_class: PriorityClass, gpus: int,
