@@ -2,7 +2,7 @@
 
 Every function takes the caller's connection (and transaction); see `sql/001_readiness.sql`.
 
-Tasks named by id are found by the primary key alone: no statement that names ids also says
+Tasks named by id, or reached from their inputs' keys, are found by the primary key alone: no such statement says
 `closed_at IS NULL` in its WHERE, which would let the planner read the partial index of open tasks
 (`tasks_open`) instead. On statistics taken while few tasks were open (a burst after a quiet spell; every
 benchmark) it did, and compared every open task with every id of the batch: 20-145 ms a batch at 1,000
@@ -107,12 +107,12 @@ async def record_signals(conn: asyncpg.Connection, schema: str, events: Sequence
             [e.event_id for e in datasets],
         )
     signal_by_key = {_signalled_key(e): e.event_id for e in events}
-    rows = await conn.fetch(
-        f"SELECT i.task_id, i.key FROM {q}.inputs i JOIN {q}.tasks t USING (task_id)"
-        " WHERE i.key = ANY($1::text[]) AND i.available IS NOT TRUE AND t.closed_at IS NULL",
+    rows = await conn.fetch(  # waiting inputs by key, their tasks by id (see the module docstring)
+        f"SELECT i.task_id, i.key, t.closed_at IS NULL AS open FROM {q}.inputs i JOIN {q}.tasks t USING (task_id)"
+        " WHERE i.key = ANY($1::text[]) AND i.available IS NOT TRUE",
         list(signal_by_key),
     )
-    return {row["task_id"]: signal_by_key[row["key"]] for row in rows}
+    return {row["task_id"]: signal_by_key[row["key"]] for row in rows if row["open"]}
 
 
 def _signalled_key(event: DataReadySignalled) -> str:

@@ -10,7 +10,8 @@ from typing import TypeVar
 
 import asyncpg
 
-from services.readiness.store import close_tasks, lock_tracked, probe_targets
+from services.readiness.store import close_tasks, lock_tracked, probe_targets, record_signals
+from shared.events import DataReadySignalled, make_event
 
 CLOSED, OPEN, NAMED = 3000, 3000, 50
 T = TypeVar("T")
@@ -78,3 +79,18 @@ async def test_listing_keys_to_probe_reads_the_named_tasks_rows_only(readiness_p
         keys, read = await with_task_rows_read(conn, probe_targets(conn, "readiness", named))
     assert sorted(keys) == [f"s3://bkt/{t}" for t in named]
     assert read <= 2 * NAMED
+
+
+async def test_a_signal_finds_the_open_tasks_waiting_on_it_by_their_inputs(readiness_pool: asyncpg.Pool) -> None:
+    """A signal's waiting inputs are found by key, their tasks by id: a closed task waiting on a signalled key
+    is left out, and no other task's row is read."""
+    named = await stale_statistics(readiness_pool)
+    await readiness_pool.execute("INSERT INTO readiness.inputs (task_id, position, ref, kind, key)"
+                                 " VALUES ('C000001', 0, to_jsonb('s3://bkt/C000001'::text), 'object', 's3://bkt/C000001')")  # fmt: skip
+    signals = [make_event(DataReadySignalled, subject=f"object/{task_id}", subject_seq=1, producer="intake/test",
+                          actor="upstream:etl", data={"input": f"s3://bkt/{task_id}"})
+               for task_id in [*named, "C000001"]]  # fmt: skip
+    async with readiness_pool.acquire() as conn, conn.transaction():
+        waiting, read = await with_task_rows_read(conn, record_signals(conn, "readiness", signals))
+    assert waiting == {signal.data.input.removeprefix("s3://bkt/"): signal.event_id for signal in signals[:-1]}
+    assert read <= 2 * (NAMED + 1)  # before: every open task (3,000)
