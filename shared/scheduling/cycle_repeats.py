@@ -158,4 +158,9 @@ class RepeatedFailures:
                 return
             self._repeats[shape] = [stamp, last_reason, None, options.index(miss.option), changes]
         else:
-            self._repeats[shape] = [stamp, last_reason, last_detail, 0, changes]
+            self._remember_said(shape, stamp)
+
+    def _remember_said(self, shape: tuple, stamp: int) -> None:
+        """Remember the deferral just said (its reason and sentence) as the shape's failure, `stamp` being
+        `_changes_on` its options: `_remember_failure`'s entry for any reason but "behind the reservation"."""
+        self._repeats[shape] = [stamp, self.deferred_reasons[-1], self.deferred_details[-1], 0, self._changes()]

@@ -272,7 +272,7 @@ class SettledWalk:
         text = self.explain.no_capacity_of(shape)
         self.deferred_reasons.append(R.NO_CAPACITY)
         self.deferred_details.append(text)
-        self._repeats[walk_shape] = [self._changes_on_types(card_types), R.NO_CAPACITY, text, 0, self.changes]
+        self._remember_said(walk_shape, self._changes_on_types(card_types))
 
     def _still_no_room(self, known: list, card_types: Sequence[str], changes: int) -> bool:
         """True if a shape's room check failed (`_walk_settled`'s [`_changes()` then, the sentence, `_changes_on`
